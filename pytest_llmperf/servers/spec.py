@@ -1,0 +1,91 @@
+"""ServerSpec: what to serve (model, image, vLLM args, speculative config, env).
+
+A spec is an immutable description; targets (simulator, docker, external, local
+process) turn it into a running OpenAI-compatible endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    model: str
+    image: str = "vllm/vllm-openai:latest"
+    args: tuple[str, ...] = ()
+    # Variables set in the server's environment. A value of None means "pass it
+    # through from the caller's environment by name" (how HF_TOKEN travels).
+    env: Mapping[str, str | None] = field(default_factory=dict)
+    speculative_config: Mapping[str, Any] | None = None
+    served_model_name: str | None = None
+    # Extra variable names whose values must never be shown (HF_TOKEN always is).
+    secret_env: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.model:
+            raise ValueError("ServerSpec needs a non-empty name and model")
+        # Accept lists for convenience but keep the spec hashable.
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "secret_env", tuple(self.secret_env))
+        object.__setattr__(self, "env", dict(self.env))
+        if self.speculative_config is not None:
+            object.__setattr__(self, "speculative_config", dict(self.speculative_config))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.model, self.image, self.args, self.speculative_json))
+
+    @property
+    def is_speculative(self) -> bool:
+        return bool(self.speculative_config)
+
+    @property
+    def speculative_json(self) -> str | None:
+        if not self.speculative_config:
+            return None
+        return json.dumps(self.speculative_config, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def model_id(self) -> str:
+        """The name clients send in requests."""
+        return self.served_model_name or self.model
+
+    def with_speculative(self, config: Mapping[str, Any], name: str | None = None) -> "ServerSpec":
+        """The speculative (e.g. MTP) variant of this base spec."""
+        method = str(config.get("method", "spec"))
+        return replace(self, name=name or f"{self.name}-{method}", speculative_config=dict(config))
+
+    def with_image(self, image: str) -> "ServerSpec":
+        return replace(self, image=image)
+
+    def vllm_args(self, host: str = "0.0.0.0", port: int = 8000) -> list[str]:
+        """The `vllm serve` command line after the program name: MODEL --host --port ..."""
+        argv = [self.model, "--host", host, "--port", str(port), *self.args]
+        if self.served_model_name:
+            argv += ["--served-model-name", self.served_model_name]
+        if self.speculative_config:
+            argv += ["--speculative-config", self.speculative_json]
+        return argv
+
+    def secret_names(self) -> set[str]:
+        names = {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", *self.secret_env}
+        names.update(k for k in self.env if any(s in k.upper() for s in ("TOKEN", "SECRET", "PASSWORD", "API_KEY")))
+        return names
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able description with secret values redacted."""
+        secrets = self.secret_names()
+        return {
+            "name": self.name,
+            "model": self.model,
+            "image": self.image,
+            "args": list(self.args),
+            "speculative_config": dict(self.speculative_config) if self.speculative_config else None,
+            "served_model_name": self.served_model_name,
+            "env": {k: (REDACTED if (k in secrets and v is not None) else v) for k, v in sorted(self.env.items())},
+        }

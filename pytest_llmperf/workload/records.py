@@ -1,0 +1,59 @@
+"""Raw per-request records: the ground every aggregate is recomputed from.
+
+Times are `time.perf_counter()` seconds in the client process (monotonic), so only
+differences between them mean anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class RequestRecord:
+    index: int                       # position of the prompt in the sampled list
+    send_time: float                 # just before the request was written
+    # Arrival time of every SSE chunk that carried generated text (non-empty choices
+    # with content). Under speculative decoding one chunk holds several tokens.
+    chunk_times: list[float] = field(default_factory=list)
+    end_time: float | None = None    # stream finished ([DONE], error or cut)
+    prompt_tokens: int | None = None      # from the server's usage, never counted here
+    completion_tokens: int | None = None  # from the server's usage
+    finish_reason: str | None = None
+    status: int | None = None        # HTTP status
+    error: str | None = None         # None when the request succeeded
+    output_text: str = ""
+    expected_prompt_len: int | None = None   # from the dataset sampler, for reference
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def ttft(self) -> float | None:
+        return self.chunk_times[0] - self.send_time if self.chunk_times else None
+
+    @property
+    def e2el(self) -> float | None:
+        return self.chunk_times[-1] - self.send_time if self.chunk_times else None
+
+    @property
+    def tpot(self) -> float | None:
+        """(E2EL - TTFT) / (output_tokens - 1), as vLLM's bench defines it."""
+        n = self.completion_tokens
+        if not self.chunk_times or n is None or n < 2:
+            return None
+        return (self.chunk_times[-1] - self.chunk_times[0]) / (n - 1)
+
+    @property
+    def itls(self) -> list[float]:
+        t = self.chunk_times
+        return [b - a for a, b in zip(t, t[1:])]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RequestRecord":
+        return cls(**d)
