@@ -1,0 +1,52 @@
+"""Wait for an OpenAI-compatible server: /health answers 200, then the model is listed."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import httpx
+
+from pytest_llmperf.servers.base import ServerStartError
+
+
+def wait_until_ready(
+    base_url: str,
+    model: str,
+    timeout: float,
+    *,
+    is_alive: Callable[[], str | None] = lambda: None,
+    on_progress: Callable[[float, str], None] | None = None,
+    poll_interval: float = 0.5,
+) -> None:
+    """Block until `model` is served at `base_url`.
+
+    `is_alive` returns None while the server process lives, or a description of why
+    it died (exit code, log tail); a dead server fails at once instead of waiting out
+    the timeout. `on_progress(elapsed, status)` is called on every poll.
+    """
+    start = time.monotonic()
+    status = "connecting"
+    with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
+        while True:
+            elapsed = time.monotonic() - start
+            death = is_alive()
+            if death is not None:
+                raise ServerStartError(f"server exited before it was ready ({status}): {death}")
+            try:
+                health = client.get(f"{base_url}/health")
+                if health.status_code != 200:
+                    status = f"/health answered {health.status_code}"
+                else:
+                    models = client.get(f"{base_url}/v1/models")
+                    ids = [m.get("id") for m in models.json().get("data", [])] if models.status_code == 200 else []
+                    if model in ids:
+                        return
+                    status = f"model {model!r} not listed yet (served: {ids})"
+            except (httpx.TransportError, ValueError) as exc:
+                status = f"not answering ({type(exc).__name__})"
+            if on_progress is not None:
+                on_progress(elapsed, status)
+            if elapsed > timeout:
+                raise ServerStartError(f"server at {base_url} not ready after {timeout:.0f} s: {status}")
+            time.sleep(poll_interval)
