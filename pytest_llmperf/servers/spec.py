@@ -26,6 +26,9 @@ class ServerSpec:
     served_model_name: str | None = None
     # Extra variable names whose values must never be shown (HF_TOKEN always is).
     secret_env: tuple[str, ...] = ()
+    # Extra flags for the simulated server only (e.g. "--sim-acceptance-scale", "0.8"):
+    # how a suite injects a regression to prove it is caught. Other targets ignore them.
+    sim_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.model:
@@ -33,6 +36,7 @@ class ServerSpec:
         # Accept lists for convenience but keep the spec hashable.
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "secret_env", tuple(self.secret_env))
+        object.__setattr__(self, "sim_args", tuple(self.sim_args))
         object.__setattr__(self, "env", dict(self.env))
         if self.speculative_config is not None:
             object.__setattr__(self, "speculative_config", dict(self.speculative_config))

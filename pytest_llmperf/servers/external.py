@@ -1,0 +1,26 @@
+"""An endpoint someone else runs (--llmperf-base-url): attach, never start or stop."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.provenance import server_provenance
+from pytest_llmperf.servers.readiness import wait_until_ready
+from pytest_llmperf.servers.spec import ServerSpec
+
+
+class ExternalTarget:
+    name = "external"
+
+    def __init__(self, base_url: str, ready_timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.ready_timeout = ready_timeout
+
+    @contextmanager
+    def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
+        # The server is already up: a short wait catches a wrong URL or a server that
+        # serves another model, which would otherwise measure the wrong thing.
+        wait_until_ready(self.base_url, spec.model_id, self.ready_timeout)
+        yield Endpoint(self.base_url, spec.model_id, self.name, server_provenance(self.base_url))

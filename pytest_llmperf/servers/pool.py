@@ -1,0 +1,51 @@
+"""At most one server at a time: on a GPU each vLLM reserves most of the memory.
+
+A server starts when a test first needs it and stops when another server is needed
+or the session ends. Test ordering (plugin.py) makes each server start once.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Callable
+
+from pytest_llmperf.servers.base import ServerTarget
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.spec import ServerSpec
+
+
+class ServerPool:
+    def __init__(self, target: ServerTarget, log: Callable[[str], None] = lambda msg: None) -> None:
+        self.target = target
+        self.log = log
+        self.starts: list[str] = []          # server names in start order (for reports and tests)
+        self._current: ServerSpec | None = None
+        self._endpoint: Endpoint | None = None
+        self._stack: ExitStack | None = None
+        self._failed: dict[ServerSpec, str] = {}
+
+    def endpoint(self, spec: ServerSpec) -> Endpoint:
+        if self._current == spec and self._endpoint is not None:
+            return self._endpoint
+        if spec in self._failed:
+            # Don't spend another half hour loading a model that already failed.
+            raise RuntimeError(f"server {spec.name!r} failed to start earlier in this session: {self._failed[spec]}")
+        self.stop()
+        self.log(f"starting server {spec.name} ({self.target.name})")
+        stack = ExitStack()
+        try:
+            endpoint = stack.enter_context(self.target.start(spec))
+        except BaseException as exc:
+            stack.close()
+            self._failed[spec] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise
+        self._current, self._endpoint, self._stack = spec, endpoint, stack
+        self.starts.append(spec.name)
+        return endpoint
+
+    def stop(self) -> None:
+        stack, name = self._stack, self._current.name if self._current else None
+        self._current = self._endpoint = self._stack = None
+        if stack is not None:
+            self.log(f"stopping server {name}")
+            stack.close()

@@ -1,0 +1,41 @@
+"""The embedded simulated vLLM server as a target (--llmperf-sim).
+
+Each server runs in its own process (not a thread) so it does not share the GIL with
+the measuring client. The simulator runs `speed` times faster than real time; its
+results are scaled back (`clock_speed` in provenance) so figures read like a GPU's.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.provenance import server_provenance
+from pytest_llmperf.servers.spec import ServerSpec
+
+
+class SimTarget:
+    name = "sim"
+
+    def __init__(self, speed: float = 10.0, extra_args: tuple[str, ...] = ()) -> None:
+        self.speed = speed
+        self.extra_args = tuple(extra_args)
+
+    def argv(self, spec: ServerSpec) -> list[str]:
+        return [
+            *spec.vllm_args(host="127.0.0.1", port=0),
+            "--sim-speed", repr(self.speed),
+            *spec.sim_args,
+            *self.extra_args,
+        ]
+
+    @contextmanager
+    def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
+        from pytest_llmperf.sim import SimConfig, simulated_server
+
+        config = SimConfig.from_vllm_argv(self.argv(spec))
+        with simulated_server(config, mode="process") as base_url:
+            provenance = server_provenance(base_url)
+            provenance.update(clock_speed=self.speed, simulator=True, sim_args=list(spec.sim_args + self.extra_args))
+            yield Endpoint(base_url, spec.model_id, self.name, provenance)
