@@ -1,0 +1,152 @@
+"""Aggregate figures of one run, computed from raw request records.
+
+Definitions follow vLLM's `vllm bench serve` (DESIGN.md "Measurement definitions"):
+
+- token counts come from the server's `usage` of successful requests, never from the
+  number of SSE chunks (under MTP one chunk carries several tokens);
+- TPOT per request = (last chunk - first chunk) / (output_tokens - 1), only for
+  requests with more than one output token;
+- ITL is pooled over every chunk gap of every successful request (a per-chunk figure,
+  so under speculative decoding it is larger than TPOT);
+- percentiles are numpy's default (linear interpolation), like vLLM;
+- prefill/decode tok/s = total prompt/output tokens / wall duration;
+- per_stream_tok_s = 1 / median TPOT: the decode speed one stream sees (the seeds'
+  "TPOT median 66.3 ms (~15 tok/s/stream)").
+
+Figures that cannot be computed (no successful request, zero duration, no TPOT sample)
+are None, never 0 and never a ZeroDivisionError.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from pytest_llmperf.metrics.prometheus import SpecDecodeStats
+from pytest_llmperf.workload.records import RequestRecord
+
+STATS = ("mean", "median", "p90", "p99")
+_PERCENTILE = {"median": 50, "p90": 90, "p99": 99}
+
+
+@dataclass
+class Summary:
+    completed: int
+    failed: int
+    duration_s: float
+    total_prompt_tokens: int
+    total_output_tokens: int
+    request_throughput: float | None     # completed requests / s
+    prefill_tok_s: float | None          # prompt tokens / s (the seeds' "prefill")
+    decode_tok_s: float | None           # output tokens / s (the seeds' "decode")
+    total_tok_s: float | None            # (prompt + output) tokens / s
+    per_stream_tok_s: float | None       # 1 / median TPOT
+    ttft_ms_mean: float | None = None
+    ttft_ms_median: float | None = None
+    ttft_ms_p90: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_mean: float | None = None
+    tpot_ms_median: float | None = None
+    tpot_ms_p90: float | None = None
+    tpot_ms_p99: float | None = None
+    itl_ms_mean: float | None = None
+    itl_ms_median: float | None = None
+    itl_ms_p90: float | None = None
+    itl_ms_p99: float | None = None
+    e2el_ms_mean: float | None = None
+    e2el_ms_median: float | None = None
+    e2el_ms_p90: float | None = None
+    e2el_ms_p99: float | None = None
+    acceptance_rate: float | None = None
+    acceptance_length: float | None = None
+    acceptance_per_position: list[float] | None = None
+    spec_status: str | None = None       # SpecDecodeStats.status; None when not asked
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat metric names, usable as baseline keys."""
+        return asdict(self)
+
+
+def _stats(prefix: str, values_s: list[float]) -> dict[str, float | None]:
+    if not values_s:
+        return {f"{prefix}_{s}": None for s in STATS}
+    arr = np.asarray(values_s, dtype=float) * 1000.0
+    out = {f"{prefix}_mean": float(np.mean(arr))}
+    for name, q in _PERCENTILE.items():
+        out[f"{prefix}_{name}"] = float(np.percentile(arr, q))
+    return out
+
+
+def _check_duration(duration: float) -> float:
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)):
+        raise TypeError(f"duration must be seconds as a number, got {duration!r}")
+    if math.isnan(duration) or math.isinf(duration) or duration < 0:
+        raise ValueError(f"duration must be a finite number of seconds >= 0, got {duration!r}")
+    return float(duration)
+
+
+def summarize(
+    records: Iterable[RequestRecord],
+    duration: float,
+    spec: SpecDecodeStats | None = None,
+) -> Summary:
+    records = list(records)
+    duration = _check_duration(duration)
+    for r in records:
+        if not isinstance(r, RequestRecord):
+            raise TypeError(f"summarize expects RequestRecord objects, got {type(r).__name__}")
+
+    ok = [r for r in records if r.ok]
+    notes: list[str] = []
+    no_usage = [r.index for r in ok if r.completion_tokens is None or r.prompt_tokens is None]
+    if no_usage:
+        shown = ", ".join(map(str, no_usage[:5])) + (", ..." if len(no_usage) > 5 else "")
+        notes.append(
+            f"{len(no_usage)} successful request(s) reported no usage (indices {shown}): "
+            "their tokens are missing from the token counts and throughput"
+        )
+    prompt_tokens = sum(r.prompt_tokens or 0 for r in ok)
+    output_tokens = sum(r.completion_tokens or 0 for r in ok)
+
+    def rate(x: float) -> float | None:
+        return x / duration if duration > 0 and ok else None
+
+    if ok and duration == 0:
+        notes.append("duration is 0 s: throughput figures are undefined")
+
+    ttfts = [r.ttft for r in ok if r.ttft is not None]
+    e2els = [r.e2el for r in ok if r.e2el is not None]
+    tpots = [r.tpot for r in ok if r.tpot is not None]
+    itls = [gap for r in ok for gap in r.itls]
+
+    tpot = _stats("tpot_ms", tpots)
+    median_tpot_ms = tpot["tpot_ms_median"]
+    summary = Summary(
+        completed=len(ok),
+        failed=len(records) - len(ok),
+        duration_s=duration,
+        total_prompt_tokens=prompt_tokens,
+        total_output_tokens=output_tokens,
+        request_throughput=rate(len(ok)),
+        prefill_tok_s=rate(prompt_tokens),
+        decode_tok_s=rate(output_tokens),
+        total_tok_s=rate(prompt_tokens + output_tokens),
+        per_stream_tok_s=1000.0 / median_tpot_ms if median_tpot_ms else None,
+        **_stats("ttft_ms", ttfts),
+        **tpot,
+        **_stats("itl_ms", itls),
+        **_stats("e2el_ms", e2els),
+        notes=notes,
+    )
+    if spec is not None:
+        summary.spec_status = spec.status
+        summary.acceptance_rate = spec.acceptance_rate
+        summary.acceptance_length = spec.acceptance_length
+        summary.acceptance_per_position = list(spec.per_position) if spec.per_position else None
+        if spec.note:
+            summary.notes.append(spec.note)
+    return summary
