@@ -1,0 +1,438 @@
+"""Baseline files: baselines/<target>/<server>.json, written atomically and deterministically.
+
+Layout of a baseline file (format 1):
+
+    {
+      "format": 1,
+      "target": "NVIDIA-H200",
+      "server": "qwen3.6-35b-a3b-fp8-mtp",
+      "concurrency": {
+        "8":  {"workload": {...}, "provenance": {...},
+               "metrics": {"decode_tok_s": {"value": 407.9, "samples": [...],
+                                            "spread": 0.012, "direction": "higher"}}},
+        "32": {...}
+      }
+    }
+
+- value  = median of the samples (the repetitions of the run).
+- spread = (max - min) / |median| of the samples: a relative range, 0 for one sample,
+           null when the median is 0. It tells a reviewer how noisy the number is.
+- Concurrency keys are ordered numerically, every other key alphabetically; metric
+  numbers are rounded to 6 significant digits; indent 2, trailing newline. Writing the
+  same data twice gives byte-identical files, so a diff shows only what moved.
+
+Published reference figures (from a write-up such as the seeds) live apart, in
+baselines/published/<server>.json: they are hand-curated, not hardware-matched, and
+report-only (shown beside measured values, never gating). Keeping them out of the
+baseline files means --update-baselines never rewrites them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_llmperf.baselines.compare import check_compatible
+from pytest_llmperf.baselines.tolerances import DIRECTIONS, Direction, direction_for
+
+FORMAT = 1
+SIG_DIGITS = 6
+PUBLISHED_DIR = "published"
+REDACTED = "***"
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used; the message names the file and the problem."""
+
+    def __init__(self, path: Path | str, problem: str):
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+# --- names and numbers -------------------------------------------------------------
+
+def sanitize_name(name: str) -> str:
+    """A file-system-safe name: "NVIDIA H200" -> "NVIDIA-H200", "Qwen/Qwen3.6" -> "Qwen-Qwen3.6"."""
+    if not isinstance(name, str):
+        raise ValueError(f"a target or server name must be a string, got {name!r}")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name.strip())
+    safe = re.sub(r"-{2,}", "-", safe).strip("-.")
+    if not safe:
+        raise ValueError(f"{name!r} is not usable as a file name (nothing left after sanitizing)")
+    return safe
+
+
+def stable_float(x: float) -> float:
+    """Round to SIG_DIGITS significant digits so reruns format identically."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"expected a number, got {x!r}")
+    if not math.isfinite(x):
+        raise ValueError(f"expected a finite number, got {x!r}")
+    r = float(f"{float(x):.{SIG_DIGITS}g}")
+    return 0.0 if r == 0 else r   # no "-0.0" in files
+
+
+def summarize_samples(samples: list[float]) -> tuple[float, float | None]:
+    """(median, spread) of repetitions; spread = (max - min) / |median|."""
+    med = statistics.median(samples)
+    if len(samples) == 1:
+        return med, 0.0
+    if med == 0:
+        return med, None
+    return med, (max(samples) - min(samples)) / abs(med)
+
+
+# --- secrets -------------------------------------------------------------------------
+
+_SECRET_KEY_PARTS = {"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL",
+                     "CREDENTIALS", "AUTH", "AUTHORIZATION", "COOKIE", "APIKEY"}
+_SECRET_KEY_INFIXES = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY")
+_SECRET_VALUE = re.compile(
+    r"\bhf_[A-Za-z0-9]{20,}"            # Hugging Face token
+    r"|\bsk-[A-Za-z0-9_-]{16,}"         # OpenAI-style key
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"    # GitHub token
+    r"|\bAKIA[0-9A-Z]{16}\b"            # AWS access key id
+    r"|(?i:\bbearer\s+[A-Za-z0-9._~+/-]{8,})"
+    r"|(?i:(token|secret|password|api_key)=(?!\*\*\*)\S+)"
+)
+
+
+def _secret_key(key: str) -> bool:
+    upper = str(key).upper()
+    parts = set(re.split(r"[^A-Z0-9]+", upper))   # "max_tokens" -> MAX, TOKENS: not a secret
+    return bool(parts & _SECRET_KEY_PARTS) or any(s in upper for s in _SECRET_KEY_INFIXES)
+
+
+def strip_secrets(value: Any) -> Any:
+    """Drop keys that name or hold secrets; mask secret-looking list items.
+
+    Defence in depth: targets are meant to redact already (ServerSpec.describe()).
+    A key holding the redaction marker itself ("***") is kept; it shows a secret was set.
+    """
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if _secret_key(k) and v not in (REDACTED, None):
+                continue
+            if isinstance(v, str) and _SECRET_VALUE.search(v):
+                continue
+            out[str(k)] = strip_secrets(v)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [REDACTED if isinstance(v, str) and _SECRET_VALUE.search(v) else strip_secrets(v) for v in value]
+    return value
+
+
+# --- deterministic JSON ------------------------------------------------------------
+
+def _plain(value: Any, where: str) -> Any:
+    """JSON-able copy with sorted keys; rejects NaN/inf and non-JSON types up front."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(value[k], f"{where}.{k}") for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value!r} cannot be stored (not a finite number)")
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Path):
+        return value.as_posix()
+    raise ValueError(f"{where}: {type(value).__name__} {value!r} cannot be stored in JSON")
+
+
+def _by_concurrency(entries: Mapping[int, Any]) -> dict[str, Any]:
+    return {str(c): entries[c] for c in sorted(entries)}
+
+
+def _dump(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same directory + os.replace: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+# --- validation on load -------------------------------------------------------------
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(path, f"not UTF-8 text ({exc})") from None
+    if not text.strip():
+        raise BaselineError(path, "empty file; delete it and re-record with --update-baselines")
+    try:
+        return json.loads(text, parse_constant=lambda c: _reject_constant(path, c))
+    except json.JSONDecodeError as exc:
+        raise BaselineError(path, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def _reject_constant(path: Path, name: str) -> Any:
+    raise BaselineError(path, f"contains {name}, which is not a valid number in a baseline")
+
+
+def _concurrency_key(path: Path, key: str) -> int:
+    if not re.fullmatch(r"[1-9][0-9]*", key):
+        raise BaselineError(path, f"concurrency key {key!r} is not a positive integer")
+    return int(key)
+
+
+def _check_header(path: Path, doc: Any, kind_fields: Mapping[str, str]) -> None:
+    if not isinstance(doc, dict):
+        raise BaselineError(path, f"expected a JSON object at the top level, got {type(doc).__name__}")
+    if doc.get("format") != FORMAT:
+        raise BaselineError(path, f"unsupported format {doc.get('format')!r} (this plugin reads format {FORMAT})")
+    for key, expected in kind_fields.items():
+        if doc.get(key) != expected:
+            raise BaselineError(path, f"{key!r} is {doc.get(key)!r} but the file's location says {expected!r}; "
+                                      "was it copied from another target or server?")
+    if not isinstance(doc.get("concurrency"), dict):
+        raise BaselineError(path, "missing or invalid 'concurrency' section (expected an object)")
+
+
+def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
+    if not isinstance(m, dict):
+        raise BaselineError(path, f"{where}: expected an object, got {m!r}")
+    for key in ("value", "samples", "spread", "direction"):
+        if key not in m:
+            raise BaselineError(path, f"{where}: missing {key!r}")
+    if not _is_number(m["value"]):
+        raise BaselineError(path, f"{where}.value must be a finite number, got {m['value']!r}")
+    samples = m["samples"]
+    if not isinstance(samples, list) or not samples or not all(_is_number(s) for s in samples):
+        raise BaselineError(path, f"{where}.samples must be a non-empty list of numbers, got {samples!r}")
+    if m["spread"] is not None and not (_is_number(m["spread"]) and m["spread"] >= 0):
+        raise BaselineError(path, f"{where}.spread must be a number >= 0 or null, got {m['spread']!r}")
+    try:
+        direction = Direction.parse(m["direction"])
+    except ValueError as exc:
+        raise BaselineError(path, f"{where}.direction: {exc}") from None
+    if name in DIRECTIONS and direction is not DIRECTIONS[name]:
+        raise BaselineError(path, f"{where}.direction is {direction.value!r} but {name} is "
+                                  f"{DIRECTIONS[name].value}-is-better")
+    median = statistics.median(samples)
+    if not math.isclose(m["value"], median, rel_tol=1e-5, abs_tol=1e-9):
+        raise BaselineError(path, f"{where}.value {m['value']!r} is not the median of its samples "
+                                  f"({stable_float(median)!r}); re-record with --update-baselines, or edit "
+                                  "value and samples together")
+
+
+def _check_entry(path: Path, key: str, entry: Any) -> None:
+    where = f"concurrency[{key}]"
+    if not isinstance(entry, dict):
+        raise BaselineError(path, f"{where}: expected an object, got {type(entry).__name__}")
+    for section in ("workload", "provenance", "metrics"):
+        if not isinstance(entry.get(section), dict):
+            raise BaselineError(path, f"{where}: missing or invalid {section!r} (expected an object)")
+    for name, m in entry["metrics"].items():
+        _check_metric(path, f"{where}.metrics.{name}", name, m)
+
+
+# --- the files ----------------------------------------------------------------------
+
+@dataclass
+class BaselineFile:
+    path: Path
+    target: str
+    server: str
+    # {concurrency: {"workload": {...}, "provenance": {...},
+    #                "metrics": {name: {"value", "samples", "spread", "direction"}}}}
+    entries: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def entry(self, concurrency: int) -> dict[str, Any] | None:
+        return self.entries.get(int(concurrency))
+
+    def metric(self, concurrency: int, name: str) -> dict[str, Any] | None:
+        entry = self.entry(concurrency)
+        return entry["metrics"].get(name) if entry else None
+
+    def value(self, concurrency: int, name: str) -> float | None:
+        m = self.metric(concurrency, name)
+        return m["value"] if m else None
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "concurrency": _by_concurrency({c: _plain(e, f"concurrency[{c}]") for c, e in self.entries.items()}),
+            "format": FORMAT,
+            "server": self.server,
+            "target": self.target,
+        }
+
+    def to_json(self) -> str:
+        return _dump(self.to_document())
+
+
+@dataclass
+class PublishedFile:
+    """Report-only reference figures for a server, from a published write-up."""
+    path: Path
+    server: str
+    # {concurrency: {"figures": {metric: value}, "source": str, "note": str}}
+    entries: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def figures(self, concurrency: int) -> dict[str, float]:
+        entry = self.entries.get(int(concurrency))
+        return dict(entry["figures"]) if entry else {}
+
+    def to_json(self) -> str:
+        return _dump({
+            "concurrency": _by_concurrency({c: _plain(e, f"concurrency[{c}]") for c, e in self.entries.items()}),
+            "format": FORMAT,
+            "kind": "published-reference",
+            "note": "Published figures, report-only: shown beside measured values, never gating.",
+            "server": self.server,
+        })
+
+
+def _positive_concurrency(concurrency: Any) -> int:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+    return concurrency
+
+
+class BaselineStore:
+    """Baseline files under `root` (the project's baselines/ folder)."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    def path_for(self, target: str, server: str) -> Path:
+        target_dir = sanitize_name(target)
+        if target_dir == PUBLISHED_DIR:
+            raise ValueError(f"target name {target!r} is reserved for published reference figures")
+        return self.root / target_dir / f"{sanitize_name(server)}.json"
+
+    def published_path_for(self, server: str) -> Path:
+        return self.root / PUBLISHED_DIR / f"{sanitize_name(server)}.json"
+
+    # -- baselines --
+
+    def load(self, target: str, server: str) -> BaselineFile | None:
+        """The baseline file, or None when there is none; BaselineError when it is unusable."""
+        path = self.path_for(target, server)
+        if not path.exists():
+            return None
+        doc = _read_json(path)
+        _check_header(path, doc, {"target": sanitize_name(target), "server": sanitize_name(server)})
+        entries = {}
+        for key, entry in doc["concurrency"].items():
+            _check_entry(path, key, entry)
+            entries[_concurrency_key(path, key)] = entry
+        return BaselineFile(path=path, target=doc["target"], server=doc["server"], entries=entries)
+
+    def record(
+        self,
+        target: str,
+        server: str,
+        concurrency: int,
+        metrics: Mapping[str, list[float] | float | None],
+        workload: Mapping[str, Any],
+        provenance: Mapping[str, Any],
+        *,
+        directions: Mapping[str, Direction | str] | None = None,
+    ) -> BaselineFile:
+        """Record one concurrency's metrics and write the file; other concurrencies are kept.
+
+        Each metric is a list of samples (repetitions) or a single value; None samples
+        (no data, e.g. acceptance on a base server) are skipped and a metric with none
+        left is not recorded. Within a concurrency, metrics recorded earlier under the same
+        workload and hardware are kept (so mtp_speedup can be added after decode_tok_s);
+        a different workload or hardware replaces the whole entry.
+        `directions` is needed only for metrics whose direction cannot be inferred.
+        """
+        concurrency = _positive_concurrency(concurrency)
+        path = self.path_for(target, server)
+        current = self.load(target, server) or BaselineFile(path, sanitize_name(target), sanitize_name(server))
+        workload = _plain(dict(workload), "workload")
+        provenance = _plain(strip_secrets(dict(provenance)), "provenance")
+
+        new_metrics = {}
+        for name, raw in metrics.items():
+            samples = [raw] if not isinstance(raw, (list, tuple)) else list(raw)
+            samples = [s for s in samples if s is not None]
+            if not samples:
+                continue
+            try:
+                samples = [stable_float(s) for s in samples]
+            except ValueError as exc:
+                raise ValueError(f"metric {name}: {exc}") from None
+            hint = (directions or {}).get(name)
+            direction = Direction.parse(hint) if hint is not None else direction_for(name)
+            median, spread = summarize_samples(samples)
+            new_metrics[name] = {
+                "direction": direction.value,
+                "samples": samples,
+                "spread": None if spread is None else stable_float(spread),
+                "value": stable_float(median),
+            }
+
+        old = current.entries.get(concurrency)
+        kept = {}
+        if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
+            kept = dict(old["metrics"])
+        kept.update(new_metrics)
+        current.entries[concurrency] = {"metrics": kept, "provenance": provenance, "workload": workload}
+        atomic_write_text(path, current.to_json())
+        return current
+
+    # -- published reference figures --
+
+    def load_published(self, server: str) -> PublishedFile | None:
+        path = self.published_path_for(server)
+        if not path.exists():
+            return None
+        doc = _read_json(path)
+        _check_header(path, doc, {"kind": "published-reference", "server": sanitize_name(server)})
+        entries = {}
+        for key, entry in doc["concurrency"].items():
+            where = f"concurrency[{key}]"
+            if not isinstance(entry, dict) or not isinstance(entry.get("figures"), dict):
+                raise BaselineError(path, f"{where}: expected an object with a 'figures' object")
+            if not isinstance(entry.get("source"), str) or not entry["source"].strip():
+                raise BaselineError(path, f"{where}: missing 'source' (where the figures were published)")
+            for name, v in entry["figures"].items():
+                if not _is_number(v):
+                    raise BaselineError(path, f"{where}.figures.{name} must be a finite number, got {v!r}")
+            entries[_concurrency_key(path, key)] = entry
+        return PublishedFile(path=path, server=doc["server"], entries=entries)
+
+    def write_published(self, server: str, concurrency: int, figures: Mapping[str, float],
+                        source: str, note: str = "") -> PublishedFile:
+        """Store report-only reference figures (e.g. the seeds' decode 407.9 tok/s at conc 32)."""
+        concurrency = _positive_concurrency(concurrency)
+        if not source or not source.strip():
+            raise ValueError("published figures need a source (where they were published)")
+        current = self.load_published(server) or PublishedFile(self.published_path_for(server), sanitize_name(server))
+        try:
+            clean = {k: stable_float(v) for k, v in figures.items()}
+        except ValueError as exc:
+            raise ValueError(f"published figures: {exc}") from None
+        current.entries[concurrency] = {"figures": clean, "note": note, "source": source}
+        atomic_write_text(current.path, current.to_json())
+        return current
