@@ -115,7 +115,8 @@ def compare(
     change = Change(absolute=delta, relative=relative)
     if _beyond(amount, tolerance.limit):
         return Verdict(change=change, status="regressed",
-                       hint=f"{metric}: worse than the baseline by more than the allowed {allowed}", **common)
+                       hint=(f"{metric}: worse than the baseline by more than the allowed {allowed}; "
+                             f"if that is expected and accepted, re-record with: {update_command}"), **common)
     if _beyond(-amount, tolerance.limit):
         return Verdict(change=change, status="improved",
                        hint=(f"{metric}: better than the baseline by more than {allowed.lstrip('+-')}; "

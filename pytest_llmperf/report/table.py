@@ -1,0 +1,148 @@
+"""Plain-text tables for verdicts: the failure message and the terminal summary.
+
+Failing verdicts are upper case (REGRESSED, MISSING BASELINE, NO DATA) so they stand
+out in a wall of CI output; passing ones are lower case. Hints follow the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from pytest_llmperf.baselines.compare import Verdict
+
+VERDICT_WORDS = {
+    "pass": "pass",
+    "improved": "improved",
+    "regressed": "!! REGRESSED",
+    "missing-baseline": "MISSING BASELINE",
+    "no-data": "NO DATA",
+}
+
+PUBLISHED_HEADER = "published (ref only)"
+PUBLISHED_NOTE = ("published (ref only): figures from a published run, shown for context; "
+                  "never gating, hardware and workload may differ")
+
+_DECIMALS = (  # first matching name fragment wins
+    ("acceptance_rate", 3),
+    ("acceptance_length", 2),
+    ("speedup", 3),
+    ("request_throughput", 3),
+    ("tok_s", 1),
+    ("_ms", 1),
+)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One line of the terminal summary: a verdict at a concurrency, maybe a published figure."""
+    concurrency: int
+    verdict: Verdict
+    published: float | None = None
+
+
+def format_value(metric: str, value: float | None) -> str:
+    """A metric value with precision that suits it: 407.9 tok/s, 0.670 rate, 624.0 ms."""
+    if value is None:
+        return "-"
+    for fragment, decimals in _DECIMALS:
+        if fragment in metric:
+            return f"{value:.{decimals}f}"
+    magnitude = abs(value)
+    decimals = 1 if magnitude >= 100 else 2 if magnitude >= 1 else 3
+    return f"{value:.{decimals}f}"
+
+
+def format_change(v: Verdict) -> str:
+    """The move, in the tolerance's own terms first: "-5.0% (-20.4)" or "-0.030 (-4.5%)"."""
+    if v.change is None:
+        return "-"
+    absolute = format_value(v.metric, v.change.absolute)
+    if not absolute.startswith("-"):
+        absolute = "+" + absolute
+    if v.change.relative is None:
+        return absolute
+    relative = f"{v.change.relative * 100:+.1f}%"
+    if v.tolerance is not None and v.tolerance.kind == "absolute":
+        return f"{absolute} ({relative})"
+    return f"{relative} ({absolute})"
+
+
+def verdict_word(status: str) -> str:
+    return VERDICT_WORDS.get(status, status.upper())
+
+
+def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(parts).rstrip()
+
+    return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
+def _counts(verdicts: Iterable[Verdict]) -> str:
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    order = ["regressed", "no-data", "missing-baseline", "improved", "pass"]
+    return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
+
+
+def _hints(verdicts: Iterable[Verdict]) -> list[str]:
+    seen: list[str] = []
+    for v in verdicts:
+        if v.hint and v.hint not in seen:
+            seen.append(v.hint)
+    return [f"  - {h}" for h in seen]
+
+
+def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) -> str:
+    """metric | baseline | measured | change | allowed | verdict, then counts and hints."""
+    header = ["metric", "baseline", "measured", "change", "allowed", "verdict"]
+    rows = [[v.metric, format_value(v.metric, v.baseline), format_value(v.metric, v.measured),
+             format_change(v), v.allowed, verdict_word(v.status)] for v in verdicts]
+    lines = [title] if title else []
+    lines += _render(header, rows, right={1, 2, 3, 4})
+    if verdicts:
+        lines.append(f"({_counts(verdicts)})")
+    hints = _hints(verdicts)
+    if hints:
+        lines += ["hints:", *hints]
+    return "\n".join(lines)
+
+
+def _as_row(row: SummaryRow | tuple) -> SummaryRow:
+    return row if isinstance(row, SummaryRow) else SummaryRow(*row)
+
+
+def format_server_table(server: str, rows: Iterable[SummaryRow | tuple]) -> str:
+    """The terminal summary for one server: concurrency x metric, baseline, change, verdict.
+
+    `rows` are SummaryRow or (concurrency, verdict[, published]) tuples. The published
+    column appears only when some row has a published figure, and is labelled as such.
+    """
+    items = sorted((_as_row(r) for r in rows), key=lambda r: r.concurrency)   # stable: metric order kept
+    with_published = any(r.published is not None for r in items)
+    header = ["conc", "metric", "baseline", "measured", "change", "allowed", "verdict"]
+    if with_published:
+        header.append(PUBLISHED_HEADER)
+    table = []
+    previous = None
+    for r in items:
+        v = r.verdict
+        cells = ["" if r.concurrency == previous else str(r.concurrency), v.metric,
+                 format_value(v.metric, v.baseline), format_value(v.metric, v.measured),
+                 format_change(v), v.allowed, verdict_word(v.status)]
+        if with_published:
+            cells.append(format_value(v.metric, r.published))
+        table.append(cells)
+        previous = r.concurrency
+    right = {0, 2, 3, 4, 5} | ({7} if with_published else set())
+    lines = [f"llmperf: {server}", *_render(header, table, right)]
+    if items:
+        lines.append(f"({_counts(r.verdict for r in items)})")
+    if with_published:
+        lines.append(PUBLISHED_NOTE)
+    return "\n".join(lines)
