@@ -163,9 +163,8 @@ def spec_decode_delta(
     draft_tokens = deltas.get(DRAFT_TOKENS, 0.0)
     accepted = deltas.get(ACCEPTED, 0.0)
     if drafts == 0 or draft_tokens == 0:
-        generated = deltas.get(GENERATION_TOKENS)
-        if generated is None:
-            generated = generated_tokens
+        # Either witness will do: the server's own counter may be frozen too.
+        generated = max(deltas.get(GENERATION_TOKENS) or 0, generated_tokens or 0)
         if generated:
             return SpecDecodeStats(
                 NOT_MOVING,

@@ -6,12 +6,28 @@ a result written to JSON can be recomputed later.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.workload.records import RequestRecord
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_llmperf.metrics.summary import Summary
+
 STOP_REASONS = ("completed", "max_seconds", "interrupted")
+
+# The JSON file's identity; from_dict refuses anything else.
+JSON_FORMAT = "pytest-llmperf/run-result"
+JSON_VERSION = 1
+
+# Config keys that must agree before two runs' throughputs may be divided.
+SAME_WORKLOAD_KEYS = (
+    "dataset", "seed", "num_prompts", "max_tokens", "concurrency", "max_seconds",
+    "endpoint", "ignore_eos", "temperature",
+)
+_REQUIRED_KEYS = ("config", "records", "duration", "attempted", "stop_reason")
 
 
 @dataclass
@@ -37,3 +53,114 @@ class RunResult:
     @property
     def failed(self) -> int:
         return sum(1 for r in self.records if not r.ok)
+
+    # ------------------------------------------------------------------ figures
+
+    def spec_decode(self):
+        """Spec-decode figures from the raw /metrics pages (never raises on a bad page)."""
+        from pytest_llmperf.metrics.prometheus import SpecDecodeStats, spec_decode_delta
+
+        generated = sum(r.completion_tokens or 0 for r in self.records if r.ok)
+        try:
+            return spec_decode_delta(self.metrics_before, self.metrics_after, generated_tokens=generated)
+        except ValueError as exc:
+            return SpecDecodeStats("unparseable", f"could not read the captured /metrics pages: {exc}")
+
+    def summary(self) -> "Summary":
+        """Every aggregate, recomputed from the raw records and /metrics pages."""
+        from pytest_llmperf.metrics.summary import summarize
+
+        return summarize(self.records, self.duration, self.spec_decode())
+
+    def speedup_over(self, base: "RunResult") -> float:
+        """Decode tok/s of this run over `base`'s; ValueError unless the workloads match."""
+        if not isinstance(base, RunResult):
+            raise TypeError(f"speedup_over expects a RunResult, got {type(base).__name__}")
+        diffs = [
+            f"{key}: {self.config.get(key)!r} vs base {base.config.get(key)!r}"
+            for key in SAME_WORKLOAD_KEYS
+            if self.config.get(key) != base.config.get(key)
+        ]
+        # The same seed must have produced the same prompts: compare the lengths the
+        # sampler recorded for every prompt index both runs sent.
+        ours = {r.index: r.expected_prompt_len for r in self.records}
+        for r in base.records:
+            mine = ours.get(r.index)
+            if mine is not None and r.expected_prompt_len is not None and mine != r.expected_prompt_len:
+                diffs.append(f"prompt {r.index}: {mine} tokens vs base {r.expected_prompt_len}")
+                break
+        if diffs:
+            raise ValueError("speedup needs the same workload on both runs; they differ in " + "; ".join(diffs))
+        mine_tps, base_tps = self.summary().decode_tok_s, base.summary().decode_tok_s
+        if not base_tps:
+            raise ValueError(f"speedup undefined: the base run has no decode throughput ({base_tps!r})")
+        if mine_tps is None:
+            raise ValueError("speedup undefined: this run has no decode throughput (no successful request)")
+        return mine_tps / base_tps
+
+    # ------------------------------------------------------------------ JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        """Raw data plus the summary (for readers); from_dict recomputes the summary."""
+        return {
+            "format": JSON_FORMAT,
+            "version": JSON_VERSION,
+            "config": dict(self.config),
+            "records": [r.to_dict() for r in self.records],
+            "duration": self.duration,
+            "attempted": self.attempted,
+            "stop_reason": self.stop_reason,
+            "metrics_before": self.metrics_before,
+            "metrics_after": self.metrics_after,
+            "started_at": self.started_at,
+            "provenance": dict(self.provenance),
+            "summary": self.summary().to_dict(),
+            "spec_decode": self.spec_decode().to_dict(),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Deterministic JSON: sorted keys, Python's shortest round-trip float repr."""
+        try:
+            return json.dumps(self.to_dict(), sort_keys=True, indent=indent, allow_nan=False)
+        except ValueError as exc:
+            raise ValueError(f"RunResult holds a NaN or infinite number and cannot be JSON: {exc}") from exc
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunResult":
+        if not isinstance(d, dict):
+            raise ValueError(f"a run result must be a JSON object, got {type(d).__name__}")
+        if d.get("format") != JSON_FORMAT:
+            raise ValueError(f"not a pytest-llmperf run result (format {d.get('format')!r}, expected {JSON_FORMAT!r})")
+        if d.get("version") != JSON_VERSION:
+            raise ValueError(f"run result version {d.get('version')!r} is not supported (this reads {JSON_VERSION})")
+        missing = [k for k in _REQUIRED_KEYS if k not in d]
+        if missing:
+            raise ValueError(f"run result is missing {missing}")
+        if d["stop_reason"] not in STOP_REASONS:
+            raise ValueError(f"run result stop_reason {d['stop_reason']!r} is not one of {STOP_REASONS}")
+        duration = d["duration"]
+        if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not math.isfinite(duration):
+            raise ValueError(f"run result duration {duration!r} is not a number of seconds")
+        try:
+            records = [RequestRecord.from_dict(r) for r in d["records"]]
+        except TypeError as exc:
+            raise ValueError(f"run result has a malformed request record: {exc}") from exc
+        return cls(
+            config=dict(d["config"]),
+            records=records,
+            duration=float(duration),
+            attempted=int(d["attempted"]),
+            stop_reason=d["stop_reason"],
+            metrics_before=d.get("metrics_before"),
+            metrics_after=d.get("metrics_after"),
+            started_at=d.get("started_at", ""),
+            provenance=dict(d.get("provenance") or {}),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunResult":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"run result is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)

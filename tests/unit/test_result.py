@@ -1,0 +1,167 @@
+"""RunResult: summary from raw data, JSON round trip, speedup with workload checks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from pytest_llmperf.workload.records import RequestRecord
+from pytest_llmperf.workload.result import RunResult
+
+CONFIG = {"dataset": "sharegpt.json", "seed": 0, "num_prompts": 4, "max_tokens": 8,
+          "concurrency": 2, "max_seconds": 300.0}
+
+
+def spec_page(drafts, tokens, accepted, pos, generation):
+    lab = 'engine="0",model_name="m"'
+    lines = [
+        "# TYPE vllm:spec_decode_num_drafts_total counter",
+        f"vllm:spec_decode_num_drafts_total{{{lab}}} {drafts}",
+        "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+        f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {tokens}",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+        f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {accepted}",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
+        *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {v}'
+          for i, v in enumerate(pos)),
+        "# TYPE vllm:generation_tokens_total counter",
+        f"vllm:generation_tokens_total{{{lab}}} {generation}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def records(scale=1.0):
+    """Two requests of 6 and 6 tokens; chunk times multiplied by `scale`."""
+    t0 = 12345.678901234567  # perf_counter-like value: must survive JSON exactly
+    return [
+        RequestRecord(index=0, send_time=t0, chunk_times=[t0 + 0.1 * scale, t0 + 0.35 * scale, t0 + 0.6 * scale],
+                      end_time=t0 + 0.6 * scale, prompt_tokens=11, completion_tokens=6, finish_reason="length",
+                      status=200, output_text="a b c d e f", expected_prompt_len=11),
+        RequestRecord(index=1, send_time=t0, chunk_times=[t0 + 0.2 * scale, t0 + 0.7 * scale],
+                      end_time=t0 + 0.7 * scale, prompt_tokens=9, completion_tokens=6, finish_reason="length",
+                      status=200, output_text="ü ∑ 😀", expected_prompt_len=9),
+        RequestRecord(index=2, send_time=t0, chunk_times=[], end_time=t0 + 0.05, status=500,
+                      error="HTTP 500: boom", expected_prompt_len=30),
+    ]
+
+
+def make(duration=4.0, scale=1.0, config=CONFIG, before=None, after=None, recs=None):
+    return RunResult(
+        config=dict(config), records=recs if recs is not None else records(scale), duration=duration,
+        attempted=3, stop_reason="max_seconds",
+        metrics_before=before if before is not None else spec_page(100, 300, 150, [70, 50, 30], 1000),
+        metrics_after=after if after is not None else spec_page(104, 312, 158, [4 + 70, 3 + 50, 1 + 30], 1012),
+        started_at="2026-11-30T04:30:00Z", provenance={"vllm": "0.32.0"},
+    )
+
+
+def test_summary_combines_records_and_counter_deltas():
+    s = make().summary()
+    assert (s.completed, s.failed) == (2, 1)
+    assert s.decode_tok_s == pytest.approx(12 / 4.0)
+    assert s.prefill_tok_s == pytest.approx(20 / 4.0)
+    # deltas: 4 drafts, 12 draft tokens, 8 accepted, per position 4 3 1
+    assert s.acceptance_rate == pytest.approx(8 / 12)
+    assert s.acceptance_length == pytest.approx(1 + 8 / 4)
+    assert s.acceptance_per_position == pytest.approx([1.0, 0.75, 0.25])
+
+
+def test_stats_disabled_server_is_explained_not_zero():
+    frozen = spec_page(0, 0, 0, [0, 0, 0], 1000)
+    s = make(before=frozen, after=frozen).summary()
+    assert s.spec_status == "stats_not_moving"
+    assert s.acceptance_rate is None
+    assert any("12 tokens" in n for n in s.notes)   # from the client's usage counts
+
+
+def test_unreadable_metrics_page_does_not_lose_the_summary():
+    s = make(after="this is { not prometheus").summary()
+    assert s.spec_status == "unparseable" and s.decode_tok_s == pytest.approx(3.0)
+
+
+def test_json_round_trip_keeps_raw_records_and_recomputes_the_same_summary():
+    original = make()
+    text = original.to_json()
+    back = RunResult.from_json(text)
+    assert back == original                      # every raw field, floats bit-exact
+    assert back.records[0].send_time == 12345.678901234567
+    assert back.records[1].output_text == "ü ∑ 😀"
+    assert back.summary() == original.summary()
+    assert back.to_json() == text                # stable formatting
+
+
+def test_json_has_sorted_keys_and_a_readable_summary():
+    data = json.loads(make().to_json(), object_pairs_hook=lambda pairs: [k for k, _ in pairs])
+    assert data == sorted(data)
+    d = json.loads(make().to_json())
+    assert d["format"] == "pytest-llmperf/run-result" and d["version"] == 1
+    assert d["summary"]["decode_tok_s"] == pytest.approx(3.0)
+    assert d["spec_decode"]["status"] == "ok"
+    assert len(d["records"]) == 3 and d["records"][2]["error"] == "HTTP 500: boom"
+
+
+def test_summary_in_the_file_is_not_trusted_on_load():
+    d = json.loads(make().to_json())
+    d["summary"]["decode_tok_s"] = 1e9
+    assert RunResult.from_dict(d).summary().decode_tok_s == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(format="something-else"), "not a pytest-llmperf run result"),
+    (lambda d: d.update(version=99), "version 99"),
+    (lambda d: d.pop("records"), "missing \\['records'\\]"),
+    (lambda d: d.update(stop_reason="bored"), "stop_reason 'bored'"),
+    (lambda d: d.update(duration="long"), "duration 'long'"),
+    (lambda d: d["records"][0].update(bogus=1), "malformed request record"),
+])
+def test_from_dict_rejects_bad_files_clearly(mutate, message):
+    d = json.loads(make().to_json())
+    mutate(d)
+    with pytest.raises(ValueError, match=message):
+        RunResult.from_dict(d)
+
+
+def test_from_json_rejects_non_json():
+    with pytest.raises(ValueError, match="not valid JSON"):
+        RunResult.from_json("{nope")
+    with pytest.raises(ValueError, match="JSON object"):
+        RunResult.from_json("[1, 2]")
+
+
+def test_nan_cannot_be_written_silently():
+    with pytest.raises(ValueError, match="NaN"):
+        make(recs=[replace(records()[0], send_time=float("nan"))]).to_json()
+
+
+def test_speedup_is_the_decode_throughput_ratio():
+    base = make(duration=4.0)   # 12 tokens / 4 s
+    mtp = make(duration=2.5)    # 12 tokens / 2.5 s
+    assert mtp.speedup_over(base) == pytest.approx(4.0 / 2.5)
+    assert base.speedup_over(mtp) == pytest.approx(2.5 / 4.0)
+
+
+@pytest.mark.parametrize("key, value", [("seed", 1), ("max_tokens", 256), ("concurrency", 8),
+                                        ("num_prompts", 500), ("dataset", "other.json")])
+def test_speedup_refuses_different_workloads(key, value):
+    base, mtp = make(), make(config={**CONFIG, key: value})
+    with pytest.raises(ValueError, match=f"{key}: {value!r} vs base"):
+        mtp.speedup_over(base)
+
+
+def test_speedup_refuses_different_prompts_under_the_same_config():
+    other = records()
+    other[1] = replace(other[1], expected_prompt_len=99)
+    with pytest.raises(ValueError, match="prompt 1: 99 tokens vs base 9"):
+        make(recs=other).speedup_over(make())
+
+
+def test_speedup_refuses_a_base_without_throughput():
+    failed = [replace(r, error="refused", chunk_times=[]) for r in records()]
+    with pytest.raises(ValueError, match="base run has no decode throughput"):
+        make().speedup_over(make(recs=failed))
+    with pytest.raises(ValueError, match="this run has no decode throughput"):
+        make(recs=failed).speedup_over(make())
+    with pytest.raises(TypeError, match="RunResult"):
+        make().speedup_over(3.0)
