@@ -1,0 +1,161 @@
+"""Server-sent events, incrementally, on bytes, with the arrival time of each event.
+
+Splitting is done as bytes arrive (cheap: find a blank line); the JSON in each event
+is decoded only when the stream ends (`decode_events`), so the per-chunk work on the
+timing-critical path is a timestamp, a `find` and an append.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+try:  # orjson parses a vLLM chunk several times faster than json
+    import orjson as _orjson
+
+    _loads = _orjson.loads
+    _JSONError: tuple[type[Exception], ...] = (_orjson.JSONDecodeError, ValueError)
+except ImportError:  # pragma: no cover - exercised only without orjson
+    import json as _json
+
+    _loads = _json.loads
+    _JSONError = (ValueError,)
+
+DONE = b"[DONE]"
+
+
+class SSEError(ValueError):
+    """The stream broke the SSE format (the message names the offending line)."""
+
+
+def _preview(raw: bytes, limit: int = 80) -> str:
+    text = raw.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class SSESplitter:
+    """Feeds raw body bytes; keeps `(arrival_time, data_payload)` per event.
+
+    Only `data:` fields matter to an OpenAI-compatible stream; comments (`:ping`) and
+    `event:`/`id:`/`retry:` fields are skipped, any other line is malformed.
+    """
+
+    __slots__ = ("_buf", "events", "done_time", "error")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self.events: list[tuple[float, bytes]] = []
+        self.done_time: float | None = None   # arrival of `data: [DONE]`
+        self.error: str | None = None         # first format error, if any
+
+    def feed(self, data: bytes, now: float) -> None:
+        if self.error is not None:
+            return
+        buf = self._buf + data if self._buf else data
+        if b"\r" in buf:  # SSE allows CRLF and CR line ends; vLLM sends LF
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            self._event(buf[start:end], now)
+            start = end + 2
+        self._buf = buf[start:]
+
+    def finish(self, now: float) -> None:
+        """End of body: a last event without its blank line still counts."""
+        rest = self._buf.strip(b"\n")
+        self._buf = b""
+        if rest and self.error is None:
+            self._event(rest, now)
+
+    def _event(self, block: bytes, now: float) -> None:
+        if block.startswith(b"data: ") and b"\n" not in block:  # the common case
+            payload = block[6:]
+        else:
+            parts = []
+            for line in block.split(b"\n"):
+                if not line or line.startswith(b":"):
+                    continue
+                name, sep, value = line.partition(b":")
+                if not sep or name not in (b"data", b"event", b"id", b"retry"):
+                    self.error = f"malformed SSE line: {_preview(line)!r}"
+                    return
+                if name == b"data":
+                    parts.append(value[1:] if value.startswith(b" ") else value)
+            if not parts:
+                return
+            payload = b"\n".join(parts)
+        if payload == DONE:
+            self.done_time = now
+            return
+        if self.done_time is not None:
+            self.error = f"data after [DONE]: {_preview(payload)!r}"
+            return
+        self.events.append((now, payload))
+
+
+@dataclass
+class DecodedStream:
+    """What an OpenAI-compatible stream said, with arrival times of text chunks."""
+
+    chunk_times: list[float] = field(default_factory=list)
+    text_parts: list[str] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+def _chunk_text(choice: dict[str, Any]) -> str | None:
+    text = choice.get("text")  # completions
+    if text is None:
+        delta = choice.get("delta")  # chat
+        if delta:
+            text = delta.get("content")
+            if text is None:
+                text = delta.get("reasoning_content") or delta.get("reasoning")
+    return text
+
+
+def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
+    """Decode the JSON chunks of a completions or chat stream.
+
+    A chunk counts as a token chunk only when a choice carries non-empty text: chat's
+    role-only first chunk and the usage chunk (empty `choices`) do not. Token counts
+    come from `usage` only; one chunk may hold several tokens under speculation.
+    """
+    out = DecodedStream()
+    for t, payload in events:
+        try:
+            obj = _loads(payload)
+        except _JSONError:
+            out.error = f"malformed SSE data (not JSON): {_preview(payload)!r}"
+            return out
+        if not isinstance(obj, dict):
+            out.error = f"malformed SSE data (not an object): {_preview(payload)!r}"
+            return out
+        if "error" in obj:  # vLLM reports a mid-stream failure as an error event
+            err = obj["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            out.error = f"error event in stream: {msg}"
+            return out
+        choices = obj.get("choices")
+        if choices:
+            carried = False
+            for choice in choices:
+                text = _chunk_text(choice)
+                if text:
+                    out.text_parts.append(text)
+                    carried = True
+                reason = choice.get("finish_reason")
+                if reason is not None:
+                    out.finish_reason = reason
+            if carried:
+                out.chunk_times.append(t)
+        usage = obj.get("usage")
+        if usage:
+            out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
+            out.completion_tokens = usage.get("completion_tokens", out.completion_tokens)
+    return out
