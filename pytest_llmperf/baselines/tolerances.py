@@ -91,10 +91,10 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
 # Directions for metrics outside the table (ttft_ms_p99, per_stream_tok_s, ...),
 # inferred from the summary's naming scheme. First match wins.
 _DIRECTION_PATTERNS: tuple[tuple[re.Pattern[str], Direction], ...] = (
+    (re.compile(r"tok_s|throughput|speedup"), Direction.HIGHER),   # before "_s": tok_s is a rate
+    (re.compile(r"^acceptance"), Direction.HIGHER),
     (re.compile(r"(^|_)ms(_|$)"), Direction.LOWER),
     (re.compile(r"(^|_)s$"), Direction.LOWER),            # durations in seconds
-    (re.compile(r"tok_s|throughput|speedup"), Direction.HIGHER),
-    (re.compile(r"^acceptance"), Direction.HIGHER),
 )
 
 _ACCEPTED_FORMS = (
