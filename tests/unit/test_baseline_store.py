@@ -1,0 +1,321 @@
+import json
+import os
+
+import pytest
+
+from pytest_llmperf.baselines import store as store_mod
+from pytest_llmperf.baselines.store import (
+    BaselineError,
+    BaselineStore,
+    sanitize_name,
+    stable_float,
+    strip_secrets,
+    summarize_samples,
+)
+
+SERVER = "qwen3.6-35b-a3b-fp8-mtp"
+WORKLOAD = {"dataset": "ShareGPT_V3_unfiltered_cleaned_split.json", "dataset_sha256": "ab12", "seed": 0,
+            "num_prompts": 500, "max_tokens": 256, "max_seconds": 300}
+PROV = {"plugin_version": "0.1.0", "vllm_version": "0.32.0", "gpu_name": "NVIDIA H200", "gpu_count": 1,
+        "date": "2026-06-22T19:42:00+08:00", "git_commit": "deadbeef"}
+
+
+@pytest.fixture
+def store(tmp_path):
+    return BaselineStore(tmp_path / "baselines")
+
+
+def record(store, concurrency=32, metrics=None, workload=WORKLOAD, provenance=PROV, target="NVIDIA H200"):
+    metrics = metrics if metrics is not None else {"decode_tok_s": [407.9, 401.2, 410.3], "acceptance_rate": 0.67}
+    return store.record(target, SERVER, concurrency, metrics, workload, provenance)
+
+
+# --- names and numbers -----------------------------------------------------------
+
+@pytest.mark.parametrize("raw, safe", [
+    ("NVIDIA H200", "NVIDIA-H200"),
+    ("sim", "sim"),
+    ("Qwen/Qwen3.6-27B-FP8", "Qwen-Qwen3.6-27B-FP8"),
+    ("NVIDIA  H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+    ("../../etc", "etc"),
+])
+def test_sanitize_name(raw, safe):
+    assert sanitize_name(raw) == safe
+
+
+@pytest.mark.parametrize("bad", ["", "..", "///", "  "])
+def test_sanitize_name_rejects_empty_results(bad):
+    with pytest.raises(ValueError, match="not usable as a file name"):
+        sanitize_name(bad)
+
+
+def test_path_for(store):
+    assert store.path_for("NVIDIA H200", SERVER) == store.root / "NVIDIA-H200" / f"{SERVER}.json"
+    with pytest.raises(ValueError, match="reserved"):
+        store.path_for("published", SERVER)
+
+
+def test_stable_float_and_spread():
+    assert stable_float(407.91234567) == 407.912
+    assert stable_float(-0.0) == 0.0 and str(stable_float(-0.0)) == "0.0"
+    with pytest.raises(ValueError):
+        stable_float(float("nan"))
+    assert summarize_samples([400.0, 410.0, 420.0]) == (410.0, pytest.approx(20.0 / 410.0))
+    assert summarize_samples([5.0]) == (5.0, 0.0)
+    assert summarize_samples([-1.0, 1.0]) == (0.0, None)
+
+
+# --- round trip and format ---------------------------------------------------------
+
+def test_missing_file_loads_as_none(store):
+    assert store.load("sim", SERVER) is None
+
+
+def test_round_trip(store):
+    record(store)
+    f = store.load("NVIDIA H200", SERVER)
+    assert f.target == "NVIDIA-H200" and f.server == SERVER
+    m = f.metric(32, "decode_tok_s")
+    assert m["value"] == 407.9                       # median of the three samples
+    assert m["samples"] == [407.9, 401.2, 410.3]
+    assert m["spread"] == pytest.approx((410.3 - 401.2) / 407.9, rel=1e-5)
+    assert m["direction"] == "higher"
+    assert f.value(32, "acceptance_rate") == 0.67
+    assert f.metric(32, "acceptance_rate")["samples"] == [0.67]
+    assert f.entry(32)["workload"] == WORKLOAD
+    assert f.entry(32)["provenance"] == PROV
+    assert f.entry(8) is None and f.value(8, "decode_tok_s") is None
+
+
+def test_file_is_sorted_indented_and_ends_with_newline(store):
+    record(store, concurrency=32)
+    record(store, concurrency=8)
+    record(store, concurrency=1)
+    text = store.path_for("NVIDIA H200", SERVER).read_text()
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+    assert text.startswith('{\n  "concurrency": {\n    "1": {')
+    # concurrency in numeric order, not string order
+    assert text.index('"1": {') < text.index('"8": {') < text.index('"32": {')
+    doc = json.loads(text)
+    assert list(doc) == sorted(doc)
+    assert list(doc["concurrency"]["8"]["metrics"]) == ["acceptance_rate", "decode_tok_s"]
+
+
+def test_rewriting_the_same_data_is_byte_identical(store, tmp_path):
+    record(store, concurrency=8)
+    record(store, concurrency=32)
+    path = store.path_for("NVIDIA H200", SERVER)
+    first = path.read_bytes()
+    record(store, concurrency=32)
+    assert path.read_bytes() == first
+    # and a second store fed the same data in another order writes the same bytes
+    other = BaselineStore(tmp_path / "other")
+    reordered = {"acceptance_rate": 0.67, "decode_tok_s": [407.9, 401.2, 410.3]}
+    record(other, concurrency=32, metrics=reordered, workload=dict(reversed(list(WORKLOAD.items()))))
+    record(other, concurrency=8, metrics=reordered)
+    assert other.path_for("NVIDIA H200", SERVER).read_bytes() == first
+
+
+def test_numbers_are_rounded_to_stable_digits(store):
+    record(store, metrics={"decode_tok_s": [407.912345678]})
+    text = store.path_for("NVIDIA H200", SERVER).read_text()
+    assert "407.912" in text and "407.9123" not in text
+
+
+def test_merge_keeps_other_concurrencies(store):
+    record(store, concurrency=8, metrics={"decode_tok_s": [97.96]})
+    record(store, concurrency=32, metrics={"decode_tok_s": [407.9]})
+    f = store.load("NVIDIA H200", SERVER)
+    assert sorted(f.entries) == [8, 32]
+    assert f.value(8, "decode_tok_s") == 97.96
+
+
+def test_same_workload_merges_metrics_within_a_concurrency(store):
+    record(store, metrics={"decode_tok_s": [407.9], "acceptance_rate": [0.67]})
+    record(store, metrics={"mtp_speedup": [1.426], "acceptance_rate": [0.68]})
+    f = store.load("NVIDIA H200", SERVER)
+    assert f.value(32, "decode_tok_s") == 407.9       # kept
+    assert f.value(32, "mtp_speedup") == 1.426         # added
+    assert f.value(32, "acceptance_rate") == 0.68      # replaced
+
+
+def test_changed_workload_replaces_the_entry(store):
+    record(store, metrics={"decode_tok_s": [407.9], "acceptance_rate": [0.67]})
+    record(store, metrics={"decode_tok_s": [300.0]}, workload=dict(WORKLOAD, max_tokens=128))
+    entry = store.load("NVIDIA H200", SERVER).entry(32)
+    assert set(entry["metrics"]) == {"decode_tok_s"}   # stale acceptance from the old workload dropped
+    assert entry["workload"]["max_tokens"] == 128
+
+
+def test_none_samples_are_skipped(store):
+    record(store, metrics={"decode_tok_s": [400.0, None, 402.0], "acceptance_rate": None})
+    f = store.load("NVIDIA H200", SERVER)
+    assert f.metric(32, "decode_tok_s")["samples"] == [400.0, 402.0]
+    assert f.metric(32, "acceptance_rate") is None
+
+
+def test_record_validates_inputs(store):
+    with pytest.raises(ValueError, match="concurrency must be a positive integer"):
+        record(store, concurrency=0)
+    with pytest.raises(ValueError, match="metric decode_tok_s"):
+        record(store, metrics={"decode_tok_s": [float("inf")]})
+    with pytest.raises(ValueError, match="no direction known"):
+        record(store, metrics={"weird": [1.0]})
+    with pytest.raises(ValueError, match="workload.when"):
+        record(store, workload={"when": object()})
+    assert not store.path_for("NVIDIA H200", SERVER).exists()   # nothing half-written
+
+
+def test_unknown_metric_with_explicit_direction(store):
+    store.record("sim", SERVER, 1, {"weird": [2.0]}, WORKLOAD, PROV, directions={"weird": "lower"})
+    assert store.load("sim", SERVER).metric(1, "weird")["direction"] == "lower"
+
+
+# --- atomic writes ---------------------------------------------------------------
+
+def test_failed_write_leaves_the_old_file_and_no_temp_files(store, monkeypatch):
+    record(store, concurrency=8)
+    path = store.path_for("NVIDIA H200", SERVER)
+    before = path.read_bytes()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store_mod.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        record(store, concurrency=32)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def test_failure_mid_write_leaves_no_partial_file(store, monkeypatch):
+    path = store.path_for("NVIDIA H200", SERVER)
+    real_fsync = os.fsync
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_mod.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        record(store)
+    monkeypatch.setattr(store_mod.os, "fsync", real_fsync)
+    assert not path.exists()
+    assert list(path.parent.iterdir()) == []
+
+
+# --- secrets ---------------------------------------------------------------------
+
+def test_provenance_secrets_are_stripped(store):
+    prov = dict(PROV, hf_token="hf_" + "a" * 30, HF_TOKEN="***", api_key="x1", max_tokens=256,
+                tokenizer="Qwen/Qwen3.6", note="Bearer abcdefghijklmnop",
+                env={"HUGGING_FACE_HUB_TOKEN": "zzz", "VLLM_USE_V1": "1"},
+                args=["--model", "m", "sk-" + "b" * 20])
+    record(store, provenance=prov)
+    text = store.path_for("NVIDIA H200", SERVER).read_text()
+    for leaked in ("hf_aaaa", "x1", "Bearer", "zzz", "sk-bbbb"):
+        assert leaked not in text
+    p = store.load("NVIDIA H200", SERVER).entry(32)["provenance"]
+    assert p["max_tokens"] == 256 and p["tokenizer"] == "Qwen/Qwen3.6"   # not secrets
+    assert p["HF_TOKEN"] == "***"                                        # redaction marker kept
+    assert p["env"] == {"VLLM_USE_V1": "1"}
+    assert p["args"] == ["--model", "m", "***"]
+
+
+def test_strip_secrets_on_plain_values():
+    assert strip_secrets({"password": "p", "a": 1}) == {"a": 1}
+    assert strip_secrets({"cmd": "run HF_TOKEN=abc123"}) == {}
+    assert strip_secrets({"cmd": "run HF_TOKEN=***"}) == {"cmd": "run HF_TOKEN=***"}
+
+
+# --- corrupt and hand-edited files -------------------------------------------------
+
+def write_raw(store, text, target="sim"):
+    path = store.path_for(target, SERVER)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def good_doc(store):
+    record(store, target="sim")
+    return json.loads(store.path_for("sim", SERVER).read_text())
+
+
+def expect_error(store, doc_or_text, match):
+    text = doc_or_text if isinstance(doc_or_text, str) else json.dumps(doc_or_text)
+    path = write_raw(store, text)
+    with pytest.raises(BaselineError) as exc:
+        store.load("sim", SERVER)
+    assert str(path) in str(exc.value)
+    assert exc.value.path == path
+    assert match in str(exc.value), str(exc.value)
+
+
+def test_truncated_json_names_the_file_and_position(store):
+    good = json.dumps(good_doc(store), indent=2)
+    expect_error(store, good[: len(good) // 2], "not valid JSON (line")
+
+
+def test_empty_file(store):
+    expect_error(store, "", "empty file")
+
+
+def test_nan_is_refused(store):
+    expect_error(store, '{"format": 1, "x": NaN}', "NaN")
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d.update(format=2), "unsupported format 2"),
+    (lambda d: d.update(server="other"), "'server' is 'other'"),
+    (lambda d: d.pop("concurrency"), "'concurrency' section"),
+    (lambda d: d["concurrency"].update({"eight": d["concurrency"]["32"]}), "'eight' is not a positive integer"),
+    (lambda d: d["concurrency"]["32"].pop("workload"), "concurrency[32]: missing or invalid 'workload'"),
+    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value="fast"),
+     "concurrency[32].metrics.decode_tok_s.value must be a finite number"),
+    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(samples=[]),
+     "samples must be a non-empty list"),
+    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].pop("direction"), "missing 'direction'"),
+    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(direction="lower"),
+     "decode_tok_s is higher-is-better"),
+    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value=300.0),
+     "value 300.0 is not the median of its samples (407.9)"),
+    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(spread=-1),
+     "spread must be a number >= 0"),
+])
+def test_hand_edited_files_are_refused_with_what_is_wrong(store, mutate, match):
+    doc = good_doc(store)
+    mutate(doc)
+    expect_error(store, doc, match)
+
+
+def test_top_level_not_an_object(store):
+    expect_error(store, "[1, 2]", "expected a JSON object")
+
+
+# --- published reference figures --------------------------------------------------
+
+def test_published_figures_round_trip_apart_from_baselines(store):
+    source = "seeds/qwen36-35b-a3b-fp8-mtp-conc32.txt"
+    store.write_published(SERVER, 32, {"decode_tok_s": 407.9, "prefill_tok_s": 420.1, "acceptance_rate": 0.67},
+                          source=source)
+    pub = store.load_published(SERVER)
+    assert pub.figures(32) == {"decode_tok_s": 407.9, "prefill_tok_s": 420.1, "acceptance_rate": 0.67}
+    assert pub.figures(8) == {}
+    assert pub.entries[32]["source"] == source
+    assert store.published_path_for(SERVER) == store.root / "published" / f"{SERVER}.json"
+    assert "report-only" in store.published_path_for(SERVER).read_text()
+    # recording baselines does not touch them
+    record(store)
+    assert store.load_published(SERVER).figures(32)["decode_tok_s"] == 407.9
+    assert store.load_published("nobody") is None
+
+
+def test_published_needs_a_source_and_valid_figures(store):
+    with pytest.raises(ValueError, match="source"):
+        store.write_published(SERVER, 32, {"decode_tok_s": 407.9}, source=" ")
+    path = store.published_path_for(SERVER)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"format": 1, "kind": "published-reference", "server": SERVER,
+                                "concurrency": {"32": {"figures": {"decode_tok_s": "408"}, "source": "x"}}}))
+    with pytest.raises(BaselineError, match="figures.decode_tok_s must be a finite number"):
+        store.load_published(SERVER)
