@@ -1,0 +1,267 @@
+"""SimConfig: everything one simulated server needs, and vLLM's command-line shape.
+
+`from_vllm_argv` accepts what `vllm serve` accepts (MODEL first, or --model), keeps
+the flags that matter to the simulation and ignores the others with a log line, so
+a container can run the simulator with the exact arguments it would give vLLM. Our
+own knobs travel as `--sim-*` flags.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_llmperf.sim.profiles import Profile, profile_by_name, resolve_profile
+
+log = logging.getLogger("pytest_llmperf.sim")
+
+# The knobs settable as --sim-<name with dashes>; value parsers by field type.
+_SIM_FLAGS: dict[str, type] = {
+    "speed": float,
+    "profile": str,
+    "acceptance_scale": float,
+    "acceptance_spread": float,
+    "step_time_scale": float,
+    "crash_after_requests": int,
+    "crash_after_seconds": float,
+    "crash_exit": bool,
+    "error_rate": float,
+    "stall_seconds": float,
+    "stall_after_chunks": int,
+    "malformed_chunk_after": int,
+    "reset_after_chunks": int,
+    "fault_request_rate": float,
+    "slow_start_seconds": float,
+}
+
+# vLLM flags that take no value (so the next word is not swallowed when ignoring them).
+_VLLM_BOOL_FLAGS = {
+    "--enforce-eager", "--trust-remote-code", "--disable-log-requests", "--enable-prefix-caching",
+    "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
+    "--enable-auto-tool-choice", "--disable-frontend-multiprocessing", "--enable-log-requests",
+    "--disable-fastapi-docs", "--enable-prompt-tokens-details", "--enable-server-load-tracking",
+    "--disable-uvicorn-access-log", "--enable-expert-parallel", "--async-scheduling",
+}
+
+
+@dataclass
+class SimConfig:
+    model: str = "sim-model"
+    served_model_name: str | None = None
+    max_num_seqs: int = 256
+    max_model_len: int = 8192
+    speculative_config: dict[str, Any] | None = None
+    profile: Profile | None = None          # None: resolved from the model name
+    speed: float = 1.0                      # every cost is divided by this
+    seed: int = 0
+    host: str = "127.0.0.1"
+    port: int = 0                           # 0: pick a free port
+    # Regression knobs: scale the acceptance rates / the step time.
+    acceptance_scale: float = 1.0
+    acceptance_spread: float | None = None  # None: the profile's
+    step_time_scale: float = 1.0
+    # Faults.
+    crash_after_requests: int | None = None  # engine dies when this many have been received
+    crash_after_seconds: float | None = None # engine dies this long after start
+    crash_exit: bool = False                 # and the CLI process exits (code 1), as vLLM does
+    error_rate: float = 0.0                  # fraction of requests answered 500
+    stall_seconds: float = 0.0               # a stream pauses this long ...
+    stall_after_chunks: int = 1              # ... after this many chunks
+    malformed_chunk_after: int | None = None # one broken `data:` line after this many chunks
+    reset_after_chunks: int | None = None    # connection dropped after this many chunks
+    fault_request_rate: float = 1.0          # fraction of requests the stream faults hit
+    slow_start_seconds: float = 0.0          # /health answers 503 this long after start
+    disable_log_stats: bool = False          # engine counters exist but never move
+    ignored_args: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.profile is None:
+            self.profile = resolve_profile(self.model)
+        elif isinstance(self.profile, str):
+            self.profile = profile_by_name(self.profile)
+        if isinstance(self.speculative_config, str):
+            self.speculative_config = _parse_spec_json(self.speculative_config)
+        self.validate()
+
+    def validate(self) -> None:
+        def bad(msg: str) -> None:
+            raise ValueError(f"SimConfig: {msg}")
+
+        if not self.model:
+            bad("model must be a non-empty name")
+        if self.max_num_seqs < 1:
+            bad(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.max_model_len < 2:
+            bad(f"max_model_len must be >= 2, got {self.max_model_len}")
+        if not self.speed > 0:
+            bad(f"speed must be > 0 (a factor dividing every cost), got {self.speed}")
+        if not self.step_time_scale > 0:
+            bad(f"step_time_scale must be > 0, got {self.step_time_scale}")
+        if not 0 <= self.acceptance_scale <= 10:
+            bad(f"acceptance_scale must be in [0, 10], got {self.acceptance_scale}")
+        for name in ("error_rate", "fault_request_rate"):
+            v = getattr(self, name)
+            if not 0 <= v <= 1:
+                bad(f"{name} must be a fraction in [0, 1], got {v}")
+        for name in ("stall_seconds", "slow_start_seconds"):
+            if getattr(self, name) < 0:
+                bad(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("crash_after_requests", "crash_after_seconds", "malformed_chunk_after", "reset_after_chunks"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                bad(f"{name} must be >= 0 or None, got {v}")
+        if self.stall_after_chunks < 0:
+            bad(f"stall_after_chunks must be >= 0, got {self.stall_after_chunks}")
+        if self.speculative_config is not None:
+            k = self.speculative_config.get("num_speculative_tokens")
+            if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+                bad(f"speculative_config needs an integer num_speculative_tokens >= 1, got {k!r}")
+
+    # -- derived -------------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        return self.served_model_name or self.model
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        return int(self.speculative_config["num_speculative_tokens"]) if self.speculative_config else 0
+
+    def with_(self, **changes: Any) -> "SimConfig":
+        return replace(self, **changes)
+
+    # -- vLLM command line ---------------------------------------------------------------
+    @classmethod
+    def from_vllm_argv(cls, argv: list[str]) -> "SimConfig":
+        """Parse `vllm serve` arguments (MODEL --host --port ...) plus --sim-* flags."""
+        args = list(argv)
+        if args and args[0] == "serve":
+            args = args[1:]
+        kw: dict[str, Any] = {}
+        ignored: list[str] = []
+        i = 0
+        while i < len(args):
+            word = args[i]
+            if not word.startswith("--"):
+                if "model" in kw:
+                    raise ValueError(f"unexpected argument {word!r}: the model is already {kw['model']!r}")
+                kw["model"] = word
+                i += 1
+                continue
+            name, eq, inline = word.partition("=")
+
+            def value() -> str:
+                nonlocal i
+                if eq:
+                    i += 1
+                    return inline
+                if i + 1 >= len(args):
+                    raise ValueError(f"{name} needs a value")
+                i += 2
+                return args[i - 1]
+
+            if name == "--model":
+                kw["model"] = value()
+            elif name == "--host":
+                kw["host"] = value()
+            elif name == "--port":
+                kw["port"] = _int(name, value())
+            elif name == "--max-num-seqs":
+                kw["max_num_seqs"] = _int(name, value())
+            elif name == "--max-model-len":
+                kw["max_model_len"] = _parse_len(value())
+            elif name == "--speculative-config":
+                kw["speculative_config"] = _parse_spec_json(value())
+            elif name == "--served-model-name":
+                kw["served_model_name"] = value()
+                # vLLM accepts several names; the first is the one reported.
+                while i < len(args) and not args[i].startswith("--"):
+                    i += 1
+            elif name == "--seed":
+                kw["seed"] = _int(name, value())
+            elif name == "--disable-log-stats":
+                kw["disable_log_stats"] = True
+                i += 1
+            elif name.startswith("--sim-"):
+                key = name[len("--sim-"):].replace("-", "_")
+                if key not in _SIM_FLAGS:
+                    known = ", ".join("--sim-" + k.replace("_", "-") for k in _SIM_FLAGS)
+                    raise ValueError(f"unknown simulator flag {name}; known: {known}")
+                typ = _SIM_FLAGS[key]
+                if typ is bool:
+                    kw[key] = True
+                    i += 1
+                else:
+                    raw = value()
+                    try:
+                        kw[key] = typ(raw)
+                    except ValueError:
+                        raise ValueError(f"{name} expects a {typ.__name__}, got {raw!r}") from None
+            else:
+                # Unknown vLLM flag: skip it and its value, if it has one.
+                if eq or name in _VLLM_BOOL_FLAGS or name.startswith("--no-") or i + 1 >= len(args) \
+                        or args[i + 1].startswith("--"):
+                    ignored.append(word)
+                    i += 1
+                else:
+                    ignored.append(f"{word} {args[i + 1]}")
+                    i += 2
+        if "model" not in kw:
+            raise ValueError("no model given: vLLM's shape is MODEL [--flags] (or --model MODEL)")
+        for item in ignored:
+            log.info("sim: ignoring vLLM argument %s (no effect on the simulation)", item)
+        return cls(ignored_args=ignored, **kw)
+
+    def to_vllm_argv(self) -> list[str]:
+        """The argument list that `from_vllm_argv` turns back into this config."""
+        argv = [self.model, "--host", self.host, "--port", str(self.port),
+                "--max-num-seqs", str(self.max_num_seqs), "--max-model-len", str(self.max_model_len),
+                "--seed", str(self.seed)]
+        if self.served_model_name:
+            argv += ["--served-model-name", self.served_model_name]
+        if self.speculative_config:
+            argv += ["--speculative-config", json.dumps(self.speculative_config, separators=(",", ":"))]
+        if self.disable_log_stats:
+            argv.append("--disable-log-stats")
+        defaults = SimConfig(model=self.model)
+        for key, typ in _SIM_FLAGS.items():
+            v = getattr(self, key)
+            if key == "profile":
+                if v.name != resolve_profile(self.model).name:
+                    argv += ["--sim-profile", v.name]
+                continue
+            if v is None or v == getattr(defaults, key):
+                continue
+            flag = "--sim-" + key.replace("_", "-")
+            argv += [flag] if typ is bool else [flag, repr(v) if typ is float else str(v)]
+        return argv
+
+
+def _int(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} expects an integer, got {raw!r}") from None
+
+
+def _parse_len(raw: str) -> int:
+    """vLLM accepts 65536, 64k, 64K (x1000 / x1024 differ: k=1000, K=1024)."""
+    mult = {"k": 1000, "K": 1024, "m": 1_000_000, "M": 1024 * 1024}.get(raw[-1:], 1)
+    try:
+        return int(float(raw[:-1] if mult != 1 else raw) * mult)
+    except ValueError:
+        raise ValueError(f"--max-model-len expects a length like 65536 or 64k, got {raw!r}") from None
+
+
+def _parse_spec_json(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--speculative-config is not valid JSON ({exc.msg}): {raw!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--speculative-config must be a JSON object, got {raw!r}")
+    return value
+
+
+__all__ = ["SimConfig"]

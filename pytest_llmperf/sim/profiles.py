@@ -1,0 +1,94 @@
+"""Engine profiles: the timing and acceptance parameters of one model on one GPU.
+
+Step model (seconds, before the speed factor and the step-time regression scale):
+
+    step = step_base_s + per_token_s * decode_tokens + prefill_per_token_s * prefill_tokens
+
+where decode_tokens is the number of running sequences times (1 + k) under
+speculative decoding with k draft tokens (the target model verifies k+1 positions per
+sequence) and times 1 without. The parameters of the Qwen3.6 profiles were fitted to
+the published seed runs with a virtual-clock run of the engine (see docs/sim.md and
+benchmarks/calibrate_sim.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    step_base_s: float            # fixed cost of one engine step (weights read, launch)
+    per_token_s: float            # cost per token in the batch (decode or verify)
+    prefill_per_token_s: float    # cost per prompt token prefilled in a step
+    # Per-position acceptance of the draft, as survival probabilities: the fraction of
+    # drafts whose first i+1 tokens were all accepted (vLLM's per-position rate).
+    acceptance: tuple[float, ...] = (0.8, 0.6, 0.45)
+    # Spread (standard deviation, in logits) of a per-request predictability factor:
+    # some prompts are easier to draft for than others, which skews TPOT to the right.
+    # The configured `acceptance` is what the whole run shows (draft-weighted).
+    acceptance_spread: float = 0.0
+    # Natural (EOS) output length: log-normal, derived from the prompt's hash.
+    # Qwen3.6 reasons before it answers, so nearly every request reaches max_tokens 256.
+    output_len_median: int = 200
+    output_len_sigma: float = 1.0
+    kv_cache_tokens: int = 500_000  # KV capacity for vllm:kv_cache_usage_perc
+    max_prefill_tokens_per_step: int = 8192  # chunked-prefill budget per step
+
+
+# Fitted profiles (docs/sim.md has the fit). Acceptance rates are the seeds' own
+# per-position figures.
+PROFILES: dict[str, Profile] = {
+    "qwen3.6-35b-a3b-fp8": Profile(
+        name="qwen3.6-35b-a3b-fp8",
+        step_base_s=0.0690,
+        per_token_s=0.00131,
+        prefill_per_token_s=0.00135,
+        acceptance=(0.84, 0.66, 0.51),
+        acceptance_spread=0.9,
+        output_len_median=4000,
+        output_len_sigma=1.2,
+    ),
+    "qwen3.6-27b-fp8": Profile(
+        name="qwen3.6-27b-fp8",
+        step_base_s=0.1360,
+        per_token_s=0.00213,
+        prefill_per_token_s=0.00220,
+        acceptance=(0.86, 0.69, 0.53),
+        acceptance_spread=0.9,
+        output_len_median=4000,
+        output_len_sigma=1.2,
+    ),
+}
+
+# Any other model name: a small, fast, plausible engine.
+GENERIC = Profile(
+    name="generic",
+    step_base_s=0.020,
+    per_token_s=0.0002,
+    prefill_per_token_s=0.0001,
+    acceptance=(0.8, 0.6, 0.45),
+    acceptance_spread=0.0,
+    output_len_median=200,
+    output_len_sigma=1.0,
+)
+
+
+def resolve_profile(model: str) -> Profile:
+    """The profile for a model name (case-insensitive, org prefix and -FP8 optional)."""
+    key = model.lower().rsplit("/", 1)[-1]
+    for name, profile in PROFILES.items():
+        base = name.removesuffix("-fp8")
+        if key == name or key == base or key.startswith(base + "-"):
+            return profile
+    return GENERIC
+
+
+def profile_by_name(name: str) -> Profile:
+    if name == "generic":
+        return GENERIC
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown sim profile {name!r}; known: generic, {', '.join(PROFILES)}") from None

@@ -1,0 +1,177 @@
+"""Run the simulator: in a thread of this process, or as a child process.
+
+Both start on a free port of 127.0.0.1 (or the configured one), yield the base URL
+once the socket listens, and stop everything they started when the block exits,
+even when it raises.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Iterator
+
+import uvicorn
+
+from pytest_llmperf.sim.app import build_app
+from pytest_llmperf.sim.config import SimConfig
+
+START_TIMEOUT_S = 30.0
+STOP_GRACE_S = 5.0
+
+
+class SimServer(uvicorn.Server):
+    """uvicorn.Server that stops on SIGINT/SIGTERM and then exits normally (code 0).
+
+    Stock uvicorn re-raises the captured signal after shutdown, which would end the
+    process with -SIGTERM instead of a clean exit.
+    """
+
+    exit_code = 0
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, sig: int, frame: object) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"sim: cannot listen on {host}:{port}: {exc}") from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def make_server(config: SimConfig, log_level: str = "warning") -> tuple[SimServer, socket.socket]:
+    app = build_app(config)
+    sock = bind_socket(config.host, config.port)
+    uv = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=2,
+                        lifespan="on", backlog=2048)
+    server = SimServer(uv)
+    service = app.state.service
+    if config.crash_exit:
+        def exit_on_death() -> None:
+            server.exit_code = 1
+            server.should_exit = True
+        service.on_dead = exit_on_death
+    server.sim_service = service  # type: ignore[attr-defined]
+    return server, sock
+
+
+def base_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@contextlib.contextmanager
+def _thread_server(config: SimConfig) -> Iterator[str]:
+    server, sock = make_server(config)
+    url = base_url(sock)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as exc:  # surfaced to the caller below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name=f"sim-server-{url}", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not server.started:
+            if errors or not thread.is_alive():
+                raise RuntimeError(f"simulated server failed to start: {errors[0] if errors else 'thread exited'}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"simulated server did not start within {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.01)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=STOP_GRACE_S + 5)
+        sock.close()
+        if thread.is_alive():
+            raise RuntimeError("simulated server thread did not stop")
+
+
+@contextlib.contextmanager
+def _process_server(config: SimConfig) -> Iterator[str]:
+    argv = [sys.executable, "-m", "pytest_llmperf.sim", *config.to_vllm_argv()]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            text=True, bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    tail: collections.deque[str] = collections.deque(maxlen=50)
+    url_box: list[str] = []
+    ready = threading.Event()
+
+    def drain() -> None:   # keep reading so the child never blocks on a full pipe
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line.rstrip("\n"))
+            if not url_box and "http://" in line:
+                url_box.append(line[line.index("http://"):].split()[0])
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=drain, name="sim-process-reader", daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(START_TIMEOUT_S) or not url_box:
+            code = proc.poll()
+            raise RuntimeError(f"simulated server process did not report its URL "
+                               f"(exit code {code}); output:\n" + "\n".join(tail))
+        yield url_box[0]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        reader.join(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@contextlib.contextmanager
+def simulated_server(config: SimConfig | None = None, mode: str = "thread") -> Iterator[str]:
+    """Run a simulated vLLM server; yields its base URL, e.g. "http://127.0.0.1:PORT".
+
+    mode="thread": uvicorn in a daemon thread of this process (cheap, shares the GIL).
+    mode="process": `python -m pytest_llmperf.sim` as a child process, terminated
+    (SIGTERM, then SIGKILL after a grace period) when the block exits.
+    """
+    config = config or SimConfig()
+    if mode == "thread":
+        with _thread_server(config) as url:
+            yield url
+    elif mode == "process":
+        with _process_server(config) as url:
+            yield url
+    else:
+        raise ValueError(f"simulated_server mode must be 'thread' or 'process', got {mode!r}")
