@@ -1,0 +1,103 @@
+from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.baselines.tolerances import Tolerance
+from pytest_llmperf.report.table import (
+    PUBLISHED_HEADER,
+    SummaryRow,
+    format_change,
+    format_server_table,
+    format_value,
+    format_verdict_table,
+)
+
+REL5 = Tolerance("relative", 0.05)
+REL10 = Tolerance("relative", 0.10)
+ABS003 = Tolerance("absolute", 0.03)
+
+REGRESSED = compare("decode_tok_s", 407.9, 380.2, REL5, "higher")
+OK_RATE = compare("acceptance_rate", 0.67, 0.66, ABS003, "higher")
+IMPROVED = compare("ttft_ms_median", 624.0, 500.0, REL10, "lower", update_command="pytest t.py::a --update-baselines")
+MISSING = compare("mtp_speedup", None, 1.426, REL5, "higher", update_command="pytest t.py::b --update-baselines")
+NO_DATA = compare("acceptance_length", 3.0, None, REL5, "higher", no_data_reason="server ran with --disable-log-stats")
+
+
+def rows_of(text):
+    return [line for line in text.splitlines()]
+
+
+def test_format_value_precision_per_metric():
+    assert format_value("decode_tok_s", 407.91234) == "407.9"
+    assert format_value("acceptance_rate", 0.6712) == "0.671"
+    assert format_value("acceptance_length", 3.04) == "3.04"
+    assert format_value("mtp_speedup", 1.42622) == "1.426"
+    assert format_value("ttft_ms_median", 624.04) == "624.0"
+    assert format_value("something_else", 1234.56) == "1234.6"
+    assert format_value("something_else", 0.012345) == "0.012"
+    assert format_value("decode_tok_s", None) == "-"
+
+
+def test_format_change_leads_with_the_tolerance_kind():
+    assert format_change(REGRESSED) == "-6.8% (-27.7)"
+    assert format_change(OK_RATE) == "-0.010 (-1.5%)"
+    assert format_change(compare("decode_tok_s", 100.0, 110.0, REL5, "higher")) == "+10.0% (+10.0)"
+    assert format_change(MISSING) == "-"
+
+
+def test_verdict_table_has_header_numbers_and_words():
+    text = format_verdict_table([REGRESSED, OK_RATE, IMPROVED, MISSING, NO_DATA], title="qwen mtp @ conc 32")
+    lines = rows_of(text)
+    assert lines[0] == "qwen mtp @ conc 32"
+    assert lines[1].split() == ["metric", "baseline", "measured", "change", "allowed", "verdict"]
+    row = next(line for line in lines if line.startswith("decode_tok_s"))
+    assert row.split() == ["decode_tok_s", "407.9", "380.2", "-6.8%", "(-27.7)", "-5%", "!!", "REGRESSED"]
+    rate = next(line for line in lines if line.startswith("acceptance_rate"))
+    assert rate.split() == ["acceptance_rate", "0.670", "0.660", "-0.010", "(-1.5%)", "-0.03", "pass"]
+    assert "improved" in next(line for line in lines if line.startswith("ttft_ms_median"))
+    assert "MISSING BASELINE" in next(line for line in lines if line.startswith("mtp_speedup"))
+    assert "NO DATA" in next(line for line in lines if line.startswith("acceptance_length"))
+    assert "(1 regressed, 1 no-data, 1 missing-baseline, 1 improved, 1 pass)" in text
+    # hints carry the commands and the no-data reason
+    assert "pytest t.py::a --update-baselines" in text
+    assert "pytest t.py::b --update-baselines" in text
+    assert "--disable-log-stats" in text
+
+
+def test_verdict_table_columns_are_aligned():
+    text = format_verdict_table([REGRESSED, OK_RATE])
+    header, rule, *rows = rows_of(text)[:4]
+    # the verdict column starts at the same offset on every line
+    start = header.index("verdict")
+    assert rule[start - 2:start] == "  " and rule[start] == "-"
+    assert all(r[start:].strip() in ("!! REGRESSED", "pass") for r in rows)
+    # numbers are right-aligned under their header
+    end = header.index("baseline") + len("baseline")
+    assert all(r[:end].endswith(v) for r, v in zip(rows, ["407.9", "0.670"]))
+
+
+def test_passing_table_has_no_hints_section():
+    text = format_verdict_table([OK_RATE])
+    assert "hints:" not in text and "REGRESSED" not in text
+
+
+def test_server_table_groups_by_concurrency_and_shows_published_reference():
+    rows = [
+        SummaryRow(32, REGRESSED, published=407.9),
+        (8, OK_RATE),
+        (32, OK_RATE, 0.67),
+    ]
+    text = format_server_table("qwen3.6-35b-a3b-fp8-mtp", rows)
+    lines = rows_of(text)
+    assert lines[0] == "llmperf: qwen3.6-35b-a3b-fp8-mtp"
+    assert PUBLISHED_HEADER in lines[1]
+    body = lines[3:6]
+    assert body[0].split()[:2] == ["8", "acceptance_rate"]       # sorted by concurrency
+    assert body[1].split()[:2] == ["32", "decode_tok_s"]
+    assert body[2].split()[0] == "acceptance_rate"               # concurrency not repeated
+    assert body[1].split()[-1] == "407.9" and "REGRESSED" in body[1]
+    assert body[0].split()[-1] == "-"                            # no published figure there
+    assert "never gating" in text
+
+
+def test_server_table_without_published_figures_has_no_published_column():
+    text = format_server_table("sim-base", [(1, OK_RATE)])
+    assert "published" not in text
+    assert "0.670" in text and "pass" in text
