@@ -1,0 +1,7 @@
+"""`python -m pytest_llmperf ...` is the `llmperf` command."""
+
+import sys
+
+from pytest_llmperf.cli import main
+
+sys.exit(main())
