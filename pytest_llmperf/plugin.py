@@ -1,10 +1,194 @@
-"""pytest hooks for pytest-llmperf (options, markers, fixtures, summary)."""
+"""pytest hooks for pytest-llmperf: options, markers, fixtures, ordering, summary.
+
+Logic lives in plain modules (options, session, ordering, report); this file only
+connects them to pytest.
+"""
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+from typing import Any
 
-def pytest_configure(config):
+import pytest
+
+from pytest_llmperf.options import OPTIONS, TARGET_FLAGS, OptionError, resolve_options
+from pytest_llmperf.ordering import order_items
+from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.workload.spec import WORKLOAD_KEYS, resolve_workload
+
+SESSION_KEY = pytest.StashKey["PerfSession | None"]()
+OPTIONS_KEY = pytest.StashKey["Any"]()
+MARKER_KEYS = ("server", "base", "tolerances", *WORKLOAD_KEYS)
+NO_TARGET = (
+    "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
+    "--llmperf-docker, --llmperf-real-cpu or --llmperf-base-url URL (or set the ini twin, e.g. llmperf_sim = true)"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llmperf", "LLM serving performance regression tests")
+    for opt in OPTIONS:
+        if opt.kind == "bool":
+            group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=opt.help)
+        else:
+            group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=opt.help)
+        parser.addini(opt.ini, help=opt.help, type="string", default="")
+    parser.addini("llmperf_tolerances", type="linelist", default=[],
+                  help="per-project tolerances, one 'metric = tolerance' per line, e.g. 'decode_tok_s = 3%'")
+
+
+def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "llmperf(server=..., **workload): a performance test against a declared server",
+        "llmperf(server=SPEC, base=SPEC, num_prompts=, max_tokens=, max_seconds=, tolerances={}, ...): "
+        "a performance test against a declared server",
     )
+    try:
+        options = resolve_options(config.getoption, config.getini)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[OPTIONS_KEY] = options
+    config.stash[SESSION_KEY] = None
+    _check_xdist(config, options)
+
+
+def _check_xdist(config: pytest.Config, options: Any) -> None:
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if not numprocesses or options.target is None:
+        return
+    if options.target in ("gpu", "docker"):
+        raise pytest.UsageError(
+            "pytest-llmperf: -n/--numprocesses would start several vLLM containers at once on one GPU; "
+            "run the performance suite without -n"
+        )
+    if getattr(config.option, "dist", None) != "loadgroup":
+        raise pytest.UsageError(
+            "pytest-llmperf: with -n, add --dist loadgroup so each server's tests stay on one worker "
+            "(the plugin groups them by model)"
+        )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    options = config.stash[OPTIONS_KEY]
+    mode = "update baselines" if options.update_baselines else "compare with baselines"
+    return f"llmperf: target {options.target_description()}, profile {options.profile}, {mode}"
+
+
+def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
+    marker = item.get_closest_marker("llmperf")
+    if marker is None:
+        return None
+    if marker.args:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.llmperf takes keyword arguments only")
+    unknown = set(marker.kwargs) - set(MARKER_KEYS)
+    if unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid}: unknown @pytest.mark.llmperf argument(s) {sorted(unknown)}; known: {list(MARKER_KEYS)}"
+        )
+    for key in ("server", "base"):
+        value = marker.kwargs.get(key)
+        if value is not None and not isinstance(value, ServerSpec):
+            raise pytest.UsageError(f"{item.nodeid}: llmperf {key}= must be a ServerSpec, got {value!r}")
+    return dict(marker.kwargs)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = order_items(items, marker_kwargs)
+    if getattr(config.option, "numprocesses", None):
+        for item in items:
+            kwargs = marker_kwargs(item)
+            if kwargs and kwargs.get("server") is not None:
+                item.add_marker(pytest.mark.xdist_group(f"llmperf-{kwargs['server'].model}"))
+
+
+def _perf_session(config: pytest.Config) -> "Any":
+    from pytest_llmperf.servers.targets import build_target
+    from pytest_llmperf.session import PerfSession
+
+    perf = config.stash[SESSION_KEY]
+    if perf is None:
+        options = config.stash[OPTIONS_KEY]
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+        def log(message: str) -> None:
+            if reporter is not None:
+                reporter.write_line(f"[llmperf] {message}")
+
+        target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log)
+        perf = PerfSession(options, target, Path(config.rootpath),
+                           ini_tolerances="\n".join(config.getini("llmperf_tolerances")), log=log)
+        config.stash[SESSION_KEY] = perf
+    return perf
+
+
+class LlmperfFixture:
+    """What a performance test receives: `llmperf.run(concurrency=...)`."""
+
+    def __init__(self, perf: Any, kwargs: dict[str, Any], nodeid: str, profile: str) -> None:
+        self._perf = perf
+        self._kwargs = kwargs
+        self._nodeid = nodeid
+        self._profile = profile
+        self.server: ServerSpec | None = kwargs.get("server")
+        self.base: ServerSpec | None = kwargs.get("base")
+
+    def run(self, concurrency: int, server: ServerSpec | None = None, **workload: Any):
+        spec = server or self.server
+        if spec is None:
+            raise pytest.UsageError(f"{self._nodeid}: llmperf.run() needs server= (or @pytest.mark.llmperf(server=...))")
+        declared = {k: v for k, v in self._kwargs.items() if k in WORKLOAD_KEYS}
+        declared.update(workload)
+        try:
+            resolved = resolve_workload(declared, concurrency, self._profile)
+        except ValueError as exc:
+            raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
+        measured = self._perf.run(spec, resolved)
+        return measured.bound_to(self._nodeid, self._kwargs.get("tolerances") or {})
+
+
+@pytest.fixture
+def llmperf(request: pytest.FixtureRequest) -> LlmperfFixture:
+    options = request.config.stash[OPTIONS_KEY]
+    if options.target is None:
+        pytest.skip(NO_TARGET)
+    kwargs = marker_kwargs(request.node) or {}
+    return LlmperfFixture(_perf_session(request.config), kwargs, request.node.nodeid, options.profile)
+
+
+@pytest.fixture(scope="session")
+def llmperf_session(request: pytest.FixtureRequest) -> Any:
+    """The session's PerfSession (servers, cached runs, gate records), for advanced suites."""
+    if request.config.stash[OPTIONS_KEY].target is None:
+        pytest.skip(NO_TARGET)
+    return _perf_session(request.config)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    perf = session.config.stash.get(SESSION_KEY, None)
+    if perf is None:
+        return
+    perf.close()
+    report_path = session.config.stash[OPTIONS_KEY].report
+    if report_path:
+        from pytest_llmperf.report.json_report import write_report
+
+        write_report(perf, Path(report_path))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    perf = config.stash.get(SESSION_KEY, None)
+    options = config.stash.get(OPTIONS_KEY, None)
+    if options is None or (perf is None and options.target is None):
+        return
+    from pytest_llmperf.report.summary import summary_lines
+
+    terminalreporter.write_sep("=", "llmperf summary")
+    terminalreporter.write_line(f"target: {options.target_description()}")
+    if perf is None:
+        terminalreporter.write_line("no performance test ran")
+        return
+    for line in summary_lines(perf):
+        terminalreporter.write_line(line)
+    if options.report:
+        terminalreporter.write_line(f"full report: {options.report}")

@@ -1,0 +1,41 @@
+"""Test order for performance tests: each server starts once, one at a time.
+
+Tests are grouped by model (in order of first appearance); within a model, tests of
+the base server run first, then the speculative (MTP) server, then the speedup
+tests, which only reuse the cached base and MTP runs. Everything else keeps its
+relative order and runs before the performance tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+def perf_sort_key_factory() -> Callable[[Mapping[str, Any] | None], tuple]:
+    groups: dict[str, int] = {}
+
+    def key(marker: Mapping[str, Any] | None) -> tuple:
+        if marker is None or marker.get("server") is None:
+            return (0,)
+        server = marker["server"]
+        group = groups.setdefault(server.model, len(groups))
+        if marker.get("base") is not None:
+            phase = 2
+        elif server.is_speculative:
+            phase = 1
+        else:
+            phase = 0
+        # Keep each server's tests together within the phase (several MTP variants).
+        return (1, group, phase, server.name)
+
+    return key
+
+
+def order_items(items: Sequence[T], marker_of: Callable[[T], Mapping[str, Any] | None]) -> list[T]:
+    """A stable reordering of `items`; `marker_of(item)` gives its llmperf marker kwargs."""
+    key = perf_sort_key_factory()
+    keys = [key(marker_of(item)) for item in items]  # in collection order: groups by first appearance
+    order = sorted(range(len(items)), key=lambda i: (keys[i], i))
+    return [items[i] for i in order]

@@ -1,0 +1,37 @@
+"""Build the server target the options chose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from pytest_llmperf.options import LlmperfOptions
+from pytest_llmperf.servers.base import ServerTarget
+
+
+def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[str], None]) -> ServerTarget:
+    kind = options.target
+    if kind == "sim":
+        from pytest_llmperf.servers.sim_target import SimTarget
+
+        return SimTarget(speed=options.sim_speed, extra_args=options.sim_args)
+    if kind == "external":
+        from pytest_llmperf.servers.external import ExternalTarget
+
+        return ExternalTarget(options.base_url)
+    if kind in ("gpu", "docker"):
+        from pytest_llmperf.servers.docker import DockerTarget
+
+        return DockerTarget(
+            gpu=kind == "gpu",
+            image_override=options.image,
+            hf_cache=Path(options.hf_cache).expanduser(),
+            ready_timeout=options.ready_timeout,
+            session_id=session_id,
+            progress=progress,
+        )
+    if kind == "real-cpu":
+        from pytest_llmperf.servers.local_vllm import target_from_prepared_env
+
+        return target_from_prepared_env(ready_timeout=min(options.ready_timeout, 600.0))
+    raise ValueError(f"no target chosen (got {kind!r})")

@@ -1,0 +1,277 @@
+"""PerfSession: one pytest session's servers, runs, baselines and verdicts.
+
+plugin.py creates one and hands it to fixtures; everything here is plain Python so
+it can be tested without pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pytest_llmperf import __version__
+from pytest_llmperf.baselines.compare import (
+    check_compatible,
+    compare_metrics,
+    incompatibility_message,
+)
+from pytest_llmperf.baselines.store import BaselineStore
+from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
+from pytest_llmperf.measured import MeasuredRun, flatten_summary
+from pytest_llmperf.metrics.timescale import to_real_time
+from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
+from pytest_llmperf.report.table import format_verdict_table
+from pytest_llmperf.servers.base import ServerTarget
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.pool import ServerPool
+from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.spec import Workload
+
+
+class PerfFailure(AssertionError):
+    """A gated metric regressed, has no data, or has no comparable baseline."""
+
+
+@dataclass
+class GateRecord:
+    """One assertion's outcome, for the terminal summary and the JSON report."""
+    nodeid: str
+    server: str
+    concurrency: int
+    baseline_path: str
+    verdicts: list[Any] = field(default_factory=list)
+    outcome: str = "pass"        # pass | fail | recorded | refused
+    message: str = ""
+
+
+def default_target_name(kind: str, provenance: Mapping[str, Any]) -> str:
+    """Where baselines live: per GPU model for GPUs, else per kind of target."""
+    if provenance.get("gpu_name"):
+        return str(provenance["gpu_name"])
+    return {"sim": "sim", "real-cpu": "cpu-vllm"}.get(kind, kind)
+
+
+class PerfSession:
+    def __init__(
+        self,
+        options: LlmperfOptions,
+        target: ServerTarget,
+        rootdir: Path,
+        *,
+        ini_tolerances: str = "",
+        log: Callable[[str], None] = lambda msg: None,
+    ) -> None:
+        self.options = options
+        self.target = target
+        self.rootdir = Path(rootdir)
+        self.log = log
+        self.pool = ServerPool(target, log=log)
+        self.store = BaselineStore(self.rootdir / options.baselines_dir)
+        self.ini_tolerances = parse_tolerance_overrides(ini_tolerances)
+        self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
+        self.run_count = 0                      # workloads actually executed (cache misses)
+        self.gates: list[GateRecord] = []
+        self._conversations: list[Any] | None = None
+        self._dataset_path: Path | None = None
+        self._requests: dict[tuple, list[SampledRequest]] = {}
+
+    # -- measuring ---------------------------------------------------------------
+
+    def run(self, spec: ServerSpec, workload: Workload) -> MeasuredRun:
+        """Measure `spec` under `workload`, once per session (later calls reuse it)."""
+        if self.options.image:
+            spec = spec.with_image(self.options.image)
+        key = (spec, workload)
+        if key in self.runs:
+            return self.runs[key]
+        endpoint = self.pool.endpoint(spec)
+        requests = self._requests_for(endpoint, workload)
+        speed = float(endpoint.provenance.get("clock_speed", 1.0))
+        results, samples, notes = [], {}, []
+        for rep in range(self.options.repetitions):
+            result = self._execute(endpoint, requests, workload, speed)
+            results.append(result)
+            summary = result.summary()
+            notes += [note for note in summary.notes if note not in notes]
+            flat = to_real_time(flatten_summary(summary.to_dict()), speed)
+            for name in set(flat) | set(samples):
+                samples.setdefault(name, [None] * rep).append(flat.get(name))
+        self.run_count += 1
+        measured = MeasuredRun(
+            spec=spec,
+            workload=workload,
+            results=results,
+            samples=samples,
+            provenance=self._provenance(spec, endpoint),
+            notes=notes,
+            published=self._published(spec, workload.concurrency),
+            _session=self,
+        )
+        self.runs[key] = measured
+        return measured
+
+    def _execute(self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float):
+        from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+
+        config = RunConfig(
+            concurrency=workload.concurrency,
+            num_prompts=workload.num_prompts,
+            # The simulator's clock runs `speed` times faster: so does the cap.
+            max_seconds=workload.max_seconds / speed if workload.max_seconds else None,
+            max_tokens=workload.max_tokens,
+            warmup_requests=workload.warmup,
+            endpoint=workload.endpoint,
+            seed=workload.seed,
+            ignore_eos=workload.ignore_eos,
+            progress=True,
+        )
+        self.log(f"{endpoint.model} @ concurrency {workload.concurrency}: {workload.num_prompts} prompts")
+        return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
+
+    def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
+        """The same prompts for every server of a model: base and MTP see identical input."""
+        from pytest_llmperf.workload.dataset import (
+            ServerTokenCounter,
+            find_dataset,
+            load_sharegpt,
+            sample_requests,
+        )
+
+        count = workload.num_prompts + workload.warmup
+        key = (endpoint.model, workload.seed, count)
+        if key not in self._requests:
+            if self._conversations is None:
+                self._dataset_path = find_dataset(self.options.dataset, root=self.rootdir)
+                self.log(f"loading dataset {self._dataset_path}")
+                self._conversations = list(load_sharegpt(self._dataset_path))
+            counter = ServerTokenCounter(endpoint.base_url, endpoint.model, cache_dir=self._cache_dir())
+            self._requests[key] = sample_requests(
+                self._conversations, count, seed=workload.seed, count_tokens=counter
+            )
+        return self._requests[key]
+
+    def _cache_dir(self) -> Path:
+        return Path.home() / ".cache" / "pytest-llmperf" / "token-counts"
+
+    def workload_identity(self, run: MeasuredRun) -> dict[str, Any]:
+        """What must match for two runs to be comparable (hardware aside)."""
+        identity = dict(run.workload.to_dict())
+        identity["model"] = run.spec.model
+        if self._dataset_path is not None:
+            identity["dataset"] = self._dataset_path.name
+        if "clock_speed" in run.provenance:
+            identity["clock_speed"] = run.provenance["clock_speed"]
+        return identity
+
+    def _provenance(self, spec: ServerSpec, endpoint: Endpoint) -> dict[str, Any]:
+        info = dict(endpoint.provenance)
+        info.update(
+            plugin_version=__version__,
+            target=endpoint.target,
+            image=spec.image if endpoint.target in ("docker", "gpu") else info.get("image"),
+            server=spec.describe(),
+            date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            git_commit=_git_commit(self.rootdir),
+        )
+        if self._dataset_path is not None:
+            info["dataset"] = str(self._dataset_path.name)
+        return {k: v for k, v in info.items() if v is not None}
+
+    def _published(self, spec: ServerSpec, concurrency: int) -> dict[str, float]:
+        published = self.store.load_published(spec.name)
+        return published.figures(concurrency) if published else {}
+
+    # -- judging -----------------------------------------------------------------
+
+    def target_name(self, run: MeasuredRun) -> str:
+        return self.options.target_name or default_target_name(self.target.name, run.provenance)
+
+    def update_command(self, nodeid: str) -> str:
+        flag = TARGET_FLAGS.get(self.options.target or "", "")
+        if self.options.target == "external":
+            flag += f" {self.options.base_url}"
+        extra = f" --llmperf-profile {self.options.profile}" if self.options.profile != "full" else ""
+        return f"pytest '{nodeid}' {flag}{extra} --update-baselines".replace("  ", " ")
+
+    def gate(
+        self,
+        run: MeasuredRun,
+        samples: Mapping[str, list[float | None]],
+        tolerances: Mapping[str, str] | None = None,
+        *,
+        base: MeasuredRun | None = None,
+    ) -> None:
+        target = self.target_name(run)
+        path = self.store.path_for(target, run.spec.name)
+        workload = self.workload_identity(run)
+        command = self.update_command(run._nodeid or "<test>")
+        record = GateRecord(run._nodeid, run.spec.name, run.concurrency, _relative(path, self.rootdir))
+        self.gates.append(record)
+        measured = {name: _median(values) for name, values in samples.items()}
+
+        if self.options.update_baselines:
+            provenance = dict(run.provenance)
+            if base is not None:
+                provenance["speedup_base"] = {"server": base.spec.name, "vllm_version": base.provenance.get("vllm_version")}
+            self.store.record(target, run.spec.name, run.concurrency, dict(samples), workload, provenance)
+            # Record every other figure too, so later assertions on them find a baseline.
+            if base is None:
+                others = {k: v for k, v in run.samples.items() if k not in samples}
+                self.store.record(target, run.spec.name, run.concurrency, others, workload, provenance)
+            record.outcome, record.message = "recorded", f"recorded {', '.join(samples)} in {record.baseline_path}"
+            return
+
+        baseline = self.store.load(target, run.spec.name)
+        entry = baseline.entry(run.concurrency) if baseline else None
+        if entry is not None:
+            differences = check_compatible(entry["workload"], workload, entry["provenance"], run.provenance)
+            if differences:
+                record.outcome = "refused"
+                record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
+                raise PerfFailure(record.message)
+        no_data = {name: run.notes[0] for name in samples if measured.get(name) is None and run.notes}
+        verdicts = compare_metrics(
+            list(samples),
+            entry["metrics"] if entry else None,
+            measured,
+            overrides=(tolerances, self.ini_tolerances),
+            update_command=command,
+            no_data_reasons=no_data,
+        )
+        record.verdicts = verdicts
+        title = f"{run.spec.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
+        record.message = format_verdict_table(verdicts, title=title)
+        if all(v.ok for v in verdicts):
+            return
+        record.outcome = "fail"
+        raise PerfFailure(record.message)
+
+    def close(self) -> None:
+        self.pool.stop()
+
+
+def _median(values: list[float | None]) -> float | None:
+    import statistics
+
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _git_commit(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
