@@ -95,6 +95,9 @@ _DIRECTION_PATTERNS: tuple[tuple[re.Pattern[str], Direction], ...] = (
     (re.compile(r"^acceptance"), Direction.HIGHER),
     (re.compile(r"(^|_)ms(_|$)"), Direction.LOWER),
     (re.compile(r"(^|_)s$"), Direction.LOWER),            # durations in seconds
+    # The summary's counters: under a time cap, more done is better, failures worse.
+    (re.compile(r"^completed$|tokens$"), Direction.HIGHER),
+    (re.compile(r"^failed$|errors?$"), Direction.LOWER),
 )
 
 _ACCEPTED_FORMS = (

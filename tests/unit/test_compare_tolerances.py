@@ -96,6 +96,10 @@ def test_direction_for_table_then_naming_then_recorded():
     assert direction_for("per_stream_tok_s") is Direction.HIGHER   # "_s" of a rate, not seconds
     assert direction_for("total_tok_s") is Direction.HIGHER
     assert direction_for("duration_s") is Direction.LOWER
+    assert direction_for("acceptance_pos1") is Direction.HIGHER
+    assert direction_for("completed") is Direction.HIGHER
+    assert direction_for("total_output_tokens") is Direction.HIGHER
+    assert direction_for("failed") is Direction.LOWER
     assert direction_for("acceptance_per_pos_0") is Direction.HIGHER
     assert direction_for("weird_metric", "lower") is Direction.LOWER
     with pytest.raises(ValueError, match="no direction known"):
@@ -120,3 +124,16 @@ def test_parse_tolerance_overrides_ini_form():
         parse_tolerance_overrides("decode_tok_s 3%")
     with pytest.raises(ValueError, match="tolerance override for decode_tok_s"):
         parse_tolerance_overrides("decode_tok_s = x")
+
+
+def test_every_scalar_of_the_run_summary_has_a_direction():
+    # --update-baselines records every figure of a run; none may be unrecordable.
+    import dataclasses
+
+    from pytest_llmperf.metrics.summary import Summary
+
+    non_scalar = {"acceptance_per_position", "spec_status", "notes"}
+    names = [f.name for f in dataclasses.fields(Summary) if f.name not in non_scalar]
+    assert "decode_tok_s" in names
+    for name in names + ["acceptance_pos1", "mtp_speedup"]:
+        assert isinstance(direction_for(name), Direction), name
