@@ -1,0 +1,289 @@
+"""A capped benchmark run: warm-up, then prompts at a fixed concurrency (optionally paced).
+
+`run_benchmark` is synchronous and runs its own event loop. Request failures are
+recorded, never raised; an unreachable server raises `ServerUnreachable` before the
+run; Ctrl-C cuts the requests in flight and *returns* the partial result with
+`stop_reason="interrupted"` (a second Ctrl-C while it winds down raises as usual).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import signal
+import socket
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from time import perf_counter
+from typing import Any, Sequence
+
+import httpx
+
+from pytest_llmperf.workload.client import ENDPOINTS, StreamingClient
+from pytest_llmperf.workload.http1 import Origin
+from pytest_llmperf.workload.progress import Progress
+from pytest_llmperf.workload.records import RequestRecord, SampledRequest
+from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.schedule import arrival_offsets
+
+
+class ServerUnreachable(ConnectionError):
+    """Nothing accepts connections at the base URL (raised before any request is sent)."""
+
+
+@dataclass
+class RunConfig:
+    concurrency: int = 1
+    num_prompts: int | None = None        # None: every request given
+    max_seconds: float | None = None      # None: no time cap
+    max_tokens: int | None = 256          # None: each prompt's expected_output_len
+    warmup_requests: int = 1
+    endpoint: str = "completions"         # "completions" | "chat"
+    request_rate: float = math.inf        # requests/s; inf sends as fast as concurrency allows
+    burstiness: float = 1.0               # gamma shape of the arrival gaps; 1 = Poisson
+    seed: int = 0                         # for the arrival gaps
+    ignore_eos: bool = False
+    api_key: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 300.0           # longest silence between bytes of one response
+    grace_seconds: float = 30.0           # after max_seconds, in-flight requests get this long
+    progress: bool = True                 # a progress line on stderr for runs over a few seconds
+
+    def __post_init__(self) -> None:
+        def bad(name: str, fix: str) -> ValueError:
+            return ValueError(f"RunConfig.{name}={getattr(self, name)!r} is invalid: {fix}")
+
+        def is_int(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        if not is_int(self.concurrency) or self.concurrency < 1:
+            raise bad("concurrency", "use an integer >= 1")
+        if self.num_prompts is not None and (not is_int(self.num_prompts) or self.num_prompts < 1):
+            raise bad("num_prompts", "use an integer >= 1, or None for all requests")
+        if self.max_seconds is not None and not (isinstance(self.max_seconds, (int, float))
+                                                 and 0 < self.max_seconds < math.inf):
+            raise bad("max_seconds", "use a number of seconds > 0, or None for no time cap")
+        if self.max_tokens is not None and (not is_int(self.max_tokens) or self.max_tokens < 1):
+            raise bad("max_tokens", "use an integer >= 1, or None for each prompt's expected length")
+        if not is_int(self.warmup_requests) or self.warmup_requests < 0:
+            raise bad("warmup_requests", "use an integer >= 0")
+        if self.endpoint not in ENDPOINTS:
+            raise bad("endpoint", f"use one of {sorted(ENDPOINTS)}")
+        if not isinstance(self.request_rate, (int, float)) or not self.request_rate > 0:
+            raise bad("request_rate", "use requests per second > 0, or math.inf for no pacing")
+        if not isinstance(self.burstiness, (int, float)) or not 0 < self.burstiness < math.inf:
+            raise bad("burstiness", "use a finite number > 0 (1.0 is a Poisson process)")
+        for name in ("connect_timeout", "read_timeout"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not 0 < v < math.inf:
+                raise bad(name, "use a finite number of seconds > 0")
+        if not isinstance(self.grace_seconds, (int, float)) or not 0 <= self.grace_seconds < math.inf:
+            raise bad("grace_seconds", "use a finite number of seconds >= 0")
+
+    def as_dict(self) -> dict[str, Any]:
+        """asdict, with the API key redacted (results are written to files)."""
+        d = asdict(self)
+        if d["api_key"]:
+            d["api_key"] = "***"
+        for k in ("request_rate", "burstiness"):
+            if isinstance(d[k], float) and math.isinf(d[k]):
+                d[k] = "inf"  # JSON has no infinity
+        return d
+
+
+def check_reachable(base_url: str, timeout: float) -> None:
+    """Raise ServerUnreachable unless a TCP connection opens within `timeout`."""
+    origin = Origin(base_url)
+    try:
+        with socket.create_connection((origin.host, origin.port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ServerUnreachable(
+            f"cannot reach the server at {base_url} within {timeout:g} s "
+            f"({type(exc).__name__}: {exc}); is it running and listening on that host and port?"
+        ) from exc
+
+
+async def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:
+    """The raw /metrics page, or None when the server has none (404) or cannot answer."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            resp = await client.get(f"{base_url.rstrip('/')}/metrics")
+    except httpx.HTTPError:
+        return None
+    return resp.text if resp.status_code == 200 else None
+
+
+class _Run:
+    """The dispatch loop of one run; `interrupt()` may be called from a signal handler."""
+
+    def __init__(self, client: StreamingClient, config: RunConfig) -> None:
+        self.client = client
+        self.config = config
+        self.loop = asyncio.get_running_loop()
+        self.interrupted = False
+        self._wake: asyncio.Future[None] | None = None
+        self._in_flight = 0
+
+    def interrupt(self) -> None:
+        if self.interrupted:  # a second Ctrl-C: stop waiting for the wind-down
+            raise KeyboardInterrupt
+        self.interrupted = True
+        self.client.cut_all("interrupted (Ctrl-C)")
+        self._kick()
+
+    def _kick(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def _nap(self, until: float) -> None:
+        """Sleep until perf_counter() reaches `until`, or something changes."""
+        delay = until - perf_counter()
+        if delay <= 0:
+            return
+        self._wake = self.loop.create_future()
+        handle = self.loop.call_later(delay, self._kick) if delay < math.inf else None
+        try:
+            await self._wake
+        finally:
+            if handle is not None:
+                handle.cancel()
+
+    async def run(self, requests: Sequence[SampledRequest], *, capped: bool,
+                  progress: Progress | None = None) -> tuple[list[RequestRecord], str, float]:
+        """Returns (records in dispatch order, stop reason, time of the first dispatch)."""
+        cfg = self.config
+        offsets = arrival_offsets(len(requests), cfg.request_rate, cfg.burstiness, cfg.seed) if capped \
+            else [0.0] * len(requests)
+        start = perf_counter()
+        deadline = start + cfg.max_seconds if (capped and cfg.max_seconds) else math.inf
+        tasks: list[asyncio.Task[RequestRecord]] = []
+        stop = "completed"
+
+        def finished(task: asyncio.Task[RequestRecord]) -> None:
+            self._in_flight -= 1
+            if progress is not None and not task.cancelled() and task.exception() is None:
+                rec = task.result()
+                progress.add(rec.ok, rec.completion_tokens)
+            self._kick()
+
+        for req, offset in zip(requests, offsets):
+            while not self.interrupted and perf_counter() < deadline and (
+                    self._in_flight >= cfg.concurrency or perf_counter() < start + offset):
+                wake_at = start + offset if self._in_flight < cfg.concurrency else deadline
+                await self._nap(min(wake_at, deadline))
+            if self.interrupted:
+                break
+            if perf_counter() >= deadline:
+                stop = "max_seconds"
+                break
+            self._in_flight += 1
+            max_tokens = cfg.max_tokens or req.expected_output_len
+            task = self.loop.create_task(self.client.request(req, max_tokens))
+            task.add_done_callback(finished)
+            tasks.append(task)
+        if tasks:
+            cut_at = deadline + cfg.grace_seconds
+            while not self.interrupted and self._in_flight and perf_counter() < cut_at:
+                await self._nap(cut_at)
+            if self._in_flight:
+                if not self.interrupted:
+                    stop = "max_seconds"
+                    self.client.cut_all(f"cut: still running {cfg.grace_seconds:g} s after the "
+                                        f"{cfg.max_seconds:g} s cap")
+                await asyncio.wait(tasks)
+        if self.interrupted:
+            stop = "interrupted"
+        return [t.result() for t in tasks], stop, start
+
+
+async def run_benchmark_async(base_url: str, model: str, requests: Sequence[SampledRequest],
+                              config: RunConfig) -> RunResult:
+    """`run_benchmark` for callers that already run an event loop (no Ctrl-C handling)."""
+    return await _run_benchmark(base_url, model, requests, config, install_sigint=False)
+
+
+async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
+                         config: RunConfig, install_sigint: bool) -> RunResult:
+    base_url = base_url.rstrip("/")
+    measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
+    warmup = [requests[i % len(requests)] for i in range(config.warmup_requests)]
+    client = StreamingClient(base_url, model, endpoint=config.endpoint,
+                             max_tokens=config.max_tokens or 256, ignore_eos=config.ignore_eos,
+                             api_key=config.api_key, connect_timeout=config.connect_timeout,
+                             read_timeout=config.read_timeout)
+    loop = asyncio.get_running_loop()
+    async with client:
+        run = _Run(client, config)
+        handled = install_sigint and threading.current_thread() is threading.main_thread()
+        if handled:
+            previous = signal.getsignal(signal.SIGINT)
+            loop.add_signal_handler(signal.SIGINT, run.interrupt)
+        try:
+            if warmup:
+                await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
+            metrics_before = None if run.interrupted else await scrape_metrics(base_url)
+            started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            progress = Progress(len(measured), enabled=config.progress)
+            ticker = loop.create_task(_tick(progress))
+            try:
+                records, stop, start = await run.run([] if run.interrupted else measured,
+                                                     capped=True, progress=progress)
+            finally:
+                ticker.cancel()
+                progress.close()
+            metrics_after = await scrape_metrics(base_url) if metrics_before is not None else None
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+                signal.signal(signal.SIGINT, previous)
+    ends = [r.end_time for r in records if r.end_time is not None]
+    return RunResult(
+        config=config.as_dict(),
+        records=records,
+        duration=(max(ends) - start) if ends else 0.0,
+        attempted=len(records),
+        stop_reason=stop,
+        metrics_before=metrics_before,
+        metrics_after=metrics_after,
+        started_at=started_at,
+    )
+
+
+async def _tick(progress: Progress) -> None:
+    while True:
+        await asyncio.sleep(progress.interval)
+        progress.tick()
+
+
+def _loop_factory() -> Any:
+    try:  # uvloop halves the event loop's cost per socket read, when installed
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
+                  config: RunConfig) -> RunResult:
+    """Run `requests` against the server and return the measured result.
+
+    Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
+    ValueError for bad arguments. Ctrl-C returns a partial result, stop_reason="interrupted".
+    """
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
+    if not requests:
+        raise ValueError("requests is empty: sample at least one prompt")
+    Origin(base_url)  # ValueError for a malformed URL, before anything else
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_benchmark() cannot run inside an event loop; "
+                           "await run_benchmark_async(...) there instead")
+    check_reachable(base_url, config.connect_timeout)
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(_run_benchmark(base_url, model, requests, config, install_sigint=True))

@@ -1,0 +1,214 @@
+"""The runner against a scripted server: caps, warm-up, failures, pacing, Ctrl-C, bad input."""
+
+import io
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.workload.progress import Progress
+from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.runner import RunConfig, ServerUnreachable, run_benchmark
+from pytest_llmperf.workload.schedule import arrival_offsets
+
+from stream_fakes import FakeStreamServer
+
+
+@pytest.fixture
+def server():
+    with FakeStreamServer() as srv:
+        yield srv
+
+
+def _reqs(prompt, n):
+    return [SampledRequest(index=i, prompt=prompt, prompt_len=5, expected_output_len=9) for i in range(n)]
+
+
+def _max_overlap(records):
+    events = sorted([(r.send_time, 1) for r in records] + [(r.end_time, -1) for r in records])
+    live = peak = 0
+    for _, step in events:
+        live += step
+        peak = max(peak, live)
+    return peak
+
+
+def test_completed_run_excludes_warmup_and_scrapes_metrics(server):
+    t0 = time.perf_counter()
+    res = run_benchmark(server.base_url, "m", _reqs("ok n=8 dt=0.002", 24),
+                        RunConfig(concurrency=4, warmup_requests=3, progress=False))
+    wall = time.perf_counter() - t0
+    assert res.stop_reason == "completed" and not res.partial
+    assert res.attempted == 24 and res.completed == 24 and res.failed == 0
+    assert [r.index for r in res.records] == list(range(24))
+    assert len(server.requests) == 27                      # 3 warm-ups were sent, not recorded
+    warmup_last_chunk = max(req["send_times"][-1] for req in server.requests[:3])
+    assert min(r.send_time for r in res.records) > warmup_last_chunk  # warm-up done before measuring
+    assert res.metrics_before == res.metrics_after == server.metrics
+    assert 0 < res.duration < wall
+    assert res.config["concurrency"] == 4 and res.config["warmup_requests"] == 3
+    datetime.fromisoformat(res.started_at)
+    assert _max_overlap(res.records) == 4                  # the concurrency is reached, never passed
+
+
+def test_duration_spans_first_dispatch_to_last_completion(server):
+    res = run_benchmark(server.base_url, "m", _reqs("ok n=5 dt=0.01", 6),
+                        RunConfig(concurrency=2, warmup_requests=0, progress=False))
+    first_send = min(r.send_time for r in res.records)
+    last_end = max(r.end_time for r in res.records)
+    assert res.duration == pytest.approx(last_end - first_send, abs=0.005)
+
+
+def test_num_prompts_caps_the_run(server):
+    res = run_benchmark(server.base_url, "m", _reqs("ok", 50),
+                        RunConfig(concurrency=3, num_prompts=7, warmup_requests=0, progress=False))
+    assert res.attempted == 7 and res.stop_reason == "completed"
+
+
+def test_max_tokens_none_uses_expected_output_len(server):
+    run_benchmark(server.base_url, "m", _reqs("ok", 2),
+                  RunConfig(max_tokens=None, warmup_requests=0, progress=False))
+    assert [r["max_tokens"] for r in server.requests] == [9, 9]
+
+
+def test_max_seconds_stops_dispatch_and_says_so(server):
+    res = run_benchmark(server.base_url, "m", _reqs("ok n=10 dt=0.01", 200),
+                        RunConfig(concurrency=2, max_seconds=0.5, warmup_requests=0, progress=False))
+    assert res.stop_reason == "max_seconds"
+    assert 2 <= res.attempted < 200
+    first = min(r.send_time for r in res.records)
+    assert max(r.send_time for r in res.records) - first < 0.5 + 0.05   # nothing sent after the cap
+    assert res.failed == 0                                                # in-flight ones finished
+
+
+def test_in_flight_requests_are_cut_after_the_grace_period(server):
+    t0 = time.perf_counter()
+    res = run_benchmark(server.base_url, "m", _reqs("stall n=5", 10),
+                        RunConfig(concurrency=3, max_seconds=0.3, grace_seconds=0.3,
+                                  warmup_requests=0, progress=False))
+    assert res.stop_reason == "max_seconds" and res.attempted == 3
+    assert all(r.error == "cut: still running 0.3 s after the 0.3 s cap" for r in res.records)
+    assert 0.55 < res.duration < 1.5 and time.perf_counter() - t0 < 3
+
+
+def test_failures_are_counted_and_the_run_goes_on(server):
+    reqs = [SampledRequest(i, "http500" if i % 3 == 0 else "ok n=3", 5, 3) for i in range(12)]
+    res = run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=4, warmup_requests=0, progress=False))
+    assert res.attempted == 12 and res.failed == 4 and res.completed == 8
+    assert {r.error for r in res.records if not r.ok} == {"HTTP 500: scripted failure 500"}
+    assert res.stop_reason == "completed"
+
+
+def test_server_without_metrics_gives_none():
+    with FakeStreamServer(metrics=None) as srv:
+        res = run_benchmark(srv.base_url, "m", _reqs("ok", 2), RunConfig(warmup_requests=0, progress=False))
+    assert res.metrics_before is None and res.metrics_after is None and res.completed == 2
+
+
+def test_chat_endpoint(server):
+    res = run_benchmark(server.base_url, "m", _reqs("ok n=4", 3),
+                        RunConfig(endpoint="chat", warmup_requests=0, progress=False))
+    assert res.completed == 3 and all(len(r.chunk_times) == 4 for r in res.records)
+    assert "messages" in server.requests[0]
+
+
+def test_unreachable_server_raises_within_the_connect_timeout():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    with pytest.raises(ServerUnreachable, match=f"http://127.0.0.1:{port}") as info:
+        run_benchmark(f"http://127.0.0.1:{port}", "m", _reqs("ok", 1), RunConfig(connect_timeout=1.0))
+    assert isinstance(info.value, ConnectionError)
+    assert time.perf_counter() - t0 < 1.5
+
+
+def test_request_rate_paces_dispatch(server):
+    cfg = RunConfig(concurrency=50, request_rate=40.0, seed=3, warmup_requests=0, progress=False)
+    res = run_benchmark(server.base_url, "m", _reqs("ok", 12), cfg)
+    sends = [r.send_time - res.records[0].send_time for r in res.records]
+    planned = arrival_offsets(12, 40.0, 1.0, seed=3)
+    assert all(abs(s - p) < 0.03 for s, p in zip(sends, planned)), (sends, planned)
+
+
+def test_arrival_offsets_statistics():
+    gaps = [b - a for a, b in zip(*(lambda o: (o, o[1:]))(arrival_offsets(20001, 10.0, 1.0, seed=1)))]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.1, rel=0.03)
+    bursty = [b - a for a, b in zip(*(lambda o: (o, o[1:]))(arrival_offsets(20001, 10.0, 0.25, seed=1)))]
+    mean = sum(bursty) / len(bursty)
+    cv2 = sum((g - mean) ** 2 for g in bursty) / len(bursty) / mean ** 2
+    assert cv2 == pytest.approx(4.0, rel=0.15)          # gamma shape k: CV^2 = 1/k
+    assert arrival_offsets(5, 10.0, seed=7) == arrival_offsets(5, 10.0, seed=7)
+    assert arrival_offsets(3, math.inf) == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("concurrency", 0), ("concurrency", 2.5), ("num_prompts", 0), ("max_seconds", -1),
+    ("max_tokens", 0), ("warmup_requests", -1), ("endpoint", "embeddings"), ("request_rate", 0),
+    ("burstiness", 0), ("connect_timeout", 0), ("read_timeout", math.inf), ("grace_seconds", -1),
+])
+def test_bad_config_names_the_field(field, value):
+    with pytest.raises(ValueError, match=rf"RunConfig\.{field}="):
+        RunConfig(**{field: value})
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="requests is empty"):
+        run_benchmark("http://127.0.0.1:1", "m", [], RunConfig())
+    with pytest.raises(ValueError, match="base_url must look like"):
+        run_benchmark("127.0.0.1:1", "m", _reqs("ok", 1), RunConfig())
+
+
+def test_api_key_is_redacted_in_the_result_config():
+    assert RunConfig(api_key="sekret").as_dict()["api_key"] == "***"
+    json.dumps(RunConfig().as_dict())  # JSON-safe, inf included
+
+
+def test_progress_line_counts():
+    out = io.StringIO()
+    p = Progress(10, stream=out, quiet_for=0)
+    p.add(True, 100)
+    p.add(False, None)
+    p.tick()
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines and lines[0].startswith("llmperf: 2/10 done, 1 failed, ")
+    quiet = io.StringIO()
+    Progress(10, stream=quiet, quiet_for=60).tick()
+    assert quiet.getvalue() == ""
+
+
+def test_ctrl_c_returns_a_partial_result(tmp_path):
+    script = textwrap.dedent("""
+        import os, signal, sys, threading, time, json
+        sys.path.insert(0, sys.argv[1])
+        from stream_fakes import FakeStreamServer
+        from pytest_llmperf.workload.records import SampledRequest
+        from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+        reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
+        with FakeStreamServer() as srv:
+            def press_ctrl_c():
+                while len(srv.requests) < 8:
+                    time.sleep(0.01)
+                time.sleep(0.1)
+                os.kill(os.getpid(), signal.SIGINT)
+            threading.Thread(target=press_ctrl_c, daemon=True).start()
+            res = run_benchmark(srv.base_url, "m", reqs, RunConfig(concurrency=4, warmup_requests=0, progress=False))
+        print(json.dumps({"stop": res.stop_reason, "attempted": res.attempted, "completed": res.completed,
+                          "errors": sorted({r.error for r in res.records if r.error})}))
+    """)
+    here = str(Path(__file__).parent)
+    proc = subprocess.run([sys.executable, "-c", script, here], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["stop"] == "interrupted"
+    assert out["completed"] == 4 and out["attempted"] == 8
+    assert out["errors"] == ["interrupted (Ctrl-C)"]
