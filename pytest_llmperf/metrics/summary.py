@@ -30,6 +30,7 @@ from pytest_llmperf.workload.records import RequestRecord
 
 STATS = ("mean", "median", "p90", "p99")
 _PERCENTILE = {"median": 50, "p90": 90, "p99": 99}
+NOT_METRICS = ("spec_status", "notes")
 
 
 @dataclass
@@ -67,8 +68,13 @@ class Summary:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat metric names, usable as baseline keys."""
-        return asdict(self)
+        """Metric name -> number, None or (acceptance_per_position) a list of numbers:
+        flat names usable as baseline keys. `notes` and `spec_status` are not metrics
+        and stay out; read them as attributes."""
+        d = asdict(self)
+        for key in NOT_METRICS:
+            d.pop(key)
+        return d
 
 
 def _stats(prefix: str, values_s: list[float]) -> dict[str, float | None]:

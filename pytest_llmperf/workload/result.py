@@ -102,6 +102,7 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Raw data plus the summary (for readers); from_dict recomputes the summary."""
+        summary = self.summary()
         return {
             "format": JSON_FORMAT,
             "version": JSON_VERSION,
@@ -114,7 +115,8 @@ class RunResult:
             "metrics_after": self.metrics_after,
             "started_at": self.started_at,
             "provenance": dict(self.provenance),
-            "summary": self.summary().to_dict(),
+            "summary": summary.to_dict(),
+            "notes": list(summary.notes),
             "spec_decode": self.spec_decode().to_dict(),
         }
 

@@ -98,7 +98,7 @@ def test_json_has_sorted_keys_and_a_readable_summary():
     d = json.loads(make().to_json())
     assert d["format"] == "pytest-llmperf/run-result" and d["version"] == 1
     assert d["summary"]["decode_tok_s"] == pytest.approx(3.0)
-    assert d["spec_decode"]["status"] == "ok"
+    assert d["spec_decode"]["status"] == "ok" and d["notes"] == []
     assert len(d["records"]) == 3 and d["records"][2]["error"] == "HTTP 500: boom"
 
 

@@ -115,7 +115,9 @@ def test_spec_stats_are_carried_and_their_note_kept():
 
 
 def test_to_dict_is_flat_with_baseline_keys():
-    d = summarize(RECORDS, 4.0).to_dict()
+    spec = SpecDecodeStats("ok", None, 2, 6, 3, 0.5, 2.5, [1.0, 0.5, 0.0])
+    d = summarize(RECORDS, 4.0, spec).to_dict()
+    assert d["acceptance_per_position"] == [1.0, 0.5, 0.0] and d["acceptance_rate"] == 0.5
     for key in ("completed", "failed", "duration_s", "request_throughput", "prefill_tok_s",
                 "decode_tok_s", "per_stream_tok_s", "acceptance_rate", "acceptance_length",
                 "acceptance_per_position"):
@@ -123,7 +125,13 @@ def test_to_dict_is_flat_with_baseline_keys():
     for metric in ("ttft", "tpot", "itl", "e2el"):
         for stat in ("mean", "median", "p90", "p99"):
             assert f"{metric}_ms_{stat}" in d
-    assert all(not isinstance(v, dict) for v in d.values())
+    # numbers, None, or the per-position list of numbers: nothing a baseline cannot hold
+    for key, value in d.items():
+        if key == "acceptance_per_position":
+            assert value is None or all(isinstance(x, float) for x in value)
+        else:
+            assert value is None or isinstance(value, (int, float)), key
+    assert "notes" not in d and "spec_status" not in d
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
