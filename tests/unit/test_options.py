@@ -1,0 +1,63 @@
+import pytest
+
+from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
+
+
+def resolve(cli=None, ini=None):
+    cli, ini = cli or {}, ini or {}
+    return resolve_options(lambda dest: cli.get(dest), lambda name: ini.get(name, ""))
+
+
+def test_no_target_by_default_and_defaults_apply():
+    opts = resolve()
+    assert opts.target is None
+    assert opts.profile == "full" and opts.baselines_dir == "baselines" and opts.repetitions == 1
+    assert "--llmperf-sim" in opts.target_description()
+
+
+def test_cli_wins_over_ini_and_sources_are_recorded():
+    opts = resolve(cli={"llmperf_profile": "smoke"}, ini={"llmperf_profile": "nightly", "llmperf_sim": "true"})
+    assert opts.profile == "smoke" and opts.sources["llmperf_profile"] == "cli"
+    assert opts.target == "sim" and opts.sources["target"] == "ini"
+    assert "from ini" in opts.target_description()
+
+
+def test_two_targets_are_refused_naming_both_flags():
+    with pytest.raises(OptionError, match="--llmperf-sim and --llmperf-gpu"):
+        resolve(cli={"llmperf_sim": True, "llmperf_gpu": True})
+
+
+@pytest.mark.parametrize(
+    "cli, message",
+    [
+        ({"llmperf_profile": "huge"}, "--llmperf-profile: expected one of smoke, nightly, full"),
+        ({"llmperf_repetitions": "0"}, "--llmperf-repetitions: expected a whole number >= 1"),
+        ({"llmperf_sim_speed": "-2"}, "--llmperf-sim-speed: expected a number > 0"),
+        ({"llmperf_base_url": "gpu-box:8000"}, "expected http://HOST:PORT"),
+        ({"llmperf_sim": True, "llmperf_image": "vllm/vllm-openai:nightly"}, "add --llmperf-gpu"),
+    ],
+)
+def test_bad_values_name_the_option_and_the_fix(cli, message):
+    with pytest.raises(OptionError, match=message.replace("+", r"\+").replace(".", r"\.")):
+        resolve(cli=cli)
+
+
+def test_bad_ini_value_names_the_ini_option():
+    with pytest.raises(OptionError, match="ini option 'llmperf_gpu'"):
+        resolve(ini={"llmperf_gpu": "maybe"})
+
+
+def test_base_url_is_normalised_and_chooses_the_external_target():
+    opts = resolve(cli={"llmperf_base_url": "http://gpu-box:8000/v1/"})
+    assert opts.target == "external" and opts.base_url == "http://gpu-box:8000"
+
+
+def test_sim_args_split_like_a_shell():
+    opts = resolve(cli={"llmperf_sim": True, "llmperf_sim_args": "--sim-acceptance-scale 0.8"})
+    assert opts.sim_args == ("--sim-acceptance-scale", "0.8")
+
+
+def test_every_option_has_a_flag_with_the_prefix_and_an_ini_twin():
+    for opt in OPTIONS:
+        assert any(flag.startswith("--llmperf-") for flag in opt.flags), opt.flags
+        assert opt.ini.startswith("llmperf_")
