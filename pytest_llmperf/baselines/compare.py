@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -61,7 +62,7 @@ def _number(value: Any) -> float | None:
     """A finite float, or None for "no value" (None, NaN)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):   # numpy scalars are Real
         raise TypeError(f"expected a number or None, got {value!r}")
     value = float(value)
     if math.isnan(value):
@@ -161,7 +162,7 @@ def compare_metrics(
 
 def _same(a: Any, b: Any) -> bool:
     """Equality that survives the store's rounding (6 significant digits) and 256 vs 256.0."""
-    num = (int, float)
+    num = numbers.Real
     if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
     if isinstance(a, Mapping) and isinstance(b, Mapping):

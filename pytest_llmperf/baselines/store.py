@@ -29,15 +29,22 @@ baseline files means --update-baselines never rewrites them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import numbers
 import os
 import re
 import statistics
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
+
+try:  # POSIX advisory locks; elsewhere writes are still atomic, just not serialized
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 from pytest_llmperf.baselines.compare import check_compatible
 from pytest_llmperf.baselines.tolerances import DIRECTIONS, Direction, direction_for
@@ -72,7 +79,7 @@ def sanitize_name(name: str) -> str:
 
 def stable_float(x: float) -> float:
     """Round to SIG_DIGITS significant digits so reruns format identically."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):   # numpy scalars are Real
         raise ValueError(f"expected a number, got {x!r}")
     if not math.isfinite(x):
         raise ValueError(f"expected a finite number, got {x!r}")
@@ -143,6 +150,10 @@ def _plain(value: Any, where: str) -> Any:
         raise ValueError(f"{where}: {value!r} cannot be stored (not a finite number)")
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
+    if isinstance(value, numbers.Integral):   # numpy integers
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return _plain(float(value), where)
     if isinstance(value, Path):
         return value.as_posix()
     raise ValueError(f"{where}: {type(value).__name__} {value!r} cannot be stored in JSON")
@@ -154,6 +165,24 @@ def _by_concurrency(entries: Mapping[int, Any]) -> dict[str, Any]:
 
 def _dump(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+@contextlib.contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """Serialize read-modify-write of files in `directory` (pytest-xdist workers).
+
+    Locks the directory itself, so no lock file is left beside the baselines.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # closing releases the lock
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -185,6 +214,8 @@ def _read_json(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise BaselineError(path, f"not UTF-8 text ({exc})") from None
+    except OSError as exc:
+        raise BaselineError(path, f"cannot be read ({exc.strerror or exc})") from None
     if not text.strip():
         raise BaselineError(path, "empty file; delete it and re-record with --update-baselines")
     try:
@@ -368,7 +399,17 @@ class BaselineStore:
         """
         concurrency = _positive_concurrency(concurrency)
         path = self.path_for(target, server)
-        current = self.load(target, server) or BaselineFile(path, sanitize_name(target), sanitize_name(server))
+        with _directory_lock(path.parent):
+            return self._record_locked(path, target, server, concurrency, metrics, workload, provenance,
+                                       directions)
+
+    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, directions):
+        try:
+            current = self.load(target, server)
+        except BaselineError as exc:
+            # Never overwrite what we cannot read: it may be someone's hand edit.
+            raise BaselineError(path, f"{exc.problem}; fix or delete the file, then record again") from None
+        current = current or BaselineFile(path, sanitize_name(target), sanitize_name(server))
         workload = _plain(dict(workload), "workload")
         provenance = _plain(strip_secrets(dict(provenance)), "provenance")
 
@@ -428,11 +469,13 @@ class BaselineStore:
         concurrency = _positive_concurrency(concurrency)
         if not source or not source.strip():
             raise ValueError("published figures need a source (where they were published)")
-        current = self.load_published(server) or PublishedFile(self.published_path_for(server), sanitize_name(server))
         try:
             clean = {k: stable_float(v) for k, v in figures.items()}
         except ValueError as exc:
             raise ValueError(f"published figures: {exc}") from None
-        current.entries[concurrency] = {"figures": clean, "note": note, "source": source}
-        atomic_write_text(current.path, current.to_json())
+        path = self.published_path_for(server)
+        with _directory_lock(path.parent):
+            current = self.load_published(server) or PublishedFile(path, sanitize_name(server))
+            current.entries[concurrency] = {"figures": clean, "note": note, "source": source}
+            atomic_write_text(current.path, current.to_json())
         return current

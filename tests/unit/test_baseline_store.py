@@ -171,6 +171,30 @@ def test_unknown_metric_with_explicit_direction(store):
     assert store.load("sim", SERVER).metric(1, "weird")["direction"] == "lower"
 
 
+def test_numpy_scalars_are_stored_as_plain_numbers(store):
+    np = pytest.importorskip("numpy")
+    record(store, metrics={"decode_tok_s": [np.float64(400.5), np.float32(401.5)], "completed": [np.int64(118)]},
+           workload=dict(WORKLOAD, num_prompts=np.int64(500)))
+    f = store.load("NVIDIA H200", SERVER)
+    assert f.value(32, "decode_tok_s") == 401.0
+    assert f.value(32, "completed") == 118.0
+    assert f.entry(32)["workload"]["num_prompts"] == 500
+
+
+def test_concurrent_records_of_different_concurrencies_all_survive(store):
+    import threading
+
+    levels = [1, 2, 4, 8, 16, 32]
+    threads = [threading.Thread(target=record, args=(store, c, {"decode_tok_s": [float(c)]})) for c in levels]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    f = store.load("NVIDIA H200", SERVER)
+    assert sorted(f.entries) == levels
+    assert [p.name for p in f.path.parent.iterdir()] == [f.path.name]   # no lock or temp files left
+
+
 # --- atomic writes ---------------------------------------------------------------
 
 def test_failed_write_leaves_the_old_file_and_no_temp_files(store, monkeypatch):
@@ -286,6 +310,19 @@ def test_hand_edited_files_are_refused_with_what_is_wrong(store, mutate, match):
     doc = good_doc(store)
     mutate(doc)
     expect_error(store, doc, match)
+
+
+def test_unreadable_path_is_a_baseline_error(store):
+    store.path_for("sim", SERVER).mkdir(parents=True)   # a directory where the file should be
+    with pytest.raises(BaselineError, match="cannot be read"):
+        store.load("sim", SERVER)
+
+
+def test_record_refuses_to_overwrite_a_corrupt_file(store):
+    path = write_raw(store, '{"format": 1, "concurrency": {')
+    with pytest.raises(BaselineError, match="fix or delete the file"):
+        record(store, target="sim")
+    assert path.read_text() == '{"format": 1, "concurrency": {'
 
 
 def test_top_level_not_an_object(store):
