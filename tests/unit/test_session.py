@@ -1,0 +1,138 @@
+"""PerfSession without pytest: caching, one server at a time, and the baseline gate."""
+
+from contextlib import contextmanager
+
+import pytest
+
+from pytest_llmperf import ServerSpec
+from pytest_llmperf.options import resolve_options
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.session import PerfFailure, PerfSession
+from pytest_llmperf.workload.records import RequestRecord
+from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.spec import resolve_workload
+
+BASE = ServerSpec(name="m", model="org/m")
+MTP = BASE.with_speculative({"method": "mtp", "num_speculative_tokens": 3})
+
+
+class FakeTarget:
+    name = "sim"
+
+    def __init__(self):
+        self.events = []
+
+    @contextmanager
+    def start(self, spec):
+        self.events.append(("start", spec.name))
+        try:
+            yield Endpoint("http://127.0.0.1:1", spec.model_id, "sim", {"vllm_version": "0.32.0"})
+        finally:
+            self.events.append(("stop", spec.name))
+
+
+def make_result(decode_tok_s, n=4, tokens=100):
+    """n requests of `tokens` output tokens over a duration giving `decode_tok_s`."""
+    duration = n * tokens / decode_tok_s
+    records = [
+        RequestRecord(index=i, send_time=0.0, chunk_times=[0.1 + k * 0.01 for k in range(tokens)], end_time=2.0,
+                      prompt_tokens=50, completion_tokens=tokens, finish_reason="length", status=200)
+        for i in range(n)
+    ]
+    return RunResult(config={}, records=records, duration=duration, attempted=n, stop_reason="completed")
+
+
+def make_session(tmp_path, speeds, **cli):
+    cli = {"llmperf_sim": True, **cli}
+    options = resolve_options(lambda d: cli.get(d), lambda n: "")
+    target = FakeTarget()
+    perf = PerfSession(options, target, tmp_path)
+    perf._requests_for = lambda endpoint, workload: []
+    calls = []
+
+    def execute(endpoint, requests, workload, speed):
+        calls.append(endpoint.model)
+        return make_result(speeds[len(calls) - 1])  # the n-th run gets the n-th decode speed
+
+    perf._execute = execute
+    return perf, target, calls
+
+
+def test_runs_are_cached_and_servers_start_once_one_at_a_time(tmp_path):
+    perf, target, calls = make_session(tmp_path, [100.0, 150.0])
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    base_run = perf.run(BASE, workload)
+    mtp_run = perf.run(MTP, workload)
+    assert perf.run(BASE, workload) is base_run and perf.run(MTP, workload) is mtp_run
+    assert perf.run_count == 2 and len(calls) == 2
+    perf.close()
+    assert target.events == [("start", "m"), ("stop", "m"), ("start", "m-mtp"), ("stop", "m-mtp")]
+    assert mtp_run.speedup_over(base_run) == pytest.approx(1.5)
+
+
+def test_missing_baseline_fails_with_the_record_command_then_update_records_and_passes(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf, _, _ = make_session(tmp_path, [100.0])
+    run = perf.run(BASE, workload).bound_to("tests/test_x.py::test_decode[8]")
+    with pytest.raises(PerfFailure) as failure:
+        run.assert_no_regression("decode_tok_s")
+    message = str(failure.value)
+    assert "MISSING BASELINE" in message
+    assert "pytest 'tests/test_x.py::test_decode[8]' --llmperf-sim --update-baselines" in message
+
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    assert (tmp_path / "baselines" / "sim" / "m.json").exists()
+    assert updater.gates[-1].outcome == "recorded"
+
+    again, _, _ = make_session(tmp_path, [97.0])   # -3%: within the default -5%
+    again.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    assert again.gates[-1].outcome == "pass"
+
+
+def test_regression_fails_with_a_table_and_improvement_passes_with_a_hint(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+
+    slow, _, _ = make_session(tmp_path, [90.0])
+    with pytest.raises(PerfFailure) as failure:
+        slow.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    table = str(failure.value)
+    for word in ("decode_tok_s", "100.0", "90.0", "-5%", "REGRESSED"):
+        assert word in table
+
+    fast, _, _ = make_session(tmp_path, [120.0])
+    fast.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    assert fast.gates[-1].verdicts[0].status == "improved"
+    assert "--update-baselines" in fast.gates[-1].message
+
+    loose, _, _ = make_session(tmp_path, [90.0])
+    loose.run(BASE, workload).bound_to("t", {"decode_tok_s": "15%"}).assert_no_regression("decode_tok_s")
+
+
+def test_baseline_from_another_workload_is_refused_naming_the_difference(tmp_path):
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 256}, 8)).bound_to("t").assert_no_regression()
+    other, _, _ = make_session(tmp_path, [100.0])
+    with pytest.raises(PerfFailure, match="max_tokens: baseline 256, measured 128"):
+        other.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 128}, 8)).bound_to("t").assert_no_regression()
+    assert other.gates[-1].outcome == "refused"
+
+
+def test_speedup_is_gated_against_its_own_baseline(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    rec, _, _ = make_session(tmp_path, [100.0, 150.0], llmperf_update_baselines=True)
+    base, mtp = rec.run(BASE, workload), rec.run(MTP, workload).bound_to("t")
+    mtp.assert_speedup_over(base)
+    slower, _, _ = make_session(tmp_path, [100.0, 120.0])
+    base, mtp = slower.run(BASE, workload), slower.run(MTP, workload).bound_to("t")
+    with pytest.raises(PerfFailure, match="mtp_speedup"):
+        mtp.assert_speedup_over(base)
+
+
+def test_acceptance_without_counters_is_no_data_not_zero(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf, _, _ = make_session(tmp_path, [100.0])
+    with pytest.raises(PerfFailure, match="NO DATA"):
+        perf.run(MTP, workload).bound_to("t").assert_no_regression("acceptance_rate")
