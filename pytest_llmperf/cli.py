@@ -193,11 +193,13 @@ def _run(args: argparse.Namespace, requests: list[Any]) -> RunResult:
     options: dict[str, Any] = dict(
         concurrency=args.concurrency, num_prompts=args.num_prompts,
         max_seconds=args.max_seconds, max_tokens=args.max_tokens,
+        endpoint=args.endpoint,
+        # RunConfig.seed drives arrival pacing; giving it the sampling seed too keeps the
+        # result's config["seed"] the seed that chose the prompts.
+        seed=args.seed,
     )
-    fields = getattr(runner.RunConfig, "__dataclass_fields__", {})
-    for name, value in (("endpoint", args.endpoint), ("warmup", args.warmup), ("seed", args.seed)):
-        if value is not None and name in fields:
-            options[name] = value
+    if args.warmup is not None:
+        options["warmup_requests"] = args.warmup
     return runner.run_benchmark(args.base_url, args.model, requests, runner.RunConfig(**options))
 
 
@@ -241,6 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # `llmperf show r.json | head`: the reader left; not an error worth a message.
+        sys.stderr.close()
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("llmperf: interrupted", file=sys.stderr)
         return 130
