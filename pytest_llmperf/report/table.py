@@ -53,17 +53,36 @@ def format_value(metric: str, value: float | None) -> str:
     return f"{value:.{decimals}f}"
 
 
+def _decimals_of(text: str) -> int:
+    return len(text.split(".", 1)[1].rstrip("%")) if "." in text else 0
+
+
+def _signed(x: float, decimals: int, limit: float | None, suffix: str = "") -> str:
+    """`x` with a sign; when it would print the same as the limit it crossed, add digits
+    (up to 4 more) so "-5.0%  REGRESSED" never appears beside "allowed -5%"."""
+    text = f"{x:+.{decimals}f}"
+    if limit is not None:
+        for extra in range(5):
+            d = decimals + extra
+            text = f"{x:+.{d}f}"
+            if f"{abs(x):.{d}f}" != f"{limit:.{d}f}":
+                break
+    return text + suffix
+
+
 def format_change(v: Verdict) -> str:
     """The move, in the tolerance's own terms first: "-5.0% (-20.4)" or "-0.030 (-4.5%)"."""
     if v.change is None:
         return "-"
-    absolute = format_value(v.metric, v.change.absolute)
-    if not absolute.startswith("-"):
-        absolute = "+" + absolute
+    crossed = v.status in ("regressed", "improved") and v.tolerance is not None
+    is_absolute = v.tolerance is not None and v.tolerance.kind == "absolute"
+    abs_decimals = _decimals_of(format_value(v.metric, v.change.absolute))
+    absolute = _signed(v.change.absolute, abs_decimals, v.tolerance.limit if crossed and is_absolute else None)
     if v.change.relative is None:
         return absolute
-    relative = f"{v.change.relative * 100:+.1f}%"
-    if v.tolerance is not None and v.tolerance.kind == "absolute":
+    rel_limit = v.tolerance.limit * 100 if crossed and not is_absolute else None
+    relative = _signed(v.change.relative * 100, 1, rel_limit, "%")
+    if is_absolute:
         return f"{absolute} ({relative})"
     return f"{relative} ({absolute})"
 

@@ -42,6 +42,17 @@ def test_format_change_leads_with_the_tolerance_kind():
     assert format_change(MISSING) == "-"
 
 
+def test_format_change_never_prints_the_limit_beside_a_crossed_verdict():
+    hair = compare("decode_tok_s", 100.0, 94.99, REL5, "higher")
+    assert hair.status == "regressed"
+    assert format_change(hair) == "-5.01% (-5.0)"
+    rate = compare("acceptance_rate", 0.67, 0.6399, ABS003, "higher")
+    assert rate.status == "regressed"
+    assert format_change(rate).startswith("-0.0301 ")
+    at_limit = compare("decode_tok_s", 100.0, 95.0, REL5, "higher")
+    assert format_change(at_limit) == "-5.0% (-5.0)"          # passing: no extra digits
+
+
 def test_verdict_table_has_header_numbers_and_words():
     text = format_verdict_table([REGRESSED, OK_RATE, IMPROVED, MISSING, NO_DATA], title="qwen mtp @ conc 32")
     lines = rows_of(text)
