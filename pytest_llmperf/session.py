@@ -81,10 +81,15 @@ class PerfSession:
 
     # -- measuring ---------------------------------------------------------------
 
+    def _effective(self, spec: ServerSpec) -> ServerSpec:
+        return spec.with_image(self.options.image) if self.options.image else spec
+
+    def is_cached(self, spec: ServerSpec, workload: Workload) -> bool:
+        return (self._effective(spec), workload) in self.runs
+
     def run(self, spec: ServerSpec, workload: Workload) -> MeasuredRun:
         """Measure `spec` under `workload`, once per session (later calls reuse it)."""
-        if self.options.image:
-            spec = spec.with_image(self.options.image)
+        spec = self._effective(spec)
         key = (spec, workload)
         if key in self.runs:
             return self.runs[key]
