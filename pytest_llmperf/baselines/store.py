@@ -234,9 +234,19 @@ def _concurrency_key(path: Path, key: str) -> int:
     return int(key)
 
 
+def _check_keys(path: Path, where: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
+    """Unknown keys are refused: a hand-added "tolerance" would otherwise be silently ignored."""
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise BaselineError(path, f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                                  f"allowed: {', '.join(sorted(allowed))} (tolerances belong in the "
+                                  "test's marker or the project's ini, not in the baseline)")
+
+
 def _check_header(path: Path, doc: Any, kind_fields: Mapping[str, str]) -> None:
     if not isinstance(doc, dict):
         raise BaselineError(path, f"expected a JSON object at the top level, got {type(doc).__name__}")
+    _check_keys(path, "top level", doc, {"format", "concurrency", "note", *kind_fields})
     if doc.get("format") != FORMAT:
         raise BaselineError(path, f"unsupported format {doc.get('format')!r} (this plugin reads format {FORMAT})")
     for key, expected in kind_fields.items():
@@ -253,6 +263,7 @@ def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
     for key in ("value", "samples", "spread", "direction"):
         if key not in m:
             raise BaselineError(path, f"{where}: missing {key!r}")
+    _check_keys(path, where, m, {"value", "samples", "spread", "direction"})
     if not _is_number(m["value"]):
         raise BaselineError(path, f"{where}.value must be a finite number, got {m['value']!r}")
     samples = m["samples"]
@@ -281,6 +292,7 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
     for section in ("workload", "provenance", "metrics"):
         if not isinstance(entry.get(section), dict):
             raise BaselineError(path, f"{where}: missing or invalid {section!r} (expected an object)")
+    _check_keys(path, where, entry, {"workload", "provenance", "metrics"})
     for name, m in entry["metrics"].items():
         _check_metric(path, f"{where}.metrics.{name}", name, m)
 
@@ -455,6 +467,7 @@ class BaselineStore:
             where = f"concurrency[{key}]"
             if not isinstance(entry, dict) or not isinstance(entry.get("figures"), dict):
                 raise BaselineError(path, f"{where}: expected an object with a 'figures' object")
+            _check_keys(path, where, entry, {"figures", "source", "note"})
             if not isinstance(entry.get("source"), str) or not entry["source"].strip():
                 raise BaselineError(path, f"{where}: missing 'source' (where the figures were published)")
             for name, v in entry["figures"].items():

@@ -305,6 +305,10 @@ def test_nan_is_refused(store):
      "value 300.0 is not the median of its samples (407.9)"),
     (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(spread=-1),
      "spread must be a number >= 0"),
+    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(tolerance="3%"),
+     "concurrency[32].metrics.decode_tok_s: unknown key(s) 'tolerance'"),
+    (lambda d: d["concurrency"]["32"].update(notes="x"), "concurrency[32]: unknown key(s) 'notes'"),
+    (lambda d: d.update(extra=1), "top level: unknown key(s) 'extra'"),
 ])
 def test_hand_edited_files_are_refused_with_what_is_wrong(store, mutate, match):
     doc = good_doc(store)
