@@ -82,3 +82,24 @@ def test_bench_unreachable_server_is_a_clear_error(tmp_path, dataset, capsys):
     rc, out = bench(url, tmp_path, "--num-prompts", "2", "--approx-tokens")
     assert rc == 1 and not out.exists()
     assert "llmperf: error:" in capsys.readouterr().err
+
+
+def test_two_cli_runs_give_a_speedup_only_for_the_same_workload(tmp_path, dataset, capsys):
+    results = {}
+    for name, spec_cfg, seed in (("base", None, "0"), ("mtp", MTP, "0"), ("mtp_seed1", MTP, "1")):
+        with simulated_server(SimConfig(model=MODEL, speculative_config=spec_cfg, speed=200)) as url:
+            rc, out = bench(url, tmp_path, "--num-prompts", "8", "--approx-tokens", "--seed", seed)
+        assert rc == 0
+        results[name] = RunResult.from_json(out.read_text())
+    capsys.readouterr()
+
+    base, mtp = results["base"], results["mtp"]
+    assert [r.expected_prompt_len for r in base.records] == [r.expected_prompt_len for r in mtp.records]
+
+    def decode(result):
+        return sum(r.completion_tokens for r in result.records if r.ok) / result.duration
+
+    assert mtp.speedup_over(base) == pytest.approx(decode(mtp) / decode(base))
+    assert base.spec_decode().status == "not_speculative"
+    with pytest.raises(ValueError, match="seed: 1 vs base 0"):
+        results["mtp_seed1"].speedup_over(base)
