@@ -1,0 +1,620 @@
+"""DockerTarget: run a ServerSpec in a `vllm/vllm-openai`-shaped container.
+
+Reproduces the seeds' `docker run --gpus all --ipc=host -p 8000:8000 -v
+~/.cache/huggingface:/root/.cache/huggingface --env HF_TOKEN IMAGE MODEL --host 0.0.0.0
+--port 8000 ...` through the docker SDK, waits for the model, records provenance and
+removes the container on every way out (normal exit, failure, Ctrl-C, SIGTERM).
+
+Secrets: every text that leaves this module (exception messages, progress lines, log
+tails) goes through `redact()`, and objects holding secret values have masked reprs,
+so `pytest -l` (locals in tracebacks) cannot print them either.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import os
+import re
+import signal
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
+
+import httpx
+
+from pytest_llmperf.servers.base import ServerStartError
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.gpu_info import (
+    NVIDIA_SMI_QUERY,
+    PeakMemorySampler,
+    gpu_provenance,
+    parse_nvidia_smi_csv,
+)
+from pytest_llmperf.servers.readiness import wait_until_ready
+from pytest_llmperf.servers.spec import REDACTED, ServerSpec
+
+LABEL_PLUGIN = "io.pytest-llmperf.plugin"
+LABEL_SESSION = "io.pytest-llmperf.session"
+LABEL_SPEC = "io.pytest-llmperf.spec"
+LABEL_MODEL = "io.pytest-llmperf.model"
+LABEL_GPU = "io.pytest-llmperf.gpu"
+PLUGIN_NAME = "pytest-llmperf"
+PLUGIN_FILTER = f"{LABEL_PLUGIN}={PLUGIN_NAME}"
+
+CONTAINER_PORT = 8000
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+DEFAULT_HF_CACHE = Path("~/.cache/huggingface")
+DEFAULT_READY_TIMEOUT = 1800.0  # a 35B FP8 model can take many minutes to load and compile
+LOG_TAIL_LINES = 100
+
+ProgressFn = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+class Secrets:
+    """Secret values to scrub from text. Its repr never shows them."""
+
+    def __init__(self, values: Iterable[str | None] = ()) -> None:
+        # Longest first so a secret that contains another is replaced whole.
+        self._values = sorted({v for v in values if v}, key=len, reverse=True)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Secrets(<{len(self._values)} redacted>)"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every occurrence of every secret value replaced by `***`."""
+    for value in secrets:
+        if value:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+class RedactedEnv(dict):
+    """The container environment; its repr masks the values of secret names."""
+
+    def __init__(self, values: Mapping[str, str], secret_names: Iterable[str]) -> None:
+        super().__init__(values)
+        self.secret_names = frozenset(secret_names)
+
+    def __repr__(self) -> str:
+        shown = {k: (REDACTED if k in self.secret_names else v) for k, v in self.items()}
+        return f"RedactedEnv({shown!r})"
+
+    __str__ = __repr__
+
+
+def build_environment(
+    spec: ServerSpec, pass_env: Sequence[str], environ: Mapping[str, str]
+) -> tuple[RedactedEnv, Secrets, list[str]]:
+    """The container's environment, the secret values to scrub, and the names asked for
+    but unset here (reported, not fatal: a public model needs no HF_TOKEN)."""
+    env: dict[str, str] = {}
+    missing: list[str] = []
+    for name in pass_env:
+        if name in environ:
+            env[name] = environ[name]
+    for name, value in spec.env.items():
+        if value is not None:
+            env[name] = value
+        elif name in environ:
+            env[name] = environ[name]
+        else:
+            missing.append(name)
+    names = spec.secret_names() | {n for n in pass_env if n in spec.secret_names()}
+    values = [env.get(n) for n in names] + [environ.get(n) for n in names]
+    return RedactedEnv(env, names), Secrets(values), missing
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def engine_host(docker_host: str | None) -> str | None:
+    """The remote engine's host name from DOCKER_HOST, or None for a local engine."""
+    if not docker_host:
+        return None
+    parts = urlsplit(docker_host)
+    if parts.scheme in ("unix", "npipe", "fd"):
+        return None
+    if parts.scheme not in ("tcp", "http", "https", "ssh"):
+        raise ValueError(
+            f"DOCKER_HOST={docker_host!r}: unsupported scheme {parts.scheme!r} "
+            "(use unix://, tcp://HOST:PORT or ssh://USER@HOST)"
+        )
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"DOCKER_HOST={docker_host!r} names no host")
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return None
+    return host
+
+
+def endpoint_host(docker_host: str | None, publish_host: str) -> str:
+    """Where this process reaches a port the engine published on `publish_host`."""
+    wildcard = publish_host in ("0.0.0.0", "::")
+    remote = engine_host(docker_host)
+    if remote is None:
+        return "127.0.0.1" if wildcard else publish_host
+    if wildcard:
+        return remote
+    if ipaddress.ip_address(publish_host).is_loopback:
+        raise ValueError(
+            f"DOCKER_HOST={docker_host!r} is a remote engine: a port published on {publish_host} "
+            f"there is not reachable from here. Publish on that host's address or on 0.0.0.0 "
+            f"(publish_host / --llmperf-publish-host), or tunnel the port and use an external target."
+        )
+    return publish_host
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def container_labels(session_id: str, spec: ServerSpec, gpu: bool) -> dict[str, str]:
+    return {
+        LABEL_PLUGIN: PLUGIN_NAME,
+        LABEL_SESSION: session_id,
+        LABEL_SPEC: spec.name,
+        LABEL_MODEL: spec.model,
+        LABEL_GPU: "1" if gpu else "0",
+    }
+
+
+def container_name(spec: ServerSpec, session_id: str, serial: int) -> str:
+    slug = re.sub(r"[^a-zA-Z0-9_.-]+", "-", spec.name).strip("-.")[:40] or "server"
+    return f"llmperf-{slug}-{session_id[:12]}-{serial}"
+
+
+def gpu_device_requests(gpu: bool, device_ids: Sequence[str] | None) -> list[Any]:
+    """`--gpus all` or `--gpus '"device=0,1"'` as the SDK's DeviceRequest; none without gpu."""
+    import docker.types
+
+    if not gpu:
+        return []
+    if device_ids:
+        return [docker.types.DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
+    return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+
+
+def describe_container(container: Any) -> str:
+    labels = container.labels or {}
+    return (
+        f"{container.name} ({container.short_id}, {container.status}, spec "
+        f"{labels.get(LABEL_SPEC, '?')}, session {labels.get(LABEL_SESSION, '?')}, "
+        f"gpu {labels.get(LABEL_GPU, '?')})"
+    )
+
+
+def _log_tail(container: Any, lines: int, secrets: Iterable[str]) -> str:
+    try:
+        raw = container.logs(stdout=True, stderr=True, tail=lines)
+    except Exception as exc:  # noqa: BLE001 - a missing log must not hide the real error
+        return f"(could not read the container log: {type(exc).__name__})"
+    text = raw.decode("utf-8", errors="replace").rstrip()
+    return redact(text, secrets) if text else "(the container wrote no log)"
+
+
+def _last_line(container: Any, secrets: Iterable[str]) -> str:
+    try:
+        raw = container.logs(stdout=True, stderr=True, tail=3)
+    except Exception:  # noqa: BLE001 - progress is best effort
+        return ""
+    lines = [ln.strip() for ln in raw.decode("utf-8", errors="replace").splitlines() if ln.strip()]
+    return redact(lines[-1][:160], secrets) if lines else ""
+
+
+# --------------------------------------------------------------------------- live containers
+
+
+class _LiveContainers:
+    """Containers this process runs. While any runs, SIGTERM removes them first and then
+    does what the previous handler would; at interpreter exit any left are removed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[str, tuple[str, Any]] = {}
+        self._previous: Any = None
+        self._installed = False
+        self._atexit = False
+
+    def add(self, container_id: str, name: str, client: Any) -> None:
+        with self._lock:
+            self._live[container_id] = (name, client)
+            if not self._atexit:
+                atexit.register(self.remove_all)
+                self._atexit = True
+            if not self._installed and threading.current_thread() is threading.main_thread():
+                self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+                self._installed = True
+
+    def discard(self, container_id: str) -> None:
+        with self._lock:
+            self._live.pop(container_id, None)
+            if not self._live:
+                self._restore()
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return [name for name, _ in self._live.values()]
+
+    def _restore(self) -> None:
+        if self._installed and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False
+
+    def remove_all(self) -> list[str]:
+        with self._lock:
+            live = dict(self._live)
+            self._live.clear()
+        removed = []
+        for container_id, (name, client) in live.items():
+            try:
+                client.api.remove_container(container_id, force=True, v=True)
+                removed.append(name)
+            except Exception:  # noqa: BLE001 - already gone, or the engine is gone
+                pass
+        return removed
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.remove_all()
+        previous = self._previous
+        with self._lock:
+            self._restore()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            # The default action: die of SIGTERM, now that nothing of ours is left running.
+            os.kill(os.getpid(), signum)
+
+
+LIVE = _LiveContainers()
+_GPU_SLOT = threading.Lock()
+
+
+# --------------------------------------------------------------------------- leftovers
+
+
+def find_leftovers(client: Any, exclude_session: str | None = None) -> list[Any]:
+    """Containers of this plugin (any state) not owned by `exclude_session`: what a
+    killed session left behind."""
+    found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER})
+    return [c for c in found if (c.labels or {}).get(LABEL_SESSION) != exclude_session]
+
+
+def cleanup_leftovers(client: Any, exclude_session: str | None = None) -> list[str]:
+    """Force-remove what `find_leftovers` finds; returns the removed containers' names."""
+    import docker.errors
+
+    removed = []
+    for container in find_leftovers(client, exclude_session):
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        removed.append(container.name)
+    return removed
+
+
+# --------------------------------------------------------------------------- the target
+
+
+class DockerTarget:
+    """Starts one container per `start(spec)`; see the module docstring."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        *,
+        gpu: bool = False,
+        gpu_device_ids: Sequence[str] | None = None,
+        image_override: str | None = None,
+        hf_cache: Path | str | None = DEFAULT_HF_CACHE,
+        ready_timeout: float = DEFAULT_READY_TIMEOUT,
+        publish_host: str = "127.0.0.1",
+        host_port: int | None = None,
+        session_id: str | None = None,
+        pass_env: Sequence[str] = ("HF_TOKEN",),
+        progress: ProgressFn | None = None,
+        client: Any = None,
+        pull: bool = True,
+        stop_timeout: float = 10.0,
+        log_tail_lines: int = LOG_TAIL_LINES,
+        gpu_sample_interval: float = 2.0,
+        progress_interval: float = 2.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        if gpu_device_ids is not None:
+            gpu_device_ids = [str(d).strip() for d in gpu_device_ids]
+            if not gpu:
+                raise ValueError("gpu_device_ids given without gpu=True (--llmperf-gpu)")
+            if not gpu_device_ids or not all(gpu_device_ids):
+                raise ValueError(f"gpu_device_ids must be non-empty ids like ['0', '1'], got {gpu_device_ids!r}")
+        if not ready_timeout or ready_timeout <= 0:
+            raise ValueError(f"ready_timeout must be > 0 seconds, got {ready_timeout!r}")
+        try:
+            ipaddress.ip_address(publish_host)
+        except ValueError:
+            raise ValueError(f"publish_host must be an IP address such as 127.0.0.1, got {publish_host!r}") from None
+        if host_port is not None and not 0 < int(host_port) < 65536:
+            raise ValueError(f"host_port must be 1..65535 (or None for a free port), got {host_port!r}")
+        if image_override is not None and not image_override.strip():
+            raise ValueError("image_override must name an image, got an empty string")
+        for name in pass_env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"pass_env names environment variables; {name!r} is not one")
+        self.gpu = gpu
+        self.gpu_device_ids = gpu_device_ids
+        self.image_override = image_override
+        self.hf_cache = None if hf_cache is None else Path(hf_cache)
+        self.ready_timeout = float(ready_timeout)
+        self.publish_host = publish_host
+        self.host_port = host_port
+        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.pass_env = tuple(pass_env)
+        self.progress = progress
+        self.pull = pull
+        self.stop_timeout = stop_timeout
+        self.log_tail_lines = log_tail_lines
+        self.gpu_sample_interval = gpu_sample_interval
+        self.progress_interval = progress_interval
+        self._environ = os.environ if environ is None else environ
+        self._client = client
+        self._serial = 0
+
+    # -- small steps
+
+    def _say(self, line: str, secrets: Iterable[str]) -> None:
+        if self.progress is not None:
+            self.progress(redact(line, secrets))
+
+    def client(self) -> Any:
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env()
+                self._client.ping()
+            except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
+                where = self._environ.get("DOCKER_HOST") or "the local socket"
+                raise ServerStartError(
+                    f"no Docker engine answers at {where}: {type(exc).__name__}: {exc}. "
+                    "Start dockerd (or set DOCKER_HOST to a reachable engine)."
+                ) from None
+        return self._client
+
+    def image_for(self, spec: ServerSpec) -> str:
+        return self.image_override or spec.image
+
+    def ensure_image(self, client: Any, ref: str, secrets: Secrets) -> Any:
+        """The image, pulled with progress when missing; a clear error naming it otherwise."""
+        import docker.errors
+
+        try:
+            return client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            pass
+        if not self.pull:
+            raise ServerStartError(f"image {ref!r} is not present on the Docker engine and pulling is off")
+        self._say(f"llmperf: pulling image {ref} ...", secrets)
+        last = 0.0
+        try:
+            for event in client.api.pull(ref, stream=True, decode=True):
+                if "error" in event:
+                    raise docker.errors.APIError(str(event["error"]))
+                now = time.monotonic()
+                if now - last >= self.progress_interval:
+                    last = now
+                    detail = " ".join(str(event.get(k, "")) for k in ("id", "status", "progress")).strip()
+                    self._say(f"llmperf: pulling {ref}: {detail}", secrets)
+            return client.images.get(ref)
+        except docker.errors.DockerException as exc:
+            raise ServerStartError(
+                redact(
+                    f"image {ref!r} is not present on the Docker engine and could not be pulled: {exc}. "
+                    "Pull or load it on the engine's host, or choose another image with --llmperf-image.",
+                    secrets,
+                )
+            ) from None
+
+    def _check_no_other_gpu_server(self, client: Any) -> None:
+        running = client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
+        if running:
+            names = ", ".join(describe_container(c) for c in running)
+            raise ServerStartError(
+                f"another GPU server of this plugin is still running: {names}. One holds most of a "
+                "GPU's memory, so only one runs at a time; remove it (pytest --llmperf-cleanup) first."
+            )
+
+    def _published_url(self, container: Any) -> str | None:
+        container.reload()
+        ports = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+        bindings = ports.get(f"{CONTAINER_PORT}/tcp") or []
+        for binding in bindings:
+            if binding.get("HostPort"):
+                host = endpoint_host(self._environ.get("DOCKER_HOST"), self.publish_host)
+                return f"http://{_url_host(host)}:{binding['HostPort']}"
+        return None
+
+    def _death(self, container: Any, secrets: Secrets) -> str | None:
+        """None while the container runs; else its exit code and log tail."""
+        import docker.errors
+
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return "the container was removed by someone else"
+        state = container.attrs.get("State") or {}
+        if state.get("Status") in ("created", "running", "restarting"):
+            return None
+        oom = " (killed: out of memory)" if state.get("OOMKilled") else ""
+        return (
+            f"container {container.name} exited with code {state.get('ExitCode')}{oom}; "
+            f"last {self.log_tail_lines} log lines:\n{_log_tail(container, self.log_tail_lines, secrets)}"
+        )
+
+    def _wait_ready(self, container: Any, spec: ServerSpec, base_url: str, secrets: Secrets) -> None:
+        last_report = [-1e9]
+
+        def on_progress(elapsed: float, status: str) -> None:
+            if self.progress is None or elapsed - last_report[0] < self.progress_interval:
+                return
+            last_report[0] = elapsed
+            line = _last_line(container, secrets)
+            self._say(
+                f"llmperf: {spec.name} loading in {container.name}: {elapsed:.0f}s of "
+                f"{self.ready_timeout:.0f}s, {status}" + (f" | {line}" if line else ""),
+                secrets,
+            )
+
+        try:
+            wait_until_ready(
+                base_url,
+                spec.model_id,
+                self.ready_timeout,
+                is_alive=lambda: self._death(container, secrets),
+                on_progress=on_progress,
+            )
+        except ServerStartError as exc:
+            message = redact(str(exc), secrets)
+            if "exited with code" not in message:
+                message += (
+                    f"\ncontainer {container.name} still running; it is being removed. "
+                    f"Last {self.log_tail_lines} log lines:\n{_log_tail(container, self.log_tail_lines, secrets)}"
+                )
+            raise ServerStartError(message) from None
+
+    def _provenance(self, client: Any, image: Any, ref: str, container: Any, base_url: str) -> dict[str, Any]:
+        digests = image.attrs.get("RepoDigests") or []
+        info: dict[str, Any] = {
+            "image": ref,
+            "image_id": image.id,
+            "image_digest": digests[0] if digests else None,
+            "container": container.name,
+            "vllm_version": None,
+        }
+        try:
+            info["docker_engine_version"] = client.version().get("Version")
+        except Exception:  # noqa: BLE001 - provenance is best effort
+            info["docker_engine_version"] = None
+        try:
+            answer = httpx.get(f"{base_url}/version", timeout=5.0)
+            if answer.status_code == 200:
+                info["vllm_version"] = answer.json().get("version")
+        except (httpx.HTTPError, ValueError):
+            pass
+        return info
+
+    def _nvidia_smi(self, container: Any) -> str:
+        code, output = container.exec_run(list(NVIDIA_SMI_QUERY))
+        text = output.decode("utf-8", errors="replace")
+        if code != 0:
+            raise RuntimeError(f"nvidia-smi exited with {code}: {text.strip()[:200]}")
+        return text
+
+    # -- the lifecycle
+
+    def start(self, spec: ServerSpec) -> Any:
+        return self._run(spec)
+
+    @contextmanager
+    def _run(self, spec: ServerSpec) -> Iterator[Endpoint]:
+        import docker.errors
+
+        environment, secrets, missing = build_environment(spec, self.pass_env, self._environ)
+        ref = self.image_for(spec)
+        for name in missing:
+            self._say(f"llmperf: {name} is not set in this environment; not passed to the container", secrets)
+        if self.gpu and not _GPU_SLOT.acquire(blocking=False):
+            raise ServerStartError(
+                f"cannot start {spec.name}: this session already runs a GPU server "
+                f"({', '.join(LIVE.names())}); GPU servers run one at a time"
+            )
+        container = None
+        sampler: PeakMemorySampler | None = None
+        try:
+            try:
+                client = self.client()
+                if self.gpu:
+                    self._check_no_other_gpu_server(client)
+                image = self.ensure_image(client, ref, secrets)
+                self._serial += 1
+                volumes = {}
+                if self.hf_cache is not None:
+                    volumes[str(self.hf_cache.expanduser())] = {"bind": CONTAINER_HF_CACHE, "mode": "rw"}
+                container = client.containers.create(
+                    image.id,
+                    command=spec.vllm_args(host="0.0.0.0", port=CONTAINER_PORT),
+                    name=container_name(spec, self.session_id, self._serial),
+                    environment=environment,
+                    labels=container_labels(self.session_id, spec, self.gpu),
+                    ports={f"{CONTAINER_PORT}/tcp": (self.publish_host, self.host_port)},
+                    volumes=volumes,
+                    ipc_mode="host",
+                    init=True,
+                    device_requests=gpu_device_requests(self.gpu, self.gpu_device_ids),
+                    detach=True,
+                )
+                LIVE.add(container.id, container.name, client)
+                self._say(f"llmperf: starting {spec.name} in container {container.name} ({ref})", secrets)
+                container.start()
+                base_url = self._published_url(container)
+                if base_url is None:
+                    death = self._death(container, secrets) or "the engine published no port for 8000/tcp"
+                    raise ServerStartError(f"{spec.name} did not start: {death}")
+                self._wait_ready(container, spec, base_url, secrets)
+                provenance = self._provenance(client, image, ref, container, base_url)
+                if self.gpu:
+                    try:
+                        provenance.update(gpu_provenance(parse_nvidia_smi_csv(self._nvidia_smi(container))))
+                    except Exception as exc:  # noqa: BLE001 - provenance must not fail the run
+                        provenance["gpu_error"] = redact(f"{type(exc).__name__}: {exc}", secrets)
+                    sampler = PeakMemorySampler(
+                        lambda: self._nvidia_smi(container), interval=self.gpu_sample_interval
+                    ).start()
+            except docker.errors.DockerException as exc:
+                raise ServerStartError(
+                    redact(f"Docker engine error while starting {spec.name}: {exc}", secrets)
+                ) from None
+            endpoint = Endpoint(base_url=base_url, model=spec.model_id, target=self.name, provenance=provenance)
+            self._say(f"llmperf: {spec.name} ready at {base_url}", secrets)
+            try:
+                yield endpoint
+            finally:
+                if sampler is not None:
+                    # The dict is the Endpoint's: the peak lands where results read provenance.
+                    endpoint.provenance.update(sampler.stop())
+        finally:
+            try:
+                if container is not None:
+                    self._remove(container)
+            finally:
+                if self.gpu:
+                    _GPU_SLOT.release()
+
+    def _remove(self, container: Any) -> None:
+        import docker.errors
+
+        try:
+            try:
+                container.stop(timeout=self.stop_timeout)
+            except docker.errors.APIError:
+                pass  # already stopped or gone; remove(force) below settles it
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        finally:
+            LIVE.discard(container.id)
