@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from pytest_llmperf.workload.result import RunResult
 
+# 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
 
 
@@ -45,9 +46,6 @@ def format_report(result: RunResult) -> str:
     s = result.summary()
     total = result.config.get("num_prompts") or result.attempted
     lines = [f"Completed {s.completed}/{total}, {s.failed} errors {_stop_text(result)}"]
-    unfinished = result.attempted - s.completed - s.failed
-    if unfinished > 0:
-        lines.append(f"Unfinished: {unfinished} request(s) sent but not recorded")
     lines += [
         f"Elapsed: {s.duration_s:.1f} s",
         f"Prefill tok/s: {_fmt(s.prefill_tok_s, '.2f')}",

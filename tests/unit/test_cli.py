@@ -158,3 +158,19 @@ def test_bench_missing_dataset_is_a_clear_error(tmp_path, capsys):
                    "--dataset", str(tmp_path / "nope.json"), "--approx-tokens"])
     assert rc == 1
     assert "dataset not found" in capsys.readouterr().err
+
+
+def test_bench_with_no_successful_request_exits_3_but_keeps_the_result(tmp_path, monkeypatch, capsys):
+    dataset = write_sharegpt(tmp_path / "sharegpt.json")
+    failed = seed_like_result()
+    for r in failed.records:
+        r.error, r.chunk_times = "HTTP 503: overloaded", []
+    monkeypatch.setattr(cli, "_run", lambda args, requests: failed)
+    out = tmp_path / "r.json"
+    rc = cli.main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--dataset", str(dataset),
+                   "--num-prompts", "2", "--approx-tokens", "-o", str(out)])
+    assert rc == cli.EXIT_NO_COMPLETIONS == 3
+    printed = capsys.readouterr().out
+    assert "Completed 0/500, 2 errors" in printed and "Decode tok/s: n/a" in printed
+    assert "Error: HTTP 503: overloaded" in printed
+    assert len(RunResult.from_json(out.read_text()).records) == 2
