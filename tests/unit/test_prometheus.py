@@ -231,3 +231,13 @@ def test_fetch_metrics_uses_the_metrics_path_and_handles_404():
         assert fetch_metrics("http://srv:8000/", client=client) == "vllm:x_total 1\n"
         assert fetch_metrics("http://nometrics", client=client) is None
     assert seen == ["/metrics", "/metrics"]
+
+
+def test_full_real_page_from_a_fresh_server():
+    # 132 drafts, 396 draft tokens, 232 accepted, per position 88 / 72 / 72; the page's
+    # *_created gauges (~1.796e9) must not leak into any figure.
+    stats = spec_decode_delta(page(0, 0, 0, [0, 0, 0]), FULL_PAGE.read_text())
+    assert stats.ok
+    assert stats.acceptance_rate == pytest.approx(232 / 396)
+    assert stats.acceptance_length == pytest.approx(1 + 232 / 132)
+    assert stats.per_position == pytest.approx([88 / 132, 72 / 132, 72 / 132])
