@@ -82,6 +82,7 @@ class _Reader:
         self.mark_byte = 0
         self.read_bytes = 0
         self.eof = False
+        self.cut_in_char = False
 
     # -- the window ---------------------------------------------------------------
 
@@ -89,12 +90,16 @@ class _Reader:
         """Drop consumed text, append the next chunk (or mark EOF)."""
         raw = self.f.read(self.owner.chunk_bytes)
         self.hasher.update(raw)
+        pending = len(self.decoder.getstate()[0])  # bytes of a character split by the last read
         try:
             text = self.decoder.decode(raw, final=not raw)
         except UnicodeDecodeError as e:
-            raise JSONArrayError(
-                f"not UTF-8 text ({e.reason})", byte=self.read_bytes + e.start
-            ) from None
+            if not raw:  # the file ends inside a character: a cut, judged by the parser
+                text, self.cut_in_char = "", True
+            else:
+                raise JSONArrayError(
+                    f"not UTF-8 text ({e.reason})", byte=self.read_bytes - pending + e.start
+                ) from None
         self.read_bytes += len(raw)
         if not raw:
             self.eof = True
@@ -201,8 +206,9 @@ class _Reader:
                     f"invalid JSON: {e.msg}", byte=self.byte_at(e.pos),
                     index=self.owner.count,
                 ) from None
-            # A number ending exactly at the window's edge may continue in the next chunk.
-            if end >= len(self.buf) and not self.eof:
+            # A number near the window's edge may continue in the next chunk ("-0" then
+            # ".5e-3"), so decode again with more text before trusting it.
+            if end > len(self.buf) - _NEAR_END and not self.eof:
                 self.fill()
                 continue
             self.pos = end
@@ -215,6 +221,8 @@ class _Reader:
                 f"extra data after the closing ']': {extra!r}", byte=self.byte_at(self.pos)
             )
         self.drain()
+        if self.cut_in_char:
+            raise JSONArrayError("file ends inside a UTF-8 character after the closing ']'")
 
     def truncate(self) -> None:
         self.drain()
