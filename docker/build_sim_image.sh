@@ -79,3 +79,5 @@ nice docker build --quiet --build-arg "BASE=$base_tag" \
     --label "io.pytest-llmperf.image=sim-vllm" \
     -t "$tag" "$ctx" >"$ctx/build.log" 2>&1 || { cat "$ctx/build.log" >&2; echo "build_sim_image: docker build failed (log above)" >&2; exit 1; }
 echo "build_sim_image: built $tag ($content_hash)"
+# Earlier builds of the same tag are left untagged: drop them so disk use stays flat.
+docker image prune -f --filter "label=io.pytest-llmperf.image=sim-vllm" >/dev/null || true

@@ -1,0 +1,318 @@
+"""DockerTarget without an engine: pure helpers, validation, the create call's shape
+(the seeds' `docker run`), teardown and the SIGTERM handler, against a fake client."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+
+from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers.base import ServerStartError
+from pytest_llmperf.servers.spec import ServerSpec
+
+TOKEN = "hf_unit_SECRET_value_42"
+
+SEED = ServerSpec(
+    name="qwen3.6-27b-fp8",
+    model="Qwen/Qwen3.6-27B-FP8",
+    image="vllm/vllm-openai:cu130-nightly",
+    args=("--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "8"),
+    env={"HF_TOKEN": None},
+).with_speculative({"method": "mtp", "num_speculative_tokens": 3}, name="qwen3.6-27b-fp8-mtp")
+
+
+# ----------------------------------------------------------------------------- secrets
+
+
+def test_redact_replaces_every_occurrence_and_longest_first():
+    secrets = dk.Secrets(["abc", "abcdef", None, ""])
+    assert dk.redact("x abcdef y abc z abcdef", secrets) == "x *** y *** z ***"
+    assert list(secrets) == ["abcdef", "abc"]
+
+
+def test_secret_holders_never_show_values_in_repr():
+    env = dk.RedactedEnv({"HF_TOKEN": TOKEN, "VLLM_LOGGING_LEVEL": "DEBUG"}, {"HF_TOKEN"})
+    assert TOKEN not in repr(env) and TOKEN not in str(env)
+    assert "'VLLM_LOGGING_LEVEL': 'DEBUG'" in repr(env)
+    assert env["HF_TOKEN"] == TOKEN  # the engine still gets the real value
+    assert TOKEN not in repr(dk.Secrets([TOKEN]))
+
+
+def test_build_environment_passes_by_name_and_collects_secret_values():
+    spec = ServerSpec(
+        name="s", model="m", env={"HF_TOKEN": None, "MY_API_KEY": "k-123456", "UNSET_ONE": None, "PLAIN": "1"}
+    )
+    environ = {"HF_TOKEN": TOKEN, "OTHER": "not passed"}
+    env, secrets, missing = dk.build_environment(spec, ("HF_TOKEN",), environ)
+    assert dict(env) == {"HF_TOKEN": TOKEN, "MY_API_KEY": "k-123456", "PLAIN": "1"}
+    assert set(secrets) == {TOKEN, "k-123456"}
+    assert missing == ["UNSET_ONE"]
+
+
+def test_token_in_callers_environment_is_scrubbed_even_when_not_passed():
+    spec = ServerSpec(name="s", model="m")
+    env, secrets, _ = dk.build_environment(spec, (), {"HF_TOKEN": TOKEN})
+    assert dict(env) == {} and list(secrets) == [TOKEN]
+
+
+# ----------------------------------------------------------------------------- remote engines
+
+
+@pytest.mark.parametrize(
+    "docker_host, publish, expected",
+    [
+        (None, "127.0.0.1", "127.0.0.1"),
+        ("unix:///var/run/docker.sock", "127.0.0.1", "127.0.0.1"),
+        (None, "0.0.0.0", "127.0.0.1"),
+        ("tcp://127.0.0.1:2375", "127.0.0.1", "127.0.0.1"),
+        ("tcp://gpu-box.lab:2376", "0.0.0.0", "gpu-box.lab"),
+        ("ssh://ops@gpu-box.lab", "0.0.0.0", "gpu-box.lab"),
+        ("ssh://ops@gpu-box.lab", "10.1.2.3", "10.1.2.3"),
+    ],
+)
+def test_endpoint_host(docker_host, publish, expected):
+    assert dk.endpoint_host(docker_host, publish) == expected
+
+
+def test_remote_engine_with_loopback_publish_is_a_clear_error():
+    with pytest.raises(ValueError, match="not reachable from here"):
+        dk.endpoint_host("ssh://ops@gpu-box.lab", "127.0.0.1")
+
+
+def test_unsupported_docker_host_scheme():
+    with pytest.raises(ValueError, match="unsupported scheme 'ftp'"):
+        dk.engine_host("ftp://x")
+
+
+# ----------------------------------------------------------------------------- small pieces
+
+
+def test_labels_and_name_identify_plugin_session_and_spec():
+    labels = dk.container_labels("sess123", SEED, gpu=True)
+    assert labels[dk.LABEL_PLUGIN] == "pytest-llmperf"
+    assert labels[dk.LABEL_SESSION] == "sess123"
+    assert labels[dk.LABEL_SPEC] == "qwen3.6-27b-fp8-mtp"
+    assert labels[dk.LABEL_GPU] == "1"
+    assert dk.container_name(ServerSpec(name="a b/c", model="m"), "0123456789abcdef", 2) == "llmperf-a-b-c-0123456789ab-2"
+
+
+def test_gpu_device_requests():
+    assert dk.gpu_device_requests(False, None) == []
+    (all_gpus,) = dk.gpu_device_requests(True, None)
+    assert all_gpus["Count"] == -1 and all_gpus["Capabilities"] == [["gpu"]]
+    (some,) = dk.gpu_device_requests(True, ["0", "3"])
+    assert some["DeviceIDs"] == ["0", "3"] and some["Capabilities"] == [["gpu"]]
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"gpu_device_ids": ["0"]}, "without gpu=True"),
+        ({"gpu": True, "gpu_device_ids": [""]}, "non-empty ids"),
+        ({"ready_timeout": 0}, "ready_timeout"),
+        ({"publish_host": "localhost"}, "IP address"),
+        ({"host_port": 70000}, "host_port"),
+        ({"image_override": " "}, "image_override"),
+        ({"pass_env": ["HF TOKEN"]}, "not one"),
+    ],
+)
+def test_bad_arguments_are_rejected_with_the_fix(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        dk.DockerTarget(**kwargs)
+
+
+# ----------------------------------------------------------------------------- fake engine
+
+
+class FakeContainer:
+    def __init__(self, client: "FakeClient", name: str, labels: dict[str, str], fail_start: bool) -> None:
+        self.client = client
+        self.id = f"id-{name}"
+        self.short_id = self.id[:10]
+        self.name = name
+        self.labels = labels
+        self.status = "created"
+        self.fail_start = fail_start
+        self.attrs: dict[str, Any] = {"State": {"Status": "created"}, "NetworkSettings": {"Ports": {}}}
+        self.removed = False
+
+    def start(self) -> None:
+        if self.fail_start:
+            raise docker.errors.APIError(f"could not start: token {TOKEN} rejected")
+
+    def reload(self) -> None:
+        pass
+
+    def logs(self, **_: Any) -> bytes:
+        return f"loading... HF_TOKEN={TOKEN}\n".encode()
+
+    def stop(self, timeout: float = 10) -> None:
+        self.status = "exited"
+
+    def remove(self, force: bool = False, v: bool = False) -> None:
+        self.removed = True
+        self.client.containers.items.remove(self)
+
+
+class FakeImage:
+    id = "sha256:feed"
+    attrs = {"RepoDigests": ["vllm/vllm-openai@sha256:abc"]}
+
+
+class FakeContainers:
+    def __init__(self, client: "FakeClient") -> None:
+        self.client = client
+        self.items: list[FakeContainer] = []
+        self.create_kwargs: list[dict[str, Any]] = []
+
+    def create(self, image: str, **kwargs: Any) -> FakeContainer:
+        self.create_kwargs.append({"image": image, **kwargs})
+        c = FakeContainer(self.client, kwargs["name"], kwargs["labels"], self.client.fail_start)
+        self.items.append(c)
+        return c
+
+    def list(self, filters: dict[str, Any] | None = None, **_: Any) -> list[FakeContainer]:
+        wanted = (filters or {}).get("label", [])
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        pairs = [w.split("=", 1) for w in wanted]
+        return [c for c in self.items if all(c.labels.get(k) == v for k, v in pairs)]
+
+
+class FakeImages:
+    def get(self, ref: str) -> FakeImage:
+        return FakeImage()
+
+
+class FakeClient:
+    def __init__(self, fail_start: bool = True) -> None:
+        self.fail_start = fail_start
+        self.containers = FakeContainers(self)
+        self.images = FakeImages()
+
+
+def test_create_call_has_the_seeds_shape_and_failure_removes_the_container(tmp_path: Path):
+    client = FakeClient(fail_start=True)
+    target = dk.DockerTarget(
+        client=client, hf_cache=tmp_path, session_id="s1", environ={"HF_TOKEN": TOKEN}, ready_timeout=5
+    )
+    with pytest.raises(ServerStartError) as info:
+        with target.start(SEED):
+            pytest.fail("must not be reached")
+    message = str(info.value)
+    assert TOKEN not in message and "***" in message
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+    (kw,) = client.containers.create_kwargs
+    assert kw["image"] == "sha256:feed"
+    assert kw["command"] == [
+        "Qwen/Qwen3.6-27B-FP8", "--host", "0.0.0.0", "--port", "8000",
+        "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "8",
+        "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 3}, separators=(",", ":")),
+    ]
+    assert kw["ipc_mode"] == "host" and kw["init"] is True
+    assert kw["ports"] == {"8000/tcp": ("127.0.0.1", None)}
+    assert kw["volumes"] == {str(tmp_path): {"bind": "/root/.cache/huggingface", "mode": "rw"}}
+    assert dict(kw["environment"]) == {"HF_TOKEN": TOKEN}
+    assert kw["device_requests"] == []
+    assert kw["labels"][dk.LABEL_SESSION] == "s1"
+    assert client.containers.items == []  # removed
+    assert dk.LIVE.names() == []
+
+
+def test_gpu_target_requests_gpus_and_refuses_a_second_gpu_server():
+    client = FakeClient(fail_start=False)
+    # A GPU container of this plugin already runs (another session, or a leftover).
+    client.containers.items.append(
+        FakeContainer(client, "old", dk.container_labels("other", SEED, gpu=True), fail_start=False)
+    )
+    target = dk.DockerTarget(client=client, gpu=True, gpu_device_ids=["1"], environ={})
+    with pytest.raises(ServerStartError, match="another GPU server .* old .*--llmperf-cleanup"):
+        with target.start(SEED):
+            pass
+    assert client.containers.create_kwargs == []
+    # The slot was released: a later start is refused for the same reason, not a stuck lock.
+    client.containers.items.clear()
+    client.fail_start = True
+    with pytest.raises(ServerStartError, match="could not start"):
+        with target.start(SEED):
+            pass
+    (kw,) = client.containers.create_kwargs
+    assert kw["device_requests"][0]["DeviceIDs"] == ["1"]
+
+
+def test_gpu_slot_held_while_a_gpu_server_runs():
+    dk._GPU_SLOT.acquire()
+    try:
+        target = dk.DockerTarget(client=FakeClient(), gpu=True, environ={})
+        with pytest.raises(ServerStartError, match="already runs a GPU server"):
+            with target.start(SEED):
+                pass
+    finally:
+        dk._GPU_SLOT.release()
+
+
+def test_find_and_cleanup_leftovers_by_label_skip_own_session():
+    client = FakeClient()
+    mine = FakeContainer(client, "mine", dk.container_labels("me", SEED, gpu=False), False)
+    old = FakeContainer(client, "old", dk.container_labels("killed", SEED, gpu=True), False)
+    foreign = FakeContainer(client, "foreign", {"app": "other"}, False)
+    client.containers.items += [mine, old, foreign]
+    assert [c.name for c in dk.find_leftovers(client, exclude_session="me")] == ["old"]
+    assert "old" in dk.describe_container(old) and "killed" in dk.describe_container(old)
+    assert dk.cleanup_leftovers(client, exclude_session="me") == ["old"]
+    assert [c.name for c in client.containers.items] == ["mine", "foreign"]
+
+
+# ----------------------------------------------------------------------------- SIGTERM handler
+
+
+class RecordingApi:
+    def __init__(self) -> None:
+        self.removed: list[str] = []
+
+    def remove_container(self, container_id: str, force: bool = False, v: bool = False) -> None:
+        self.removed.append(container_id)
+
+
+class ApiClient:
+    def __init__(self) -> None:
+        self.api = RecordingApi()
+
+
+def test_sigterm_handler_only_while_containers_run_and_chains_to_previous():
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        before = signal.getsignal(signal.SIGTERM)
+        live = dk._LiveContainers()
+        client = ApiClient()
+        live.add("c1", "one", client)
+        assert signal.getsignal(signal.SIGTERM) == live._on_sigterm
+        live.add("c2", "two", client)
+        live.discard("c2")
+        assert signal.getsignal(signal.SIGTERM) == live._on_sigterm  # c1 still runs
+        signal.raise_signal(signal.SIGTERM)
+        assert client.api.removed == ["c1"]
+        assert seen == [signal.SIGTERM]  # the previous handler still ran
+        assert signal.getsignal(signal.SIGTERM) is before  # and is back in place
+        live.add("c3", "three", client)
+        live.discard("c3")
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_no_handler_from_a_worker_thread():
+    before = signal.getsignal(signal.SIGTERM)
+    live = dk._LiveContainers()
+    t = threading.Thread(target=live.add, args=("c1", "one", ApiClient()))
+    t.start()
+    t.join()
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert live.remove_all() == ["one"]
