@@ -586,8 +586,14 @@ class DockerTarget:
                         lambda: self._nvidia_smi(container), interval=self.gpu_sample_interval
                     ).start()
             except docker.errors.DockerException as exc:
+                hint = ""
+                if "could not select device driver" in str(exc):
+                    hint = (
+                        ". The engine has no GPU runtime: install the NVIDIA Container Toolkit on its "
+                        "host (nvidia-ctk runtime configure --runtime=docker), or run without --llmperf-gpu"
+                    )
                 raise ServerStartError(
-                    redact(f"Docker engine error while starting {spec.name}: {exc}", secrets)
+                    redact(f"Docker engine error while starting {spec.name}: {exc}{hint}", secrets)
                 ) from None
             endpoint = Endpoint(base_url=base_url, model=spec.model_id, target=self.name, provenance=provenance)
             self._say(f"llmperf: {spec.name} ready at {base_url}", secrets)
