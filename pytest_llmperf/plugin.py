@@ -7,6 +7,7 @@ connects them to pytest.
 from __future__ import annotations
 
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -110,14 +111,21 @@ def _perf_session(config: pytest.Config) -> "Any":
     if perf is None:
         options = config.stash[OPTIONS_KEY]
         reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
 
         def log(message: str) -> None:
-            if reporter is not None:
+            # Live, not captured: a model load or a 300 s run must show progress.
+            if reporter is None:
+                return
+            with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+                reporter.ensure_newline()
                 reporter.write_line(f"[llmperf] {message}")
 
         target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log)
+        live = capture.global_and_fixture_disabled if capture is not None else nullcontext
         perf = PerfSession(options, target, Path(config.rootpath),
-                           ini_tolerances="\n".join(config.getini("llmperf_tolerances")), log=log)
+                           ini_tolerances="\n".join(config.getini("llmperf_tolerances")), log=log,
+                           live_output=live)
         config.stash[SESSION_KEY] = perf
     return perf
 

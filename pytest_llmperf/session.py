@@ -7,10 +7,12 @@ it can be tested without pytest.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ContextManager, Mapping
 
 from pytest_llmperf import __version__
 from pytest_llmperf.baselines.compare import (
@@ -64,19 +66,21 @@ class PerfSession:
         *,
         ini_tolerances: str = "",
         log: Callable[[str], None] = lambda msg: None,
+        live_output: Callable[[], ContextManager[Any]] = nullcontext,
     ) -> None:
         self.options = options
         self.target = target
         self.rootdir = Path(rootdir)
         self.log = log
+        self.live_output = live_output   # lets the runner's progress line through pytest's capture
         self.pool = ServerPool(target, log=log)
         self.store = BaselineStore(self.rootdir / options.baselines_dir)
         self.ini_tolerances = parse_tolerance_overrides(ini_tolerances)
         self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
         self.run_count = 0                      # workloads actually executed (cache misses)
         self.gates: list[GateRecord] = []
-        self._conversations: list[Any] | None = None
-        self._dataset_path: Path | None = None
+        self._dataset: Any = None            # the loaded ShareGPTFile
+        self.token_count_source = ""
         self._requests: dict[tuple, list[SampledRequest]] = {}
 
     # -- measuring ---------------------------------------------------------------
@@ -135,39 +139,35 @@ class PerfSession:
             progress=True,
         )
         self.log(f"{endpoint.model} @ concurrency {workload.concurrency}: {workload.num_prompts} prompts")
-        return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
+        with self.live_output():
+            return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
 
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""
-        from pytest_llmperf.workload.dataset import (
-            ServerTokenCounter,
-            find_dataset,
-            load_sharegpt,
-            sample_requests,
-        )
+        from pytest_llmperf.workload.dataset import find_dataset, read_sharegpt, sample_requests
+        from pytest_llmperf.workload.token_counts import token_counter_for
 
         count = workload.num_prompts + workload.warmup
         key = (endpoint.model, workload.seed, count)
         if key not in self._requests:
-            if self._conversations is None:
-                self._dataset_path = find_dataset(self.options.dataset, root=self.rootdir)
-                self.log(f"loading dataset {self._dataset_path}")
-                self._conversations = list(load_sharegpt(self._dataset_path))
-            counter = ServerTokenCounter(endpoint.base_url, endpoint.model, cache_dir=self._cache_dir())
+            if self._dataset is None:
+                path = find_dataset(self.options.dataset, root=self.rootdir)
+                self.log(f"loading dataset {path}")
+                self._dataset = read_sharegpt(path)
+            counter, source = token_counter_for(endpoint.base_url, endpoint.model, cache_dir=cache_root() / "token-counts",
+                                                dataset_id=self._dataset.sha256)
+            self.token_count_source = source
             self._requests[key] = sample_requests(
-                self._conversations, count, seed=workload.seed, count_tokens=counter
+                self._dataset.conversations, count, seed=workload.seed, count_tokens=counter
             )
         return self._requests[key]
-
-    def _cache_dir(self) -> Path:
-        return Path.home() / ".cache" / "pytest-llmperf" / "token-counts"
 
     def workload_identity(self, run: MeasuredRun) -> dict[str, Any]:
         """What must match for two runs to be comparable (hardware aside)."""
         identity = dict(run.workload.to_dict())
         identity["model"] = run.spec.model
-        if self._dataset_path is not None:
-            identity["dataset"] = self._dataset_path.name
+        if self._dataset is not None:
+            identity["dataset"] = f"{self._dataset.path.name} sha256:{self._dataset.sha256[:12]}"
         if "clock_speed" in run.provenance:
             identity["clock_speed"] = run.provenance["clock_speed"]
         return identity
@@ -182,8 +182,10 @@ class PerfSession:
             date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
             git_commit=_git_commit(self.rootdir),
         )
-        if self._dataset_path is not None:
-            info["dataset"] = str(self._dataset_path.name)
+        if self._dataset is not None:
+            # File name only: baselines are committed and must not carry this machine's paths.
+            info["dataset"] = {**self._dataset.describe(), "path": self._dataset.path.name}
+            info["token_counts"] = self.token_count_source
         return {k: v for k, v in info.items() if v is not None}
 
     def _published(self, spec: ServerSpec, concurrency: int) -> dict[str, float]:
@@ -257,6 +259,11 @@ class PerfSession:
 
     def close(self) -> None:
         self.pool.stop()
+
+
+def cache_root() -> Path:
+    """$LLMPERF_CACHE_DIR or ~/.cache/pytest-llmperf: token counts, prepared engines."""
+    return Path(os.environ.get("LLMPERF_CACHE_DIR") or Path.home() / ".cache" / "pytest-llmperf")
 
 
 def _median(values: list[float | None]) -> float | None:
