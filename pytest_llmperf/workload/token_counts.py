@@ -196,21 +196,27 @@ class ServerTokenCounter:
         self.cache = (TokenCountCache(cache_dir, model, dataset_id) if cache_dir is not None
                       else None)
         self._memo: dict[str, int] = {}
-        self._client = httpx.Client(
-            base_url=self.base_url, timeout=timeout, transport=transport,
-            limits=httpx.Limits(max_connections=concurrency,
-                                max_keepalive_connections=concurrency),
-        )
+        self._timeout, self._transport = timeout, transport
         self.requests_sent = 0   # for tests and logs: what the cache saved
         self._count_lock = threading.Lock()
+
+    def _client(self) -> httpx.Client:
+        # A client per batch, closed with it: a counter kept for a whole session holds
+        # no sockets between batches and needs no close().
+        return httpx.Client(
+            base_url=self.base_url, timeout=self._timeout, transport=self._transport,
+            limits=httpx.Limits(max_connections=self.concurrency,
+                                max_keepalive_connections=self.concurrency),
+        )
 
     def __call__(self, texts: list[str]) -> list[int]:
         result: list[int | None] = [self._known(t) for t in texts]
         todo = list(dict.fromkeys(t for t, r in zip(texts, result) if r is None))
         if todo:
             try:
-                with ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo))) as pool:
-                    counts = list(pool.map(self.tokenize, todo))
+                with self._client() as client, ThreadPoolExecutor(
+                        max_workers=min(self.concurrency, len(todo))) as pool:
+                    counts = list(pool.map(lambda t: self._tokenize(client, t), todo))
             finally:
                 if self.cache is not None:
                     self.cache.save()  # keep what was counted even if one request failed
@@ -227,8 +233,12 @@ class ServerTokenCounter:
 
     def tokenize(self, text: str) -> int:
         """One `/tokenize` call (uncached)."""
+        with self._client() as client:
+            return self._tokenize(client, text)
+
+    def _tokenize(self, client: httpx.Client, text: str) -> int:
         try:
-            resp = self._client.post("/tokenize", json={"model": self.model, "prompt": text})
+            resp = client.post("/tokenize", json={"model": self.model, "prompt": text})
         except httpx.HTTPError as e:
             raise TokenizeError(f"POST {self.base_url}/tokenize failed: {e!r}") from e
         with self._count_lock:
@@ -248,7 +258,7 @@ class ServerTokenCounter:
         return n
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing stays open between calls; kept so `with` and close() read naturally."""
 
     def __enter__(self) -> "ServerTokenCounter":
         return self
