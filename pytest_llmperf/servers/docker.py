@@ -411,6 +411,7 @@ class DockerTarget:
             raise ServerStartError(f"image {ref!r} is not present on the Docker engine and pulling is off")
         self._say(f"llmperf: pulling image {ref} ...", secrets)
         last = 0.0
+        failure = ""
         try:
             for event in client.api.pull(ref, stream=True, decode=True):
                 if "error" in event:
@@ -422,13 +423,12 @@ class DockerTarget:
                     self._say(f"llmperf: pulling {ref}: {detail}", secrets)
             return client.images.get(ref)
         except docker.errors.DockerException as exc:
-            raise ServerStartError(
-                redact(
-                    f"image {ref!r} is not present on the Docker engine and could not be pulled: {exc}. "
-                    "Pull or load it on the engine's host, or choose another image with --llmperf-image.",
-                    secrets,
-                )
-            ) from None
+            failure = redact(
+                f"image {ref!r} is not present on the Docker engine and could not be pulled: {exc}. "
+                "Pull or load it on the engine's host, or choose another image with --llmperf-image.",
+                secrets,
+            )
+        raise ServerStartError(failure)
 
     def _check_no_other_gpu_server(self, client: Any) -> None:
         running = client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
@@ -490,12 +490,14 @@ class DockerTarget:
             )
         except ServerStartError as exc:
             message = redact(str(exc), secrets)
-            if "exited with code" not in message:
-                message += (
-                    f"\ncontainer {container.name} still running; it is being removed. "
-                    f"Last {self.log_tail_lines} log lines:\n{_log_tail(container, self.log_tail_lines, secrets)}"
-                )
-            raise ServerStartError(message) from None
+        else:
+            return
+        if "exited with code" not in message:
+            message += (
+                f"\ncontainer {container.name} still running; it is being removed. "
+                f"Last {self.log_tail_lines} log lines:\n{_log_tail(container, self.log_tail_lines, secrets)}"
+            )
+        raise ServerStartError(message)
 
     def _provenance(self, client: Any, image: Any, ref: str, container: Any, base_url: str) -> dict[str, Any]:
         digests = image.attrs.get("RepoDigests") or []
@@ -526,16 +528,16 @@ class DockerTarget:
         return text
 
     # -- the lifecycle
+    #
+    # Raw exceptions are turned into redacted messages inside `except` blocks but raised
+    # after them, so no frame of a traceback (`pytest -l` prints their locals) holds one.
 
     def start(self, spec: ServerSpec) -> Any:
         return self._run(spec)
 
     @contextmanager
     def _run(self, spec: ServerSpec) -> Iterator[Endpoint]:
-        import docker.errors
-
         environment, secrets, missing = build_environment(spec, self.pass_env, self._environ)
-        ref = self.image_for(spec)
         for name in missing:
             self._say(f"llmperf: {name} is not set in this environment; not passed to the container", secrets)
         if self.gpu and not _GPU_SLOT.acquire(blocking=False):
@@ -543,60 +545,10 @@ class DockerTarget:
                 f"cannot start {spec.name}: this session already runs a GPU server "
                 f"({', '.join(LIVE.names())}); GPU servers run one at a time"
             )
-        container = None
-        sampler: PeakMemorySampler | None = None
+        launched: list[Any] = []  # the container, as soon as it exists, for the teardown
         try:
-            try:
-                client = self.client()
-                if self.gpu:
-                    self._check_no_other_gpu_server(client)
-                image = self.ensure_image(client, ref, secrets)
-                self._serial += 1
-                volumes = {}
-                if self.hf_cache is not None:
-                    volumes[str(self.hf_cache.expanduser())] = {"bind": CONTAINER_HF_CACHE, "mode": "rw"}
-                container = client.containers.create(
-                    image.id,
-                    command=spec.vllm_args(host="0.0.0.0", port=CONTAINER_PORT),
-                    name=container_name(spec, self.session_id, self._serial),
-                    environment=environment,
-                    labels=container_labels(self.session_id, spec, self.gpu),
-                    ports={f"{CONTAINER_PORT}/tcp": (self.publish_host, self.host_port)},
-                    volumes=volumes,
-                    ipc_mode="host",
-                    init=True,
-                    device_requests=gpu_device_requests(self.gpu, self.gpu_device_ids),
-                    detach=True,
-                )
-                LIVE.add(container.id, container.name, client)
-                self._say(f"llmperf: starting {spec.name} in container {container.name} ({ref})", secrets)
-                container.start()
-                base_url = self._published_url(container)
-                if base_url is None:
-                    death = self._death(container, secrets) or "the engine published no port for 8000/tcp"
-                    raise ServerStartError(f"{spec.name} did not start: {death}")
-                self._wait_ready(container, spec, base_url, secrets)
-                provenance = self._provenance(client, image, ref, container, base_url)
-                if self.gpu:
-                    try:
-                        provenance.update(gpu_provenance(parse_nvidia_smi_csv(self._nvidia_smi(container))))
-                    except Exception as exc:  # noqa: BLE001 - provenance must not fail the run
-                        provenance["gpu_error"] = redact(f"{type(exc).__name__}: {exc}", secrets)
-                    sampler = PeakMemorySampler(
-                        lambda: self._nvidia_smi(container), interval=self.gpu_sample_interval
-                    ).start()
-            except docker.errors.DockerException as exc:
-                hint = ""
-                if "could not select device driver" in str(exc):
-                    hint = (
-                        ". The engine has no GPU runtime: install the NVIDIA Container Toolkit on its "
-                        "host (nvidia-ctk runtime configure --runtime=docker), or run without --llmperf-gpu"
-                    )
-                raise ServerStartError(
-                    redact(f"Docker engine error while starting {spec.name}: {exc}{hint}", secrets)
-                ) from None
-            endpoint = Endpoint(base_url=base_url, model=spec.model_id, target=self.name, provenance=provenance)
-            self._say(f"llmperf: {spec.name} ready at {base_url}", secrets)
+            endpoint, sampler = self._launch(spec, environment, secrets, launched)
+            self._say(f"llmperf: {spec.name} ready at {endpoint.base_url}", secrets)
             try:
                 yield endpoint
             finally:
@@ -605,11 +557,75 @@ class DockerTarget:
                     endpoint.provenance.update(sampler.stop())
         finally:
             try:
-                if container is not None:
+                for container in launched:
                     self._remove(container)
             finally:
                 if self.gpu:
                     _GPU_SLOT.release()
+
+    def _launch(
+        self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
+    ) -> tuple[Endpoint, PeakMemorySampler | None]:
+        import docker.errors
+
+        failure = None
+        try:
+            return self._launch_steps(spec, environment, secrets, launched)
+        except docker.errors.DockerException as exc:
+            hint = ""
+            if "could not select device driver" in str(exc):
+                hint = (
+                    ". The engine has no GPU runtime: install the NVIDIA Container Toolkit on its "
+                    "host (nvidia-ctk runtime configure --runtime=docker), or run without --llmperf-gpu"
+                )
+            failure = redact(f"Docker engine error while starting {spec.name}: {exc}{hint}", secrets)
+        raise ServerStartError(failure)
+
+    def _launch_steps(
+        self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
+    ) -> tuple[Endpoint, PeakMemorySampler | None]:
+        client = self.client()
+        if self.gpu:
+            self._check_no_other_gpu_server(client)
+        ref = self.image_for(spec)
+        image = self.ensure_image(client, ref, secrets)
+        self._serial += 1
+        volumes = {}
+        if self.hf_cache is not None:
+            volumes[str(self.hf_cache.expanduser())] = {"bind": CONTAINER_HF_CACHE, "mode": "rw"}
+        container = client.containers.create(
+            image.id,
+            command=spec.vllm_args(host="0.0.0.0", port=CONTAINER_PORT),
+            name=container_name(spec, self.session_id, self._serial),
+            environment=environment,
+            labels=container_labels(self.session_id, spec, self.gpu),
+            ports={f"{CONTAINER_PORT}/tcp": (self.publish_host, self.host_port)},
+            volumes=volumes,
+            ipc_mode="host",
+            init=True,
+            device_requests=gpu_device_requests(self.gpu, self.gpu_device_ids),
+            detach=True,
+        )
+        launched.append(container)
+        LIVE.add(container.id, container.name, client)
+        self._say(f"llmperf: starting {spec.name} in container {container.name} ({ref})", secrets)
+        container.start()
+        base_url = self._published_url(container)
+        if base_url is None:
+            death = self._death(container, secrets) or "the engine published no port for 8000/tcp"
+            raise ServerStartError(f"{spec.name} did not start: {death}")
+        self._wait_ready(container, spec, base_url, secrets)
+        provenance = self._provenance(client, image, ref, container, base_url)
+        sampler = None
+        if self.gpu:
+            try:
+                provenance.update(gpu_provenance(parse_nvidia_smi_csv(self._nvidia_smi(container))))
+            except Exception as exc:  # noqa: BLE001 - provenance must not fail the run
+                provenance["gpu_error"] = redact(f"{type(exc).__name__}: {exc}", secrets)
+            sampler = PeakMemorySampler(lambda: self._nvidia_smi(container), interval=self.gpu_sample_interval)
+            sampler.start()
+        endpoint = Endpoint(base_url=base_url, model=spec.model_id, target=self.name, provenance=provenance)
+        return endpoint, sampler
 
     def _remove(self, container: Any) -> None:
         import docker.errors

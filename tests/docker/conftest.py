@@ -64,6 +64,12 @@ def ours(client: Any, session_prefix: str) -> list[Any]:
 
 
 @pytest.fixture(scope="session")
+def containers_of(docker_client: Any) -> Callable[[str], list[Any]]:
+    """`containers_of(session_prefix)`: this plugin's containers of those sessions."""
+    return lambda session_prefix: ours(docker_client, session_prefix)
+
+
+@pytest.fixture(scope="session")
 def test_session_id(docker_client: Any) -> Any:
     session = TEST_SESSION_PREFIX + uuid.uuid4().hex[:10]
     yield session

@@ -196,6 +196,15 @@ class FakeClient:
         self.images = FakeImages()
 
 
+def assert_no_frame_shows(exc: BaseException, secret: str) -> None:
+    """What `pytest -l` would print: the repr of every local of every traceback frame."""
+    tb = exc.__traceback__
+    while tb is not None:
+        for name, value in tb.tb_frame.f_locals.items():
+            assert secret not in repr(value), f"{tb.tb_frame.f_code.co_name}: local {name} shows the secret"
+        tb = tb.tb_next
+
+
 def test_create_call_has_the_seeds_shape_and_failure_removes_the_container(tmp_path: Path):
     client = FakeClient(fail_start=True)
     target = dk.DockerTarget(
@@ -206,7 +215,8 @@ def test_create_call_has_the_seeds_shape_and_failure_removes_the_container(tmp_p
             pytest.fail("must not be reached")
     message = str(info.value)
     assert TOKEN not in message and "***" in message
-    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert_no_frame_shows(info.value, TOKEN)
 
     (kw,) = client.containers.create_kwargs
     assert kw["image"] == "sha256:feed"
