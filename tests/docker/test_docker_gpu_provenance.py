@@ -1,0 +1,56 @@
+"""The --llmperf-gpu provenance path in a real container, without a GPU: the image gets
+a stand-in `nvidia-smi` printing an H200 whose used memory grows on every call, and the
+device request is left out (the engine here has no NVIDIA runtime). What is proven:
+nvidia-smi runs inside the container, its answer becomes gpu_name/driver/count, and the
+sampler's peak lands in the endpoint's provenance when the server stops."""
+
+from __future__ import annotations
+
+import io
+import time
+import uuid
+
+import pytest
+
+from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers.spec import ServerSpec
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+# Each call adds 1000 MiB to a counter kept in the container's /tmp.
+FAKE_NVIDIA_SMI = r"""#!/bin/sh
+n=$(cat /tmp/nvsmi-calls 2>/dev/null || echo 0); n=$((n + 1)); echo $n > /tmp/nvsmi-calls
+echo "NVIDIA H200, 570.133.20, $((n * 1000)), 143771"
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_gpu_image(docker_client, sim_image):
+    tag = f"pytest-llmperf/test-fake-gpu:{uuid.uuid4().hex[:8]}"
+    script = FAKE_NVIDIA_SMI.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "'\\''")
+    dockerfile = f"FROM {sim_image}\nRUN printf '{script}' > /usr/local/bin/nvidia-smi && chmod +x /usr/local/bin/nvidia-smi\n"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+def test_gpu_provenance_and_peak_memory_from_nvidia_smi_in_the_container(
+    make_target, fake_gpu_image, monkeypatch
+):
+    monkeypatch.setattr(dk, "gpu_device_requests", lambda gpu, ids: [])
+    spec = ServerSpec(name="fake-gpu", model="sim/gpu-model", args=("--sim-speed", "50"))
+    target = make_target(image_override=fake_gpu_image, gpu=True, gpu_sample_interval=0.2)
+    with target.start(spec) as endpoint:
+        prov = endpoint.provenance
+        assert prov["gpu_name"] == "NVIDIA H200"
+        assert prov["gpu_driver"] == "570.133.20"
+        assert prov["gpu_count"] == 1
+        assert prov["gpu_memory_total_mib"] == 143771
+        assert dk._GPU_SLOT.locked()  # one GPU server at a time
+        time.sleep(1.0)  # a few samples
+    samples = endpoint.provenance["gpu_memory_samples"]
+    assert samples >= 3
+    # Call 1 was the provenance query; the sampler's calls were 2 .. samples+1.
+    assert endpoint.provenance["peak_gpu_memory_mib"] == (samples + 1) * 1000
+    assert endpoint.provenance["peak_gpu_memory_per_gpu_mib"] == [(samples + 1) * 1000]
+    assert not dk._GPU_SLOT.locked()
