@@ -150,7 +150,8 @@ def test_cut_inside_a_multibyte_character_is_a_truncation(tmp_path):
     at = raw.index("é".encode()) + 1  # between the two bytes of "é"
     p = tmp_path / "cut_utf8.json"
     p.write_bytes(raw[:at])
-    with pytest.warns(DatasetTruncatedWarning, match=f"recovered 5 conversations; file ends at byte {at}"):
+    expected = f"recovered 5 conversations; file ends at byte {at}"
+    with pytest.warns(DatasetTruncatedWarning, match=expected):
         f = read_sharegpt(p)
     assert f.records == 5 and len(f.conversations) == 3
 
@@ -253,7 +254,7 @@ def test_invalid_utf8_names_the_byte(tmp_path, chunk):
     p.write_bytes(raw[:at] + b"\x41" + raw[at + 1:])
     with pytest.raises(JSONArrayError, match=rf"not UTF-8 text.*byte {at - 1}"):
         list(JSONArrayStream(p, chunk_bytes=chunk))
-    with pytest.raises(DatasetError, match=rf"latin1\.json: not UTF-8 text"):
+    with pytest.raises(DatasetError, match=r"latin1\.json: not UTF-8 text"):
         read_sharegpt(p)
 
 

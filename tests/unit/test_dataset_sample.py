@@ -71,7 +71,9 @@ def test_same_seed_is_byte_identical_and_another_seed_differs():
     convs = load_sharegpt(FIXTURES / "valid.json") + corpus(300)
     a = sample_requests(convs, 50, seed=7, count_tokens=words)
     b = sample_requests(list(convs), 50, seed=7, count_tokens=words)
-    serial = lambda rs: json.dumps([asdict(r) for r in rs], ensure_ascii=False).encode()
+    def serial(rs):
+        return json.dumps([asdict(r) for r in rs], ensure_ascii=False).encode()
+
     assert serial(a) == serial(b)
     c = sample_requests(convs, 50, seed=8, count_tokens=words)
     assert [r.prompt for r in c] != [r.prompt for r in a]

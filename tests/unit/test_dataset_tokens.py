@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_llmperf.workload.dataset import sample_requests, Conversation
+from pytest_llmperf.workload.dataset import Conversation, sample_requests
 from pytest_llmperf.workload.token_counts import (
     ServerTokenCounter,
     TokenCountCache,
@@ -219,8 +219,9 @@ def test_bad_concurrency():
 
 
 def test_token_counter_for_falls_back_to_the_approximation():
+    missing = FakeTokenizer(status=404, body=b"{}")
     fn, source = token_counter_for("http://server.test", "m",
-                                   transport=httpx.MockTransport(FakeTokenizer(status=404, body=b"{}")))
+                                   transport=httpx.MockTransport(missing))
     assert source == "approx" and fn is approx_count_tokens
     fn, source = token_counter_for("http://server.test", "m",
                                    transport=httpx.MockTransport(FakeTokenizer()))
