@@ -50,7 +50,8 @@ def summary_lines(perf: Any) -> list[str]:
     lines += ["", *measured_table(runs)]
     for run in runs:
         for note in run.notes:
-            lines.append(f"note: {run.spec.name} @ {run.concurrency}: {note}")
+            if run.spec.is_speculative or "speculative" not in note:  # base servers: expected
+                lines.append(f"note: {run.spec.name} @ {run.concurrency}: {note}")
 
     by_server: dict[str, list[SummaryRow]] = {}
     recorded: list[str] = []
@@ -68,6 +69,10 @@ def summary_lines(perf: Any) -> list[str]:
                 SummaryRow(gate.concurrency, verdict, published.get(verdict.metric)))
     for server, rows in by_server.items():
         lines += ["", format_server_table(server, rows)]
+    hints = [f"{gate.server} @ {gate.concurrency}: {v.hint}" for gate in perf.gates for v in gate.verdicts
+             if v.status == "improved"]
+    if hints:
+        lines += ["", "improvements beyond tolerance:", *hints]
     if recorded:
         lines += ["", "baselines recorded (review and commit them):", *recorded]
     return lines

@@ -1,0 +1,180 @@
+"""The plugin end to end with pytester: a tiny suite against the simulated server.
+
+Timing metrics get loose project tolerances (this machine is shared and noisy); the
+injected regressions are far larger than those tolerances, so every verdict here is
+decided by the injection, not by noise.
+"""
+
+import json
+import random
+
+import pytest
+
+# Imported here so pytester's in-process runs find them loaded: numpy refuses to be
+# imported twice in one process, and pytester would drop modules first loaded inside a run.
+import numpy  # noqa: F401
+import pytest_llmperf.session  # noqa: F401
+import pytest_llmperf.sim  # noqa: F401
+import pytest_llmperf.workload.dataset  # noqa: F401
+import pytest_llmperf.workload.runner  # noqa: F401
+
+CONFTEST = '''
+import os
+from pytest_llmperf import ServerSpec
+
+BASE = ServerSpec(name="tiny", model="org/tiny", args=("--max-num-seqs", "8"))
+MTP = BASE.with_speculative({"method": "mtp", "num_speculative_tokens": 3}, name="tiny-mtp")
+MTP = ServerSpec(**{**MTP.__dict__, "sim_args": tuple(os.environ.get("TINY_MTP_SIM_ARGS", "").split())})
+'''
+
+SUITE = '''
+import pytest
+from conftest import BASE, MTP
+
+W = dict(num_prompts=12, max_tokens=48, warmup=1)
+
+# Deliberately out of order: the plugin runs base, then MTP, then the speedup test.
+@pytest.mark.parametrize("concurrency", [4])
+@pytest.mark.llmperf(server=MTP, base=BASE, **W)
+def test_speedup(llmperf, concurrency):
+    mtp = llmperf.run(concurrency=concurrency)
+    base = llmperf.run(concurrency=concurrency, server=llmperf.base)
+    mtp.assert_speedup_over(base)
+
+@pytest.mark.parametrize("concurrency", [4])
+@pytest.mark.llmperf(server=MTP, **W)
+def test_mtp(llmperf, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s", "acceptance_rate")
+
+@pytest.mark.parametrize("concurrency", [4])
+@pytest.mark.llmperf(server=BASE, **W)
+def test_base(llmperf, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+'''
+
+INI = """
+[pytest]
+llmperf_dataset = sharegpt.json
+llmperf_sim_speed = 4
+llmperf_tolerances =
+    decode_tok_s = 40%
+    mtp_speedup = 25%
+"""
+
+WORDS = ("the model answers questions about cooking travel code history music and science while "
+         "users ask for help with essays plans bugs recipes poems and summaries of long documents").split()
+
+
+def _sentence(rng, n):
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+@pytest.fixture
+def project(pytester, monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.delenv("TINY_MTP_SIM_ARGS", raising=False)
+    rng = random.Random(7)
+    data = [{"id": f"c{i}", "conversations": [
+        {"from": "human", "value": _sentence(rng, rng.randint(12, 40))},
+        {"from": "gpt", "value": _sentence(rng, rng.randint(30, 90))}]} for i in range(60)]
+    pytester.path.joinpath("sharegpt.json").write_text(json.dumps(data))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini(INI)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest("-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-sim", *args)
+
+
+def record(pytester):
+    result = run(pytester, "--update-baselines")
+    result.assert_outcomes(passed=3)
+    return result
+
+
+def test_no_target_skips_with_a_reason_naming_the_options(project):
+    result = project.runpytest("-p", "no:benchmark", "-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["*no llmperf target chosen: pass --llmperf-sim*--llmperf-gpu*--llmperf-base-url*"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--llmperf-sim", "--llmperf-gpu"], "*--llmperf-sim and --llmperf-gpu choose different targets*"),
+        (["--llmperf-profile", "huge"], "*--llmperf-profile: expected one of smoke, nightly, full, got 'huge'*"),
+        (["--llmperf-sim", "--llmperf-image", "vllm/vllm-openai:nightly"], "*only applies to container targets*"),
+    ],
+)
+def test_option_errors_are_usage_errors_with_the_fix(project, args, message):
+    result = project.runpytest("-p", "no:benchmark", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_servers(project):
+    missing = run(project)
+    missing.assert_outcomes(failed=3)
+    missing.stdout.fnmatch_lines([
+        "*MISSING BASELINE*",
+        "*record it with: pytest 'test_suite.py::test_base[[]4[]]' --llmperf-sim --update-baselines*",
+    ])
+
+    recorded = record(project)
+    recorded.stdout.fnmatch_lines(["*baselines recorded (review and commit them)*"])
+    files = sorted(p.name for p in (project.path / "baselines" / "sim").iterdir())
+    assert files == ["tiny-mtp.json", "tiny.json"]
+    text = (project.path / "baselines" / "sim" / "tiny-mtp.json").read_text()
+    doc = json.loads(text)
+    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"    # deterministic layout
+    metrics = doc["concurrency"]["4"]["metrics"]
+    assert {"decode_tok_s", "acceptance_rate", "mtp_speedup"} <= set(metrics)
+    assert doc["concurrency"]["4"]["workload"]["max_tokens"] == 48
+
+    report = project.path / "report.json"
+    passed = run(project, "--llmperf-report", str(report))
+    passed.assert_outcomes(passed=3)
+    data = json.loads(report.read_text())
+    assert data["servers_started"] == ["tiny", "tiny-mtp"]      # each once, base first
+    assert len(data["runs"]) == 2                                 # speedup reused both runs
+    assert all(len(run["results"][0]["records"]) == 12 for run in data["runs"])
+    passed.stdout.fnmatch_lines(["*servers started (one at a time): tiny, tiny-mtp*"])
+
+
+def test_injected_acceptance_drop_fails_the_acceptance_test_naming_the_metric(project):
+    record(project)
+    result = run(project, "--llmperf-sim-args", "--sim-acceptance-scale 0.6", "-rf")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 1
+    result.stdout.fnmatch_lines(["*acceptance_rate*REGRESSED*"])
+    result.stdout.fnmatch_lines(["FAILED test_suite.py::test_mtp[[]4[]]*"])
+    assert "FAILED test_suite.py::test_base" not in result.stdout.str()
+
+
+def test_slower_mtp_step_fails_the_speedup_test_while_base_passes(project, monkeypatch):
+    record(project)
+    monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-step-time-scale 2.5")
+    result = run(project, "-rA")
+    result.stdout.fnmatch_lines(["*mtp_speedup*REGRESSED*"])
+    result.stdout.fnmatch_lines(["PASSED test_suite.py::test_base[[]4[]]*"])
+    result.stdout.fnmatch_lines(["FAILED test_suite.py::test_speedup[[]4[]]*"])
+
+
+def test_improvement_beyond_tolerance_passes_with_a_hint_to_update(project, monkeypatch):
+    record(project)
+    monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-step-time-scale 0.4")
+    result = run(project)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*mtp_speedup*improved*", "*if this is the new normal, record it with*"])
+
+
+def test_baseline_from_another_workload_is_refused_saying_what_differs(project):
+    record(project)
+    result = run(project, "--llmperf-profile", "smoke")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([
+        "*recorded under a different workload or hardware*",
+        "*max_seconds: baseline null, measured 60.0*",
+    ])
