@@ -3,6 +3,7 @@
 Step model (seconds, before the speed factor and the step-time regression scale):
 
     step = step_base_s + per_token_s * decode_tokens + prefill_per_token_s * prefill_tokens
+           [+ k * draft_step_s when speculating]
 
 where decode_tokens is the number of running sequences times (1 + k) under
 speculative decoding with k draft tokens (the target model verifies k+1 positions per
@@ -22,6 +23,9 @@ class Profile:
     step_base_s: float            # fixed cost of one engine step (weights read, launch)
     per_token_s: float            # cost per token in the batch (decode or verify)
     prefill_per_token_s: float    # cost per prompt token prefilled in a step
+    # Speculative steps also run the draft model (for MTP, the model's own head) once per
+    # draft position, whatever the batch: k * draft_step_s more per step.
+    draft_step_s: float = 0.0
     # Per-position acceptance of the draft, as survival probabilities: the fraction of
     # drafts whose first i+1 tokens were all accepted (vLLM's per-position rate).
     acceptance: tuple[float, ...] = (0.8, 0.6, 0.45)
@@ -33,6 +37,9 @@ class Profile:
     # Qwen3.6 reasons before it answers, so nearly every request reaches max_tokens 256.
     output_len_median: int = 200
     output_len_sigma: float = 1.0
+    # Latency between the end of a request's prefill and its first token that does not
+    # occupy the engine (front-end and scheduling overhead): it shows in TTFT only.
+    first_token_delay_s: float = 0.0
     kv_cache_tokens: int = 500_000  # KV capacity for vllm:kv_cache_usage_perc
     max_prefill_tokens_per_step: int = 8192  # chunked-prefill budget per step
 

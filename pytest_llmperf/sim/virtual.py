@@ -78,22 +78,6 @@ class _Counter:
         pass
 
 
-def synthetic_prompt_lens(n: int, seed: int = 0, median: float = 125.0, sigma: float = 1.05,
-                          lo: int = 4, hi: int = 1024) -> list[int]:
-    """ShareGPT-like first-turn lengths: log-normal, kept within vLLM bench's filter.
-
-    With the defaults the mean is about 255 tokens and the median about 125 (ShareGPT
-    V3 under the sim tokenizer and the same filter: 249 and 115; the seeds: ~263).
-    """
-    rng = random.Random(seed)
-    out: list[int] = []
-    while len(out) < n:
-        v = int(round(math.exp(math.log(median) + sigma * rng.gauss(0, 1))))
-        if lo <= v <= hi:
-            out.append(v)
-    return out
-
-
 def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max_tokens: int,
                 num_prompts: int | None = None, max_seconds: float | None = None,
                 ignore_eos: bool = False) -> VirtualResult:
@@ -120,7 +104,11 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
     while engine.has_work:
         step = engine.plan(now)
         if step is None:
-            break
+            due = engine.next_ready_at()
+            if due is None:
+                break
+            now = max(now, due)
+            continue
         now += step.duration
         for em in engine.complete(step, now):
             if em.finished:

