@@ -145,7 +145,9 @@ class _Reader:
             self.drain()
             raise JSONArrayError("file is empty")
         if first != "[":
-            kind = "a JSON object" if first == "{" else f"{first!r}"
+            # '{' first is usually JSON Lines, a common ShareGPT variant: say so.
+            kind = ("a JSON object (JSON Lines? ShareGPT V3 is one array)" if first == "{"
+                    else f"{first!r}")
             hint = "" if first in '{"-0123456789tfn' else " (not JSON)"
             raise JSONArrayError(
                 f"expected a JSON array '[' at the top level, found {kind}{hint}",
