@@ -11,7 +11,7 @@ import json
 from time import perf_counter
 from typing import Any
 
-from pytest_llmperf.workload.http1 import Connection, ConnectionPool, Origin, Response
+from pytest_llmperf.workload.http1 import Connection, ConnectionPool, HTTPProtocolError, Origin, Response
 from pytest_llmperf.workload.records import RequestRecord, SampledRequest
 from pytest_llmperf.workload.sse import SSESplitter, decode_events
 
@@ -148,7 +148,15 @@ class StreamingClient:
                     self._cut(flight, f"read timeout after {self.read_timeout:g} s without data")
 
     async def request(self, req: SampledRequest, max_tokens: int | None = None) -> RequestRecord:
-        """Send one prompt and stream the answer; always returns a record."""
+        """Send one prompt and stream the answer; always returns a finished record."""
+        return (await self.stream(req, max_tokens)).finish()
+
+    async def stream(self, req: SampledRequest, max_tokens: int | None = None) -> "PendingRecord":
+        """Like `request`, but the body is decoded only when `.finish()` is called.
+
+        The runner finishes records after the measured window, so that no stream's
+        decoding runs while other streams' chunks are being timed.
+        """
         if self._pool is None:
             raise RuntimeError("use StreamingClient as `async with StreamingClient(...) as c`")
         record = RequestRecord(index=req.index, send_time=perf_counter(),
@@ -156,9 +164,10 @@ class StreamingClient:
         raw = self.encode(req.prompt, max_tokens)
         flight = _Flight(asyncio.current_task())
         self._flights.add(flight)
+        resp = None
         try:
             for attempt in (0, 1):
-                retry = await self._attempt(raw, record, flight, fresh=attempt == 1)
+                resp, retry = await self._attempt(raw, record, flight, fresh=attempt == 1)
                 if not retry:
                     break
         except asyncio.CancelledError:
@@ -168,10 +177,11 @@ class StreamingClient:
             record.end_time = perf_counter()
         finally:
             self._flights.discard(flight)
-        return record
+        return PendingRecord(record, resp)
 
-    async def _attempt(self, raw: bytes, record: RequestRecord, flight: _Flight, fresh: bool) -> bool:
-        """One try; True when a reused keep-alive socket was found dead before any reply."""
+    async def _attempt(self, raw: bytes, record: RequestRecord, flight: _Flight,
+                       fresh: bool) -> tuple[Response | None, bool]:
+        """One try; retry=True when a reused keep-alive socket was dead before any reply."""
         assert self._pool is not None
         try:
             conn, reused = await self._pool.acquire(fresh=fresh)
@@ -179,50 +189,76 @@ class StreamingClient:
             record.error = (f"connect timeout after {self.connect_timeout:g} s "
                             f"to {self.origin.host}:{self.origin.port}")
             record.end_time = record.send_time = perf_counter()
-            return False
+            return None, False
         except OSError as exc:
             record.error = f"cannot connect to {self.origin.host}:{self.origin.port}: {exc}"
             record.end_time = record.send_time = perf_counter()
-            return False
+            return None, False
         flight.conn = conn
-        splitter = SSESplitter()
-        error_body: list[bytes] = []
-
-        def on_body(data: bytes, t: float) -> None:
-            if resp.status == 200:
-                splitter.feed(data, t)
-            elif sum(map(len, error_body)) < 65536:
-                error_body.append(data)
-
-        resp = Response(on_body)
+        resp = Response()
         record.send_time = conn.send(raw, resp)
         await resp.done
         flight.conn = None
         if resp.error is not None and reused and resp.bytes_seen == 0 and flight.cut_reason is None:
             self._pool.discard(conn)
-            return True
+            return None, True
         self._pool.release(conn)
-        self._fill(record, resp, splitter, b"".join(error_body))
-        return False
+        return resp, False
 
-    @staticmethod
-    def _fill(record: RequestRecord, resp: Response, splitter: SSESplitter, error_body: bytes) -> None:
-        record.status = resp.status
-        record.end_time = resp.end_time
-        if resp.status is not None and resp.status != 200:
-            record.error = error_message(resp.status, resp.reason, error_body)
-            return
+
+class PendingRecord:
+    """A streamed request whose body is not decoded yet."""
+
+    __slots__ = ("record", "response")
+
+    def __init__(self, record: RequestRecord, response: Response | None) -> None:
+        self.record = record
+        self.response = response
+
+    @property
+    def failed_hint(self) -> bool:
+        """Failed at the HTTP level (the body may still turn out broken)."""
+        r = self.response
+        return self.record.error is not None or r is None or r.error is not None or r.status != 200
+
+    @property
+    def completion_tokens_hint(self) -> int | None:
+        return self.response.completion_tokens_hint() if self.response is not None else None
+
+    def finish(self) -> RequestRecord:
+        """Decode the body into the record (once) and return it."""
+        resp, self.response = self.response, None
+        if resp is not None:
+            _fill(self.record, resp)
+        return self.record
+
+
+def _fill(record: RequestRecord, resp: Response) -> None:
+    record.status = resp.status
+    record.end_time = resp.end_time
+    if resp.status is not None and resp.status != 200:
+        record.error = error_message(resp.status, resp.reason, resp.body())
+        return
+    try:
+        pieces = resp.pieces()
+    except HTTPProtocolError as exc:
+        record.error = resp.error or f"invalid HTTP response: {exc}"
+        return
+    splitter = SSESplitter()
+    for t, data in pieces:
+        splitter.feed(data, t)
+    if resp.error is None:
         splitter.finish(resp.end_time or perf_counter())
-        decoded = decode_events(splitter.events)
-        record.chunk_times = decoded.chunk_times
-        record.output_text = "".join(decoded.text_parts)
-        record.prompt_tokens = decoded.prompt_tokens
-        record.completion_tokens = decoded.completion_tokens
-        record.finish_reason = decoded.finish_reason
-        if splitter.done_time is not None:
-            record.end_time = splitter.done_time
-        record.error = (resp.error or splitter.error or decoded.error
-                        or (None if splitter.done_time is not None else "stream ended without [DONE]")
-                        or (None if decoded.chunk_times else "stream carried no generated text")
-                        or (None if decoded.completion_tokens is not None
-                            else "no usage chunk (server ignored stream_options.include_usage)"))
+    decoded = decode_events(splitter.events)
+    record.chunk_times = decoded.chunk_times
+    record.output_text = "".join(decoded.text_parts)
+    record.prompt_tokens = decoded.prompt_tokens
+    record.completion_tokens = decoded.completion_tokens
+    record.finish_reason = decoded.finish_reason
+    if splitter.done_time is not None:
+        record.end_time = splitter.done_time
+    record.error = (resp.error or splitter.error or decoded.error
+                    or (None if splitter.done_time is not None else "stream ended without [DONE]")
+                    or (None if decoded.chunk_times else "stream carried no generated text")
+                    or (None if decoded.completion_tokens is not None
+                        else "no usage chunk (server ignored stream_options.include_usage)"))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 from time import perf_counter
-from typing import Callable
 from urllib.parse import urlsplit
 
 MAX_HEAD = 64 * 1024
@@ -49,34 +48,76 @@ class Origin:
 
 
 class Response:
-    """One response as it streams in. `on_body(data, t)` sees decoded body bytes."""
+    """One response: the raw body reads and their arrival times, framing still on.
+
+    Nothing is decoded while the body streams; `pieces()` removes the chunked framing
+    when asked (after the stream, or after the whole run).
+    """
 
     __slots__ = ("status", "reason", "headers", "done", "error", "end_time", "bytes_seen",
-                 "on_body", "keep_alive")
+                 "times", "data", "chunked", "complete", "keep_alive")
 
-    def __init__(self, on_body: Callable[[bytes, float], None]) -> None:
+    def __init__(self) -> None:
         self.status: int | None = None
         self.reason = ""
         self.headers: dict[str, str] = {}
-        self.on_body = on_body
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.error: str | None = None
         self.end_time: float | None = None
         self.bytes_seen = 0
+        # Floats and bytes in two lists, not a tuple per read: fewer objects for the GC.
+        self.times: list[float] = []
+        self.data: list[bytes] = []
+        self.chunked = False
+        self.complete = False       # the body ended as its framing says
         self.keep_alive = True
+
+    def pieces(self) -> list[tuple[float, bytes]]:
+        """Body bytes as `(arrival_time, bytes)`; for a chunked body one per chunk, timed
+        by the read that completed it. Raises HTTPProtocolError for broken framing."""
+        if not self.chunked:
+            return list(zip(self.times, self.data))
+        return deframe(self.times, self.data, self.complete)
+
+    def body(self) -> bytes:
+        try:
+            return b"".join(b for _, b in self.pieces())
+        except HTTPProtocolError:
+            return b"".join(self.data)
+
+    def completion_tokens_hint(self) -> int | None:
+        """`usage.completion_tokens` found by a byte search of the last reads, for the
+        progress line only (records take it from the decoded usage chunk)."""
+        tail = b"".join(self.data[-3:])
+        at = tail.rfind(b'"completion_tokens":')
+        if at < 0:
+            return None
+        digits = tail[at + 20:at + 40].lstrip(b" ")
+        end = 0
+        while end < len(digits) and 48 <= digits[end] <= 57:
+            end += 1
+        return int(digits[:end]) if end else None
 
 
 class Connection(asyncio.Protocol):
-    """One keep-alive connection; parses the head, then the body, into a `Response`."""
+    """One keep-alive connection, one response at a time.
+
+    While a body streams, each read is stored raw with its arrival time, and for a
+    chunked body only the chunk headers are walked (to see where the body ends). The
+    chunked framing is removed once the body is complete (`deframe`), so a read costs
+    a timestamp, an append and a few index operations.
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.last_activity = perf_counter()   # last bytes in or out
         self._resp: Response | None = None
-        self._buf = b""
-        self._state = "idle"      # idle | head | chunk_size | chunk_data | chunk_end | trailer | length | close
-        self._remaining = 0
+        self._head = b""
+        self._mode = ""          # "" (reading the head) | chunked | length | close
+        self._skip = 0           # chunked: bytes of the current chunk (and its CRLF) still to come
+        self._carry = b""        # chunked: an incomplete chunk header
+        self._remaining = 0      # length: body bytes still to come
 
     # asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -84,24 +125,31 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        resp = self._resp
-        if resp is None:
+        if self._resp is None:
             return
-        if self._state == "close":
-            self._finish(perf_counter())
+        if self._mode == "close":
+            self._complete(perf_counter())
         else:
             why = f": {exc}" if exc else ""
             self._fail(f"connection closed by server mid-response{why}")
 
     def data_received(self, data: bytes) -> None:
-        now = perf_counter()  # first thing: this is the chunk's arrival time
+        now = perf_counter()  # first thing: this is the bytes' arrival time
         self.last_activity = now
         resp = self._resp
         if resp is None:
-            return  # bytes after a finished response: ignored, the next send resets
+            return  # bytes with no request pending: dropped, the socket is not reused
         resp.bytes_seen += len(data)
         try:
-            self._parse(data, now, resp)
+            if self._mode == "chunked":
+                resp.times.append(now)
+                resp.data.append(data)
+                if self._walk_chunks(data):
+                    self._complete(now)
+            elif self._mode == "":
+                self._read_head(data, now)
+            else:
+                self.data_received_body(data, now)
         except HTTPProtocolError as exc:
             self._fail(f"invalid HTTP response: {exc}")
             self.close()
@@ -113,8 +161,10 @@ class Connection(asyncio.Protocol):
     def send(self, request: bytes, response: Response) -> float:
         """Write a request; returns the send time (taken just before the write)."""
         self._resp = response
-        self._buf = b""
-        self._state = "head"
+        self._head = b""
+        self._mode = ""
+        self._skip = 0
+        self._carry = b""
         t = perf_counter()
         self.last_activity = t
         assert self.transport is not None
@@ -127,114 +177,93 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def abort(self, reason: str) -> None:
-        """Fail the current response (timeouts, cancellation) and drop the socket."""
+        """Fail the current response (timeouts, cuts), keeping what arrived, and drop the socket."""
         self._fail(reason)
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
 
     # parsing -----------------------------------------------------------------------
-    def _parse(self, data: bytes, now: float, resp: Response) -> None:
-        state = self._state
-        # Fast path: a whole chunk of a chunked body in one read, the usual SSE case.
-        if state == "chunk_size" and not self._buf:
-            pos = 0
+    def _walk_chunks(self, data: bytes) -> bool:
+        """Advance over chunk headers in `data`; True at the end of the chunked body."""
+        skip = self._skip
+        n = len(data)
+        if skip >= n:
+            self._skip = skip - n
+            return False
+        if self._carry:
+            data = self._carry + data[skip:]
+            self._carry = b""
+            skip = 0
             n = len(data)
-            while pos < n:
-                eol = data.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                size = _chunk_size(data[pos:eol])
-                if size == 0:
-                    break
-                start = eol + 2
-                stop = start + size
-                if stop + 2 > n or data[stop:stop + 2] != b"\r\n":
-                    break
-                resp.on_body(data[start:stop], now)
-                pos = stop + 2
-            if pos == n:
-                return
-            data = data[pos:]
-        buf = self._buf + data if self._buf else data
-        self._buf = b""
-        while buf:
-            if state == "head":
-                end = buf.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise HTTPProtocolError("response head larger than 64 KiB")
-                    break
-                head, buf = buf[:end], buf[end + 4:]
-                state = self._head(head, resp)
-                if state == "done":
-                    self._state = state
-                    self._finish(now)
-                    return
-            elif state == "chunk_size":
-                eol = buf.find(b"\r\n")
-                if eol < 0:
-                    if len(buf) > 1024:
-                        raise HTTPProtocolError("chunk size line too long")
-                    break
-                size = _chunk_size(buf[:eol])
-                buf = buf[eol + 2:]
-                if size == 0:
-                    state = "trailer"
-                else:
-                    self._remaining = size
-                    state = "chunk_data"
-            elif state == "chunk_data":
-                take = buf[:self._remaining]
-                buf = buf[len(take):]
-                self._remaining -= len(take)
-                resp.on_body(take, now)
-                if self._remaining == 0:
-                    state = "chunk_end"
-            elif state == "chunk_end":
-                if len(buf) < 2:
-                    break
-                if buf[:2] != b"\r\n":
-                    raise HTTPProtocolError("chunk not followed by CRLF")
-                buf = buf[2:]
-                state = "chunk_size"
-            elif state == "trailer":
-                if buf.startswith(b"\r\n"):
-                    self._state = "idle"
-                    self._finish(now)
-                    return
-                end = buf.find(b"\r\n\r\n")
-                if end < 0:
-                    break
-                self._state = "idle"
-                self._finish(now)
-                return
-            elif state == "length":
-                take = buf[:self._remaining]
-                buf = buf[len(take):]
-                self._remaining -= len(take)
-                resp.on_body(take, now)
-                if self._remaining == 0:
-                    self._state = "idle"
-                    self._finish(now)
-                    return
-            elif state == "close":
-                resp.on_body(buf, now)
-                buf = b""
-            else:  # idle: stray bytes
-                raise HTTPProtocolError(f"unexpected bytes with no response pending: {buf[:40]!r}")
-        self._buf = buf
-        self._state = state
+        pos = skip
+        while True:
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                if n - pos > 1024:
+                    raise HTTPProtocolError("chunk size line too long")
+                self._carry = data[pos:]
+                self._skip = 0
+                return False
+            size = _chunk_size(data[pos:eol])
+            if size == 0:  # last chunk: then optional trailers and a blank line
+                rest = data[eol + 2:]
+                if rest.startswith(b"\r\n") or b"\r\n\r\n" in rest:
+                    return True
+                self._carry = data[pos:]
+                self._skip = 0
+                return False
+            pos = eol + size + 4
+            if pos >= n:
+                self._skip = pos - n
+                return False
 
-    def _head(self, head: bytes, resp: Response) -> str:
+    def _read_head(self, data: bytes, now: float) -> None:
+        buf = self._head + data
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEAD:
+                    raise HTTPProtocolError("response head larger than 64 KiB")
+                self._head = buf
+                return
+            mode = self._parse_head(buf[:end])
+            buf = buf[end + 4:]
+            if mode != "interim":
+                break
+        self._head = b""
+        self._mode = mode
+        if mode == "empty":
+            self._complete(now)
+        elif buf or mode == "length":
+            self.data_received_body(buf, now)
+
+    def data_received_body(self, buf: bytes, now: float) -> None:
+        """The part of a read that follows the head."""
+        resp = self._resp
+        assert resp is not None
+        if buf:
+            resp.times.append(now)
+            resp.data.append(buf)
+        if self._mode == "chunked":
+            if self._walk_chunks(buf):
+                self._complete(now)
+        elif self._mode == "length":
+            self._remaining -= len(buf)
+            if self._remaining <= 0:
+                self._complete(now)
+
+    def _parse_head(self, head: bytes) -> str:
+        resp = self._resp
+        assert resp is not None
         lines = head.split(b"\r\n")
         status_line = lines[0].decode("latin-1")
         parts = status_line.split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
             raise HTTPProtocolError(f"bad status line {status_line[:80]!r}")
         status = int(parts[1])
-        if 100 <= status < 200:  # interim response: wait for the real one
-            return "head"
+        if 100 <= status < 200:  # interim response: the real one follows
+            return "interim"
         resp.status = status
         resp.reason = parts[2] if len(parts) > 2 else ""
         headers = resp.headers
@@ -243,30 +272,30 @@ class Connection(asyncio.Protocol):
             if not sep:
                 raise HTTPProtocolError(f"bad header line {line[:80]!r}")
             headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-        conn = headers.get("connection", "").lower()
-        if "close" in conn or parts[0] == "HTTP/1.0":
+        if "close" in headers.get("connection", "").lower() or parts[0] == "HTTP/1.0":
             resp.keep_alive = False
         if "chunked" in headers.get("transfer-encoding", "").lower():
-            return "chunk_size"
+            resp.chunked = True
+            return "chunked"
         length = headers.get("content-length")
         if length is not None:
             if not length.isdigit():
                 raise HTTPProtocolError(f"bad Content-Length {length!r}")
             self._remaining = int(length)
-            return "length" if self._remaining else "done"
+            return "length" if self._remaining else "empty"
         if status in (204, 304):
-            return "done"
+            return "empty"
         resp.keep_alive = False
         return "close"
 
-    def _finish(self, now: float) -> None:
+    def _complete(self, now: float) -> None:
         resp = self._resp
-        self._resp = None
         if resp is None:
             return
+        resp.complete = True
+        self._resp = None
         if not resp.keep_alive:
             self.close()
-        self._state = "idle"
         resp.end_time = now
         if not resp.done.done():
             resp.done.set_result(None)
@@ -274,7 +303,6 @@ class Connection(asyncio.Protocol):
     def _fail(self, reason: str) -> None:
         resp = self._resp
         self._resp = None
-        self._state = "idle"
         if resp is None:
             return
         resp.error = reason
@@ -288,6 +316,42 @@ def _chunk_size(line: bytes) -> int:
         return int(line.split(b";", 1)[0], 16)
     except ValueError:
         raise HTTPProtocolError(f"bad chunk size line {line[:40]!r}") from None
+
+
+def deframe(times: list[float], reads: list[bytes], complete: bool = True) -> list[tuple[float, bytes]]:
+    """Remove chunked framing. Each chunk's data keeps the arrival time of the read
+    that completed it. `complete=False` (a cut body) keeps the whole chunks only."""
+    ends = []
+    total = 0
+    for b in reads:
+        total += len(b)
+        ends.append(total)
+    data = b"".join(reads)
+    out: list[tuple[float, bytes]] = []
+    n = len(data)
+    pos = 0
+    k = 0  # index of the read that holds `pos`
+    while True:
+        eol = data.find(b"\r\n", pos)
+        if eol < 0:
+            if complete:
+                raise HTTPProtocolError("chunked body ended inside a chunk header")
+            return out
+        size = _chunk_size(data[pos:eol])
+        if size == 0:
+            return out
+        start = eol + 2
+        stop = start + size
+        if stop + 2 > n:
+            if complete:
+                raise HTTPProtocolError("chunked body ended inside a chunk")
+            return out
+        if data[stop:stop + 2] != b"\r\n":
+            raise HTTPProtocolError("chunk not followed by CRLF")
+        while ends[k] < stop:  # the read holding the chunk's last byte
+            k += 1
+        out.append((times[k], data[start:stop]))
+        pos = stop + 2
 
 
 class ConnectionPool:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import httpx
 
-from pytest_llmperf.workload.client import ENDPOINTS, StreamingClient
+from pytest_llmperf.workload.client import ENDPOINTS, PendingRecord, StreamingClient
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.records import RequestRecord, SampledRequest
@@ -115,6 +115,11 @@ async def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:
     return resp.text if resp.status_code == 200 else None
 
 
+# Bodies are decoded after the run (see `_Run.run`) while the raw bytes kept stay
+# under this; past it, each body is decoded as its stream ends.
+DEFER_DECODE_BYTES = 512 * 1024 * 1024
+
+
 class _Run:
     """The dispatch loop of one run; `interrupt()` may be called from a signal handler."""
 
@@ -125,6 +130,7 @@ class _Run:
         self.interrupted = False
         self._wake: asyncio.Future[None] | None = None
         self._in_flight = 0
+        self._kept_bytes = 0
 
     def interrupt(self) -> None:
         if self.interrupted:  # a second Ctrl-C: stop waiting for the wind-down
@@ -152,20 +158,31 @@ class _Run:
 
     async def run(self, requests: Sequence[SampledRequest], *, capped: bool,
                   progress: Progress | None = None) -> tuple[list[RequestRecord], str, float]:
-        """Returns (records in dispatch order, stop reason, time of the first dispatch)."""
+        """Returns (records in dispatch order, stop reason, time of the first dispatch).
+
+        Streams are decoded after the last one ends: requests of equal length finish
+        together, and decoding each as it ends would stall the event loop right when
+        the others' last chunks arrive, inflating their TPOT by several percent at
+        high concurrency (benchmarks/client_overhead.py).
+        """
         cfg = self.config
         offsets = arrival_offsets(len(requests), cfg.request_rate, cfg.burstiness, cfg.seed) if capped \
             else [0.0] * len(requests)
         start = perf_counter()
         deadline = start + cfg.max_seconds if (capped and cfg.max_seconds) else math.inf
-        tasks: list[asyncio.Task[RequestRecord]] = []
+        tasks: list[asyncio.Task[PendingRecord]] = []
         stop = "completed"
 
-        def finished(task: asyncio.Task[RequestRecord]) -> None:
+        def finished(task: asyncio.Task[PendingRecord]) -> None:
             self._in_flight -= 1
-            if progress is not None and not task.cancelled() and task.exception() is None:
-                rec = task.result()
-                progress.add(rec.ok, rec.completion_tokens)
+            if not task.cancelled() and task.exception() is None:
+                pending = task.result()
+                if progress is not None:
+                    progress.add(not pending.failed_hint, pending.completion_tokens_hint)
+                if pending.response is not None:
+                    self._kept_bytes += pending.response.bytes_seen
+                    if self._kept_bytes > DEFER_DECODE_BYTES:
+                        pending.finish()
             self._kick()
 
         for req, offset in zip(requests, offsets):
@@ -180,7 +197,7 @@ class _Run:
                 break
             self._in_flight += 1
             max_tokens = cfg.max_tokens or req.expected_output_len
-            task = self.loop.create_task(self.client.request(req, max_tokens))
+            task = self.loop.create_task(self.client.stream(req, max_tokens))
             task.add_done_callback(finished)
             tasks.append(task)
         if tasks:
@@ -195,7 +212,7 @@ class _Run:
                 await asyncio.wait(tasks)
         if self.interrupted:
             stop = "interrupted"
-        return [t.result() for t in tasks], stop, start
+        return [t.result().finish() for t in tasks], stop, start
 
 
 async def run_benchmark_async(base_url: str, model: str, requests: Sequence[SampledRequest],

@@ -51,6 +51,17 @@ class SSESplitter:
     def feed(self, data: bytes, now: float) -> None:
         if self.error is not None:
             return
+        # Fast path: exactly one "data: ...\n\n" event (how vLLM writes each chunk).
+        if (not self._buf and data.startswith(b"data: ") and data.find(b"\n") == len(data) - 2
+                and data[-1:] == b"\n" and b"\r" not in data):
+            payload = data[6:-2]
+            if payload == DONE:
+                self.done_time = now
+            elif self.done_time is not None:
+                self.error = f"data after [DONE]: {_preview(payload)!r}"
+            else:
+                self.events.append((now, payload))
+            return
         buf = self._buf + data if self._buf else data
         if b"\r" in buf:  # SSE allows CRLF and CR line ends; vLLM sends LF
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
@@ -127,12 +138,19 @@ def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
     come from `usage` only; one chunk may hold several tokens under speculation.
     """
     out = DecodedStream()
-    for t, payload in events:
-        try:
-            obj = _loads(payload)
-        except _JSONError:
-            out.error = f"malformed SSE data (not JSON): {_preview(payload)!r}"
-            return out
+    try:  # one parse for the whole stream; on failure, find the bad event one by one
+        objs = _loads(b"[" + b",".join(p for _, p in events) + b"]")
+        if len(objs) != len(events):
+            raise ValueError("an event held several JSON values")
+    except _JSONError:
+        objs = []
+        for _, payload in events:
+            try:
+                objs.append(_loads(payload))
+            except _JSONError:
+                out.error = f"malformed SSE data (not JSON): {_preview(payload)!r}"
+                return out
+    for (t, payload), obj in zip(events, objs):
         if not isinstance(obj, dict):
             out.error = f"malformed SSE data (not an object): {_preview(payload)!r}"
             return out
