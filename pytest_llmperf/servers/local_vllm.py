@@ -65,7 +65,7 @@ def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | No
     root = (cache_dir or cache_root()) / PREPARED_KEY
     found = PreparedVllm(root=root, python=root / "venv" / "bin" / "python",
                          model=root / "models" / "smollm2-135m-instruct")
-    hint = f"run `{SETUP_COMMAND}` first (about 3 minutes cold, seconds when cached)"
+    hint = f"run `{SETUP_COMMAND}` first (CI: `.ci/setup_real_vllm.sh`; about 2-3 minutes cold, seconds when cached)"
     if not (root / "READY").is_file():
         return None, f"no prepared real vLLM at {root} (READY marker missing): {hint}"
     if not os.access(found.python, os.X_OK):

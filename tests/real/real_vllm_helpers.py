@@ -1,0 +1,71 @@
+"""Constants, server specs and helpers shared by the real-engine tests."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.local_vllm import RunningServer
+from pytest_llmperf.servers.spec import ServerSpec
+
+MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # served from the prepared folder
+SERVED_NAME = "smollm2"
+MAX_MODEL_LEN = 2048
+NUM_SPEC_TOKENS = 3
+# vLLM logs its SpecDecoding line every VLLM_LOG_STATS_INTERVAL s; 1 s keeps the
+# log-vs-counter test's waits short.
+LOG_INTERVAL_S = 1.0
+
+BASE = ServerSpec(
+    name="smollm2-base",
+    model=MODEL_ID,
+    served_model_name=SERVED_NAME,
+    args=("--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "8", "--enforce-eager"),
+    env={"VLLM_LOG_STATS_INTERVAL": str(LOG_INTERVAL_S)},
+)
+NGRAM = BASE.with_speculative(
+    {"method": "ngram", "num_speculative_tokens": NUM_SPEC_TOKENS, "prompt_lookup_max": 4},
+    name="smollm2-ngram",
+)
+
+
+@dataclass
+class RealServer:
+    endpoint: Endpoint
+    process: RunningServer   # log file, process group
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.base_url
+
+    def log_lines(self) -> list[str]:
+        return self.process.log_text().splitlines()
+
+
+def tokenize_count(url: str, model: str, text: str) -> int:
+    """Tokens in `text` by the server's own tokenizer, without BOS/special tokens."""
+    answer = httpx.post(f"{url}/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False},
+                        timeout=30)
+    answer.raise_for_status()
+    return answer.json()["count"]
+
+
+REPORT_LINES: list[str] = []
+
+
+def report(request, line: str) -> None:
+    """A line for the terminal summary, even without -s (the figures the issue asks for)."""
+    REPORT_LINES.append(f"{request.node.name}: {line}")
+
+
+def wait_for_quiet_log(server: RealServer, interval: float = LOG_INTERVAL_S) -> int:
+    """Wait until vLLM has logged every earlier step; return the log's line count then.
+
+    vLLM flushes its spec-decode stats into a log line once per interval, so after a
+    few quiet intervals every earlier draft is in a line already written.
+    """
+    time.sleep(3 * interval)
+    return len(server.log_lines())
