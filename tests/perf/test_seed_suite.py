@@ -7,7 +7,7 @@ shrinks prompts and caps for quick runs (baselines are per workload).
 
 import pytest
 
-from conftest import BASE_SERVERS, MTP_SERVERS, SPEEDUP_PAIRS
+from seed_servers import BASE_SERVERS, MTP_SERVERS, SPEEDUP_PAIRS
 
 CONCURRENCIES = [1, 8, 32]
 SEED_WORKLOAD = dict(

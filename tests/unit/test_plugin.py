@@ -178,3 +178,25 @@ def test_baseline_from_another_workload_is_refused_saying_what_differs(project):
         "*recorded under a different workload or hardware*",
         "*max_seconds: baseline null, measured 60.0*",
     ])
+
+
+def test_xdist_never_runs_gpu_servers_side_by_side(project):
+    pytest.importorskip("xdist")
+    result = project.runpytest("-p", "no:benchmark", "--llmperf-gpu", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*would start several vLLM containers at once on one GPU*"])
+
+
+def test_xdist_on_the_simulator_needs_loadgroup(project):
+    pytest.importorskip("xdist")
+    result = project.runpytest("-p", "no:benchmark", "--llmperf-sim", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*add --dist loadgroup*"])
+
+
+def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
+    pytest.importorskip("xdist")
+    result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines")
+    result.assert_outcomes(passed=3)
+    doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
+    assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]   # speedup found both runs cached

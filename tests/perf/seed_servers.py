@@ -1,5 +1,8 @@
 """The seed suite's servers: the two published Qwen3.6 runs (../shared/seeds), base and MTP.
 
+A plain module, not conftest.py: test modules import it by name, and several
+conftest.py files in one tree would shadow each other under that name.
+
 Flags are the seeds' `docker run` flags. Both models declare --max-num-seqs 32 so one
 server serves concurrency 1, 8 and 32 (the 27B conc-8 seed ran with 8, which is the
 same batch at concurrency 8).
