@@ -326,3 +326,70 @@ def test_no_handler_from_a_worker_thread():
     t.join()
     assert signal.getsignal(signal.SIGTERM) is before
     assert live.remove_all() == ["one"]
+
+
+# ----------------------------------------------------------------------------- image pulls
+
+
+class PullingImages:
+    def __init__(self) -> None:
+        self.present = False
+
+    def get(self, ref: str) -> FakeImage:
+        if not self.present:
+            raise docker.errors.ImageNotFound(f"No such image: {ref}")
+        return FakeImage()
+
+
+class PullApi:
+    def __init__(self, images: PullingImages, events: list[dict[str, Any]]) -> None:
+        self.images = images
+        self.events = events
+        self.pulled: list[str] = []
+
+    def pull(self, ref: str, stream: bool, decode: bool) -> Any:
+        self.pulled.append(ref)
+        for event in self.events:
+            yield event
+        self.images.present = True
+
+
+def pulling_client(events: list[dict[str, Any]]) -> Any:
+    client = FakeClient()
+    client.images = PullingImages()
+    client.api = PullApi(client.images, events)
+    return client
+
+
+def test_missing_image_is_pulled_with_progress():
+    events = [
+        {"status": "Pulling from vllm/vllm-openai", "id": "cu130-nightly"},
+        {"status": "Downloading", "id": "a1b2", "progress": "[=====>     ] 5.1GB/9.8GB"},
+        {"status": "Download complete", "id": "a1b2"},
+    ]
+    client = pulling_client(events)
+    lines: list[str] = []
+    target = dk.DockerTarget(client=client, progress=lines.append, progress_interval=0.0, environ={})
+    image = target.ensure_image(client, "vllm/vllm-openai:cu130-nightly", dk.Secrets())
+    assert image.id == "sha256:feed"
+    assert client.api.pulled == ["vllm/vllm-openai:cu130-nightly"]
+    assert lines[0] == "llmperf: pulling image vllm/vllm-openai:cu130-nightly ..."
+    assert any("a1b2 Downloading [=====>     ] 5.1GB/9.8GB" in line for line in lines)
+
+
+def test_pull_error_in_the_stream_names_the_image():
+    client = pulling_client([{"error": "pull access denied for vllm/vllm-openai, repository does not exist"}])
+    target = dk.DockerTarget(client=client, environ={})
+    with pytest.raises(ServerStartError) as info:
+        target.ensure_image(client, "vllm/vllm-openai:nope", dk.Secrets())
+    message = str(info.value)
+    assert "image 'vllm/vllm-openai:nope' is not present on the Docker engine and could not be pulled" in message
+    assert "pull access denied" in message and "--llmperf-image" in message
+
+
+def test_no_pull_when_pulling_is_off():
+    client = pulling_client([])
+    target = dk.DockerTarget(client=client, pull=False, environ={})
+    with pytest.raises(ServerStartError, match="'img:1' is not present .* pulling is off"):
+        target.ensure_image(client, "img:1", dk.Secrets())
+    assert client.api.pulled == []
