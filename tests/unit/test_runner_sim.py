@@ -1,0 +1,46 @@
+"""End to end against the simulated vLLM server: the client agrees with the server's
+own ground truth (GET /sim/requests: per request, its chunk send times)."""
+
+import statistics
+
+import httpx
+import pytest
+
+from pytest_llmperf.sim import SimConfig, simulated_server
+from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+
+MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_client_agrees_with_sim_ground_truth_at_concurrency_32(endpoint):
+    cfg = SimConfig(model=MODEL, speculative_config={"method": "mtp", "num_speculative_tokens": 3},
+                    speed=5, max_num_seqs=32)
+    # Distinct prompt lengths, so that each record finds its server entry by prompt_tokens.
+    reqs = [SampledRequest(i, "hello " * (i + 3), i + 3, 64) for i in range(64)]
+    with simulated_server(cfg, mode="process") as url:
+        res = run_benchmark(url, MODEL, reqs, RunConfig(concurrency=32, max_tokens=64, warmup_requests=0,
+                                                        endpoint=endpoint, progress=False))
+        truth = httpx.get(url + "/sim/requests", timeout=10).json()
+    assert res.stop_reason == "completed" and res.completed == 64, [r.error for r in res.records if r.error]
+    by_prompt_tokens = {e["prompt_tokens"]: e for e in truth}
+    assert len(by_prompt_tokens) == 64
+    ttft_err, tpot_err, multi = [], [], 0
+    for r in res.records:
+        e = by_prompt_tokens[r.prompt_tokens]
+        # counts: exactly the server's (usage), though chunks carry several tokens under MTP
+        assert r.completion_tokens == e["completion_tokens"] == sum(e["tokens_per_chunk"])
+        assert len(r.chunk_times) == len(e["chunk_times"])
+        multi += max(e["tokens_per_chunk"]) > 1
+        # The server cannot see when the request left the client: its TTFT is measured
+        # from our send time to its first chunk (perf_counter is system-wide on Linux).
+        server_ttft = e["chunk_times"][0] - r.send_time
+        server_tpot = (e["chunk_times"][-1] - e["chunk_times"][0]) / (e["completion_tokens"] - 1)
+        ttft_err.append(r.ttft / server_ttft - 1)
+        tpot_err.append(r.tpot / server_tpot - 1)
+    assert multi > 32  # speculation really put several tokens in a chunk
+    assert abs(statistics.median(ttft_err)) <= 0.02, sorted(ttft_err)
+    assert abs(statistics.median(tpot_err)) <= 0.02, sorted(tpot_err)
+    assert max(map(abs, tpot_err)) <= 0.05, sorted(tpot_err)
