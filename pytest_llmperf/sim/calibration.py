@@ -92,7 +92,8 @@ def simulate_target(target: SeedTarget, prompt_lens: list[int], profile: Profile
 
 
 def fit_profile(start: Profile, targets: list[SeedTarget], prompt_lens: list[int],
-                free: tuple[str, ...] = ("step_base_s", "per_token_s", "first_token_delay_s", "draft_step_s"),
+                free: tuple[str, ...] = ("step_base_s", "per_token_s", "prefill_per_token_s", "draft_step_s",
+                                         "acceptance_spread"),
                 tied: Callable[[Profile], Profile] | None = None, num_prompts: int | None = None,
                 max_evals: int = 300, log: Callable[[str], None] = lambda s: None) -> Profile:
     """Minimise the squared log-ratios over the `free` fields of `start` (log space).

@@ -40,7 +40,6 @@ class SimRequest:
     first_token_at: float | None = None
     last_token_at: float | None = None
     finished_at: float | None = None
-    ready_at: float | None = None       # prefill done, first token due at this time
     prev_chunk_at: float | None = None  # for the inter-token latency histogram
     aborted: bool = False
 
@@ -65,7 +64,6 @@ class StepPlan:
     duration: float
     prefill: list[tuple[SimRequest, int]] = field(default_factory=list)
     decode: list[SimRequest] = field(default_factory=list)
-    first: list[SimRequest] = field(default_factory=list)   # prefilled, first token due
     admitted: list[SimRequest] = field(default_factory=list)
 
 
@@ -85,7 +83,6 @@ class Engine:
         self._base_s = p.step_base_s * cost_scale
         self._tok_s = p.per_token_s * cost_scale
         self._prefill_s = p.prefill_per_token_s * cost_scale
-        self._first_delay_s = p.first_token_delay_s * cost_scale
         self._draft_s = p.draft_step_s * cost_scale * self.k
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -150,8 +147,7 @@ class Engine:
     def plan(self, now: float) -> StepPlan | None:
         """Admit waiting requests into free slots, then cost the next step.
 
-        None when there is nothing to compute now (no requests, or only first tokens
-        that are not due yet: `next_ready_at` says when).
+        None when no request is running or waiting.
         """
         self.running = [r for r in self.running if not r.aborted]
         while self.waiting and self.waiting[0].aborted:
@@ -169,29 +165,20 @@ class Engine:
         budget = self.profile.max_prefill_tokens_per_step
         prefill: list[tuple[SimRequest, int]] = []
         decode: list[SimRequest] = []
-        first: list[SimRequest] = []
         for req in self.running:
             if req.in_prefill:
                 if budget > 0:
                     n = min(budget, req.prompt_tokens - req.prefilled)
                     budget -= n
                     prefill.append((req, n))
-            elif req.generated:
+            else:
                 decode.append(req)
-            elif req.ready_at is not None and req.ready_at <= now:
-                first.append(req)
-        if not (prefill or decode or first):
-            return None                     # only first tokens pending: see next_ready_at
         n_prefill = sum(n for _, n in prefill)
         duration = self._base_s + self._tok_s * len(decode) * (1 + self.k) + self._prefill_s * n_prefill
         if decode and self.k:
             duration += self._draft_s
-        return StepPlan(duration=duration, prefill=prefill, decode=decode, first=first, admitted=admitted)
+        return StepPlan(duration=duration, prefill=prefill, decode=decode, admitted=admitted)
 
-    def next_ready_at(self) -> float | None:
-        """When the earliest prefilled request's first token is due (for an idle engine)."""
-        due = [r.ready_at for r in self.running if r.ready_at is not None and not r.generated]
-        return min(due) if due else None
 
     def complete(self, step: StepPlan, now: float) -> list[Emission]:
         """Apply a finished step: emit tokens, draw acceptance, retire finished requests."""
@@ -208,12 +195,6 @@ class Engine:
             req.prefilled += n
             num_tokens += n
             if not req.in_prefill:          # prefill done: the step also samples token 1
-                if self._first_delay_s > 0:
-                    req.ready_at = now + self._first_delay_s
-                else:
-                    out.append(self._emit(req, 1, now))
-        for req in step.first:
-            if not req.aborted:
                 out.append(self._emit(req, 1, now))
         k = self.k
         for req in step.decode:

@@ -37,9 +37,6 @@ class Profile:
     # Qwen3.6 reasons before it answers, so nearly every request reaches max_tokens 256.
     output_len_median: int = 200
     output_len_sigma: float = 1.0
-    # Latency between the end of a request's prefill and its first token that does not
-    # occupy the engine (front-end and scheduling overhead): it shows in TTFT only.
-    first_token_delay_s: float = 0.0
     kv_cache_tokens: int = 500_000  # KV capacity for vllm:kv_cache_usage_perc
     max_prefill_tokens_per_step: int = 8192  # chunked-prefill budget per step
 
@@ -49,23 +46,25 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "qwen3.6-35b-a3b-fp8": Profile(
         name="qwen3.6-35b-a3b-fp8",
-        step_base_s=0.0690,
-        per_token_s=0.00131,
-        prefill_per_token_s=0.00135,
+        step_base_s=0.0661,
+        per_token_s=0.000556,
+        prefill_per_token_s=0.000874,
+        draft_step_s=0.00505,
         acceptance=(0.84, 0.66, 0.51),
-        acceptance_spread=0.9,
-        output_len_median=4000,
-        output_len_sigma=1.2,
+        acceptance_spread=1.5,
+        output_len_median=2000,
+        output_len_sigma=1.3,
     ),
     "qwen3.6-27b-fp8": Profile(
         name="qwen3.6-27b-fp8",
-        step_base_s=0.1360,
-        per_token_s=0.00213,
-        prefill_per_token_s=0.00220,
+        step_base_s=0.136,
+        per_token_s=0.000527,
+        prefill_per_token_s=0.0018,
+        draft_step_s=0.0104,
         acceptance=(0.86, 0.69, 0.53),
-        acceptance_spread=0.9,
-        output_len_median=4000,
-        output_len_sigma=1.2,
+        acceptance_spread=1.5,
+        output_len_median=2000,
+        output_len_sigma=1.3,
     ),
 }
 

@@ -141,15 +141,7 @@ class EngineService:
                 start = time.perf_counter()
                 continue
             step = engine.plan(start)
-            if step is None:                    # only first tokens pending: wait for the earliest
-                due = engine.next_ready_at()
-                self._wake.clear()
-                timeout = None if due is None else max(0.0, due - time.perf_counter())
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
-                    pass
-                start = time.perf_counter()
+            if step is None:
                 continue
             self._refresh_gauges()
             end = start + step.duration

@@ -104,11 +104,7 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
     while engine.has_work:
         step = engine.plan(now)
         if step is None:
-            due = engine.next_ready_at()
-            if due is None:
-                break
-            now = max(now, due)
-            continue
+            break
         now += step.duration
         for em in engine.complete(step, now):
             if em.finished:

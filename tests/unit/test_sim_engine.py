@@ -1,0 +1,158 @@
+"""The engine's scheduler, timing and acceptance model, on a virtual clock (no HTTP)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_llmperf.sim import SimConfig
+from pytest_llmperf.sim.acceptance import extend_rates, scaled_rates
+from pytest_llmperf.sim.engine import Engine
+from pytest_llmperf.sim.profiles import GENERIC, resolve_profile
+from pytest_llmperf.sim.virtual import run_virtual
+
+MTP = {"method": "mtp", "num_speculative_tokens": 3}
+
+
+def lens(n: int, base: int = 50) -> list[int]:
+    return [base + (i * 37) % 200 for i in range(n)]
+
+
+def test_per_position_survival_within_binomial_bounds():
+    config = SimConfig(model="m", speculative_config=MTP, max_num_seqs=16, acceptance_spread=0.0, seed=11)
+    r = run_virtual(config, lens(300), concurrency=16, max_tokens=200, ignore_eos=True)
+    assert r.drafts > 10_000
+    for observed, expected in zip(r.per_position, GENERIC.acceptance):
+        sigma = math.sqrt(expected * (1 - expected) / r.drafts)
+        assert abs(observed - expected) < 4.5 * sigma, (observed, expected, sigma)
+    assert r.draft_tokens == 3 * r.drafts
+    assert r.accepted == sum(r.accepted_per_pos) <= r.draft_tokens
+
+
+def test_tokens_emitted_are_one_plus_accepted_per_step():
+    engine = Engine(SimConfig(model="m", speculative_config=MTP, acceptance_spread=0.0))
+    req = engine.make_request("r", "p", 10, 1000, True, 0.0)
+    engine.add(req)
+    now, per_step = 0.0, []
+    while engine.has_work:
+        step = engine.plan(now)
+        now += step.duration
+        for em in engine.complete(step, now):
+            per_step.append(len(em.pieces))
+    assert per_step[0] == 1                             # the prefill step samples one token
+    assert set(per_step[1:-1]) <= {1, 2, 3, 4}
+    assert sum(per_step) == 1000
+
+
+@pytest.mark.parametrize("model, published", [
+    ("Qwen/Qwen3.6-35B-A3B-FP8", (0.84, 0.66, 0.51)),
+    ("Qwen/Qwen3.6-27B-FP8", (0.86, 0.69, 0.53)),
+])
+def test_qwen_profiles_reproduce_published_per_position_acceptance(model, published):
+    from pytest_llmperf.sim.calibration import synthetic_prompt_lens
+    config = SimConfig(model=model, speculative_config=MTP, max_num_seqs=32, max_model_len=65536)
+    r = run_virtual(config, synthetic_prompt_lens(600), concurrency=32, max_tokens=256)
+    for observed, expected in zip(r.per_position, published):
+        assert abs(observed - expected) <= 0.02, (r.per_position, published)
+
+
+def test_acceptance_scale_scales_the_rates():
+    config = SimConfig(model="m", speculative_config=MTP, acceptance_spread=0.0, acceptance_scale=0.8)
+    r = run_virtual(config, lens(200), concurrency=16, max_tokens=200, ignore_eos=True)
+    for observed, base in zip(r.per_position, GENERIC.acceptance):
+        assert abs(observed - 0.8 * base) < 0.02
+
+
+def test_rates_extend_and_clamp():
+    assert extend_rates((0.8, 0.6, 0.45), 2) == (0.8, 0.6)
+    five = extend_rates((0.8, 0.6, 0.45), 5)
+    assert five[:3] == (0.8, 0.6, 0.45) and five[3] == pytest.approx(0.45 * 0.75)
+    assert scaled_rates((0.9, 0.8), 2.0) == (1.0, 1.0)
+    assert all(a >= b for a, b in zip(scaled_rates((0.5, 0.6, 0.2), 1.0), scaled_rates((0.5, 0.6, 0.2), 1.0)[1:]))
+
+
+def test_requests_beyond_max_num_seqs_queue_and_all_finish():
+    engine = Engine(SimConfig(model="m", max_num_seqs=4))
+    reqs = [engine.make_request(f"r{i}", f"p{i}", 20, 30, True, 0.0) for i in range(10)]
+    for r in reqs:
+        engine.add(r)
+    now, peak = 0.0, 0
+    while engine.has_work:
+        step = engine.plan(now)
+        peak = max(peak, len(engine.running))
+        assert len(engine.waiting) == 10 - sum(r.scheduled_at is not None for r in reqs)
+        now += step.duration
+        engine.complete(step, now)
+    assert peak == 4
+    assert all(r.generated == 30 and r.finished_at is not None for r in reqs)
+    # Later requests waited for a slot: their first token came after earlier ones finished.
+    assert reqs[4].first_token_at > min(r.finished_at for r in reqs[:4]) - 1e-9
+
+
+def test_decode_step_grows_with_batch_and_prefill():
+    engine = Engine(SimConfig(model="m", max_num_seqs=64))
+    p = GENERIC
+    for n in (1, 8, 32):
+        e = Engine(SimConfig(model="m", max_num_seqs=64))
+        for i in range(n):
+            r = e.make_request(f"r{i}", f"p{i}", 10, 50, True, 0.0)
+            e.add(r)
+        first = e.plan(0.0)
+        assert first.duration == pytest.approx(p.step_base_s + p.prefill_per_token_s * 10 * n)
+        e.complete(first, first.duration)
+        decode = e.plan(first.duration)
+        assert decode.duration == pytest.approx(p.step_base_s + p.per_token_s * n)
+    del engine
+
+
+def test_speed_divides_time_and_keeps_ratios():
+    def run(speed: float, spec):
+        c = SimConfig(model="Qwen/Qwen3.6-27B-FP8", speculative_config=spec, max_num_seqs=8, speed=speed,
+                      max_model_len=65536)
+        return run_virtual(c, lens(40), concurrency=8, max_tokens=128)
+
+    slow, fast = run(1.0, MTP), run(25.0, MTP)
+    assert fast.duration == pytest.approx(slow.duration / 25)
+    assert fast.output_tokens == slow.output_tokens
+    assert fast.per_position == slow.per_position
+    speedup_slow = slow.decode_tok_s / run(1.0, None).decode_tok_s
+    speedup_fast = fast.decode_tok_s / run(25.0, None).decode_tok_s
+    assert speedup_fast == pytest.approx(speedup_slow)
+
+
+def test_step_time_scale_slows_decoding():
+    base = SimConfig(model="m", max_num_seqs=8)
+    a = run_virtual(base, lens(40), concurrency=8, max_tokens=64, ignore_eos=True)
+    b = run_virtual(base.with_(step_time_scale=1.5), lens(40), concurrency=8, max_tokens=64, ignore_eos=True)
+    assert b.decode_tok_s == pytest.approx(a.decode_tok_s / 1.5)
+
+
+def test_output_length_derives_from_the_prompt_and_seed():
+    engine = Engine(SimConfig(model="m", seed=1))
+    a = engine.make_request("a", "same prompt", 5, 10_000, False, 0.0)
+    b = engine.make_request("b", "same prompt", 5, 10_000, False, 0.0)
+    c = engine.make_request("c", "same prompt", 5, 10_000, True, 0.0)
+    other_seed = Engine(SimConfig(model="m", seed=2)).make_request("d", "same prompt", 5, 10_000, False, 0.0)
+    assert a.target_len == b.target_len and a.finish_reason == "stop"
+    assert c.target_len == 10_000 and c.finish_reason == "length"
+    assert other_seed.target_len != a.target_len
+    lengths = {engine.make_request(str(i), f"prompt {i}", 5, 10_000, False, 0.0).target_len for i in range(50)}
+    assert len(lengths) > 40
+
+
+def test_runs_are_reproducible():
+    config = SimConfig(model="m", speculative_config=MTP, max_num_seqs=8, seed=5)
+    a = run_virtual(config, lens(50), concurrency=8, max_tokens=100)
+    b = run_virtual(config, lens(50), concurrency=8, max_tokens=100)
+    c = run_virtual(config.with_(seed=6), lens(50), concurrency=8, max_tokens=100)
+    assert (a.duration, a.accepted_per_pos, a.output_tokens) == (b.duration, b.accepted_per_pos, b.output_tokens)
+    assert a.accepted_per_pos != c.accepted_per_pos
+
+
+def test_profiles_resolve_from_model_names():
+    assert resolve_profile("Qwen/Qwen3.6-27B-FP8").name == "qwen3.6-27b-fp8"
+    assert resolve_profile("qwen3.6-27b").name == "qwen3.6-27b-fp8"
+    assert resolve_profile("Qwen/Qwen3.6-35B-A3B-FP8").name == "qwen3.6-35b-a3b-fp8"
+    assert resolve_profile("Qwen/Qwen3.6-35B-A3B").name == "qwen3.6-35b-a3b-fp8"
+    assert resolve_profile("some/other-model").name == "generic"
