@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -113,7 +114,7 @@ def build_app(config: SimConfig) -> Starlette:
 
     async def sim_state(request: Request) -> Response:
         e = service.engine
-        return JSONResponse({"dead": service.dead, "received": service.received, "running": len(e.running),
+        return JSONResponse({"pid": os.getpid(), "dead": service.dead, "received": service.received, "running": len(e.running),
                              "waiting": len(e.waiting), "max_lag_s": service.max_lag, "profile": e.profile.name,
                              "speed": config.speed, "num_speculative_tokens": e.k,
                              "acceptance": list(e.survival)})

@@ -1,0 +1,131 @@
+"""The three ways to start the simulator, vLLM's command-line shape, and clean exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import httpx
+import pytest
+
+from pytest_llmperf.sim import SimConfig, simulated_server
+
+MTP = {"method": "mtp", "num_speculative_tokens": 3}
+
+
+def start_cli(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_llmperf.sim", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert "http://" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, line[line.index("http://"):].split()[0]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_takes_vllm_argv_and_exits_cleanly_on_signal(sig):
+    proc, url = start_cli("Qwen/Qwen3.6-27B-FP8", "--host", "127.0.0.1", "--port", "0",
+                          "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "8",
+                          "--enforce-eager", "--speculative-config", json.dumps(MTP),
+                          "--served-model-name", "qwen27", "--sim-speed", "100")
+    try:
+        models = httpx.get(f"{url}/v1/models", timeout=10).json()
+        assert models["data"][0]["id"] == "qwen27"
+        assert models["data"][0]["max_model_len"] == 65536
+        state = httpx.get(f"{url}/sim/state", timeout=10).json()
+        assert state["profile"] == "qwen3.6-27b-fp8" and state["num_speculative_tokens"] == 3
+        r = httpx.post(f"{url}/v1/completions", json={"model": "qwen27", "prompt": "hi", "max_tokens": 8}, timeout=30)
+        assert r.json()["usage"]["completion_tokens"] == 8
+    finally:
+        proc.send_signal(sig)
+        rc = proc.wait(timeout=15)
+    err = proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert rc == 0, err
+    assert "ignoring vLLM argument --gpu-memory-utilization 0.85" in err
+    assert "ignoring vLLM argument --enforce-eager" in err
+
+
+def test_cli_rejects_bad_arguments_with_a_message():
+    r = subprocess.run([sys.executable, "-m", "pytest_llmperf.sim", "m", "--speculative-config", "{bad"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--speculative-config is not valid JSON" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "pytest_llmperf.sim", "m", "--sim-nope", "1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "unknown simulator flag --sim-nope" in r.stderr
+
+
+def test_crash_exit_ends_the_process_with_code_1():
+    proc, url = start_cli("m", "--port", "0", "--sim-speed", "50", "--sim-crash-after-requests", "0",
+                          "--sim-crash-exit")
+    try:
+        r = httpx.post(f"{url}/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 2}, timeout=10)
+        assert r.status_code == 500
+        rc = proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert rc == 1
+
+
+def test_process_mode_serves_and_leaves_nothing_behind():
+    config = SimConfig(model="m", speed=50)
+    with simulated_server(config, mode="process") as url:
+        pid = _server_pid(url)
+        r = httpx.post(f"{url}/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 4})
+        assert r.json()["usage"]["completion_tokens"] == 4
+        assert pid != os.getpid() and alive(pid)
+    assert not alive(pid)
+
+
+def test_process_mode_cleans_up_when_the_body_raises():
+    with pytest.raises(RuntimeError, match="boom"):
+        with simulated_server(SimConfig(model="m"), mode="process") as url:
+            pid = _server_pid(url)
+            raise RuntimeError("boom")
+    assert not alive(pid)
+
+
+def test_thread_mode_cleans_up_when_the_body_raises():
+    before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="boom"):
+        with simulated_server(SimConfig(model="m")) as url:
+            assert httpx.get(f"{url}/health").status_code == 200
+            raise RuntimeError("boom")
+    assert set(threading.enumerate()) <= before
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/health", timeout=2)
+
+
+def test_thread_mode_stops_with_a_stream_in_flight():
+    with simulated_server(SimConfig(model="m", speed=1)) as url:
+        with httpx.stream("POST", f"{url}/v1/completions", timeout=10,
+                          json={"model": "m", "prompt": "x", "max_tokens": 5000, "stream": True}) as r:
+            next(r.iter_lines())
+    # Leaving the block with an unfinished stream did not hang and left no thread.
+    assert not [t for t in threading.enumerate() if t.name.startswith("sim-server")]
+
+
+def test_bad_mode():
+    with pytest.raises(ValueError, match="mode"):
+        with simulated_server(SimConfig(model="m"), mode="docker"):
+            pass
+
+
+def _server_pid(url: str) -> int:
+    return httpx.get(f"{url}/sim/state", timeout=10).json()["pid"]
