@@ -372,6 +372,8 @@ class DockerTarget:
         self.gpu_sample_interval = gpu_sample_interval
         self.progress_interval = progress_interval
         self._environ = os.environ if environ is None else environ
+        # A remote engine with a loopback-only port is unusable: say so before starting anything.
+        endpoint_host(self._environ.get("DOCKER_HOST"), publish_host)
         self._client = client
         self._serial = 0
 
@@ -386,7 +388,9 @@ class DockerTarget:
             import docker
 
             try:
-                self._client = docker.from_env()
+                # ssh:// through the system's ssh client, so ~/.ssh/config and agents apply.
+                use_ssh = (self._environ.get("DOCKER_HOST") or "").startswith("ssh://")
+                self._client = docker.from_env(environment=dict(self._environ), use_ssh_client=use_ssh)
                 self._client.ping()
             except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
                 where = self._environ.get("DOCKER_HOST") or "the local socket"

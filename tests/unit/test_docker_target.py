@@ -85,6 +85,20 @@ def test_remote_engine_with_loopback_publish_is_a_clear_error():
         dk.endpoint_host("ssh://ops@gpu-box.lab", "127.0.0.1")
 
 
+def test_target_refuses_remote_engine_with_loopback_publish_up_front():
+    with pytest.raises(ValueError, match="remote engine"):
+        dk.DockerTarget(environ={"DOCKER_HOST": "tcp://gpu-box.lab:2376"})
+    remote = dk.DockerTarget(environ={"DOCKER_HOST": "tcp://gpu-box.lab:2376"}, publish_host="0.0.0.0")
+    assert remote.publish_host == "0.0.0.0"
+
+
+def test_no_engine_is_a_clear_start_error(tmp_path):
+    target = dk.DockerTarget(environ={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}, hf_cache=None)
+    with pytest.raises(ServerStartError, match=r"no Docker engine answers at unix://.*no\.sock.*Start dockerd"):
+        with target.start(SEED):
+            pass
+
+
 def test_unsupported_docker_host_scheme():
     with pytest.raises(ValueError, match="unsupported scheme 'ftp'"):
         dk.engine_host("ftp://x")
