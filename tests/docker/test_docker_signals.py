@@ -20,16 +20,18 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 HOLD = Path(__file__).with_name("hold_server.py")
 
 
-def hold(sim_image: str, session: str) -> subprocess.Popen:
-    """A process running a sim container via DockerTarget, once it says READY."""
+def hold(sim_image: str, session: str, phase: str = "READY") -> subprocess.Popen:
+    """A process running a sim container via DockerTarget, once it says `phase`
+    (READY: serving; LOADING: waiting for a model that never loads)."""
+    extra = ["loading"] if phase == "LOADING" else []
     proc = subprocess.Popen(
-        [sys.executable, str(HOLD), sim_image, session],
+        [sys.executable, str(HOLD), sim_image, session, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     line = proc.stdout.readline()
-    if not line.startswith("READY"):
+    if not line.startswith(phase):
         proc.kill()
         pytest.fail(f"the holding process did not get ready: {line}{proc.stdout.read()}")
     return proc
@@ -56,6 +58,20 @@ def test_signal_removes_the_container(docker_client, containers_of, sim_image, t
         proc.kill()
     assert proc.returncode == expected_rc, out
     assert "EXITED NORMALLY" not in out
+    assert containers_of(session) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_while_the_model_loads_removes_the_container(containers_of, sim_image, test_session_id, sig):
+    session = f"{test_session_id}-loading-{sig.name.lower()}"
+    proc = hold(sim_image, session, phase="LOADING")
+    try:
+        assert len(containers_of(session)) == 1
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -sig, out
     assert containers_of(session) == []
 
 
