@@ -224,7 +224,8 @@ class _LiveContainers:
     does what the previous handler would; at interpreter exit any left are removed."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: the SIGTERM handler runs on the main thread, maybe inside add/discard.
+        self._lock = threading.RLock()
         self._live: dict[str, tuple[str, Any]] = {}
         self._previous: Any = None
         self._installed = False
@@ -237,7 +238,9 @@ class _LiveContainers:
                 atexit.register(self.remove_all)
                 self._atexit = True
             if not self._installed and threading.current_thread() is threading.main_thread():
-                self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+                previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+                # None: a handler set outside Python; the closest restorable one is the default.
+                self._previous = signal.SIG_DFL if previous is None else previous
                 self._installed = True
 
     def discard(self, container_id: str) -> None:
