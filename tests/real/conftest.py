@@ -20,9 +20,8 @@ from pytest_llmperf.servers.local_vllm import (
     target_from_prepared_env,
 )
 from pytest_llmperf.servers.pool import ServerPool
-from pytest_llmperf.servers.spec import ServerSpec
 
-from real_vllm_helpers import BASE, NGRAM, REPORT_LINES, RealServer
+from real_vllm_helpers import BASE, NGRAM, REPORT_LINES, RealServer, serve
 
 
 def pytest_configure(config):
@@ -58,20 +57,14 @@ def real_pool(real_target):
     pool.stop()
 
 
-def _serve(pool: ServerPool, target: LocalVllmTarget, spec: ServerSpec) -> RealServer:
-    endpoint = pool.endpoint(spec)
-    assert target.current is not None, "the pool's server is not the target's current one"
-    return RealServer(endpoint, target.current)
-
-
 @pytest.fixture
 def base_server(real_pool, real_target) -> RealServer:
-    return _serve(real_pool, real_target, BASE)
+    return serve(real_pool, real_target, BASE)
 
 
 @pytest.fixture
 def ngram_server(real_pool, real_target) -> RealServer:
-    return _serve(real_pool, real_target, NGRAM)
+    return serve(real_pool, real_target, NGRAM)
 
 
 @pytest.fixture(scope="session")
