@@ -21,7 +21,7 @@ from pytest_llmperf.servers.local_vllm import (
 )
 from pytest_llmperf.servers.pool import ServerPool
 
-from real_vllm_helpers import BASE, NGRAM, REPORT_LINES, RealServer, serve
+from real_vllm_helpers import REPORT_LINES
 
 
 def pytest_configure(config):
@@ -55,16 +55,6 @@ def real_pool(real_target):
     pool = ServerPool(real_target)
     yield pool
     pool.stop()
-
-
-@pytest.fixture
-def base_server(real_pool, real_target) -> RealServer:
-    return serve(real_pool, real_target, BASE)
-
-
-@pytest.fixture
-def ngram_server(real_pool, real_target) -> RealServer:
-    return serve(real_pool, real_target, NGRAM)
 
 
 @pytest.fixture(scope="session")
