@@ -70,6 +70,20 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
         )
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    options = session.config.stash[OPTIONS_KEY]
+    if options.cleanup and not hasattr(session.config, "workerinput"):  # xdist: the controller cleans
+        from pytest_llmperf.servers.targets import cleanup_leftover_containers
+
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            message = cleanup_leftover_containers()
+        except RuntimeError as exc:
+            raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
+        if reporter is not None:
+            reporter.write_line(f"[llmperf] {message}")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     options = config.stash[OPTIONS_KEY]
     mode = "update baselines" if options.update_baselines else "compare with baselines"

@@ -35,3 +35,20 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
 
         return target_from_prepared_env(ready_timeout=min(options.ready_timeout, 600.0))
     raise ValueError(f"no target chosen (got {kind!r})")
+
+
+def cleanup_leftover_containers() -> str:
+    """--llmperf-cleanup: remove containers that killed sessions left (found by label)."""
+    import docker
+
+    from pytest_llmperf.servers.docker import cleanup_leftovers
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any cause means no engine to clean
+        raise RuntimeError(f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or set DOCKER_HOST")
+    removed = cleanup_leftovers(client)
+    if not removed:
+        return "--llmperf-cleanup: no leftover containers"
+    return f"--llmperf-cleanup removed {len(removed)} leftover container(s): {', '.join(removed)}"
