@@ -78,16 +78,19 @@ async def _naive(base_url: str, prompts: list[str], concurrency: int, tokens: in
                 rec = RequestRecord(index=i, send_time=time.perf_counter())
                 body = {"model": "bench", "prompt": prompt, "max_tokens": tokens, "temperature": 0,
                         "stream": True, "stream_options": {"include_usage": True}}
-                async with client.stream("POST", "/v1/completions", json=body) as resp:
-                    async for line in resp.aiter_lines():
-                        if not line.startswith("data: ") or line == "data: [DONE]":
-                            continue
-                        now = time.perf_counter()
-                        obj = json.loads(line[6:])
-                        if obj.get("choices") and obj["choices"][0].get("text"):
-                            rec.chunk_times.append(now)
-                        if obj.get("usage"):
-                            rec.completion_tokens = obj["usage"]["completion_tokens"]
+                try:
+                    async with client.stream("POST", "/v1/completions", json=body) as resp:
+                        async for line in resp.aiter_lines():
+                            if not line.startswith("data: ") or line == "data: [DONE]":
+                                continue
+                            now = time.perf_counter()
+                            obj = json.loads(line[6:])
+                            if obj.get("choices") and obj["choices"][0].get("text"):
+                                rec.chunk_times.append(now)
+                            if obj.get("usage"):
+                                rec.completion_tokens = obj["usage"]["completion_tokens"]
+                except httpx.HTTPError as exc:
+                    rec.error = f"{type(exc).__name__}: {exc}"
                 rec.end_time = time.perf_counter()
                 return rec
 
@@ -149,15 +152,14 @@ def measure(kind: str, base_url: str, concurrency: int, n: int, tokens: int, arg
     prompts = [f"bench {tag} {i}" for i in range(n)]
     reset_truth(base_url)
     if kind == "vllm":
-        cpu0 = _cpu(resource.RUSAGE_CHILDREN)
         res = run_vllm(args.vllm, args.tokenizer, base_url, n, concurrency, tokens, args.client_cpu)
-        cpu = _cpu(resource.RUSAGE_CHILDREN) - cpu0  # includes vLLM's start-up: an upper bound
         got = truth(base_url)[-n:]  # the earlier one is vLLM's own test request
         s_tpots = [server_tpot(g["send_times"]) for g in got if len(g["send_times"]) > 1]
         return {"tok_s": res["output_throughput"], "ok": res["completed"], "n": n,
                 "tpot_err_median": float("nan"),
                 "tpot_err_of_medians": res["median_tpot_ms"] / 1e3 / statistics.median(s_tpots) - 1,
-                "first_chunk_lag_ms_median": float("nan"), "cpu_us_per_chunk": 1e6 * cpu / (n * tokens)}
+                # its CPU time would be mostly start-up (torch import), so none is given
+                "first_chunk_lag_ms_median": float("nan"), "cpu_us_per_chunk": float("nan")}
     runner = run_llmperf if kind == "llmperf" else run_naive
     cpu0 = _cpu(resource.RUSAGE_SELF)
     records, duration = runner(base_url, prompts, concurrency, tokens)

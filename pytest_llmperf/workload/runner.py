@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import signal
 import socket
 import threading
@@ -114,6 +115,9 @@ async def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:
         return None
     return resp.text if resp.status_code == 200 else None
 
+
+# Runs shorter than this print no progress line.
+PROGRESS_QUIET_SECONDS = 3.0
 
 # Bodies are decoded after the run (see `_Run.run`) while the raw bytes kept stay
 # under this; past it, each body is decoded as its stream ends.
@@ -242,7 +246,7 @@ async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRe
                 await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
             metrics_before = None if run.interrupted else await scrape_metrics(base_url)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            progress = Progress(len(measured), enabled=config.progress)
+            progress = Progress(len(measured), enabled=config.progress, quiet_for=PROGRESS_QUIET_SECONDS)
             ticker = loop.create_task(_tick(progress))
             try:
                 records, stop, start = await run.run([] if run.interrupted else measured,
@@ -275,9 +279,19 @@ async def _tick(progress: Progress) -> None:
 
 
 def _loop_factory() -> Any:
-    try:  # uvloop halves the event loop's cost per socket read, when installed
+    """uvloop when installed (its socket reads cost about half of asyncio's), unless
+    PYTEST_LLMPERF_EVENT_LOOP=asyncio asks for the standard loop."""
+    choice = os.environ.get("PYTEST_LLMPERF_EVENT_LOOP", "auto")
+    if choice not in ("auto", "uvloop", "asyncio"):
+        raise ValueError(f"PYTEST_LLMPERF_EVENT_LOOP={choice!r}: use auto, uvloop or asyncio")
+    if choice == "asyncio":
+        return None
+    try:
         import uvloop
     except ImportError:
+        if choice == "uvloop":
+            raise ValueError("PYTEST_LLMPERF_EVENT_LOOP=uvloop but uvloop is not installed: "
+                             "pip install uvloop") from None
         return None
     return uvloop.new_event_loop
 

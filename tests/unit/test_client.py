@@ -66,13 +66,14 @@ def test_no_ignore_eos_or_auth_unless_asked(server):
 
 
 def test_chunk_times_track_server_send_times(server):
-    (rec,) = _run(server.base_url, ["ok n=20 dt=0.005"])
+    # 20 ms apart: a few ms of scheduling noise on a busy machine stays well under 2 %
+    (rec,) = _run(server.base_url, ["ok n=16 dt=0.02"])
     truth = server.requests[0]["send_times"]
-    assert len(truth) == len(rec.chunk_times) == 20
+    assert len(truth) == len(rec.chunk_times) == 16
     lags = [c - s for c, s in zip(rec.chunk_times, truth)]
     assert all(-0.001 < lag < 0.05 for lag in lags), lags
     # TPOT agrees with the server's own to well under 2 %.
-    server_tpot = (truth[-1] - truth[0]) / 19
+    server_tpot = (truth[-1] - truth[0]) / 15
     assert rec.tpot == pytest.approx(server_tpot, rel=0.02)
 
 
@@ -145,3 +146,15 @@ def test_error_message_shapes():
     assert error_message(404, "Not Found", b'{"detail":"Not Found"}') == "HTTP 404: Not Found"
     assert error_message(502, "Bad Gateway", b"<html>oops</html>") == "HTTP 502: <html>oops</html>"
     assert error_message(500, "Internal", b"") == "HTTP 500: Internal"
+
+
+def test_stream_defers_decoding_until_finish(server):
+    async def main():
+        async with StreamingClient(server.base_url, "m") as client:
+            return await client.stream(_req("ok n=7 k=2"))
+    pending = asyncio.run(main())
+    assert pending.record.chunk_times == [] and pending.record.completion_tokens is None
+    assert not pending.failed_hint and pending.completion_tokens_hint == 7
+    rec = pending.finish()
+    assert rec.ok and rec.completion_tokens == 7 and len(rec.chunk_times) == 4
+    assert pending.finish() is rec and rec.completion_tokens == 7   # finishing twice is harmless
