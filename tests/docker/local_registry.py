@@ -56,7 +56,9 @@ class LocalRegistry:
             for chunk in client.images.get(source).save(named=False):
                 f.write(chunk)
         with tarfile.open(saved) as tar:
-            tar.extractall(self._dir / "x", filter="data")
+            # The "data" filter exists from 3.11.4 / 3.12; our own image's tar needs no more.
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(self._dir / "x", **safe)
         saved.unlink()
         (entry,) = json.loads((self._dir / "x" / "manifest.json").read_text())
         config = self._dir / "x" / entry["Config"]
