@@ -143,8 +143,9 @@ class FakeStreamServer:
             reason = "length" if sent == n and not chat else None
             choice = ({"index": 0, "delta": {"content": text}, "finish_reason": reason} if chat
                       else {"index": 0, "text": text, "finish_reason": reason})
-            writer.write(_event({**base, "choices": [choice]}))
+            # time taken before the write: the client cannot see the chunk earlier
             req["send_times"].append(time.perf_counter())
+            writer.write(_event({**base, "choices": [choice]}))
             await writer.drain()
             i += 1
             if mode == "malformed" and i == 2:
