@@ -61,3 +61,13 @@ def test_every_option_has_a_flag_with_the_prefix_and_an_ini_twin():
     for opt in OPTIONS:
         assert any(flag.startswith("--llmperf-") for flag in opt.flags), opt.flags
         assert opt.ini.startswith("llmperf_")
+
+
+def test_readme_documents_every_option_and_its_ini_twin():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for opt in OPTIONS:
+        for flag in opt.flags:
+            assert f"`{flag}" in readme, f"README does not document {flag}"
+        assert f"`{opt.ini}`" in readme, f"README does not name the ini option {opt.ini}"
