@@ -3,7 +3,8 @@
 Every POST to /v1/completions or /v1/chat/completions streams `--tokens` chunks of
 one token each, one every `--interval` seconds on an absolute schedule (a late chunk
 is sent as soon as the server can; it does not push the rest back), then usage and
-[DONE]. The server keeps its own `time.perf_counter()` write time of every chunk:
+[DONE]. The server keeps its own `time.perf_counter()` send time of every chunk
+(taken just before the write):
 `GET /truth` returns them (ground truth for TPOT), `DELETE /truth` forgets them.
 
     python benchmarks/stream_server.py --port 0 [--cpu 1]   # prints "PORT <n>"
@@ -117,9 +118,8 @@ class Stream(asyncio.Protocol):
     def tick(self, record: dict, chunk: bytes, n: int, i: int, t0: float) -> None:
         if self.transport is None:
             return
+        record["send_times"].append(perf_counter())  # type: ignore[union-attr]  # before the write
         self.transport.write(chunk)
-        times = record["send_times"]
-        times.append(perf_counter())  # type: ignore[union-attr]
         i += 1
         if i < n:
             self.loop.call_at(self.loop.time() + max(0.0, t0 + i * self.interval - perf_counter()),
