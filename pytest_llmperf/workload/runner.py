@@ -229,7 +229,11 @@ async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRe
                          config: RunConfig, install_sigint: bool) -> RunResult:
     base_url = base_url.rstrip("/")
     measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
-    warmup = [requests[i % len(requests)] for i in range(config.warmup_requests)]
+    # Warm-up prompts come from beyond the measured ones when the list has them, so a
+    # prefix cache does not make measured prompts faster; else the list is reused.
+    spare = requests[len(measured):]
+    warmup = [spare[i] if i < len(spare) else requests[(i - len(spare)) % len(requests)]
+              for i in range(config.warmup_requests)]
     client = StreamingClient(base_url, model, endpoint=config.endpoint,
                              max_tokens=config.max_tokens or 256, ignore_eos=config.ignore_eos,
                              api_key=config.api_key, connect_timeout=config.connect_timeout,
@@ -307,6 +311,9 @@ def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
         raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
     if not requests:
         raise ValueError("requests is empty: sample at least one prompt")
+    if config.num_prompts is not None and config.num_prompts > len(requests):
+        raise ValueError(f"RunConfig.num_prompts={config.num_prompts} but only {len(requests)} requests "
+                         f"were given: sample at least num_prompts (+ warmup_requests) prompts")
     Origin(base_url)  # ValueError for a malformed URL, before anything else
     try:
         asyncio.get_running_loop()

@@ -237,3 +237,17 @@ def test_progress_counts_failures_and_tokens_during_the_run(server, capsys, monk
     run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=2, warmup_requests=0, progress=True))
     err = capsys.readouterr().err.strip().splitlines()
     assert err and err[-1].startswith("llmperf: 6/6 done, 1 failed, ")
+
+
+def test_warmup_uses_prompts_beyond_the_measured_ones(server):
+    reqs = [SampledRequest(i, f"ok n=2 id={i}", 5, 2) for i in range(6)]
+    res = run_benchmark(server.base_url, "m", reqs, RunConfig(num_prompts=4, warmup_requests=3, progress=False))
+    sent = [r["prompt"] for r in server.requests]
+    assert sent[:3] == ["ok n=2 id=4", "ok n=2 id=5", "ok n=2 id=0"]   # spare ones first, then reuse
+    assert sorted(sent[3:]) == [f"ok n=2 id={i}" for i in range(4)]
+    assert [r.index for r in res.records] == [0, 1, 2, 3]
+
+
+def test_more_prompts_asked_than_given_is_an_error():
+    with pytest.raises(ValueError, match=r"num_prompts=5 but only 2 requests"):
+        run_benchmark("http://127.0.0.1:1", "m", _reqs("ok", 2), RunConfig(num_prompts=5))
