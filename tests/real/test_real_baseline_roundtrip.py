@@ -1,0 +1,109 @@
+"""The plugin's baseline round trip on the real engine, as a user runs it:
+`pytest --llmperf-real-cpu --update-baselines` records, an unchanged server passes,
+and an injected regression (ngram with 1 speculative token instead of 3, same server
+name) fails with the verdict table. Each pytest run starts its own vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+pytest_plugins = ["pytester"]
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
+
+CONFTEST = '''
+import os
+from pytest_llmperf import ServerSpec
+
+K = int(os.environ.get("RT_NUM_SPEC_TOKENS", "3"))
+NGRAM = ServerSpec(
+    name="smollm2-ngram",
+    model="HuggingFaceTB/SmolLM2-135M-Instruct",
+    served_model_name="smollm2",
+    args=("--max-model-len", "2048", "--max-num-seqs", "8", "--enforce-eager"),
+    speculative_config={"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 4},
+)
+'''
+
+SUITE = '''
+import pytest
+from conftest import NGRAM
+
+@pytest.mark.llmperf(server=NGRAM, num_prompts=8, max_tokens=32, warmup=1, endpoint="chat")
+def test_ngram(llmperf):
+    llmperf.run(concurrency=1).assert_no_regression("acceptance_length")
+'''
+
+INI = """
+[pytest]
+llmperf_dataset = sharegpt.json
+"""
+
+# Prompts that invite repetition, so the ngram proposer finds matches.
+PROMPTS = ["Repeat this list three times: red, green, blue, yellow.",
+           "Write the numbers from one to twenty in words, separated by commas.",
+           "Say 'hello world' five times.", "List the days of the week twice.",
+           "Spell the word banana letter by letter, twice.", "Count from 1 to 30.",
+           "Write the alphabet in capital letters, then in small letters.",
+           "Repeat: the cat sat on the mat. the cat sat on the mat."]
+
+
+@pytest.fixture
+def project(pytester, prepared_vllm, real_pool):
+    real_pool.stop()  # one engine at a time
+    rng = random.Random(3)
+    data = [{"id": f"c{i}", "conversations": [{"from": "human", "value": p},
+                                             {"from": "gpt", "value": " ".join(rng.choice(p.split()) for _ in range(40))}]}
+            for i, p in enumerate(PROMPTS * 2)]
+    pytester.path.joinpath("sharegpt.json").write_text(json.dumps(data))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini(INI)
+    pytester.llmperf_cache_dir = str(prepared_vllm.root.parent)
+    return pytester
+
+
+def run(pytester, *args, spec_tokens: int = 3):
+    # pytester points HOME at its own folder: name the prepared cache explicitly.
+    env = {"RT_NUM_SPEC_TOKENS": str(spec_tokens), "LLMPERF_CACHE_DIR": pytester.llmperf_cache_dir}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return pytester.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider",
+                                             "--llmperf-real-cpu", *args, timeout=420)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_record_then_pass_then_catch_fewer_speculative_tokens(project, request):
+    from real_vllm_helpers import report
+
+    recorded = run(project, "--update-baselines")
+    recorded.assert_outcomes(passed=1)
+    # The folder is the plugin's choice of target name; the file is the server's.
+    paths = list((project.path / "baselines").glob("*/smollm2-ngram.json"))
+    assert len(paths) == 1, paths
+    path = paths[0]
+    doc = json.loads(path.read_text())
+    recorded_len = doc["concurrency"]["1"]["metrics"]["acceptance_length"]
+    assert recorded_len["value"] > 1.5, recorded_len  # ngram on repetitive prompts accepts plenty
+    assert "0.32.0" in json.dumps(doc), "vLLM's /version should be in the baseline's provenance"
+
+    unchanged = run(project)
+    unchanged.assert_outcomes(passed=1)
+
+    regressed = run(project, spec_tokens=1)
+    regressed.assert_outcomes(failed=1)
+    regressed.stdout.fnmatch_lines(["*acceptance_length*"])
+    verdict = next(line for line in regressed.outlines if line.lstrip().startswith("acceptance_length"))
+    assert "2.00" in verdict or "regress" in verdict.lower() or "fail" in verdict.lower(), verdict
+    report(request, f"baseline round trip: {path.relative_to(project.path)} recorded acceptance_length "
+                    f"{recorded_len['value']:.2f}; unchanged server passed; k=1 failed: {verdict.strip()}")
