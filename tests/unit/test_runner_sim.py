@@ -44,3 +44,30 @@ def test_client_agrees_with_sim_ground_truth_at_concurrency_32(endpoint):
     assert abs(statistics.median(ttft_err)) <= 0.02, sorted(ttft_err)
     assert abs(statistics.median(tpot_err)) <= 0.02, sorted(tpot_err)
     assert max(map(abs, tpot_err)) <= 0.05, sorted(tpot_err)
+
+
+def _faulty_run(concurrency=4, n=8, **faults):
+    cfg = SimConfig(model="m", speed=50, **faults)
+    reqs = [SampledRequest(i, f"prompt number {i}", 4, 16) for i in range(n)]
+    with simulated_server(cfg, mode="thread") as url:
+        return run_benchmark(url, "m", reqs, RunConfig(concurrency=concurrency, max_tokens=16, warmup_requests=0,
+                                                      read_timeout=1.0, progress=False))
+
+
+@pytest.mark.parametrize("faults, reason", [
+    ({"malformed_chunk_after": 2}, "malformed SSE data (not JSON): "),
+    ({"reset_after_chunks": 2}, "connection closed by server mid-response"),
+    ({"stall_seconds": 30.0, "stall_after_chunks": 2}, "read timeout after 1 s without data"),
+    ({"error_rate": 1.0}, "HTTP 500: Internal server error (injected"),
+])
+def test_sim_faults_are_failed_requests_and_the_run_goes_on(faults, reason):
+    res = _faulty_run(**faults)
+    assert res.attempted == 8 and res.stop_reason == "completed"
+    assert res.failed == 8, [r.error for r in res.records]
+    assert all(r.error.startswith(reason) for r in res.records), {r.error for r in res.records}
+
+
+def test_engine_crash_mid_run_fails_the_rest_but_returns():
+    res = _faulty_run(n=16, crash_after_requests=6)
+    assert res.attempted == 16 and 0 < res.failed < 16
+    assert any("EngineCore encountered an issue" in (r.error or "") for r in res.records)
