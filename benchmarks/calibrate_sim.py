@@ -93,10 +93,16 @@ def http_check(targets: list[SeedTarget], speed: float, num_prompts: int | None)
     import httpx
 
     from pytest_llmperf.sim import simulated_server
+    from pytest_llmperf.sim.tokenizer import count_tokens
     from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 
     prompts, source = http_prompts(max(t.num_prompts for t in targets))
-    header(f"Over HTTP (process mode, speed x{speed:g}, prompts: {source})")
+    lens = [count_tokens(p.prompt) for p in prompts]     # what the server will count
+    print(f"\nOver HTTP (process mode, speed x{speed:g}, prompts: {source})")
+    print("  'virtual' is the engine on a virtual clock with the same prompts and caps: http/virtual"
+          " isolates the server's timing fidelity from the workload")
+    print(f"  {'configuration':<38} {'metric':<22} {'published':>10} {'http':>10} {'ratio':>7}"
+          f" {'virtual':>10} {'http/virt':>9}")
     groups: dict[tuple, list[SeedTarget]] = {}
     for t in targets:
         groups.setdefault((t.model, t.speculative, t.concurrency, t.num_prompts, t.max_seconds), []).append(t)
@@ -114,8 +120,10 @@ def http_check(targets: list[SeedTarget], speed: float, num_prompts: int | None)
         values = {"decode_tok_s": (s.decode_tok_s or math.nan) / speed,
                   "tpot_median_ms": (s.tpot_ms_median or math.nan) * speed,
                   "ttft_median_ms": (s.ttft_ms_median or math.nan) * speed}
+        virtual = simulate_target(ts[0], lens, num_prompts=n)
         for t in ts:
-            print(row(t.label, t.metric, t.published, values[t.metric]))
+            v = metric_value(virtual, t.metric)
+            print(row(t.label, t.metric, t.published, values[t.metric]) + f" {v:>10.3f} {values[t.metric] / v:>9.3f}")
         decode[(model, spec, conc)] = values["decode_tok_s"]
         if spec and s.acceptance_per_position:
             for i, (pub, sim) in enumerate(zip(SEED_ACCEPTANCE[model], s.acceptance_per_position)):

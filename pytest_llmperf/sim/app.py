@@ -94,6 +94,10 @@ def build_app(config: SimConfig) -> Starlette:
     async def tokenize(request: Request) -> Response:
         try:
             body = await _json_body(request)
+            model = body.get("model")
+            if model is not None and model != served:
+                raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served}.",
+                               "NotFoundError", "model")
             if "messages" in body:
                 text = _chat_text(body["messages"])
             elif isinstance(body.get("prompt"), str):

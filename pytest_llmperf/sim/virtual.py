@@ -91,20 +91,32 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
     requests: list[SimRequest] = []
     done: list[SimRequest] = []
 
+    pending: list[SimRequest] = []
+
     def send() -> None:
         nonlocal sent
         plen = prompt_lens[sent]
         req = engine.make_request(f"v{sent}", f"prompt-{sent}-{plen}", plen, max_tokens, ignore_eos, now)
-        engine.add(req)
+        pending.append(req)
         requests.append(req)
         sent += 1
 
     for _ in range(min(concurrency, total)):
         send()
-    while engine.has_work:
+    while pending or engine.has_work:
+        if not engine.has_work:             # idle engine: the request starts at once
+            for req in pending:
+                engine.add(req)
+            pending.clear()
         step = engine.plan(now)
+        # A client's next request reaches the server just after its previous one
+        # finished, when the engine has already started its next step (as over HTTP):
+        # it waits for that step to end.
+        for req in pending:
+            engine.add(req)
+        pending.clear()
         if step is None:
-            break
+            continue
         now += step.duration
         for em in engine.complete(step, now):
             if em.finished:

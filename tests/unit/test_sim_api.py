@@ -81,6 +81,10 @@ def test_tokenize_shape_and_count(server):
     assert key_tree(got) == key_tree(json.loads(ref))
     assert got["count"] == len(got["tokens"]) == 9
     assert got["max_model_len"] == 2048
+    chat = server.post("/tokenize", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert chat.status_code == 200 and chat.json()["count"] >= 1
+    assert server.post("/tokenize", json={"model": "nope", "prompt": "x"}).status_code == 404
+    assert server.post("/tokenize", json={"model": MODEL}).status_code == 400
 
 
 def test_completion_stream_chunks_match_reference(server):

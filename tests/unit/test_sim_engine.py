@@ -156,3 +156,16 @@ def test_profiles_resolve_from_model_names():
     assert resolve_profile("Qwen/Qwen3.6-35B-A3B-FP8").name == "qwen3.6-35b-a3b-fp8"
     assert resolve_profile("Qwen/Qwen3.6-35B-A3B").name == "qwen3.6-35b-a3b-fp8"
     assert resolve_profile("some/other-model").name == "generic"
+
+
+def test_profiles_land_within_ten_percent_of_every_seed_figure():
+    """The fitted profiles against the published figures, on a virtual clock (no timing)."""
+    from pytest_llmperf.sim.calibration import SEED_TARGETS, metric_value, simulate_target, synthetic_prompt_lens
+    lens = synthetic_prompt_lens(1000)
+    runs: dict[tuple, object] = {}
+    for t in SEED_TARGETS:
+        key = (t.model, t.speculative, t.concurrency)
+        if key not in runs:
+            runs[key] = simulate_target(t, lens)
+        ratio = metric_value(runs[key], t.metric) / t.published
+        assert 0.9 <= ratio <= 1.1, f"{t.label} {t.metric}: {ratio:.3f} of the published {t.published}"
