@@ -117,6 +117,12 @@ class StreamingClient:
         if self._pool is not None:
             self._pool.close()
 
+    async def open_connections(self, n: int) -> None:
+        """Have `n` keep-alive connections ready (one per concurrent stream)."""
+        if self._pool is None:
+            raise RuntimeError("use StreamingClient as `async with StreamingClient(...) as c`")
+        await self._pool.fill(n)
+
     def encode(self, prompt: str, max_tokens: int | None = None) -> bytes:
         body = json.dumps(build_payload(self.model, prompt, self.endpoint,
                                         max_tokens or self.max_tokens, self.ignore_eos,

@@ -386,6 +386,22 @@ class ConnectionPool:
         self._all.add(conn)
         return conn, False
 
+    @property
+    def idle_count(self) -> int:
+        return len(self._idle)
+
+    async def fill(self, n: int) -> None:
+        """Open connections until `n` are idle, so that no measured request pays for a
+        TCP (or TLS) handshake. Failures are left for the requests to report."""
+        missing = n - len(self._idle)
+        if missing <= 0:
+            return
+        results = await asyncio.gather(*(self.acquire(fresh=True) for _ in range(missing)),
+                                       return_exceptions=True)
+        for res in results:
+            if isinstance(res, tuple):
+                self.release(res[0])
+
     def release(self, conn: Connection) -> None:
         if conn.closed or conn._resp is not None:
             self._all.discard(conn)

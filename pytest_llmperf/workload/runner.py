@@ -248,6 +248,8 @@ async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRe
         try:
             if warmup:
                 await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
+            if not run.interrupted:  # send times exclude connecting; TTFT must not include it either
+                await client.open_connections(config.concurrency)
             metrics_before = None if run.interrupted else await scrape_metrics(base_url)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             progress = Progress(len(measured), enabled=config.progress, quiet_for=PROGRESS_QUIET_SECONDS)

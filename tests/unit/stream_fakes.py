@@ -29,6 +29,7 @@ class FakeStreamServer:
         self.metrics = metrics
         self.requests: list[dict[str, Any]] = []   # body + "send_times" + "mode"
         self.connections = 0
+        self.connect_times: list[float] = []       # perf_counter of every accepted connection
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
@@ -72,6 +73,7 @@ class FakeStreamServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.connect_times.append(time.perf_counter())
         self._writers.add(writer)
         try:
             while True:
@@ -101,6 +103,7 @@ class FakeStreamServer:
             return self._plain(writer, 404, b'{"detail":"Not Found"}')
         req = json.loads(body)
         req["headers"] = headers
+        req["received"] = time.perf_counter()
         chat = path.endswith("chat/completions")
         prompt = req["messages"][0]["content"] if chat else req["prompt"]
         mode, *params = prompt.split()

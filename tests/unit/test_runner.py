@@ -251,3 +251,13 @@ def test_warmup_uses_prompts_beyond_the_measured_ones(server):
 def test_more_prompts_asked_than_given_is_an_error():
     with pytest.raises(ValueError, match=r"num_prompts=5 but only 2 requests"):
         run_benchmark("http://127.0.0.1:1", "m", _reqs("ok", 2), RunConfig(num_prompts=5))
+
+
+def test_measured_requests_find_their_connections_open(server):
+    res = run_benchmark(server.base_url, "m", _reqs("ok n=3", 12),
+                        RunConfig(concurrency=5, warmup_requests=1, progress=False))
+    assert res.completed == 12
+    first_measured = server.requests[1]["received"]            # after the one warm-up
+    last_measured = server.requests[-1]["received"]
+    late = [t for t in server.connect_times if first_measured < t < last_measured]
+    assert late == []                  # all 5 stream connections were open before measuring
