@@ -24,7 +24,7 @@ import httpx
 from pytest_llmperf.workload.client import ENDPOINTS, PendingRecord, StreamingClient
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
-from pytest_llmperf.workload.records import RequestRecord, SampledRequest
+from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.schedule import arrival_offsets
 
@@ -161,10 +161,10 @@ class _Run:
                 handle.cancel()
 
     async def run(self, requests: Sequence[SampledRequest], *, capped: bool,
-                  progress: Progress | None = None) -> tuple[list[RequestRecord], str, float]:
-        """Returns (records in dispatch order, stop reason, time of the first dispatch).
+                  progress: Progress | None = None) -> tuple[list[PendingRecord], str, float]:
+        """Returns (requests in dispatch order, stop reason, time of the first dispatch).
 
-        Streams are decoded after the last one ends: requests of equal length finish
+        Streams are decoded by the caller, after the last one ends: requests of equal length finish
         together, and decoding each as it ends would stall the event loop right when
         the others' last chunks arrive, inflating their TPOT by several percent at
         high concurrency (benchmarks/client_overhead.py).
@@ -176,6 +176,7 @@ class _Run:
         deadline = start + cfg.max_seconds if (capped and cfg.max_seconds) else math.inf
         tasks: list[asyncio.Task[PendingRecord]] = []
         stop = "completed"
+        self._kept_bytes = 0
 
         def finished(task: asyncio.Task[PendingRecord]) -> None:
             self._in_flight -= 1
@@ -216,7 +217,7 @@ class _Run:
                 await asyncio.wait(tasks)
         if self.interrupted:
             stop = "interrupted"
-        return [t.result().finish() for t in tasks], stop, start
+        return [t.result() for t in tasks], stop, start
 
 
 async def run_benchmark_async(base_url: str, model: str, requests: Sequence[SampledRequest],
@@ -255,16 +256,18 @@ async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRe
             progress = Progress(len(measured), enabled=config.progress, quiet_for=PROGRESS_QUIET_SECONDS)
             ticker = loop.create_task(_tick(progress))
             try:
-                records, stop, start = await run.run([] if run.interrupted else measured,
+                pending, stop, start = await run.run([] if run.interrupted else measured,
                                                      capped=True, progress=progress)
             finally:
                 ticker.cancel()
                 progress.close()
+            # Scraped before decoding, right after the last measured completion.
             metrics_after = await scrape_metrics(base_url) if metrics_before is not None else None
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
                 signal.signal(signal.SIGINT, previous)
+    records = [p.finish() for p in pending]
     ends = [r.end_time for r in records if r.end_time is not None]
     return RunResult(
         config=config.as_dict(),

@@ -3,7 +3,6 @@
 import io
 import json
 import math
-import os
 import socket
 import subprocess
 import sys
