@@ -99,8 +99,8 @@ def http_check(targets: list[SeedTarget], speed: float, num_prompts: int | None)
     prompts, source = http_prompts(max(t.num_prompts for t in targets))
     lens = [count_tokens(p.prompt) for p in prompts]     # what the server will count
     print(f"\nOver HTTP (process mode, speed x{speed:g}, prompts: {source})")
-    print("  'virtual' is the engine on a virtual clock with the same prompts and caps: http/virtual"
-          " isolates the server's timing fidelity from the workload")
+    print("  'virtual' is the engine on a virtual clock with the same prompts (texts and lengths) and caps:"
+          " http/virtual isolates the server's timing fidelity from the workload")
     print(f"  {'configuration':<38} {'metric':<22} {'published':>10} {'http':>10} {'ratio':>7}"
           f" {'virtual':>10} {'http/virt':>9}")
     groups: dict[tuple, list[SeedTarget]] = {}
@@ -120,7 +120,7 @@ def http_check(targets: list[SeedTarget], speed: float, num_prompts: int | None)
         values = {"decode_tok_s": (s.decode_tok_s or math.nan) / speed,
                   "tpot_median_ms": (s.tpot_ms_median or math.nan) * speed,
                   "ttft_median_ms": (s.ttft_ms_median or math.nan) * speed}
-        virtual = simulate_target(ts[0], lens, num_prompts=n)
+        virtual = simulate_target(ts[0], lens, num_prompts=n, prompts=[p.prompt for p in prompts])
         for t in ts:
             v = metric_value(virtual, t.metric)
             print(row(t.label, t.metric, t.published, values[t.metric]) + f" {v:>10.3f} {values[t.metric] / v:>9.3f}")

@@ -92,11 +92,12 @@ def metric_value(result: VirtualResult, metric: str) -> float:
 
 
 def simulate_target(target: SeedTarget, prompt_lens: list[int], profile: Profile | None = None,
-                    num_prompts: int | None = None, capped: bool = True) -> VirtualResult:
+                    num_prompts: int | None = None, capped: bool = True,
+                    prompts: list[str] | None = None) -> VirtualResult:
     """The seed's run on a virtual clock (capped=False: without its time cap)."""
     return run_virtual(seed_config(target, profile), prompt_lens, target.concurrency, max_tokens=256,
                        num_prompts=num_prompts or target.num_prompts,
-                       max_seconds=target.max_seconds if capped else None)
+                       max_seconds=target.max_seconds if capped else None, prompts=prompts)
 
 
 def fit_profile(start: Profile, targets: list[SeedTarget], prompt_lens: list[int],

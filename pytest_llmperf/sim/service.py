@@ -44,6 +44,7 @@ class EngineService:
         self.received = 0
         self.request_log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.max_lag = 0.0                      # how far behind real time the loop fell
+        self._lag_warned_at = -1e9
         self._queues: dict[int, asyncio.Queue] = {}
         self._fault_rng = random.Random(f"{config.seed}:faults")
         self._wake: asyncio.Event | None = None
@@ -156,6 +157,10 @@ class EngineService:
             now = time.perf_counter()
             lag = now - end
             self.max_lag = max(self.max_lag, lag)
+            if lag >= _MAX_LAG_S and now - self._lag_warned_at > 10:
+                self._lag_warned_at = now
+                log.warning("sim: the engine loop is %.2f s behind its schedule (host too busy for speed x%g): "
+                            "simulated times are stretched; lower --sim-speed", lag, self.config.speed)
             for em in engine.complete(step, now):
                 q = self._queues.get(id(em.request))
                 if q is not None:

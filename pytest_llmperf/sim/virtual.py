@@ -80,8 +80,12 @@ class _Counter:
 
 def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max_tokens: int,
                 num_prompts: int | None = None, max_seconds: float | None = None,
-                ignore_eos: bool = False) -> VirtualResult:
-    """Run the closed-loop client against the engine on a virtual clock."""
+                ignore_eos: bool = False, prompts: list[str] | None = None) -> VirtualResult:
+    """Run the closed-loop client against the engine on a virtual clock.
+
+    `prompts` (optional) are the texts behind `prompt_lens`: output lengths and draft
+    predictability derive from the text, so passing them reproduces an HTTP run's.
+    """
     engine = Engine(config)
     counter = _Counter()
     engine.stats.append(counter)
@@ -96,7 +100,8 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
     def send() -> None:
         nonlocal sent
         plen = prompt_lens[sent]
-        req = engine.make_request(f"v{sent}", f"prompt-{sent}-{plen}", plen, max_tokens, ignore_eos, now)
+        text = prompts[sent] if prompts is not None else f"prompt-{sent}-{plen}"
+        req = engine.make_request(f"v{sent}", text, plen, max_tokens, ignore_eos, now)
         pending.append(req)
         requests.append(req)
         sent += 1
