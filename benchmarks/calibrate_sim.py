@@ -28,8 +28,16 @@ import time
 from dataclasses import replace
 
 from pytest_llmperf.sim.calibration import (
-    A3B, D27, SEED_ACCEPTANCE, SEED_TARGETS, SeedTarget, fit_profile, metric_value, seed_config,
-    simulate_target, synthetic_prompt_lens,
+    A3B,
+    D27,
+    SEED_ACCEPTANCE,
+    SEED_TARGETS,
+    SeedTarget,
+    fit_profile,
+    metric_value,
+    seed_config,
+    simulate_target,
+    synthetic_prompt_lens,
 )
 from pytest_llmperf.sim.profiles import PROFILES
 from pytest_llmperf.sim.tokenizer import TextGenerator
@@ -76,7 +84,11 @@ def http_prompts(n: int):
     """(prompts, source): ShareGPT through the project's sampler, else synthetic text."""
     from pytest_llmperf.workload.records import SampledRequest
     try:
-        from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests
+        from pytest_llmperf.workload.dataset import (
+            find_dataset,
+            load_sharegpt,
+            sample_requests,
+        )
         path = find_dataset(None)
         return sample_requests(load_sharegpt(path), n, seed=0, oversample=True), f"ShareGPT ({path})"
     except Exception as exc:  # noqa: BLE001 - any failure means: fall back, and say why
@@ -145,7 +157,7 @@ def refit() -> None:
     print("27B:", p27)
     # 35B-A3B: two published figures, so two free parameters; the others keep the 27B's
     # proportions (draft cost and prefill cost relative to the fixed step cost) and spread.
-    tie = lambda p: replace(p, draft_step_s=p.step_base_s * p27.draft_step_s / p27.step_base_s,  # noqa: E731
+    tie = lambda p: replace(p, draft_step_s=p.step_base_s * p27.draft_step_s / p27.step_base_s,
                             prefill_per_token_s=p.step_base_s * p27.prefill_per_token_s / p27.step_base_s,
                             acceptance_spread=p27.acceptance_spread)
     a3b = [t for t in SEED_TARGETS if t.model == A3B]

@@ -11,4 +11,4 @@ from pytest_llmperf.sim.config import SimConfig
 from pytest_llmperf.sim.profiles import GENERIC, PROFILES, Profile, resolve_profile
 from pytest_llmperf.sim.server import simulated_server
 
-__all__ = ["SimConfig", "simulated_server", "Profile", "PROFILES", "GENERIC", "resolve_profile"]
+__all__ = ["GENERIC", "PROFILES", "Profile", "SimConfig", "resolve_profile", "simulated_server"]

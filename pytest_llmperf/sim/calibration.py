@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from pytest_llmperf.sim.config import SimConfig
 from pytest_llmperf.sim.profiles import Profile

@@ -128,12 +128,12 @@ class SimConfig:
     def num_speculative_tokens(self) -> int:
         return int(self.speculative_config["num_speculative_tokens"]) if self.speculative_config else 0
 
-    def with_(self, **changes: Any) -> "SimConfig":
+    def with_(self, **changes: Any) -> SimConfig:
         return replace(self, **changes)
 
     # -- vLLM command line ---------------------------------------------------------------
     @classmethod
-    def from_vllm_argv(cls, argv: list[str]) -> "SimConfig":
+    def from_vllm_argv(cls, argv: list[str]) -> SimConfig:
         """Parse `vllm serve` arguments (MODEL --host --port ...) plus --sim-* flags."""
         args = list(argv)
         if args and args[0] == "serve":

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_llmperf.sim.acceptance import (
-    extend_rates, request_conditionals, scaled_rates, solve_base_logits,
+    extend_rates,
+    request_conditionals,
+    scaled_rates,
+    solve_base_logits,
 )
 from pytest_llmperf.sim.config import SimConfig
 from pytest_llmperf.sim.tokenizer import TextGenerator

@@ -7,8 +7,16 @@ servers can live in one process.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import gc_collector, platform_collector, process_collector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    gc_collector,
+    generate_latest,
+    platform_collector,
+    process_collector,
+)
 
 from pytest_llmperf.sim.engine import Emission, SimRequest
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -63,7 +63,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise OSError(f"sim: cannot listen on {host}:{port}: {exc}") from exc
     sock.listen(2048)
-    sock.set_inheritable(True)
     return sock
 
 
@@ -79,7 +78,6 @@ def make_server(config: SimConfig, log_level: str = "warning") -> tuple[SimServe
             server.exit_code = 1
             server.should_exit = True
         service.on_dead = exit_on_death
-    server.sim_service = service  # type: ignore[attr-defined]
     return server, sock
 
 

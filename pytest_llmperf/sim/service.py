@@ -12,7 +12,8 @@ import logging
 import random
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pytest_llmperf.sim.config import SimConfig
 from pytest_llmperf.sim.engine import Engine, SimRequest

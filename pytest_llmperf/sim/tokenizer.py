@@ -64,12 +64,7 @@ def chat_prompt_tokens(messages: list[dict]) -> int:
 # paragraph breaks. None of these pieces merges with its neighbour under the split
 # above (a word is at most 7 letters and always starts with a space; "\n\n" is never
 # followed by another whitespace piece).
-_WORDS = (
-    "the of and to in is that for it as with was on be by this are or from at an not "
-    "we can which have but all one if will there their so what about more when use "
-    "model token step batch draft time first think answer let check value result "
-    "thus case need given number output input since each then also both where"
-).split()
+_WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was", "on", "be", "by", "this", "are", "or", "from", "at", "an", "not", "we", "can", "which", "have", "but", "all", "one", "if", "will", "there", "their", "so", "what", "about", "more", "when", "use", "model", "token", "step", "batch", "draft", "time", "first", "think", "answer", "let", "check", "value", "result", "thus", "case", "need", "given", "number", "output", "input", "since", "each", "then", "also", "both", "where"]
 _WORD_PIECES = tuple(" " + w for w in _WORDS)
 _PUNCT = (",", ".", ":", ";")
 

@@ -9,7 +9,6 @@ previous one finished, no new request after `max_seconds`, in-flight ones finish
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from dataclasses import dataclass, field
 

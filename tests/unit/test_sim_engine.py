@@ -160,7 +160,12 @@ def test_profiles_resolve_from_model_names():
 
 def test_profiles_land_within_ten_percent_of_every_seed_figure():
     """The fitted profiles against the published figures, on a virtual clock (no timing)."""
-    from pytest_llmperf.sim.calibration import SEED_TARGETS, metric_value, simulate_target, synthetic_prompt_lens
+    from pytest_llmperf.sim.calibration import (
+        SEED_TARGETS,
+        metric_value,
+        simulate_target,
+        synthetic_prompt_lens,
+    )
     lens = synthetic_prompt_lens(1000)
     runs: dict[tuple, object] = {}
     for t in SEED_TARGETS:

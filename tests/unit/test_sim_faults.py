@@ -138,3 +138,24 @@ def test_step_time_scale_slows_the_served_stream():
         return (times[-3] - times[0]) / 29           # token chunks only (usage, [DONE] last)
     fast, slow = tpot(1.0), tpot(2.0)
     assert slow > 1.5 * fast
+
+
+def test_acceptance_scale_shows_in_the_served_counters():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def per_position(scale: float) -> list[float]:
+        config = SimConfig(model="m", speed=50, acceptance_scale=scale, acceptance_spread=0.0,
+                           speculative_config={"method": "mtp", "num_speculative_tokens": 3})
+        with simulated_server(config) as url:
+            for i in range(4):
+                httpx.post(f"{url}/v1/completions", json=body(i, 300, stream=False), timeout=30)
+            text = httpx.get(f"{url}/metrics").text
+        values = {(s.name, s.labels.get("position")): s.value
+                  for f in text_string_to_metric_families(text) for s in f.samples}
+        drafts = values[("vllm:spec_decode_num_drafts_total", None)]
+        return [values[("vllm:spec_decode_num_accepted_tokens_per_pos_total", str(i))] / drafts for i in range(3)]
+
+    full, half = per_position(1.0), per_position(0.5)
+    for f, h, configured in zip(full, half, (0.8, 0.6, 0.45)):   # the generic profile's rates
+        assert abs(f - configured) < 0.08
+        assert abs(h - configured / 2) < 0.08
