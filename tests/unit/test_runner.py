@@ -260,3 +260,17 @@ def test_measured_requests_find_their_connections_open(server):
     last_measured = server.requests[-1]["received"]
     late = [t for t in server.connect_times if first_measured < t < last_measured]
     assert late == []                  # all 5 stream connections were open before measuring
+
+
+def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
+    import asyncio
+
+    from pytest_llmperf.workload.runner import run_benchmark_async
+
+    async def main():
+        with pytest.raises(RuntimeError, match="await run_benchmark_async"):
+            run_benchmark(server.base_url, "m", _reqs("ok", 1), RunConfig(progress=False))
+        return await run_benchmark_async(server.base_url, "m", _reqs("ok n=4", 3),
+                                         RunConfig(warmup_requests=0, progress=False))
+    res = asyncio.run(main())
+    assert res.completed == 3 and res.stop_reason == "completed"
