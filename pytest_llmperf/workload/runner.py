@@ -223,6 +223,8 @@ class _Run:
 async def run_benchmark_async(base_url: str, model: str, requests: Sequence[SampledRequest],
                               config: RunConfig) -> RunResult:
     """`run_benchmark` for callers that already run an event loop (no Ctrl-C handling)."""
+    _check_arguments(base_url, requests, config)
+    await asyncio.get_running_loop().run_in_executor(None, check_reachable, base_url, config.connect_timeout)
     return await _run_benchmark(base_url, model, requests, config, install_sigint=False)
 
 
@@ -305,13 +307,7 @@ def _loop_factory() -> Any:
     return uvloop.new_event_loop
 
 
-def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
-                  config: RunConfig) -> RunResult:
-    """Run `requests` against the server and return the measured result.
-
-    Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
-    ValueError for bad arguments. Ctrl-C returns a partial result, stop_reason="interrupted".
-    """
+def _check_arguments(base_url: str, requests: Sequence[SampledRequest], config: RunConfig) -> None:
     if not isinstance(config, RunConfig):
         raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
     if not requests:
@@ -320,6 +316,16 @@ def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
         raise ValueError(f"RunConfig.num_prompts={config.num_prompts} but only {len(requests)} requests "
                          f"were given: sample at least num_prompts (+ warmup_requests) prompts")
     Origin(base_url)  # ValueError for a malformed URL, before anything else
+
+
+def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
+                  config: RunConfig) -> RunResult:
+    """Run `requests` against the server and return the measured result.
+
+    Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
+    ValueError for bad arguments. Ctrl-C returns a partial result, stop_reason="interrupted".
+    """
+    _check_arguments(base_url, requests, config)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -274,3 +274,11 @@ def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
                                          RunConfig(warmup_requests=0, progress=False))
     res = asyncio.run(main())
     assert res.completed == 3 and res.stop_reason == "completed"
+
+    async def unreachable():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        await run_benchmark_async(f"http://127.0.0.1:{port}", "m", _reqs("ok", 1), RunConfig(connect_timeout=1))
+    with pytest.raises(ServerUnreachable):
+        asyncio.run(unreachable())
