@@ -181,6 +181,10 @@ class StreamingClient:
                 raise
             record.error = flight.cut_reason
             record.end_time = perf_counter()
+        except Exception as exc:  # a bug here must cost one record, not the run
+            record.error = f"client error: {type(exc).__name__}: {exc}"
+            record.end_time = perf_counter()
+            resp = None
         finally:
             self._flights.discard(flight)
         return PendingRecord(record, resp)

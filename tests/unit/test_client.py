@@ -158,3 +158,11 @@ def test_stream_defers_decoding_until_finish(server):
     rec = pending.finish()
     assert rec.ok and rec.completion_tokens == 7 and len(rec.chunk_times) == 4
     assert pending.finish() is rec and rec.completion_tokens == 7   # finishing twice is harmless
+
+
+def test_an_unexpected_client_exception_is_a_failed_record(server, monkeypatch):
+    async def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(StreamingClient, "_attempt", broken)
+    (rec,) = _run(server.base_url, ["ok"])
+    assert rec.error == "client error: RuntimeError: boom"
