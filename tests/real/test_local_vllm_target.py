@@ -5,7 +5,6 @@ The same guarantees are checked against the real vLLM in test_real_lifecycle.py.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
