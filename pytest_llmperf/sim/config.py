@@ -151,7 +151,8 @@ class SimConfig:
                 continue
             name, eq, inline = word.partition("=")
 
-            def value() -> str:
+            def value(name: str = name, eq: str = eq, inline: str = inline) -> str:
+                """The flag's value (--flag=v or --flag v); moves i past it."""
                 nonlocal i
                 if eq:
                     i += 1
