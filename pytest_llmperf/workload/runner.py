@@ -27,6 +27,7 @@ from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.schedule import arrival_offsets
+from pytest_llmperf.workload.workers import WorkerPool
 
 
 class ServerUnreachable(ConnectionError):
@@ -50,6 +51,9 @@ class RunConfig:
     read_timeout: float = 300.0           # longest silence between bytes of one response
     grace_seconds: float = 30.0           # after max_seconds, in-flight requests get this long
     progress: bool = True                 # a progress line on stderr for runs over a few seconds
+    # Client processes sharing the streams (each with concurrency/workers of them). One is
+    # enough for hundreds of streams (README, "Performance of the measuring client").
+    workers: int = 1
 
     def __post_init__(self) -> None:
         def bad(name: str, fix: str) -> ValueError:
@@ -81,6 +85,8 @@ class RunConfig:
                 raise bad(name, "use a finite number of seconds > 0")
         if not isinstance(self.grace_seconds, (int, float)) or not 0 <= self.grace_seconds < math.inf:
             raise bad("grace_seconds", "use a finite number of seconds >= 0")
+        if not is_int(self.workers) or not 1 <= self.workers <= self.concurrency:
+            raise bad("workers", "use an integer from 1 to concurrency")
 
     def as_dict(self) -> dict[str, Any]:
         """asdict, with the API key redacted (results are written to files)."""
@@ -161,18 +167,25 @@ class _Run:
                 handle.cancel()
 
     async def run(self, requests: Sequence[SampledRequest], *, capped: bool,
-                  progress: Progress | None = None) -> tuple[list[PendingRecord], str, float]:
+                  progress: Progress | None = None, offsets: Sequence[float] | None = None,
+                  start_at: float | None = None) -> tuple[list[PendingRecord], str, float]:
         """Returns (requests in dispatch order, stop reason, time of the first dispatch).
 
         Streams are decoded by the caller, after the last one ends: requests of equal length finish
         together, and decoding each as it ends would stall the event loop right when
         the others' last chunks arrive, inflating their TPOT by several percent at
         high concurrency (benchmarks/client_overhead.py).
+
+        `offsets` (arrival times after the start) and `start_at` (a perf_counter time to
+        start at) let worker processes share one schedule.
         """
         cfg = self.config
-        offsets = arrival_offsets(len(requests), cfg.request_rate, cfg.burstiness, cfg.seed) if capped \
-            else [0.0] * len(requests)
-        start = perf_counter()
+        if offsets is None:
+            offsets = arrival_offsets(len(requests), cfg.request_rate, cfg.burstiness, cfg.seed) if capped \
+                else [0.0] * len(requests)
+        while start_at is not None and not self.interrupted and perf_counter() < start_at:
+            await self._nap(start_at)
+        start = perf_counter() if start_at is None else start_at
         deadline = start + cfg.max_seconds if (capped and cfg.max_seconds) else math.inf
         tasks: list[asyncio.Task[PendingRecord]] = []
         stop = "completed"
@@ -242,34 +255,49 @@ async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRe
                              api_key=config.api_key, connect_timeout=config.connect_timeout,
                              read_timeout=config.read_timeout)
     loop = asyncio.get_running_loop()
+    pool: WorkerPool | None = None
     async with client:
         run = _Run(client, config)
+
+        def on_sigint() -> None:
+            if pool is not None:
+                pool.interrupt()
+            run.interrupt()
+
         handled = install_sigint and threading.current_thread() is threading.main_thread()
         if handled:
             previous = signal.getsignal(signal.SIGINT)
-            loop.add_signal_handler(signal.SIGINT, run.interrupt)
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
         try:
             if warmup:
                 await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
-            if not run.interrupted:  # send times exclude connecting; TTFT must not include it either
+            if not run.interrupted and config.workers == 1:
+                # send times exclude connecting; so must TTFT: connect before measuring
                 await client.open_connections(config.concurrency)
             metrics_before = None if run.interrupted else await scrape_metrics(base_url)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            progress = Progress(len(measured), enabled=config.progress, quiet_for=PROGRESS_QUIET_SECONDS)
-            ticker = loop.create_task(_tick(progress))
-            try:
-                pending, stop, start = await run.run([] if run.interrupted else measured,
-                                                     capped=True, progress=progress)
-            finally:
-                ticker.cancel()
-                progress.close()
+            if config.workers > 1 and not run.interrupted:
+                offsets = arrival_offsets(len(measured), config.request_rate, config.burstiness, config.seed)
+                pool = WorkerPool(base_url, model, config, measured, offsets)
+                records, stop, start = await pool.run()
+                pending: list[PendingRecord] = []
+            else:
+                progress = Progress(len(measured), enabled=config.progress, quiet_for=PROGRESS_QUIET_SECONDS)
+                ticker = loop.create_task(_tick(progress))
+                try:
+                    pending, stop, start = await run.run([] if run.interrupted else measured,
+                                                         capped=True, progress=progress)
+                finally:
+                    ticker.cancel()
+                    progress.close()
+                records = []
             # Scraped before decoding, right after the last measured completion.
             metrics_after = await scrape_metrics(base_url) if metrics_before is not None else None
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
                 signal.signal(signal.SIGINT, previous)
-    records = [p.finish() for p in pending]
+    records += [p.finish() for p in pending]
     ends = [r.end_time for r in records if r.end_time is not None]
     return RunResult(
         config=config.as_dict(),
@@ -336,3 +364,31 @@ def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
     check_reachable(base_url, config.connect_timeout)
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(_run_benchmark(base_url, model, requests, config, install_sigint=True))
+
+
+async def worker_main(pipe: Any, base_url: str, model: str, config: RunConfig,
+                      requests: list[SampledRequest], offsets: list[float]) -> tuple[list, str]:
+    """One worker process's share of a measured run (see workers.py)."""
+    loop = asyncio.get_running_loop()
+    client = StreamingClient(base_url, model, endpoint=config.endpoint,
+                             max_tokens=config.max_tokens or 256, ignore_eos=config.ignore_eos,
+                             api_key=config.api_key, connect_timeout=config.connect_timeout,
+                             read_timeout=config.read_timeout)
+    async with client:
+        await client.open_connections(config.concurrency)
+        pipe.send(("ready",))
+        msg = await loop.run_in_executor(None, pipe.recv)
+        run = _Run(client, config)
+        if msg[0] != "go":
+            return [], "interrupted"
+
+        def on_message() -> None:
+            if pipe.poll() and pipe.recv()[0] == "stop" and not run.interrupted:
+                run.interrupt()
+
+        loop.add_reader(pipe.fileno(), on_message)
+        try:
+            pending, stop, _ = await run.run(requests, capped=True, offsets=offsets, start_at=msg[1])
+        finally:
+            loop.remove_reader(pipe.fileno())
+    return [p.finish() for p in pending], stop

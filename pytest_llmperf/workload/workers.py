@@ -1,0 +1,106 @@
+"""Spread the measured streams over several client processes (`RunConfig.workers`).
+
+Worker w gets requests i with i % workers == w, their arrival offsets from the one
+shared schedule, and its share of the concurrency (so each worker caps its own
+streams: one may be full while another has a free slot). The parent does the warm-up
+and the /metrics scrapes; workers open their connections, say "ready", start together
+at one `perf_counter()` time (system-wide on Linux and macOS), and send back finished
+records. Ctrl-C reaches the parent only (workers ignore SIGINT); it tells every worker
+to cut its streams, and each returns what it has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import signal
+from multiprocessing.connection import Connection as Pipe
+from time import perf_counter
+from typing import Any, Sequence
+
+from pytest_llmperf.workload.records import RequestRecord, SampledRequest
+
+READY_TIMEOUT_S = 120.0
+START_MARGIN_S = 0.05
+
+
+def split(requests: Sequence[SampledRequest], offsets: Sequence[float], concurrency: int,
+          workers: int) -> list[tuple[list[SampledRequest], list[float], int]]:
+    """Round-robin shares: (requests, offsets, concurrency) per worker."""
+    shares = []
+    for w in range(workers):
+        conc = concurrency // workers + (1 if w < concurrency % workers else 0)
+        shares.append((list(requests[w::workers]), list(offsets[w::workers]), conc))
+    return shares
+
+
+def _worker(pipe: Pipe, base_url: str, model: str, config: Any, requests: list[SampledRequest],
+            offsets: list[float]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    from pytest_llmperf.workload.runner import _loop_factory, worker_main
+
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        try:
+            pipe.send(("done", *runner.run(worker_main(pipe, base_url, model, config, requests, offsets))))
+        except BaseException as exc:  # reported, so the parent never waits forever
+            pipe.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class WorkerPool:
+    """The worker processes of one measured run."""
+
+    def __init__(self, base_url: str, model: str, config: Any, requests: Sequence[SampledRequest],
+                 offsets: Sequence[float]) -> None:
+        from dataclasses import replace
+
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process with a running loop
+        self.pipes: list[Pipe] = []
+        self.procs = []
+        for reqs, offs, conc in split(requests, offsets, config.concurrency, config.workers):
+            parent_end, child_end = ctx.Pipe()
+            cfg = replace(config, concurrency=conc, workers=1, progress=False)
+            proc = ctx.Process(target=_worker, args=(child_end, base_url, model, cfg, reqs, offs), daemon=True)
+            proc.start()
+            child_end.close()
+            self.pipes.append(parent_end)
+            self.procs.append(proc)
+
+    async def run(self) -> tuple[list[RequestRecord], str, float]:
+        loop = asyncio.get_running_loop()
+        try:
+            for pipe in self.pipes:
+                if not await loop.run_in_executor(None, pipe.poll, READY_TIMEOUT_S):
+                    raise RuntimeError(f"a client worker was not ready after {READY_TIMEOUT_S:g} s")
+                msg = pipe.recv()
+                if msg[0] != "ready":
+                    raise RuntimeError(f"a client worker failed to start: {msg[1]}")
+            start = perf_counter() + START_MARGIN_S
+            for pipe in self.pipes:
+                pipe.send(("go", start))
+            results = [await loop.run_in_executor(None, pipe.recv) for pipe in self.pipes]
+        finally:
+            self.close()
+        records: list[RequestRecord] = []
+        stops = set()
+        for res in results:
+            if res[0] != "done":
+                raise RuntimeError(f"a client worker failed: {res[1]}")
+            records.extend(res[1])
+            stops.add(res[2])
+        records.sort(key=lambda r: r.index)
+        stop = next((s for s in ("interrupted", "max_seconds") if s in stops), "completed")
+        return records, stop, start
+
+    def interrupt(self) -> None:
+        for pipe in self.pipes:
+            try:
+                pipe.send(("stop",))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
