@@ -109,6 +109,8 @@ class PerfSession:
             flat = to_real_time(flatten_summary(summary.to_dict()), speed)
             for name in set(flat) | set(samples):
                 samples.setdefault(name, [None] * rep).append(flat.get(name))
+            if result.partial:
+                break
         self.run_count += 1
         measured = MeasuredRun(
             spec=spec,
@@ -121,6 +123,10 @@ class PerfSession:
             _session=self,
         )
         self.runs[key] = measured
+        if any(result.partial for result in results):
+            # The runner turned Ctrl-C into a partial result; keep it for the report, then
+            # stop the session as pytest does on Ctrl-C instead of moving to the next test.
+            raise KeyboardInterrupt(f"interrupted during {spec.name} @ concurrency {workload.concurrency}")
         return measured
 
     def _execute(self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float):

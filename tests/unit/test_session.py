@@ -136,3 +136,16 @@ def test_acceptance_without_counters_is_no_data_not_zero(tmp_path):
     perf, _, _ = make_session(tmp_path, [100.0])
     with pytest.raises(PerfFailure, match="NO DATA"):
         perf.run(MTP, workload).bound_to("t").assert_no_regression("acceptance_rate")
+
+
+def test_ctrl_c_keeps_the_partial_run_and_stops_the_session(tmp_path):
+    perf, _, _ = make_session(tmp_path, [100.0], llmperf_repetitions="3")
+    partial = make_result(100.0)
+    partial.stop_reason = "interrupted"
+    perf._execute = lambda endpoint, requests, workload, speed: partial
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    with pytest.raises(KeyboardInterrupt, match="interrupted during m @ concurrency 8"):
+        perf.run(BASE, workload)
+    kept = perf.runs[(BASE, workload)]
+    assert kept.results == [partial]          # no further repetition after the interrupt
+    perf.close()
