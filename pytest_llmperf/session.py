@@ -54,7 +54,7 @@ def default_target_name(kind: str, provenance: Mapping[str, Any]) -> str:
     """Where baselines live: per GPU model for GPUs, else per kind of target."""
     if provenance.get("gpu_name"):
         return str(provenance["gpu_name"])
-    return {"sim": "sim", "real-cpu": "cpu-vllm"}.get(kind, kind)
+    return kind
 
 
 class PerfSession:
@@ -191,7 +191,7 @@ class PerfSession:
         if self._dataset is not None:
             # File name only: baselines are committed and must not carry this machine's paths.
             info["dataset"] = {**self._dataset.describe(), "path": self._dataset.path.name}
-            info["token_counts"] = self.token_count_source
+            info["prompt_length_source"] = self.token_count_source  # server /tokenize or approx
         return {k: v for k, v in info.items() if v is not None}
 
     def _published(self, spec: ServerSpec, concurrency: int) -> dict[str, float]:

@@ -8,6 +8,7 @@ starts once per session.
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -41,6 +42,8 @@ def pytest_terminal_summary(terminalreporter):
 def prepared_vllm():
     prepared, reason = find_prepared_vllm()
     if prepared is None:
+        if os.environ.get("LLMPERF_REQUIRE_REAL_VLLM") == "1":  # CI: a skip would hide the real engine
+            pytest.fail(f"LLMPERF_REQUIRE_REAL_VLLM=1 but real vLLM is not prepared: {reason}", pytrace=False)
         pytest.skip(f"real vLLM not prepared: {reason}")
     return prepared
 
