@@ -200,3 +200,15 @@ def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
     result.assert_outcomes(passed=3)
     doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
     assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]   # speedup found both runs cached
+
+
+def test_runs_land_in_pytest_benchmark_json_without_requiring_its_fixture(project):
+    pytest.importorskip("pytest_benchmark")
+    result = project.runpytest("-p", "no:cacheprovider", "--llmperf-sim", "--update-baselines",
+                               "--benchmark-json", "bench.json", "-k", "test_base")
+    result.assert_outcomes(passed=1)
+    bench = json.loads((project.path / "bench.json").read_text())
+    (entry,) = bench["benchmarks"]
+    assert entry["extra_info"]["llmperf_server"] == "tiny"
+    assert entry["extra_info"]["llmperf_metrics"]["decode_tok_s"] > 0
+    assert bench["machine_info"]["llmperf_target"] == "sim"
