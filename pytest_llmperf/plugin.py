@@ -134,7 +134,7 @@ def _perf_session(config: pytest.Config) -> "Any":
             with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
                 if reporter._tw.width_of_current_line:  # after a progress dot: own line
                     reporter._tw.line()
-                reporter.write_line(f"[llmperf] {message}")
+                reporter.write_line(f"[llmperf] {message.removeprefix('llmperf: ')}")
 
         target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log)
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
