@@ -227,6 +227,18 @@ def llmperf_session(request: pytest.FixtureRequest) -> Any:
     return _perf_session(request.config)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    # A verdict table says everything: show it instead of a traceback through the plugin.
+    if call.excinfo is not None and report.failed:
+        from pytest_llmperf.session import PerfFailure
+
+        if call.excinfo.errisinstance(PerfFailure):
+            report.longrepr = f"{item.nodeid}\n{call.excinfo.value}"
+    return report
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     perf = session.config.stash.get(SESSION_KEY, None)
     if perf is None:

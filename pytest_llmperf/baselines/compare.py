@@ -52,6 +52,7 @@ class Verdict:
     hint: str = ""
     direction: Direction = Direction.HIGHER
     tolerance: Tolerance | None = None
+    command: str = ""          # what records a new baseline, for reports that print it once
 
     @property
     def ok(self) -> bool:
@@ -92,7 +93,7 @@ def compare(
     meas = _number(measured)
     allowed = tolerance.allowed(direction)
     common = dict(metric=metric, baseline=base, measured=meas, allowed=allowed,
-                  direction=direction, tolerance=tolerance)
+                  direction=direction, tolerance=tolerance, command=update_command)
 
     # No data beats missing baseline: recording would not help, the run must be fixed.
     if meas is None:

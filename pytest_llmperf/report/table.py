@@ -109,12 +109,25 @@ def _counts(verdicts: Iterable[Verdict]) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
 
 
+_RECORD_WORDS = {
+    "regressed": "if the new level is expected and accepted, re-record {metrics} with: {command}",
+    "missing-baseline": "no baseline for {metrics}; record it with: {command}",
+    "improved": "{metrics} improved beyond tolerance; if this is the new normal, record it with: {command}",
+}
+
+
 def _hints(verdicts: Iterable[Verdict]) -> list[str]:
-    seen: list[str] = []
-    for v in verdicts:
-        if v.hint and v.hint not in seen:
-            seen.append(v.hint)
-    return [f"  - {h}" for h in seen]
+    """The no-data reasons, then each record command once (the rows already say what moved)."""
+    verdicts = list(verdicts)
+    seen: list[str] = [v.hint for v in verdicts if v.status == "no-data" and v.hint]
+    for status, words in _RECORD_WORDS.items():
+        for command in dict.fromkeys(v.command for v in verdicts if v.status == status):
+            metrics = ", ".join(v.metric for v in verdicts if v.status == status and v.command == command)
+            if command:
+                seen.append(words.format(metrics=metrics, command=command))
+            else:  # a verdict built without a command: keep its own hint
+                seen += [v.hint for v in verdicts if v.status == status and not v.command and v.hint]
+    return [f"  - {h}" for h in dict.fromkeys(seen)]
 
 
 def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) -> str:

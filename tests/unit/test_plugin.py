@@ -150,6 +150,7 @@ def test_injected_acceptance_drop_fails_the_acceptance_test_naming_the_metric(pr
     assert outcomes.get("failed", 0) >= 1
     result.stdout.fnmatch_lines(["*acceptance_rate*REGRESSED*"])
     result.stdout.fnmatch_lines(["FAILED test_suite.py::test_mtp[[]4[]]*"])
+    assert "session.py:" not in result.stdout.str()   # the table, not a traceback through the plugin
     assert "FAILED test_suite.py::test_base" not in result.stdout.str()
 
 
