@@ -175,3 +175,20 @@ class FakeStreamServer:
             writer.write(_chunk(b"data: [DONE]\n\n"))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+def scripted_requests(prompt: str, n: int) -> list:
+    """n requests that all carry the same scripted prompt (see the module docstring)."""
+    from pytest_llmperf.workload.records import SampledRequest
+
+    return [SampledRequest(index=i, prompt=prompt, prompt_len=5, expected_output_len=9) for i in range(n)]
+
+
+def max_overlap(records) -> int:
+    """The most requests in flight at once, from their send and end times."""
+    events = sorted([(r.send_time, 1) for r in records] + [(r.end_time, -1) for r in records])
+    live = peak = 0
+    for _, step in events:
+        live += step
+        peak = max(peak, live)
+    return peak

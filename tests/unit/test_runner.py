@@ -18,7 +18,7 @@ from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, ServerUnreachable, run_benchmark
 from pytest_llmperf.workload.schedule import arrival_offsets
 
-from stream_fakes import FakeStreamServer
+from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
 
 
 @pytest.fixture
@@ -27,22 +27,11 @@ def server():
         yield srv
 
 
-def _reqs(prompt, n):
-    return [SampledRequest(index=i, prompt=prompt, prompt_len=5, expected_output_len=9) for i in range(n)]
-
-
-def _max_overlap(records):
-    events = sorted([(r.send_time, 1) for r in records] + [(r.end_time, -1) for r in records])
-    live = peak = 0
-    for _, step in events:
-        live += step
-        peak = max(peak, live)
-    return peak
 
 
 def test_completed_run_excludes_warmup_and_scrapes_metrics(server):
     t0 = time.perf_counter()
-    res = run_benchmark(server.base_url, "m", _reqs("ok n=8 dt=0.002", 24),
+    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=8 dt=0.002", 24),
                         RunConfig(concurrency=4, warmup_requests=3, progress=False))
     wall = time.perf_counter() - t0
     assert res.stop_reason == "completed" and not res.partial
@@ -55,11 +44,11 @@ def test_completed_run_excludes_warmup_and_scrapes_metrics(server):
     assert 0 < res.duration < wall
     assert res.config["concurrency"] == 4 and res.config["warmup_requests"] == 3
     datetime.fromisoformat(res.started_at)
-    assert _max_overlap(res.records) == 4                  # the concurrency is reached, never passed
+    assert max_overlap(res.records) == 4                  # the concurrency is reached, never passed
 
 
 def test_duration_spans_first_dispatch_to_last_completion(server):
-    res = run_benchmark(server.base_url, "m", _reqs("ok n=5 dt=0.01", 6),
+    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=5 dt=0.01", 6),
                         RunConfig(concurrency=2, warmup_requests=0, progress=False))
     first_send = min(r.send_time for r in res.records)
     last_end = max(r.end_time for r in res.records)
@@ -67,19 +56,19 @@ def test_duration_spans_first_dispatch_to_last_completion(server):
 
 
 def test_num_prompts_caps_the_run(server):
-    res = run_benchmark(server.base_url, "m", _reqs("ok", 50),
+    res = run_benchmark(server.base_url, "m", scripted_requests("ok", 50),
                         RunConfig(concurrency=3, num_prompts=7, warmup_requests=0, progress=False))
     assert res.attempted == 7 and res.stop_reason == "completed"
 
 
 def test_max_tokens_none_uses_expected_output_len(server):
-    run_benchmark(server.base_url, "m", _reqs("ok", 2),
+    run_benchmark(server.base_url, "m", scripted_requests("ok", 2),
                   RunConfig(max_tokens=None, warmup_requests=0, progress=False))
     assert [r["max_tokens"] for r in server.requests] == [9, 9]
 
 
 def test_max_seconds_stops_dispatch_and_says_so(server):
-    res = run_benchmark(server.base_url, "m", _reqs("ok n=10 dt=0.01", 200),
+    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=10 dt=0.01", 200),
                         RunConfig(concurrency=2, max_seconds=0.5, warmup_requests=0, progress=False))
     assert res.stop_reason == "max_seconds"
     assert 2 <= res.attempted < 200
@@ -90,7 +79,7 @@ def test_max_seconds_stops_dispatch_and_says_so(server):
 
 def test_in_flight_requests_are_cut_after_the_grace_period(server):
     t0 = time.perf_counter()
-    res = run_benchmark(server.base_url, "m", _reqs("stall n=5", 10),
+    res = run_benchmark(server.base_url, "m", scripted_requests("stall n=5", 10),
                         RunConfig(concurrency=3, max_seconds=0.3, grace_seconds=0.3,
                                   warmup_requests=0, progress=False))
     assert res.stop_reason == "max_seconds" and res.attempted == 3
@@ -108,12 +97,12 @@ def test_failures_are_counted_and_the_run_goes_on(server):
 
 def test_server_without_metrics_gives_none():
     with FakeStreamServer(metrics=None) as srv:
-        res = run_benchmark(srv.base_url, "m", _reqs("ok", 2), RunConfig(warmup_requests=0, progress=False))
+        res = run_benchmark(srv.base_url, "m", scripted_requests("ok", 2), RunConfig(warmup_requests=0, progress=False))
     assert res.metrics_before is None and res.metrics_after is None and res.completed == 2
 
 
 def test_chat_endpoint(server):
-    res = run_benchmark(server.base_url, "m", _reqs("ok n=4", 3),
+    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=4", 3),
                         RunConfig(endpoint="chat", warmup_requests=0, progress=False))
     assert res.completed == 3 and all(len(r.chunk_times) == 4 for r in res.records)
     assert "messages" in server.requests[0]
@@ -125,14 +114,14 @@ def test_unreachable_server_raises_within_the_connect_timeout():
         port = s.getsockname()[1]
     t0 = time.perf_counter()
     with pytest.raises(ServerUnreachable, match=f"http://127.0.0.1:{port}") as info:
-        run_benchmark(f"http://127.0.0.1:{port}", "m", _reqs("ok", 1), RunConfig(connect_timeout=1.0))
+        run_benchmark(f"http://127.0.0.1:{port}", "m", scripted_requests("ok", 1), RunConfig(connect_timeout=1.0))
     assert isinstance(info.value, ConnectionError)
     assert time.perf_counter() - t0 < 1.5
 
 
 def test_request_rate_paces_dispatch(server):
     cfg = RunConfig(concurrency=50, request_rate=40.0, seed=3, warmup_requests=0, progress=False)
-    res = run_benchmark(server.base_url, "m", _reqs("ok", 12), cfg)
+    res = run_benchmark(server.base_url, "m", scripted_requests("ok", 12), cfg)
     sends = [r.send_time - res.records[0].send_time for r in res.records]
     planned = arrival_offsets(12, 40.0, 1.0, seed=3)
     assert all(abs(s - p) < 0.03 for s, p in zip(sends, planned)), (sends, planned)
@@ -163,7 +152,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="requests is empty"):
         run_benchmark("http://127.0.0.1:1", "m", [], RunConfig())
     with pytest.raises(ValueError, match="base_url must look like"):
-        run_benchmark("127.0.0.1:1", "m", _reqs("ok", 1), RunConfig())
+        run_benchmark("127.0.0.1:1", "m", scripted_requests("ok", 1), RunConfig())
 
 
 def test_api_key_is_redacted_in_the_result_config():
@@ -189,7 +178,7 @@ def test_ctrl_c_returns_a_partial_result(tmp_path):
     script = textwrap.dedent("""
         import os, signal, sys, threading, time, json
         sys.path.insert(0, sys.argv[1])
-        from stream_fakes import FakeStreamServer
+        from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
         from pytest_llmperf.workload.records import SampledRequest
         from pytest_llmperf.workload.runner import RunConfig, run_benchmark
         reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
@@ -217,9 +206,9 @@ def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server, mon
     import pytest_llmperf.workload.runner as runner_mod
 
     cfg = RunConfig(concurrency=3, warmup_requests=0, progress=False)
-    deferred = run_benchmark(server.base_url, "m", _reqs("ok n=6 k=2", 6), cfg)
+    deferred = run_benchmark(server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg)
     monkeypatch.setattr(runner_mod, "DEFER_DECODE_BYTES", 0)
-    at_once = run_benchmark(server.base_url, "m", _reqs("ok n=6 k=2", 6), cfg)
+    at_once = run_benchmark(server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg)
     for a, b in zip(deferred.records, at_once.records):
         assert (a.ok, a.completion_tokens, len(a.chunk_times), a.output_text) == \
                (b.ok, b.completion_tokens, len(b.chunk_times), b.output_text) == (True, 6, 3, a.output_text)
@@ -249,11 +238,11 @@ def test_warmup_uses_prompts_beyond_the_measured_ones(server):
 
 def test_more_prompts_asked_than_given_is_an_error():
     with pytest.raises(ValueError, match=r"num_prompts=5 but only 2 requests"):
-        run_benchmark("http://127.0.0.1:1", "m", _reqs("ok", 2), RunConfig(num_prompts=5))
+        run_benchmark("http://127.0.0.1:1", "m", scripted_requests("ok", 2), RunConfig(num_prompts=5))
 
 
 def test_measured_requests_find_their_connections_open(server):
-    res = run_benchmark(server.base_url, "m", _reqs("ok n=3", 12),
+    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=3", 12),
                         RunConfig(concurrency=5, warmup_requests=1, progress=False))
     assert res.completed == 12
     first_measured = server.requests[1]["received"]            # after the one warm-up
@@ -269,8 +258,8 @@ def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
 
     async def main():
         with pytest.raises(RuntimeError, match="await run_benchmark_async"):
-            run_benchmark(server.base_url, "m", _reqs("ok", 1), RunConfig(progress=False))
-        return await run_benchmark_async(server.base_url, "m", _reqs("ok n=4", 3),
+            run_benchmark(server.base_url, "m", scripted_requests("ok", 1), RunConfig(progress=False))
+        return await run_benchmark_async(server.base_url, "m", scripted_requests("ok n=4", 3),
                                          RunConfig(warmup_requests=0, progress=False))
     res = asyncio.run(main())
     assert res.completed == 3 and res.stop_reason == "completed"
@@ -279,6 +268,6 @@ def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        await run_benchmark_async(f"http://127.0.0.1:{port}", "m", _reqs("ok", 1), RunConfig(connect_timeout=1))
+        await run_benchmark_async(f"http://127.0.0.1:{port}", "m", scripted_requests("ok", 1), RunConfig(connect_timeout=1))
     with pytest.raises(ServerUnreachable):
         asyncio.run(unreachable())

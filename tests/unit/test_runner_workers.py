@@ -8,28 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 from pytest_llmperf.workload.workers import split
 
-from stream_fakes import FakeStreamServer
+from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
 
 
-def _reqs(prompt, n):
-    return [SampledRequest(index=i, prompt=prompt, prompt_len=5, expected_output_len=9) for i in range(n)]
-
-
-def _max_overlap(records):
-    events = sorted([(r.send_time, 1) for r in records] + [(r.end_time, -1) for r in records])
-    live = peak = 0
-    for _, step in events:
-        live += step
-        peak = max(peak, live)
-    return peak
 
 
 def test_split_shares_requests_schedule_and_concurrency():
-    reqs = _reqs("x", 7)
+    reqs = scripted_requests("x", 7)
     shares = split(reqs, [0.1 * i for i in range(7)], concurrency=5, workers=2)
     assert [[r.index for r in s[0]] for s in shares] == [[0, 2, 4, 6], [1, 3, 5]]
     assert shares[1][1] == pytest.approx([0.1, 0.3, 0.5])
@@ -39,12 +27,12 @@ def test_split_shares_requests_schedule_and_concurrency():
 @pytest.mark.slow
 def test_two_workers_run_every_request_within_the_concurrency():
     with FakeStreamServer() as srv:
-        res = run_benchmark(srv.base_url, "m", _reqs("ok n=10 dt=0.005", 40),
+        res = run_benchmark(srv.base_url, "m", scripted_requests("ok n=10 dt=0.005", 40),
                             RunConfig(concurrency=6, workers=2, warmup_requests=1, progress=False))
     assert res.stop_reason == "completed" and res.completed == 40 and res.attempted == 40
     assert [r.index for r in res.records] == list(range(40))
     assert all(r.completion_tokens == 10 and len(r.chunk_times) == 10 for r in res.records)
-    assert _max_overlap(res.records) == 6
+    assert max_overlap(res.records) == 6
     assert res.config["workers"] == 2 and res.metrics_before is not None
     first = min(r.send_time for r in res.records)
     assert res.duration >= max(r.end_time for r in res.records) - first
@@ -53,7 +41,7 @@ def test_two_workers_run_every_request_within_the_concurrency():
 @pytest.mark.slow
 def test_workers_respect_max_seconds():
     with FakeStreamServer() as srv:
-        res = run_benchmark(srv.base_url, "m", _reqs("ok n=10 dt=0.01", 400),
+        res = run_benchmark(srv.base_url, "m", scripted_requests("ok n=10 dt=0.01", 400),
                             RunConfig(concurrency=4, workers=2, max_seconds=0.4, warmup_requests=0, progress=False))
     assert res.stop_reason == "max_seconds" and 4 <= res.attempted < 400 and res.failed == 0
 
@@ -69,7 +57,7 @@ def test_ctrl_c_with_workers_returns_a_partial_result():
     script = textwrap.dedent("""
         import os, signal, sys, threading, time, json
         sys.path.insert(0, sys.argv[1])
-        from stream_fakes import FakeStreamServer
+        from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
         from pytest_llmperf.workload.records import SampledRequest
         from pytest_llmperf.workload.runner import RunConfig, run_benchmark
         reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
