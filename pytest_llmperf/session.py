@@ -7,6 +7,7 @@ it can be tested without pytest.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import subprocess
 from contextlib import nullcontext
@@ -183,16 +184,19 @@ class PerfSession:
         info.update(
             plugin_version=__version__,
             target=endpoint.target,
-            image=spec.image if endpoint.target in ("docker", "gpu") else info.get("image"),
             server=spec.describe(),
             date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-            git_commit=_git_commit(self.rootdir),
+            git_commit=self.git_commit,
         )
         if self._dataset is not None:
             # File name only: baselines are committed and must not carry this machine's paths.
             info["dataset"] = {**self._dataset.describe(), "path": self._dataset.path.name}
             info["prompt_length_source"] = self.token_count_source  # server /tokenize or approx
         return {k: v for k, v in info.items() if v is not None}
+
+    @functools.cached_property
+    def git_commit(self) -> str | None:
+        return _git_commit(self.rootdir)
 
     def _published(self, spec: ServerSpec, concurrency: int) -> dict[str, float]:
         published = self.store.load_published(spec.name)
@@ -230,11 +234,10 @@ class PerfSession:
             provenance = dict(run.provenance)
             if base is not None:
                 provenance["speedup_base"] = {"server": base.spec.name, "vllm_version": base.provenance.get("vllm_version")}
-            self.store.record(target, run.spec.name, run.concurrency, dict(samples), workload, provenance)
-            # Record every other figure too, so later assertions on them find a baseline.
-            if base is None:
-                others = {k: v for k, v in run.samples.items() if k not in samples}
-                self.store.record(target, run.spec.name, run.concurrency, others, workload, provenance)
+            # A run's own figures are all recorded, so later assertions on any of them find a
+            # baseline; a speedup adds only itself.
+            metrics = dict(samples) if base is not None else {**run.samples, **samples}
+            self.store.record(target, run.spec.name, run.concurrency, metrics, workload, provenance)
             record.outcome, record.message = "recorded", f"recorded {', '.join(samples)} in {record.baseline_path}"
             return
 

@@ -13,7 +13,7 @@ def to_real_time(metrics: dict[str, Any], clock_speed: float) -> dict[str, Any]:
         return dict(metrics)
     out: dict[str, Any] = {}
     for key, value in metrics.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value is None:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             out[key] = value
         elif "_ms_" in key or (key.endswith(("_ms", "_s")) and not key.endswith("tok_s")):
             out[key] = value * clock_speed

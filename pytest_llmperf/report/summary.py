@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_llmperf.report.table import SummaryRow, _render, format_server_table, format_value
+from pytest_llmperf.report.table import SummaryRow, format_server_table, format_value, render_columns
 
 # (column header, metric) for the measured-figures table; the seeds' headline figures.
 FIGURES = (
@@ -37,7 +37,7 @@ def measured_table(runs: list[Any]) -> list[str]:
         published = {m: run.published.get(m) for _, m in FIGURES}
         if any(v is not None for v in published.values()):
             rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in FIGURES)])
-    return _render(header, rows, right=set(range(1, 3 + len(FIGURES))))
+    return render_columns(header, rows, right=set(range(1, 3 + len(FIGURES))))
 
 
 def summary_lines(perf: Any) -> list[str]:

@@ -91,7 +91,7 @@ def verdict_word(status: str) -> str:
     return VERDICT_WORDS.get(status, status.upper())
 
 
-def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+def render_columns(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
@@ -136,7 +136,7 @@ def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) 
     rows = [[v.metric, format_value(v.metric, v.baseline), format_value(v.metric, v.measured),
              format_change(v), v.allowed, verdict_word(v.status)] for v in verdicts]
     lines = [title] if title else []
-    lines += _render(header, rows, right={1, 2, 3, 4})
+    lines += render_columns(header, rows, right={1, 2, 3, 4})
     if verdicts:
         lines.append(f"({_counts(verdicts)})")
     hints = _hints(verdicts)
@@ -172,7 +172,7 @@ def format_server_table(server: str, rows: Iterable[SummaryRow | tuple]) -> str:
         table.append(cells)
         previous = r.concurrency
     right = {0, 2, 3, 4, 5} | ({7} if with_published else set())
-    lines = [f"llmperf: {server}", *_render(header, table, right)]
+    lines = [f"llmperf: {server}", *render_columns(header, table, right)]
     if items:
         lines.append(f"({_counts(r.verdict for r in items)})")
     if with_published:

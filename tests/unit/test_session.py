@@ -1,5 +1,6 @@
 """PerfSession without pytest: caching, one server at a time, and the baseline gate."""
 
+import json
 from contextlib import contextmanager
 
 import pytest
@@ -82,7 +83,8 @@ def test_missing_baseline_fails_with_the_record_command_then_update_records_and_
 
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
-    assert (tmp_path / "baselines" / "sim" / "m.json").exists()
+    recorded = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"]["metrics"]
+    assert {"decode_tok_s", "tpot_ms_median", "prefill_tok_s"} <= set(recorded)   # every figure, not just the asserted
     assert updater.gates[-1].outcome == "recorded"
 
     again, _, _ = make_session(tmp_path, [97.0])   # -3%: within the default -5%
