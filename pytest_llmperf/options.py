@@ -8,7 +8,7 @@ how to fix it (plugin.py turns it into `pytest.UsageError`).
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 PROFILES = ("smoke", "nightly", "full")
@@ -179,24 +179,12 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         raise OptionError(
             "--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)"
         )
-    return LlmperfOptions(
-        target=target,
-        base_url=base_url,
-        image=values["llmperf_image"],
-        update_baselines=values["llmperf_update_baselines"],
-        baselines_dir=values["llmperf_baselines_dir"],
-        target_name=values["llmperf_target_name"],
-        dataset=values["llmperf_dataset"],
-        profile=values["llmperf_profile"],
-        report=values["llmperf_report"],
-        repetitions=values["llmperf_repetitions"],
-        sim_speed=values["llmperf_sim_speed"],
-        sim_args=values["llmperf_sim_args"],
-        ready_timeout=values["llmperf_ready_timeout"],
-        hf_cache=values["llmperf_hf_cache"],
-        cleanup=values["llmperf_cleanup"],
-        sources=sources,
-    )
+    # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
+    # the per-target booleans are folded into `target` above.
+    names = {f.name for f in fields(LlmperfOptions)}
+    settings = {key: value for dest, value in values.items()
+                if (key := dest.removeprefix("llmperf_")) in names}
+    return LlmperfOptions(**{**settings, "target": target, "base_url": base_url, "sources": sources})
 
 
 def _target_set(name: str, values: dict[str, Any]) -> bool:

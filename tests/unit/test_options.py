@@ -71,3 +71,14 @@ def test_readme_documents_every_option_and_its_ini_twin():
         for flag in opt.flags:
             assert f"`{flag}" in readme, f"README does not document {flag}"
         assert f"`{opt.ini}`" in readme, f"README does not name the ini option {opt.ini}"
+
+
+def test_every_option_reaches_the_resolved_options():
+    from dataclasses import fields
+
+    from pytest_llmperf.options import LlmperfOptions
+
+    names = {f.name for f in fields(LlmperfOptions)}
+    target_flags = {"llmperf_sim", "llmperf_gpu", "llmperf_docker", "llmperf_real_cpu"}
+    for opt in OPTIONS:
+        assert opt.dest.removeprefix("llmperf_") in names or opt.dest in target_flags, opt.dest
