@@ -39,6 +39,9 @@ class MeasuredRun:
     results: list[RunResult]
     samples: dict[str, list[float | None]]   # metric -> one value per repetition (real time)
     provenance: dict[str, Any]
+    # The first repetition's per-request figures (metrics/uncertainty.request_rows, real
+    # time): what the verdict rule pairs with the baseline's to tell a change from noise.
+    rows: list[tuple] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)       # e.g. "spec-decode counters did not move"
     published: dict[str, float] = field(default_factory=dict)
     _session: "PerfSession | None" = field(default=None, repr=False, compare=False)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 PROFILES = ("smoke", "nightly", "full")
+INCONCLUSIVE = ("warn", "fail", "pass")
 TARGET_FLAGS = {
     "sim": "--llmperf-sim",
     "gpu": "--llmperf-gpu",
@@ -71,6 +72,11 @@ OPTIONS: tuple[Option, ...] = (
            "write the full JSON report (results with raw records, verdicts, provenance) here"),
     Option("llmperf_repetitions", ("--llmperf-repetitions",), "int", 1,
            "runs per test and concurrency; baselines keep the median and the spread"),
+    Option("llmperf_inconclusive", ("--llmperf-inconclusive",), "str", "warn",
+           "what a metric the noise cannot decide does to its test: warn (passes with a warning), "
+           "fail, or pass", INCONCLUSIVE),
+    Option("llmperf_confidence", ("--llmperf-confidence",), "float", 0.95,
+           "confidence of the verdict rule's intervals (0.5 to 0.999; docs/verdicts.md)"),
     Option("llmperf_sim_speed", ("--llmperf-sim-speed",), "float", 10.0,
            "simulator clock speed-up; figures are scaled back to real time"),
     Option("llmperf_sim_args", ("--llmperf-sim-args",), "args", (),
@@ -96,6 +102,8 @@ class LlmperfOptions:
     profile: str = "full"
     report: str | None = None
     repetitions: int = 1
+    inconclusive: str = "warn"
+    confidence: float = 0.95
     sim_speed: float = 10.0
     sim_args: tuple[str, ...] = ()
     ready_timeout: float = 1800.0
@@ -175,6 +183,10 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         base_url = base_url.rstrip("/")
         if base_url.endswith("/v1"):
             base_url = base_url[: -len("/v1")]
+    if not 0.5 <= values["llmperf_confidence"] <= 0.999:
+        where = "--llmperf-confidence" if sources["llmperf_confidence"] == "cli" else "ini option 'llmperf_confidence'"
+        raise OptionError(f"{where}: expected a confidence between 0.5 and 0.999 (e.g. 0.95), "
+                          f"got {values['llmperf_confidence']!r}")
     if values["llmperf_image"] and target not in ("gpu", "docker"):
         raise OptionError(
             "--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)"

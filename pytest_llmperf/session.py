@@ -10,6 +10,7 @@ import datetime as dt
 import functools
 import os
 import subprocess
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +21,19 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
     incompatibility_message,
+    change_error,
 )
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.measured import MeasuredRun, flatten_summary
 from pytest_llmperf.metrics.timescale import to_real_time
+from pytest_llmperf.metrics.uncertainty import (
+    decode_rows,
+    encode_rows,
+    independent_blocks,
+    paired_errors,
+    request_rows,
+)
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
 from pytest_llmperf.report.table import format_verdict_table
 from pytest_llmperf.servers.base import ServerTarget
@@ -39,6 +48,10 @@ class PerfFailure(AssertionError):
     """A gated metric regressed, has no data, or has no comparable baseline."""
 
 
+class InconclusiveWarning(UserWarning):
+    """A gated metric the noise could not decide (--llmperf-inconclusive warn)."""
+
+
 @dataclass
 class GateRecord:
     """One assertion's outcome, for the terminal summary and the JSON report."""
@@ -47,7 +60,7 @@ class GateRecord:
     concurrency: int
     baseline_path: str
     verdicts: list[Any] = field(default_factory=list)
-    outcome: str = "pass"        # pass | fail | recorded | refused
+    outcome: str = "pass"        # pass | warn (inconclusive) | fail | recorded | refused
     message: str = ""
 
 
@@ -118,6 +131,7 @@ class PerfSession:
             workload=workload,
             results=results,
             samples=samples,
+            rows=request_rows(results[0].records, clock_speed=speed),
             provenance=self._provenance(spec, endpoint),
             notes=notes,
             published=self._published(spec, workload.concurrency),
@@ -237,7 +251,8 @@ class PerfSession:
             # A run's own figures are all recorded, so later assertions on any of them find a
             # baseline; a speedup adds only itself.
             metrics = dict(samples) if base is not None else {**run.samples, **samples}
-            self.store.record(target, run.spec.name, run.concurrency, metrics, workload, provenance)
+            self.store.record(target, run.spec.name, run.concurrency, metrics, workload, provenance,
+                              requests=encode_rows(run.rows) if base is None else None)
             record.outcome, record.message = "recorded", f"recorded {', '.join(samples)} in {record.baseline_path}"
             return
 
@@ -257,14 +272,64 @@ class PerfSession:
             overrides=(tolerances, self.ini_tolerances),
             update_command=command,
             no_data_reasons=no_data,
+            confidence=self.options.confidence,
+            **self._noise(run, entry, samples, base, target),
         )
         record.verdicts = verdicts
         title = f"{run.spec.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
         record.message = format_verdict_table(verdicts, title=title)
-        if all(v.ok for v in verdicts):
-            return
-        record.outcome = "fail"
-        raise PerfFailure(record.message)
+        undecided = [v for v in verdicts if v.status == "inconclusive"]
+        policy = self.options.inconclusive
+        failing = [v for v in verdicts if not v.ok and (v.status != "inconclusive" or policy == "fail")]
+        if failing:
+            record.outcome = "fail"
+            raise PerfFailure(record.message)
+        if undecided and policy == "warn":
+            record.outcome = "warn"
+            warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
+
+    def _noise(self, run: MeasuredRun, entry: Mapping[str, Any] | None, samples: Mapping[str, list[float | None]],
+               base: MeasuredRun | None, target: str) -> dict[str, Any]:
+        """The standard error of each gated metric's change, and notes on how it was had."""
+        if not entry:
+            return {}
+        recorded = entry["metrics"]
+        blocks = self._blocks(run, entry)
+        if base is None:
+            paired = self._paired(run, entry, list(samples))
+        else:   # the speedup: each server's decode change against its own baseline
+            paired = {}
+            base_file = self.store.load(target, base.spec.name)
+            base_entry = base_file.entry(base.concurrency) if base_file else None
+            mine = self._paired(run, entry, ["decode_tok_s"]).get("decode_tok_s")
+            theirs = self._paired(base, base_entry, ["decode_tok_s"]).get("decode_tok_s") if base_entry else None
+            speedup = _median(samples.get("mtp_speedup", []))
+            ours, their = run.value("decode_tok_s"), base.value("decode_tok_s")
+            if speedup and mine is not None and theirs is not None and ours and their:
+                paired["mtp_speedup"] = speedup * ((mine / ours) ** 2 + (theirs / their) ** 2) ** 0.5
+                blocks = min(blocks, self._blocks(base, base_entry))
+        errors, notes = {}, {}
+        for name, values in samples.items():
+            old = recorded.get(name)
+            errors[name] = change_error(paired.get(name), old["samples"] if old else (), values,
+                                        paired_dof=max(blocks - 1, 1))
+            if "requests" not in entry and errors[name] is None:
+                notes[name] = ("the baseline has no per-request figures (recorded by an older version): judged on "
+                               "the tolerance alone; re-record it to judge against the noise")
+        return {"errors": errors, "notes": notes}
+
+    @staticmethod
+    def _blocks(run: MeasuredRun, entry: Mapping[str, Any] | None) -> int:
+        if not entry or "requests" not in entry:
+            return 0
+        return independent_blocks(decode_rows(entry["requests"]), run.rows, run.concurrency)
+
+    def _paired(self, run: MeasuredRun, entry: Mapping[str, Any], names: list[str]) -> dict[str, float]:
+        if "requests" not in entry or not run.rows:
+            return {}
+        figures = {name: m["value"] for name, m in entry["metrics"].items()}
+        return paired_errors(decode_rows(entry["requests"]), run.rows, figures, run.summary, names,
+                             concurrency=run.concurrency)
 
     def close(self) -> None:
         self.pool.stop()

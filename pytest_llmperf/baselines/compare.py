@@ -1,13 +1,23 @@
 """Verdicts: a measured value against its baseline, and whether two runs are comparable.
 
-Statuses:
-  pass              within tolerance (exactly at the limit passes)
-  improved          better than the baseline by more than the tolerance; passes, with a
-                    hint to record the new level (--update-baselines)
-  regressed         worse than the baseline by more than the tolerance; fails
+The rule (docs/verdicts.md has it with its assumptions). `worse` is the change in the
+metric's bad direction (relative to the baseline for a relative tolerance), `t` the
+tolerance, `sigma` the standard error of the change (both sides' errors combined) and
+`z` the two-sided normal quantile of the confidence (1.96 at 95 %):
+
+  regressed         worse > t and worse - z*sigma > 0: beyond tolerance, and the interval
+                    excludes no change; fails
+  improved          -worse > t and worse + z*sigma < 0; passes, with a hint to record the
+                    new level (--update-baselines)
+  pass              worse + z*sigma <= t: the evidence bounds the change within tolerance
+                    (exactly at the limit passes)
+  inconclusive      anything else: the noise is too wide to tell; says how much more data
+                    would decide it; --llmperf-inconclusive decides (default warn)
   missing-baseline  nothing recorded yet; fails with the command that records it
   no-data           the run produced no value (e.g. spec-decode counters absent because the
                     server ran with --disable-log-stats); fails with the reason
+
+With no error known on either side (sigma 0) the rule is the plain tolerance check.
 """
 
 from __future__ import annotations
@@ -15,13 +25,15 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from pytest_llmperf.baselines.tolerances import Direction, Tolerance, direction_for, tolerance_for
 
-STATUSES = ("pass", "improved", "regressed", "missing-baseline", "no-data")
+STATUSES = ("pass", "improved", "regressed", "inconclusive", "missing-baseline", "no-data")
 PASSING = frozenset({"pass", "improved"})
+DEFAULT_CONFIDENCE = 0.95
 
 DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
 
@@ -53,6 +65,9 @@ class Verdict:
     direction: Direction = Direction.HIGHER
     tolerance: Tolerance | None = None
     command: str = ""          # what records a new baseline, for reports that print it once
+    noise: float | None = None  # half-width of the change's interval (z * sigma), metric units
+    confidence: float = DEFAULT_CONFIDENCE
+    note: str = ""             # how the noise was estimated, when it needs saying
 
     @property
     def ok(self) -> bool:
@@ -77,6 +92,80 @@ def _beyond(amount: float, limit: float) -> bool:
     return amount > limit and not math.isclose(amount, limit, rel_tol=_REL_EPS, abs_tol=_ABS_EPS)
 
 
+def z_value(confidence: float, dof: float | None = None) -> float:
+    """Two-sided quantile of the confidence: normal (0.95 -> 1.96), or Student's t with
+    `dof` degrees of freedom when the error rests on few independent units (2 -> 4.30)."""
+    if not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
+    p = 0.5 + confidence / 2
+    if dof is None or not math.isfinite(dof) or dof > 1e6:
+        return statistics.NormalDist().inv_cdf(p)
+    return t_quantile(p, max(float(dof), 1.0))
+
+
+def t_quantile(p: float, dof: float) -> float:
+    """Student's t quantile: exact for 1 and 2 degrees of freedom, else the Cornish-Fisher
+    expansion around the normal quantile (within 0.3 % of the exact value from 3 up)."""
+    if dof <= 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof <= 2:
+        return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
+    z = statistics.NormalDist().inv_cdf(p)
+    v = dof
+    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The standard error of a metric's change, and the degrees of freedom it rests on."""
+    sigma: float
+    dof: float | None = None     # None: normal quantiles (many independent units)
+
+
+def change_error(
+    paired: float | None,
+    baseline_samples: Iterable[float | None] = (),
+    measured_samples: Iterable[float | None] = (),
+    *,
+    paired_dof: float | None = None,
+) -> Noise | None:
+    """The noise of (measured - baseline) for one metric.
+
+    `paired`: the request-level error of the change (metrics/uncertainty.paired_errors)
+    from one repetition of each side, resting on `paired_dof` degrees of freedom (its
+    independent blocks less one). Added to it, the noise common to a whole run: the
+    standard deviation between repetitions over the square root of their number, for
+    each side with two or more (a side with one borrows the other's: same setup, same
+    noise), with repetitions less one degrees of freedom. Degrees of freedom combine by
+    Welch-Satterthwaite. None when nothing is known.
+    """
+    b = [v for v in baseline_samples if v is not None]
+    m = [v for v in measured_samples if v is not None]
+    sd_b = (statistics.stdev(b), len(b) - 1) if len(b) >= 2 else None
+    sd_m = (statistics.stdev(m), len(m) - 1) if len(m) >= 2 else None
+    sd_b = sd_b or sd_m
+    sd_m = sd_m or sd_b
+    parts: list[tuple[float, float | None]] = []        # (variance, dof)
+    if paired is not None:
+        parts.append((paired ** 2, paired_dof))
+    if sd_b is not None and b:
+        parts.append((sd_b[0] ** 2 / len(b), sd_b[1]))
+    if sd_m is not None and m:
+        parts.append((sd_m[0] ** 2 / len(m), sd_m[1]))
+    if not parts:
+        return None
+    variance = sum(v for v, _ in parts)
+    if variance <= 0:
+        return Noise(0.0)
+    if any(d is None for _, d in parts):
+        dof = None if all(d is None for _, d in parts) else min(d for _, d in parts if d is not None)
+    else:
+        dof = variance ** 2 / sum(v ** 2 / d for v, d in parts if v > 0)
+    return Noise(math.sqrt(variance), dof)
+
+
 def compare(
     metric: str,
     baseline_value: float | None,
@@ -86,14 +175,25 @@ def compare(
     *,
     update_command: str = DEFAULT_UPDATE_COMMAND,
     no_data_reason: str | None = None,
+    error: "Noise | float | None" = None,
+    note: str = "",
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> Verdict:
-    """Judge one metric. `update_command` is what the hints tell the user to run."""
+    """Judge one metric. `update_command` is what the hints tell the user to run.
+
+    `error`: the noise of the change (a Noise, or a bare standard error in metric units
+    with normal quantiles; see change_error); None judges the change on the tolerance
+    alone. `note` says how the noise was estimated
+    when that needs saying (e.g. an older baseline without per-request figures).
+    """
     direction = Direction.parse(direction)
     base = _number(baseline_value)
     meas = _number(measured)
     allowed = tolerance.allowed(direction)
+    noise = error if isinstance(error, Noise) or error is None else Noise(float(error))
+    z = z_value(confidence, noise.dof if noise else None)
     common = dict(metric=metric, baseline=base, measured=meas, allowed=allowed,
-                  direction=direction, tolerance=tolerance, command=update_command)
+                  direction=direction, tolerance=tolerance, command=update_command, confidence=confidence)
 
     # No data beats missing baseline: recording would not help, the run must be fixed.
     if meas is None:
@@ -103,27 +203,54 @@ def compare(
         return Verdict(change=None, status="missing-baseline",
                        hint=f"{metric}: no baseline recorded; record it with: {update_command}", **common)
 
+    sigma = abs(noise.sigma) if noise is not None and math.isfinite(noise.sigma) else 0.0
     delta = meas - base
     relative = delta / abs(base) if base != 0 else None
     worse = -delta if direction is Direction.HIGHER else delta   # > 0 means worse
     if tolerance.kind == "relative":
         if base != 0:
-            amount = worse / abs(base)
+            amount, sigma_amount = worse / abs(base), sigma / abs(base)
         else:  # every move away from 0 is infinitely large in relative terms
             amount = math.copysign(math.inf, worse) if worse else 0.0
+            sigma_amount = 0.0
     else:
-        amount = worse
-
+        amount, sigma_amount = worse, sigma
+    half = z * sigma_amount
+    limit = tolerance.limit
     change = Change(absolute=delta, relative=relative)
-    if _beyond(amount, tolerance.limit):
-        return Verdict(change=change, status="regressed",
-                       hint=(f"{metric}: worse than the baseline by more than the allowed {allowed}; "
-                             f"if that is expected and accepted, re-record with: {update_command}"), **common)
-    if _beyond(-amount, tolerance.limit):
-        return Verdict(change=change, status="improved",
+    common.update(change=change, noise=z * sigma, note=note)
+    level = f"{confidence:.0%}"
+
+    if _beyond(amount, limit) and amount - half > 0:
+        return Verdict(status="regressed",
+                       hint=(f"{metric}: worse than the baseline by more than the allowed {allowed}, beyond the "
+                             f"noise ({level} confidence); if that is expected and accepted, re-record with: "
+                             f"{update_command}"), **common)
+    if _beyond(-amount, limit) and amount + half < 0:
+        return Verdict(status="improved",
                        hint=(f"{metric}: better than the baseline by more than {allowed.lstrip('+-')}; "
                              f"if this is the new normal, record it with: {update_command}"), **common)
-    return Verdict(change=change, status="pass", **common)
+    if not _beyond(amount + half, limit):
+        return Verdict(status="pass", **common)
+    return Verdict(status="inconclusive",
+                   hint=f"{metric}: inconclusive: {_resolution(amount, limit, half, z, level)}",
+                   **common)
+
+
+def _resolution(amount: float, limit: float, half: float, z: float, level: str) -> str:
+    """Why it is undecided, and how much more measuring would decide it."""
+    shown = f"change {amount:+.3g} against a tolerance of {limit:.3g}, noise +/-{half:.3g} ({level})"
+    # The interval decides once it clears the nearest boundary: above 0 (regressed) when
+    # the change is beyond the tolerance, below the tolerance (pass) otherwise.
+    room = amount if amount > limit else limit - amount
+    if half <= 0:
+        return shown
+    if room <= 0.05 * half:
+        return f"{shown}; the change sits at the boundary, more data will not settle it quickly"
+    # The noise falls with the square root of the data (repetitions, or prompts).
+    factor = math.ceil((half / room) ** 2)
+    return (f"{shown}; about {max(2, factor)}x the data would decide it "
+            "(--llmperf-repetitions, or more prompts)")
 
 
 def compare_metrics(
@@ -134,10 +261,15 @@ def compare_metrics(
     overrides: Iterable[Mapping[str, Any] | None] = (),
     update_command: str = DEFAULT_UPDATE_COMMAND,
     no_data_reasons: Mapping[str, str] | None = None,
+    errors: Mapping[str, "Noise | float | None"] | None = None,
+    notes: Mapping[str, str] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[Verdict]:
     """Judge several metrics of one run against one baseline entry's "metrics" section.
 
     `overrides`: tolerance layers, most specific first (marker, then ini).
+    `errors`: the standard error of each metric's change (see change_error); `notes`: how
+    it was estimated, where that needs saying.
     An unknown metric without a tolerance raises ValueError (from tolerance_for).
     """
     layers = tuple(overrides)
@@ -157,6 +289,9 @@ def compare_metrics(
             direction,
             update_command=update_command,
             no_data_reason=reason,
+            error=(errors or {}).get(name),
+            note=(notes or {}).get(name, ""),
+            confidence=confidence,
         ))
     return verdicts
 

@@ -9,7 +9,8 @@ Layout of a baseline file (format 1):
       "concurrency": {
         "8":  {"workload": {...}, "provenance": {...},
                "metrics": {"decode_tok_s": {"value": 407.9, "samples": [...],
-                                            "spread": 0.012, "direction": "higher"}}},
+                                            "spread": 0.012, "direction": "higher"}},
+               "requests": ["17 263 256 86 412.5 17030.2", ...]},
         "32": {...}
       }
     }
@@ -17,6 +18,11 @@ Layout of a baseline file (format 1):
 - value  = median of the samples (the repetitions of the run).
 - spread = (max - min) / |median| of the samples: a relative range, 0 for one sample,
            null when the median is 0. It tells a reviewer how noisy the number is.
+- requests = the recorded run's per-request figures, one line each in dispatch order:
+           prompt index, prompt tokens, output tokens, chunks, TTFT ms, E2EL ms
+           (metrics/uncertainty.py). The verdict rule pairs them with a new run's to
+           tell a change from noise. Files recorded before it have none; they still load
+           and compare on the tolerance alone, with a note.
 - Concurrency keys are ordered numerically, every other key alphabetically; metric
   numbers are rounded to 6 significant digits; indent 2, trailing newline. Writing the
   same data twice gives byte-identical files, so a diff shows only what moved.
@@ -48,6 +54,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from pytest_llmperf.baselines.compare import check_compatible
 from pytest_llmperf.baselines.tolerances import DIRECTIONS, Direction, direction_for
+from pytest_llmperf.metrics.uncertainty import decode_rows
 
 FORMAT = 1
 SIG_DIGITS = 6
@@ -292,9 +299,16 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
     for section in ("workload", "provenance", "metrics"):
         if not isinstance(entry.get(section), dict):
             raise BaselineError(path, f"{where}: missing or invalid {section!r} (expected an object)")
-    _check_keys(path, where, entry, {"workload", "provenance", "metrics"})
+    _check_keys(path, where, entry, {"workload", "provenance", "metrics", "requests"})
     for name, m in entry["metrics"].items():
         _check_metric(path, f"{where}.metrics.{name}", name, m)
+    if "requests" in entry:
+        if not isinstance(entry["requests"], list):
+            raise BaselineError(path, f"{where}.requests must be a list of lines, got {type(entry['requests']).__name__}")
+        try:
+            decode_rows(entry["requests"])
+        except ValueError as exc:
+            raise BaselineError(path, f"{where}.requests: {exc}") from None
 
 
 # --- the files ----------------------------------------------------------------------
@@ -399,6 +413,7 @@ class BaselineStore:
         provenance: Mapping[str, Any],
         *,
         directions: Mapping[str, Direction | str] | None = None,
+        requests: list[str] | None = None,
     ) -> BaselineFile:
         """Record one concurrency's metrics and write the file; other concurrencies are kept.
 
@@ -408,14 +423,17 @@ class BaselineStore:
         workload and hardware are kept (so mtp_speedup can be added after decode_tok_s);
         a different workload or hardware replaces the whole entry.
         `directions` is needed only for metrics whose direction cannot be inferred.
+        `requests`: the run's per-request lines (metrics/uncertainty.encode_rows); when
+        None, lines recorded earlier under the same workload and hardware are kept.
         """
         concurrency = _positive_concurrency(concurrency)
         path = self.path_for(target, server)
         with _directory_lock(path.parent):
             return self._record_locked(path, target, server, concurrency, metrics, workload, provenance,
-                                       directions)
+                                       directions, requests)
 
-    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, directions):
+    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, directions,
+                       requests):
         try:
             current = self.load(target, server)
         except BaselineError as exc:
@@ -446,11 +464,17 @@ class BaselineStore:
             }
 
         old = current.entries.get(concurrency)
-        kept = {}
+        kept: dict[str, Any] = {}
+        kept_requests = None
         if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
             kept = dict(old["metrics"])
+            kept_requests = old.get("requests")
         kept.update(new_metrics)
-        current.entries[concurrency] = {"metrics": kept, "provenance": provenance, "workload": workload}
+        entry: dict[str, Any] = {"metrics": kept, "provenance": provenance, "workload": workload}
+        lines = [str(line) for line in requests] if requests is not None else kept_requests
+        if lines is not None:
+            entry["requests"] = lines
+        current.entries[concurrency] = entry
         atomic_write_text(path, current.to_json())
         return current
 

@@ -15,6 +15,7 @@ VERDICT_WORDS = {
     "pass": "pass",
     "improved": "improved",
     "regressed": "!! REGRESSED",
+    "inconclusive": "? inconclusive",
     "missing-baseline": "MISSING BASELINE",
     "no-data": "NO DATA",
 }
@@ -87,6 +88,18 @@ def format_change(v: Verdict) -> str:
     return f"{relative} ({absolute})"
 
 
+def format_noise(v: Verdict) -> str:
+    """The interval's half-width in the tolerance's terms: "+/-1.2%" or "+/-0.012"; "-" if none."""
+    if not v.noise or v.change is None or v.tolerance is None:   # 0: no error known on either side
+        return "-"
+    if v.tolerance.kind == "relative":
+        if not v.baseline:
+            return "-"
+        return f"+/-{abs(v.noise / v.baseline) * 100:.1f}%"
+    decimals = max(_decimals_of(format_value(v.metric, v.noise)), 1)
+    return f"+/-{abs(v.noise):.{decimals}f}"
+
+
 def verdict_word(status: str) -> str:
     return VERDICT_WORDS.get(status, status.upper())
 
@@ -105,7 +118,7 @@ def _counts(verdicts: Iterable[Verdict]) -> str:
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
-    order = ["regressed", "no-data", "missing-baseline", "improved", "pass"]
+    order = ["regressed", "no-data", "missing-baseline", "inconclusive", "improved", "pass"]
     return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
 
 
@@ -119,7 +132,8 @@ _RECORD_WORDS = {
 def _hints(verdicts: Iterable[Verdict]) -> list[str]:
     """The no-data reasons, then each record command once (the rows already say what moved)."""
     verdicts = list(verdicts)
-    seen: list[str] = [v.hint for v in verdicts if v.status == "no-data" and v.hint]
+    seen: list[str] = [v.hint for v in verdicts if v.status in ("no-data", "inconclusive") and v.hint]
+    seen += [f"{v.metric}: {v.note}" for v in verdicts if v.note and v.status in ("regressed", "inconclusive")]
     for status, words in _RECORD_WORDS.items():
         for command in dict.fromkeys(v.command for v in verdicts if v.status == status):
             metrics = ", ".join(v.metric for v in verdicts if v.status == status and v.command == command)
@@ -131,12 +145,14 @@ def _hints(verdicts: Iterable[Verdict]) -> list[str]:
 
 
 def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) -> str:
-    """metric | baseline | measured | change | allowed | verdict, then counts and hints."""
-    header = ["metric", "baseline", "measured", "change", "allowed", "verdict"]
+    """metric | baseline | measured | change | noise | allowed | verdict, then counts and hints.
+
+    noise: the half-width of the change's interval at the rule's confidence."""
+    header = ["metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
     rows = [[v.metric, format_value(v.metric, v.baseline), format_value(v.metric, v.measured),
-             format_change(v), v.allowed, verdict_word(v.status)] for v in verdicts]
+             format_change(v), format_noise(v), v.allowed, verdict_word(v.status)] for v in verdicts]
     lines = [title] if title else []
-    lines += render_columns(header, rows, right={1, 2, 3, 4})
+    lines += render_columns(header, rows, right={1, 2, 3, 4, 5})
     if verdicts:
         lines.append(f"({_counts(verdicts)})")
     hints = _hints(verdicts)
@@ -157,7 +173,7 @@ def format_server_table(server: str, rows: Iterable[SummaryRow | tuple]) -> str:
     """
     items = sorted((_as_row(r) for r in rows), key=lambda r: r.concurrency)   # stable: metric order kept
     with_published = any(r.published is not None for r in items)
-    header = ["conc", "metric", "baseline", "measured", "change", "allowed", "verdict"]
+    header = ["conc", "metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
     if with_published:
         header.append(PUBLISHED_HEADER)
     table = []
@@ -166,12 +182,12 @@ def format_server_table(server: str, rows: Iterable[SummaryRow | tuple]) -> str:
         v = r.verdict
         cells = ["" if r.concurrency == previous else str(r.concurrency), v.metric,
                  format_value(v.metric, v.baseline), format_value(v.metric, v.measured),
-                 format_change(v), v.allowed, verdict_word(v.status)]
+                 format_change(v), format_noise(v), v.allowed, verdict_word(v.status)]
         if with_published:
             cells.append(format_value(v.metric, r.published))
         table.append(cells)
         previous = r.concurrency
-    right = {0, 2, 3, 4, 5} | ({7} if with_published else set())
+    right = {0, 2, 3, 4, 5, 6} | ({8} if with_published else set())
     lines = [f"llmperf: {server}", *render_columns(header, table, right)]
     if items:
         lines.append(f"({_counts(r.verdict for r in items)})")

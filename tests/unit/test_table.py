@@ -57,11 +57,11 @@ def test_verdict_table_has_header_numbers_and_words():
     text = format_verdict_table([REGRESSED, OK_RATE, IMPROVED, MISSING, NO_DATA], title="qwen mtp @ conc 32")
     lines = rows_of(text)
     assert lines[0] == "qwen mtp @ conc 32"
-    assert lines[1].split() == ["metric", "baseline", "measured", "change", "allowed", "verdict"]
+    assert lines[1].split() == ["metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
     row = next(line for line in lines if line.startswith("decode_tok_s"))
-    assert row.split() == ["decode_tok_s", "407.9", "380.2", "-6.8%", "(-27.7)", "-5%", "!!", "REGRESSED"]
+    assert row.split() == ["decode_tok_s", "407.9", "380.2", "-6.8%", "(-27.7)", "-", "-5%", "!!", "REGRESSED"]
     rate = next(line for line in lines if line.startswith("acceptance_rate"))
-    assert rate.split() == ["acceptance_rate", "0.670", "0.660", "-0.010", "(-1.5%)", "-0.03", "pass"]
+    assert rate.split() == ["acceptance_rate", "0.670", "0.660", "-0.010", "(-1.5%)", "-", "-0.03", "pass"]
     assert "improved" in next(line for line in lines if line.startswith("ttft_ms_median"))
     assert "MISSING BASELINE" in next(line for line in lines if line.startswith("mtp_speedup"))
     assert "NO DATA" in next(line for line in lines if line.startswith("acceptance_length"))

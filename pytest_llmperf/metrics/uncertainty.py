@@ -1,0 +1,193 @@
+"""How far a change between two runs could be chance: the standard error of a metric's
+change, from the two runs' raw per-request figures.
+
+Both runs send the same prompts (same dataset, seed and count), so the question is not
+"what if other prompts had been drawn" (that variance cancels in the comparison) but "how
+much do the same prompts' figures move between runs". The estimate is therefore paired:
+
+- Each run keeps a compact per-request table (`request_rows`: prompt index, prompt and
+  output tokens, chunks, TTFT, E2EL, in dispatch order); baselines store the table of
+  the run they were recorded from.
+- A circular moving-block bootstrap resamples the prompt indices both runs completed, in
+  the measured run's dispatch order, in blocks of `concurrency` consecutive requests (at
+  least three blocks). Requests sent together share the server's state (a wave of `c`
+  prompts is prefilled, queued and finished together), so single-request resampling would
+  treat three waves of 32 as 96 independent draws; a block keeps a wave together.
+- For every resample the metric is recomputed on both runs' rows of those prompts and
+  the difference taken; the standard deviation of the differences is the standard error
+  of the change.
+- Latency statistics (TTFT, TPOT, E2EL: mean, median, p90, p99) are recomputed as the
+  summary computes them (numpy's linear percentiles). Throughputs are sums over a fixed
+  window: a resample scales the run's figure by its tokens per second of request time
+  (sum of tokens over sum of E2EL) against the run's own. Acceptance comes from vLLM's
+  counters, which are per run; each request's share is read from its stream (every
+  decode step sends one chunk of 1 + accepted tokens, so `chunks - 1` drafts and
+  `tokens - chunks` accepted), and a resample scales the counters' figure by its ratio
+  of accepted to drafted against the run's own.
+
+What this cannot see is noise common to a whole run (a server started again, a GPU's
+clocks, a neighbour): that comes from repetitions, combined in `baselines/compare.py`.
+Deterministic: the resampling is seeded.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from pytest_llmperf.workload.records import RequestRecord
+
+RESAMPLES = 1000
+SEED = 20261201
+MIN_BLOCKS = 3
+ROW_FIELDS = ("index", "prompt_tokens", "output_tokens", "chunks", "ttft_ms", "e2el_ms")
+
+_STATS = ("mean", "median", "p90", "p99")
+_Q = {"median": 50, "p90": 90, "p99": 99}
+_RATE_NUMERATORS = {
+    "decode_tok_s": ("output_tokens",),
+    "prefill_tok_s": ("prompt_tokens",),
+    "total_tok_s": ("output_tokens", "prompt_tokens"),
+    "request_throughput": (),
+}
+
+Row = tuple[int, int, int, int, float, float]
+
+
+def request_rows(records: Iterable[RequestRecord], clock_speed: float = 1.0) -> list[Row]:
+    """The successful requests' per-request figures, in dispatch order, in real-time ms."""
+    ok = sorted((r for r in records if r.ok and r.chunk_times), key=lambda r: r.send_time)
+    return [(int(r.index), int(r.prompt_tokens or 0), int(r.completion_tokens or 0), len(r.chunk_times),
+             float(r.ttft) * 1000.0 * clock_speed, float(r.e2el) * 1000.0 * clock_speed) for r in ok]
+
+
+def encode_rows(rows: Sequence[Row]) -> list[str]:
+    """One line of text per request, for a diffable baseline file."""
+    return [f"{i} {p} {o} {c} {t:.6g} {e:.6g}" for i, p, o, c, t, e in rows]
+
+
+def decode_rows(lines: Sequence[str]) -> list[Row]:
+    """The inverse of encode_rows; ValueError names the bad line."""
+    rows = []
+    for n, line in enumerate(lines):
+        parts = str(line).split()
+        if len(parts) != len(ROW_FIELDS):
+            raise ValueError(f"request row {n} {line!r}: expected {len(ROW_FIELDS)} fields ({' '.join(ROW_FIELDS)})")
+        try:
+            i, p, o, c = (int(x) for x in parts[:4])
+            t, e = float(parts[4]), float(parts[5])
+        except ValueError:
+            raise ValueError(f"request row {n} {line!r}: expected four integers and two numbers") from None
+        if min(i, p, o, c) < 0 or not (math.isfinite(t) and math.isfinite(e)) or t < 0 or e < t:
+            raise ValueError(f"request row {n} {line!r}: negative count or impossible times")
+        rows.append((i, p, o, c, t, e))
+    return rows
+
+
+def block_length(n: int, concurrency: int | None) -> int:
+    """Requests per bootstrap block: one wave (`concurrency`), but at least MIN_BLOCKS blocks."""
+    c = max(1, int(concurrency or 1))
+    return max(1, min(c, n // MIN_BLOCKS))
+
+
+def independent_blocks(baseline_rows: Sequence[Row], measured_rows: Sequence[Row],
+                       concurrency: int | None) -> int:
+    """How many blocks the paired bootstrap resamples: its independent units."""
+    base = {row[0] for row in baseline_rows}
+    n = sum(1 for row in measured_rows if row[0] in base)
+    return -(-n // block_length(n, concurrency)) if n else 0
+
+
+def _indices(n: int, length: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    blocks = -(-n // length)
+    starts = rng.integers(0, n, size=(resamples, blocks))
+    idx = (starts[:, :, None] + np.arange(length)) % n
+    return idx.reshape(resamples, -1)[:, :n]
+
+
+class _Side:
+    """One run's rows of the common prompts, as columns, with its figures."""
+
+    def __init__(self, rows: dict[int, Row], order: list[int], figures: Mapping[str, float | None]):
+        table = np.array([rows[i] for i in order], dtype=float)
+        self.col = {name: table[:, j] for j, name in enumerate(ROW_FIELDS)}
+        out = self.col["output_tokens"]
+        with np.errstate(all="ignore"):
+            self.col["tpot_ms"] = np.where(out > 1, (self.col["e2el_ms"] - self.col["ttft_ms"]) / (out - 1), np.nan)
+        chunks = self.col["chunks"]
+        self.col["drafts"] = np.maximum(chunks - 1, 0)
+        self.col["accepted"] = np.maximum(out - chunks, 0)
+        self.figures = figures
+
+    def statistic(self, name: str, idx: np.ndarray) -> np.ndarray | None:
+        """`name` recomputed on every resample (rows of `idx`); None when it has no estimator."""
+        col = self.col
+        prefix, _, stat = name.rpartition("_")
+        if prefix in ("ttft_ms", "e2el_ms", "tpot_ms") and stat in _STATS:
+            values = col[prefix][idx]
+            with np.errstate(all="ignore"):
+                if stat == "mean":
+                    return np.nanmean(values, axis=1)
+                return np.nanpercentile(values, _Q[stat], axis=1)
+        if name == "per_stream_tok_s":
+            with np.errstate(all="ignore"):
+                return 1000.0 / np.nanpercentile(col["tpot_ms"][idx], 50, axis=1)
+        figure = self.figures.get(name)
+        if figure is None:
+            return None
+        if name in _RATE_NUMERATORS:
+            parts = _RATE_NUMERATORS[name]
+            num = sum((col[p] for p in parts), np.zeros(len(col["index"]))) if parts else np.ones(len(col["index"]))
+            return self._scaled(figure, num, col["e2el_ms"], idx)
+        if name == "acceptance_length":
+            return 1.0 + self._scaled(figure - 1.0, col["accepted"], col["drafts"], idx)
+        if name == "acceptance_rate" or name.startswith("acceptance_pos"):
+            return self._scaled(figure, col["accepted"], col["drafts"], idx)
+        return None
+
+    @staticmethod
+    def _scaled(figure: float, num: np.ndarray, den: np.ndarray, idx: np.ndarray) -> np.ndarray | None:
+        if num.sum() <= 0 or den.sum() <= 0:
+            return None
+        d = den[idx].sum(axis=1)
+        with np.errstate(all="ignore"):
+            ratio = (num[idx].sum(axis=1) / d) / (num.sum() / den.sum())
+        return figure * ratio
+
+
+def paired_errors(
+    baseline_rows: Sequence[Row],
+    measured_rows: Sequence[Row],
+    baseline_figures: Mapping[str, float | None],
+    measured_figures: Mapping[str, float | None],
+    names: Iterable[str],
+    *,
+    concurrency: int | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, float]:
+    """Metric name -> standard error of (measured - baseline), for the names that have an
+    estimator and enough common prompts (at least two).
+
+    The error rests on `independent_blocks(...)` independent units: few blocks make it
+    imprecise, which the verdict rule accounts for (Student's t, blocks - 1 degrees of
+    freedom)."""
+    base = {row[0]: row for row in baseline_rows}
+    order = [row[0] for row in measured_rows if row[0] in base]
+    if len(order) < 2:
+        return {}
+    mine = {row[0]: row for row in measured_rows}
+    b, m = _Side(base, order, baseline_figures), _Side(mine, order, measured_figures)
+    idx = _indices(len(order), block_length(len(order), concurrency), resamples, np.random.default_rng(seed))
+    out: dict[str, float] = {}
+    for name in names:
+        sb, sm = b.statistic(name, idx), m.statistic(name, idx)
+        if sb is None or sm is None:
+            continue
+        diff = sm - sb
+        diff = diff[np.isfinite(diff)]
+        if len(diff) >= 2:
+            out[name] = float(np.std(diff, ddof=1))
+    return out
