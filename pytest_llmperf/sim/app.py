@@ -122,7 +122,8 @@ def build_app(config: SimConfig) -> Starlette:
         return JSONResponse({"pid": os.getpid(), "dead": service.dead, "received": service.received, "running": len(e.running),
                              "waiting": len(e.waiting), "max_lag_s": service.max_lag, "profile": e.profile.name,
                              "speed": config.speed, "num_speculative_tokens": e.k,
-                             "acceptance": list(e.survival)})
+                             "acceptance": list(e.survival),
+                             "run_factors": {"step_time": e.run_factors[0], "acceptance": e.run_factors[1]}})
 
     # -- generation ----------------------------------------------------------------------
     async def completions(request: Request) -> Response:

@@ -24,6 +24,9 @@ _SIM_FLAGS: dict[str, type] = {
     "acceptance_scale": float,
     "acceptance_spread": float,
     "step_time_scale": float,
+    "run_noise": float,
+    "acceptance_noise": float,
+    "noise_seed": int,
     "crash_after_requests": int,
     "crash_after_seconds": float,
     "crash_exit": bool,
@@ -62,6 +65,12 @@ class SimConfig:
     acceptance_scale: float = 1.0
     acceptance_spread: float | None = None  # None: the profile's
     step_time_scale: float = 1.0
+    # Noise between server starts: each start draws a step-time factor exp(N(0, run_noise))
+    # and an acceptance factor 1 + N(0, acceptance_noise), from `noise_seed` (None: a new
+    # draw every start, as a real server's clocks and state would give).
+    run_noise: float = 0.0
+    acceptance_noise: float = 0.0
+    noise_seed: int | None = None
     # Faults.
     crash_after_requests: int | None = None  # engine dies when this many have been received
     crash_after_seconds: float | None = None # engine dies this long after start
@@ -101,6 +110,9 @@ class SimConfig:
             bad(f"step_time_scale must be > 0, got {self.step_time_scale}")
         if not 0 <= self.acceptance_scale <= 10:
             bad(f"acceptance_scale must be in [0, 10], got {self.acceptance_scale}")
+        for name in ("run_noise", "acceptance_noise"):
+            if not 0 <= getattr(self, name) <= 1:
+                bad(f"{name} must be a relative spread in [0, 1] (0.01 = 1 %), got {getattr(self, name)}")
         for name in ("error_rate", "fault_request_rate"):
             v = getattr(self, name)
             if not 0 <= v <= 1:

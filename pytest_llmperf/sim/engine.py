@@ -77,12 +77,25 @@ class StatsSink(Protocol):
     def on_finished(self, req: SimRequest, now: float) -> None: ...
 
 
+def run_factors(config: SimConfig) -> tuple[float, float]:
+    """This server start's (step-time factor, acceptance factor): 1.0 each without noise."""
+    if not (config.run_noise or config.acceptance_noise):
+        return 1.0, 1.0
+    seed = config.noise_seed if config.noise_seed is not None else random.SystemRandom().getrandbits(63)
+    rng = random.Random(f"run-noise:{seed}")
+    step = math.exp(rng.gauss(0.0, config.run_noise)) if config.run_noise else 1.0
+    acceptance = max(0.0, 1.0 + rng.gauss(0.0, config.acceptance_noise)) if config.acceptance_noise else 1.0
+    return step, acceptance
+
+
 class Engine:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.profile = p = config.profile
         self.k = config.num_speculative_tokens
-        cost_scale = config.step_time_scale / config.speed
+        self.run_factors = run_factors(config)
+        step_factor, acceptance_factor = self.run_factors
+        cost_scale = config.step_time_scale * step_factor / config.speed
         self._base_s = p.step_base_s * cost_scale
         self._tok_s = p.per_token_s * cost_scale
         self._prefill_s = p.prefill_per_token_s * cost_scale
@@ -92,7 +105,7 @@ class Engine:
         self.stats: list[StatsSink] = []
         self.spread = p.acceptance_spread if config.acceptance_spread is None else config.acceptance_spread
         if self.k:
-            rates = scaled_rates(extend_rates(p.acceptance, self.k), config.acceptance_scale)
+            rates = scaled_rates(extend_rates(p.acceptance, self.k), config.acceptance_scale * acceptance_factor)
             self.survival = rates
             self._base_logits = solve_base_logits(rates, self.spread)
         else:

@@ -28,6 +28,9 @@ class VirtualResult:
     draft_tokens: int = 0
     accepted: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
+    # Per finished request, in send order: (index, prompt tokens, output tokens, chunks,
+    # TTFT ms, E2EL ms): the shape of metrics.uncertainty.request_rows.
+    rows: list[tuple[int, int, int, int, float, float]] = field(default_factory=list)
 
     @property
     def decode_tok_s(self) -> float:
@@ -95,6 +98,7 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
     done: list[SimRequest] = []
 
     pending: list[SimRequest] = []
+    chunks: dict[str, int] = {}
 
     def send() -> None:
         nonlocal sent
@@ -123,15 +127,19 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
             continue
         now += step.duration
         for em in engine.complete(step, now):
+            chunks[em.request.rid] = chunks.get(em.request.rid, 0) + 1
             if em.finished:
                 done.append(em.request)
                 if sent < total and (max_seconds is None or now < max_seconds):
                     send()
     ttfts = [r.first_token_at - r.arrival for r in done]
+    rows = [(int(r.rid[1:]), r.prompt_tokens, r.generated, chunks.get(r.rid, 0),
+             (r.first_token_at - r.arrival) * 1000.0, (r.last_token_at - r.arrival) * 1000.0)
+            for r in sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))]
     tpots = [(r.last_token_at - r.first_token_at) / (r.generated - 1) for r in done if r.generated > 1]
     return VirtualResult(
         completed=len(done), duration=now, output_tokens=sum(r.generated for r in done),
         prompt_tokens=sum(r.prompt_tokens for r in done), ttfts=ttfts, tpots=tpots,
         drafts=counter.drafts, draft_tokens=counter.draft_tokens, accepted=counter.accepted,
-        accepted_per_pos=counter.per_pos,
+        accepted_per_pos=counter.per_pos, rows=rows,
     )

@@ -360,3 +360,22 @@ def test_published_needs_a_source_and_valid_figures(store):
                                 "concurrency": {"32": {"figures": {"decode_tok_s": "408"}, "source": "x"}}}))
     with pytest.raises(BaselineError, match="figures.decode_tok_s must be a finite number"):
         store.load_published(SERVER)
+
+
+def test_request_lines_are_stored_kept_on_merge_and_validated(store):
+    lines = ["0 20 256 86 412.5 17030.2", "1 30 256 90 400 17000"]
+    store.record("sim", "s", 8, {"decode_tok_s": [100.0]}, {"w": 1}, {}, requests=lines)
+    store.record("sim", "s", 8, {"mtp_speedup": [1.5]}, {"w": 1}, {})        # same workload: kept
+    entry = store.load("sim", "s").entry(8)
+    assert entry["requests"] == lines and set(entry["metrics"]) == {"decode_tok_s", "mtp_speedup"}
+    path = store.path_for("sim", "s")
+    doc = json.loads(path.read_text())
+    doc["concurrency"]["8"]["requests"] = ["0 20 256"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match=r"concurrency\[8\]\.requests: request row 0"):
+        store.load("sim", "s")
+
+
+def test_files_without_request_lines_still_load(store):
+    store.record("sim", "s", 8, {"decode_tok_s": [100.0]}, {"w": 1}, {})
+    assert "requests" not in store.load("sim", "s").entry(8)

@@ -151,3 +151,80 @@ def test_ctrl_c_keeps_the_partial_run_and_stops_the_session(tmp_path):
     kept = perf.runs[(BASE, workload)]
     assert kept.results == [partial]          # no further repetition after the interrupt
     perf.close()
+
+
+def jittered_result(ttfts, tokens=20):
+    """Requests with the given TTFTs (s), one per wave of 1; decode speed fixed."""
+    records = [
+        RequestRecord(index=i, send_time=float(i), chunk_times=[i + t + k * 0.01 for k in range(tokens)],
+                      end_time=i + t + 1.0, prompt_tokens=50, completion_tokens=tokens, finish_reason="length",
+                      status=200)
+        for i, t in enumerate(ttfts)
+    ]
+    return RunResult(config={}, records=records, duration=float(len(ttfts)), attempted=len(ttfts),
+                     stop_reason="completed")
+
+
+def ttft_session(tmp_path, ttfts, **cli):
+    cli = {"llmperf_sim": True, **cli}
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path)
+    perf._requests_for = lambda endpoint, workload: []
+    perf._execute = lambda endpoint, requests, workload, speed: jittered_result(ttfts)
+    return perf
+
+
+BASE_TTFTS = [0.10, 0.30, 0.12, 0.28, 0.11, 0.29, 0.10, 0.31]
+# The same prompts, each moved a lot but the median barely: noise wider than the 10 % tolerance.
+NOISY_TTFTS = [0.30, 0.10, 0.28, 0.12, 0.29, 0.11, 0.31, 0.10]
+
+
+def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path):
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
+        "t").assert_no_regression("ttft_ms_median")
+    perf = ttft_session(tmp_path, NOISY_TTFTS)
+    with pytest.warns(UserWarning, match="inconclusive"):
+        perf.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    gate = perf.gates[-1]
+    assert gate.outcome == "warn" and gate.verdicts[0].status == "inconclusive"
+    assert "the data would decide it" in gate.message or "boundary" in gate.message
+
+
+def test_inconclusive_fails_or_passes_as_the_option_says(tmp_path):
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
+        "t").assert_no_regression("ttft_ms_median")
+    strict = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="fail")
+    with pytest.raises(PerfFailure, match="inconclusive"):
+        strict.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    lenient = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="pass")
+    import warnings as _warnings
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        lenient.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    assert lenient.gates[-1].outcome == "pass"
+
+
+def test_baselines_keep_the_runs_request_lines(tmp_path):
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    perf = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
+    perf.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    entry = perf.store.load("sim", "m").entry(1)
+    assert len(entry["requests"]) == 8
+    index, prompt, out, chunks, ttft, e2el = entry["requests"][1].split()
+    assert (index, prompt, out, chunks) == ("1", "50", "20", "20") and float(ttft) == pytest.approx(300.0)
+
+
+def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_a_note(tmp_path):
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
+        "t").assert_no_regression("ttft_ms_median")
+    path = tmp_path / "baselines" / "sim" / "m.json"
+    doc = json.loads(path.read_text())
+    del doc["concurrency"]["1"]["requests"]
+    path.write_text(json.dumps(doc))
+    slower = ttft_session(tmp_path, [t * 1.5 for t in BASE_TTFTS])
+    with pytest.raises(PerfFailure) as failure:
+        slower.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    assert "REGRESSED" in str(failure.value)
+    assert "no per-request figures" in str(failure.value)

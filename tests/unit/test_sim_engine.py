@@ -174,3 +174,36 @@ def test_profiles_land_within_ten_percent_of_every_seed_figure():
             runs[key] = simulate_target(t, lens)
         ratio = metric_value(runs[key], t.metric) / t.published
         assert 0.9 <= ratio <= 1.1, f"{t.label} {t.metric}: {ratio:.3f} of the published {t.published}"
+
+
+def test_run_noise_draws_one_factor_per_server_start_seeded():
+    quiet = Engine(SimConfig(model="Qwen/Qwen3.6-27B-FP8"))
+    assert quiet.run_factors == (1.0, 1.0)
+    cfg = SimConfig(model="Qwen/Qwen3.6-27B-FP8", speculative_config=MTP, run_noise=0.05, acceptance_noise=0.02,
+                    noise_seed=7)
+    a, b = Engine(cfg), Engine(cfg)
+    assert a.run_factors == b.run_factors != (1.0, 1.0)             # same seed, same start
+    other = Engine(cfg.with_(noise_seed=8))
+    assert other.run_factors != a.run_factors
+    unseeded = {Engine(cfg.with_(noise_seed=None)).run_factors for _ in range(5)}
+    assert len(unseeded) == 5                                         # every start its own draw
+    factors = [Engine(cfg.with_(noise_seed=s)).run_factors[0] for s in range(400)]
+    spread = math.exp(sum(math.log(f) ** 2 for f in factors) / len(factors)) ** 0.5
+    assert math.log(spread) == pytest.approx(0.05, rel=0.2)
+
+
+def test_run_noise_moves_the_whole_runs_speed():
+    cfg = SimConfig(model="Qwen/Qwen3.6-27B-FP8", max_num_seqs=8, run_noise=0.05, noise_seed=3)
+    factor = Engine(cfg).run_factors[0]
+    slow = run_virtual(cfg, lens(16), 8, 64)
+    plain = run_virtual(cfg.with_(run_noise=0.0), lens(16), 8, 64)
+    assert slow.duration / plain.duration == pytest.approx(factor, rel=1e-6)
+
+
+def test_run_noise_flags_are_validated_and_parsed():
+    cfg = SimConfig.from_vllm_argv(["m", "--sim-run-noise", "0.02", "--sim-acceptance-noise", "0.01",
+                                    "--sim-noise-seed", "5"])
+    assert (cfg.run_noise, cfg.acceptance_noise, cfg.noise_seed) == (0.02, 0.01, 5)
+    assert SimConfig.from_vllm_argv(cfg.to_vllm_argv()).run_noise == 0.02
+    with pytest.raises(ValueError, match="run_noise"):
+        SimConfig(model="m", run_noise=2.0)

@@ -1,0 +1,188 @@
+"""How often is the gate wrong? False alarms, detection and inconclusive rates of the
+verdict rule, on the simulator's virtual clock with noise between server starts.
+
+    python benchmarks/verdict_power.py --trials 1000
+    python benchmarks/verdict_power.py --trials 1000 --baseline-reps 3
+
+Each trial is one comparison as a user's CI makes it: a baseline recorded from
+`--baseline-reps` runs (each its own server start), then `--measured-reps` runs of the
+same workload, judged by the plugin's own rule (baselines/compare.py: the paired block
+bootstrap of metrics/uncertainty.py plus the spread between repetitions) with the
+default tolerances. Workload: the `nightly` profile of the seed suite (max(16 x c, 64)
+prompts, 150 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles.
+
+Noise between server starts (the simulator's --sim-run-noise / --sim-acceptance-noise,
+drawn per run here): a step-time factor exp(N(0, s)) with s by concurrency from the
+public figures (speculative decoding's run-to-run throughput spread ~10-20 % at
+concurrency 1-4, ~1 % at 8 and above: s = 7 % at 1, 1 % at 8 and 32), and an acceptance
+factor 1 + N(0, 1 %).
+
+Scenarios, applied to the measured runs of the MTP server (the base server unchanged):
+no change; MTP steps 5 % and 10 % slower (decode -5 % / -10 %, and the same drop of the
+MTP speedup); acceptance scaled down by 0.03 / rate (acceptance rate -0.03).
+
+Prints per concurrency and metric: false alarms (regressed with no change), the share
+inconclusive with no change, detection (regressed) for each change, and the share of
+each change left inconclusive. Also the device time the seed suite's fixed runs take
+on the seeds' hardware against this workload's (the simulated durations are the
+modelled GPU's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_llmperf.baselines.compare import change_error, compare  # noqa: E402
+from pytest_llmperf.baselines.tolerances import DEFAULT_TOLERANCES, DIRECTIONS  # noqa: E402
+from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors  # noqa: E402
+from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
+from pytest_llmperf.sim.config import SimConfig  # noqa: E402
+from pytest_llmperf.sim.virtual import VirtualResult, run_virtual  # noqa: E402
+
+MODEL = "Qwen/Qwen3.6-27B-FP8"
+CONCURRENCIES = (1, 8, 32)
+STEP_NOISE = {1: 0.07, 8: 0.01, 32: 0.01}
+ACCEPTANCE_NOISE = 0.01
+MAX_TOKENS = 256
+CAP_S = 150.0
+METRICS = ("decode_tok_s", "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
+# The seeds' fixed runs on their hardware, seconds per server (300 s caps at 1 and 8,
+# 627 s for 1000 prompts at 32), for two models, base and MTP.
+SEED_FIXED_S = {1: 300.0, 8: 300.0, 32: 627.0}
+
+
+def nightly_prompts(c: int) -> int:
+    return max(16 * c, 64)
+
+
+@dataclass
+class Run:
+    result: VirtualResult
+    figures: dict[str, float]
+
+
+def one_run(c: int, speculative: bool, lens: list[int], rng: random.Random, step_scale: float = 1.0,
+            acceptance_scale: float = 1.0) -> Run:
+    step = step_scale * pow(2.718281828459045, rng.gauss(0.0, STEP_NOISE[c]))
+    acc = acceptance_scale * max(0.0, 1.0 + rng.gauss(0.0, ACCEPTANCE_NOISE)) if speculative else 1.0
+    cfg = SimConfig(model=MODEL, max_num_seqs=32, max_model_len=65536,
+                    speculative_config=dict(MTP3) if speculative else None,
+                    step_time_scale=step, acceptance_scale=min(acc, 10.0))
+    r = run_virtual(cfg, lens, c, MAX_TOKENS, num_prompts=nightly_prompts(c), max_seconds=CAP_S)
+    figures = {"decode_tok_s": r.decode_tok_s, "tpot_ms_median": r.tpot_median * 1000.0}
+    if r.drafts:
+        figures["acceptance_length"] = 1.0 + r.accepted / r.drafts
+        figures["acceptance_rate"] = r.accepted / r.draft_tokens
+    return Run(r, figures)
+
+
+def median_of(runs: list[Run], name: str) -> float:
+    return statistics.median(run.figures[name] for run in runs)
+
+
+def judge(c: int, base_b: list[Run], base_m: list[Run], mtp_b: list[Run], mtp_m: list[Run]) -> dict[str, str]:
+    """The rule's verdict on each metric, exactly as the session computes it."""
+    out = {}
+    rows_b, rows_m = mtp_b[0].result.rows, mtp_m[0].result.rows
+    fig_b = {k: median_of(mtp_b, k) for k in mtp_b[0].figures}
+    fig_m = {k: median_of(mtp_m, k) for k in mtp_m[0].figures}
+    paired = paired_errors(rows_b, rows_m, fig_b, fig_m, METRICS, concurrency=c)
+    blocks = independent_blocks(rows_b, rows_m, c)
+    base_paired = paired_errors(base_b[0].result.rows, base_m[0].result.rows,
+                                {"decode_tok_s": median_of(base_b, "decode_tok_s")},
+                                {"decode_tok_s": median_of(base_m, "decode_tok_s")}, ["decode_tok_s"],
+                                concurrency=c)
+    blocks = min(blocks, independent_blocks(base_b[0].result.rows, base_m[0].result.rows, c))
+    speed_b = [m.figures["decode_tok_s"] / b.figures["decode_tok_s"] for m, b in zip(mtp_b, base_b)]
+    speed_m = [m.figures["decode_tok_s"] / b.figures["decode_tok_s"] for m, b in zip(mtp_m, base_m)]
+    sp_b, sp_m = statistics.median(speed_b), statistics.median(speed_m)
+    if "decode_tok_s" in paired and "decode_tok_s" in base_paired:
+        paired["mtp_speedup"] = sp_m * ((paired["decode_tok_s"] / fig_m["decode_tok_s"]) ** 2
+                                        + (base_paired["decode_tok_s"] / median_of(base_m, "decode_tok_s")) ** 2) ** 0.5
+    for name in METRICS:
+        if name == "mtp_speedup":
+            b, m, sb, sm = sp_b, sp_m, speed_b, speed_m
+        else:
+            b, m = fig_b.get(name), fig_m.get(name)
+            sb = [r.figures.get(name) for r in mtp_b]
+            sm = [r.figures.get(name) for r in mtp_m]
+        noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1))
+        out[name] = compare(name, b, m, DEFAULT_TOLERANCES[name], DIRECTIONS[name], error=noise).status
+    return out
+
+
+SCENARIOS = {
+    "none": dict(),
+    "mtp 5% slower": dict(step_scale=1 / 0.95),
+    "mtp 10% slower": dict(step_scale=1 / 0.90),
+    "acceptance -0.03": dict(acceptance_drop=0.03),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--baseline-reps", type=int, default=1)
+    parser.add_argument("--measured-reps", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCIES))
+    args = parser.parse_args(argv)
+    lens = synthetic_prompt_lens(max(nightly_prompts(c) for c in args.concurrency) + 16)
+    started = time.monotonic()
+    print(f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
+          f"measured {args.measured_reps} rep(s); nightly workload, {MODEL}; "
+          f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}")
+    header = (f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | "
+              + " | ".join(f"{s:>16}" for s in SCENARIOS if s != "none"))
+    print(header)
+    print(" " * 44 + "detected / inconclusive in each")
+    device_fixed = device_nightly = 0.0
+    for c in args.concurrency:
+        rng = random.Random(f"{args.seed}:{c}")
+        counts: dict[str, dict[str, dict[str, int]]] = {s: {m: {} for m in METRICS} for s in SCENARIOS}
+        rate0 = one_run(c, True, lens, random.Random(0)).figures["acceptance_rate"]
+        for _ in range(args.trials):
+            base_b = [one_run(c, False, lens, rng) for _ in range(args.baseline_reps)]
+            mtp_b = [one_run(c, True, lens, rng) for _ in range(args.baseline_reps)]
+            base_m = [one_run(c, False, lens, rng) for _ in range(args.measured_reps)]
+            for scenario, change in SCENARIOS.items():
+                drop = change.get("acceptance_drop")
+                kw = {"step_scale": change.get("step_scale", 1.0),
+                      "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0}
+                mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(args.measured_reps)]
+                for metric, status in judge(c, base_b, base_m, mtp_b, mtp_m).items():
+                    bucket = counts[scenario][metric]
+                    bucket[status] = bucket.get(status, 0) + 1
+        n = args.trials
+        for metric in METRICS:
+            none = counts["none"][metric]
+            cells = []
+            for scenario in SCENARIOS:
+                if scenario == "none":
+                    continue
+                got = counts[scenario][metric]
+                cells.append(f"{100 * got.get('regressed', 0) / n:6.1f}% / {100 * got.get('inconclusive', 0) / n:5.1f}%")
+            print(f"{c:>4}  {metric:<18} {100 * none.get('regressed', 0) / n:10.1f}% "
+                  f"{100 * none.get('inconclusive', 0) / n:7.1f}% | " + " | ".join(f"{x:>16}" for x in cells))
+        # device time: the seeds' fixed runs vs one nightly run of this workload, 4 servers
+        dur_base = one_run(c, False, lens, random.Random(1)).result.duration
+        dur_mtp = one_run(c, True, lens, random.Random(1)).result.duration
+        device_fixed += 4 * SEED_FIXED_S[c]
+        device_nightly += 2 * (dur_base + dur_mtp) * args.measured_reps
+    print(f"device time of the seed suite (4 servers): the seeds' fixed runs {device_fixed / 60:.1f} GPU-min; "
+          f"nightly x {args.measured_reps} rep(s) {device_nightly / 60:.1f} GPU-min "
+          f"({device_nightly / device_fixed:.0%}; warm-up and model load not counted)")
+    print(f"({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

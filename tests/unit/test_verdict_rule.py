@@ -1,0 +1,137 @@
+"""The noise-aware verdict rule at its edges (baselines/compare.py, docs/verdicts.md)."""
+
+import math
+
+import pytest
+
+from pytest_llmperf.baselines.compare import (
+    Noise,
+    change_error,
+    compare,
+    compare_metrics,
+    t_quantile,
+    z_value,
+)
+from pytest_llmperf.baselines.tolerances import Tolerance
+
+REL5 = Tolerance("relative", 0.05)
+ABS003 = Tolerance("absolute", 0.03)
+
+
+def status(baseline, measured, error, tol=REL5, direction="higher", **kw):
+    return compare("decode_tok_s", baseline, measured, tol, direction, error=error, **kw).status
+
+
+def test_without_noise_the_rule_is_the_plain_tolerance_check():
+    assert status(100.0, 95.0, None) == "pass"          # exactly at the limit passes
+    assert status(100.0, 94.9, None) == "regressed"
+    assert status(100.0, 105.1, None) == "improved"
+    assert status(100.0, 95.0, 0.0) == "pass"
+
+
+def test_exactly_at_tolerance_with_noise_is_inconclusive_not_a_coin_flip():
+    v = compare("decode_tok_s", 100.0, 95.0, REL5, "higher", error=1.0)
+    assert v.status == "inconclusive"
+    assert "sits at the boundary" in v.hint
+
+
+def test_beyond_tolerance_and_beyond_noise_regresses():
+    v = compare("decode_tok_s", 100.0, 90.0, REL5, "higher", error=1.0)
+    assert v.status == "regressed" and not v.ok
+    assert v.noise == pytest.approx(1.96 * 1.0, rel=1e-3)
+    assert "beyond the noise (95% confidence)" in v.hint
+
+
+def test_beyond_tolerance_within_noise_is_inconclusive_and_says_how_much_data_decides():
+    v = compare("decode_tok_s", 100.0, 93.0, REL5, "higher", error=4.0)
+    assert v.status == "inconclusive"
+    # the interval (+/-7.84) must shrink to the 7-point change: (7.84 / 7)^2 = 1.25 -> at least 2x
+    assert "about 2x the data would decide it" in v.hint
+
+
+def test_noise_wider_than_tolerance_is_inconclusive_even_without_a_change():
+    v = compare("decode_tok_s", 100.0, 100.0, REL5, "higher", error=10.0)
+    assert v.status == "inconclusive"
+    # +/-19.6 must shrink below 5: (19.6 / 5)^2 = 15.4 -> 16x
+    assert "about 16x the data" in v.hint
+
+
+def test_small_change_with_small_noise_passes():
+    assert status(100.0, 98.0, 1.0) == "pass"           # 2 + 1.96 <= 5
+
+
+def test_improvement_needs_to_clear_the_noise_too():
+    assert status(100.0, 110.0, 1.0) == "improved"
+    # +6 % with +/-7.8: not shown better, but shown not worse than the tolerance
+    assert status(100.0, 106.0, 4.0) == "pass"
+
+
+def test_lower_is_better_metrics_turn_the_rule_around():
+    assert status(100.0, 112.0, 0.5, Tolerance("relative", 0.10), "lower") == "regressed"
+    assert status(100.0, 88.0, 0.5, Tolerance("relative", 0.10), "lower") == "improved"
+
+
+def test_absolute_tolerance_uses_the_noise_in_metric_units():
+    assert status(0.67, 0.62, 0.005, ABS003) == "regressed"
+    assert status(0.67, 0.66, 0.002, ABS003) == "pass"
+    assert status(0.67, 0.65, 0.01, ABS003) == "inconclusive"
+
+
+def test_few_independent_blocks_widen_the_interval_by_students_t():
+    # 2 degrees of freedom: t = 4.30 instead of 1.96
+    assert status(100.0, 90.0, Noise(2.5)) == "regressed"            # 10 - 4.9 > 0
+    v = compare("decode_tok_s", 100.0, 90.0, REL5, "higher", error=Noise(2.5, dof=2))
+    assert v.status == "inconclusive" and v.noise == pytest.approx(4.303 * 2.5, rel=1e-3)   # 10 - 10.8 < 0
+
+
+@pytest.mark.parametrize("dof, exact", [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)])
+def test_t_quantiles(dof, exact):
+    assert t_quantile(0.975, dof) == pytest.approx(exact, rel=3e-3)
+
+
+def test_confidence_must_be_sensible():
+    assert z_value(0.95) == pytest.approx(1.96, abs=1e-3)
+    with pytest.raises(ValueError):
+        z_value(1.0)
+
+
+def test_change_error_one_repetition_each_side_without_pairs_is_unknown():
+    assert change_error(None, [100.0], [99.0]) is None
+
+
+def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
+    noise = change_error(None, [100.0, 102.0, 98.0], [95.0])
+    sd = 2.0
+    assert noise.sigma == pytest.approx(math.sqrt(sd**2 / 3 + sd**2 / 1))
+    assert noise.dof == pytest.approx(2.0)   # both parts rest on the baseline's 3 repetitions
+
+
+def test_change_error_combines_paired_and_repetitions_by_welch_satterthwaite():
+    noise = change_error(1.0, [100.0, 102.0], [100.0, 102.0], paired_dof=9)
+    parts = [(1.0, 9), (2.0 / 2, 1), (2.0 / 2, 1)]     # variances: paired, sd^2/2 per side
+    total = sum(v for v, _ in parts)
+    assert noise.sigma == pytest.approx(math.sqrt(total))
+    assert noise.dof == pytest.approx(total**2 / sum(v**2 / d for v, d in parts))
+
+
+def test_identical_repetitions_carry_no_noise():
+    noise = change_error(0.0, [100.0, 100.0], [100.0], paired_dof=3)
+    assert noise.sigma == 0.0
+    assert status(100.0, 95.0, noise) == "pass"
+
+
+def test_compare_metrics_takes_errors_and_notes_per_metric():
+    recorded = {"decode_tok_s": {"value": 100.0, "samples": [100.0], "direction": "higher"},
+                "acceptance_rate": {"value": 0.67, "samples": [0.67], "direction": "higher"}}
+    verdicts = compare_metrics(["decode_tok_s", "acceptance_rate"], recorded,
+                               {"decode_tok_s": 93.0, "acceptance_rate": 0.60},
+                               errors={"decode_tok_s": Noise(4.0)},
+                               notes={"acceptance_rate": "the baseline has no per-request figures"})
+    assert [v.status for v in verdicts] == ["inconclusive", "regressed"]
+    assert verdicts[1].note == "the baseline has no per-request figures"
+
+
+def test_zero_drafts_are_no_data_whatever_the_noise():
+    v = compare("acceptance_rate", 0.67, None, ABS003, "higher", error=Noise(0.01),
+                no_data_reason="drafts did not move")
+    assert v.status == "no-data" and "drafts did not move" in v.hint
