@@ -30,7 +30,7 @@ class OptionError(ValueError):
 class Option:
     dest: str
     flags: tuple[str, ...]
-    kind: str            # "bool", "str", "int", "float", "args"
+    kind: str            # "bool", "str", "int", "float", "args", "reps" (a count or auto)
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
@@ -70,8 +70,12 @@ OPTIONS: tuple[Option, ...] = (
            "workload scale: smoke (seconds), nightly (minutes), full (the declared workload)", PROFILES),
     Option("llmperf_report", ("--llmperf-report",), "str", None,
            "write the full JSON report (results with raw records, verdicts, provenance) here"),
-    Option("llmperf_repetitions", ("--llmperf-repetitions",), "int", 1,
-           "runs per test and concurrency; baselines keep the median and the spread"),
+    Option("llmperf_repetitions", ("--llmperf-repetitions",), "reps", None,
+           "runs per test and concurrency, or auto: one run, then more on the same server while a gated "
+           "metric is inconclusive, up to --llmperf-max-repetitions (default: auto for the nightly and full "
+           "profiles, 1 for smoke); baselines keep the median and the spread"),
+    Option("llmperf_max_repetitions", ("--llmperf-max-repetitions",), "int", 5,
+           "the most runs auto repetitions make of one test and concurrency"),
     Option("llmperf_inconclusive", ("--llmperf-inconclusive",), "str", "warn",
            "what a metric the noise cannot decide does to its test: warn (passes with a warning), "
            "fail, or pass", INCONCLUSIVE),
@@ -101,7 +105,8 @@ class LlmperfOptions:
     dataset: str | None = None
     profile: str = "full"
     report: str | None = None
-    repetitions: int = 1
+    repetitions: int | str = 1            # a count, or "auto"
+    max_repetitions: int = 5
     inconclusive: str = "warn"
     confidence: float = 0.95
     sim_speed: float = 10.0
@@ -132,6 +137,13 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if text in ("0", "false", "no", "off", ""):
                 return False
             raise ValueError(f"expected true or false, got {raw!r}")
+        if opt.kind == "reps":
+            if str(raw).strip().lower() == "auto":
+                return "auto"
+            value = int(raw)
+            if value < 1:
+                raise ValueError(f"expected auto or a whole number >= 1, got {raw!r}")
+            return value
         if opt.kind == "int":
             value = int(raw)
             if value < 1:
@@ -183,6 +195,8 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         base_url = base_url.rstrip("/")
         if base_url.endswith("/v1"):
             base_url = base_url[: -len("/v1")]
+    if values["llmperf_repetitions"] is None:
+        values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
     if not 0.5 <= values["llmperf_confidence"] <= 0.999:
         where = "--llmperf-confidence" if sources["llmperf_confidence"] == "cli" else "ini option 'llmperf_confidence'"
         raise OptionError(f"{where}: expected a confidence between 0.5 and 0.999 (e.g. 0.95), "

@@ -114,35 +114,67 @@ class PerfSession:
         endpoint = self.pool.endpoint(spec)
         requests = self._requests_for(endpoint, workload)
         speed = float(endpoint.provenance.get("clock_speed", 1.0))
-        results, samples, notes = [], {}, []
-        for rep in range(self.options.repetitions):
-            result = self._execute(endpoint, requests, workload, speed)
-            results.append(result)
-            summary = result.summary()
-            notes += [note for note in summary.notes if note not in notes]
-            flat = to_real_time(flatten_summary(summary.to_dict()), speed)
-            for name in set(flat) | set(samples):
-                samples.setdefault(name, [None] * rep).append(flat.get(name))
-            if result.partial:
-                break
-        self.run_count += 1
         measured = MeasuredRun(
             spec=spec,
             workload=workload,
-            results=results,
-            samples=samples,
-            rows=request_rows(results[0].records, clock_speed=speed),
+            results=[],
+            samples={},
             provenance=self._provenance(spec, endpoint),
-            notes=notes,
             published=self._published(spec, workload.concurrency),
             _session=self,
         )
+        for _ in range(self.planned_repetitions):
+            self._repeat(measured, endpoint, requests, speed)
+            if measured.results[-1].partial:
+                break
+        self.run_count += 1
         self.runs[key] = measured
-        if any(result.partial for result in results):
+        self._stop_if_interrupted(measured)
+        return measured
+
+    @property
+    def planned_repetitions(self) -> int:
+        """Runs made up front: the count asked for; under auto one (three when recording,
+        so a baseline knows the spread between runs)."""
+        reps = self.options.repetitions
+        if reps == "auto":
+            return min(3, self.options.max_repetitions) if self.options.update_baselines else 1
+        return int(reps)
+
+    def _repeat(self, measured: MeasuredRun, endpoint: Endpoint, requests: list[SampledRequest], speed: float) -> None:
+        """One more repetition of `measured`'s workload, added to it in place."""
+        rep = len(measured.results)
+        result = self._execute(endpoint, requests, measured.workload, speed)
+        measured.results.append(result)
+        summary = result.summary()
+        measured.notes += [note for note in summary.notes if note not in measured.notes]
+        flat = to_real_time(flatten_summary(summary.to_dict()), speed)
+        for name in set(flat) | set(measured.samples):
+            measured.samples.setdefault(name, [None] * rep).append(flat.get(name))
+        if rep == 0:
+            measured.rows[:] = request_rows(result.records, clock_speed=speed)
+
+    def extend(self, measured: MeasuredRun) -> bool:
+        """Auto repetitions: one more run of `measured` on its server. False when the
+        budget is spent or the run was interrupted."""
+        if self.options.repetitions != "auto" or len(measured.results) >= self.options.max_repetitions:
+            return False
+        if any(r.partial for r in measured.results):
+            return False
+        endpoint = self.pool.endpoint(measured.spec)
+        requests = self._requests_for(endpoint, measured.workload)
+        self.log(f"{measured.spec.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
+                 f"{len(measured.results) + 1} of at most {self.options.max_repetitions}")
+        self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
+        self._stop_if_interrupted(measured)
+        return True
+
+    @staticmethod
+    def _stop_if_interrupted(measured: MeasuredRun) -> None:
+        if any(result.partial for result in measured.results):
             # The runner turned Ctrl-C into a partial result; keep it for the report, then
             # stop the session as pytest does on Ctrl-C instead of moving to the next test.
-            raise KeyboardInterrupt(f"interrupted during {spec.name} @ concurrency {workload.concurrency}")
-        return measured
+            raise KeyboardInterrupt(f"interrupted during {measured.spec.name} @ concurrency {measured.concurrency}")
 
     def _execute(self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float):
         from pytest_llmperf.workload.runner import RunConfig, run_benchmark
@@ -231,18 +263,21 @@ class PerfSession:
     def gate(
         self,
         run: MeasuredRun,
-        samples: Mapping[str, list[float | None]],
+        samples: "Mapping[str, list[float | None]] | Callable[[], Mapping[str, list[float | None]]]",
         tolerances: Mapping[str, str] | None = None,
         *,
         base: MeasuredRun | None = None,
     ) -> None:
+        """Judge (or record) the gated metrics' samples. `samples` may be a callable that
+        collects them afresh: auto repetitions call it again after each added run."""
+        collect = samples if callable(samples) else (lambda: samples)
+        samples = collect()
         target = self.target_name(run)
         path = self.store.path_for(target, run.spec.name)
         workload = self.workload_identity(run)
         command = self.update_command(run._nodeid or "<test>")
         record = GateRecord(run._nodeid, run.spec.name, run.concurrency, _relative(path, self.rootdir))
         self.gates.append(record)
-        measured = {name: _median(values) for name, values in samples.items()}
 
         if self.options.update_baselines:
             provenance = dict(run.provenance)
@@ -264,19 +299,14 @@ class PerfSession:
                 record.outcome = "refused"
                 record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
                 raise PerfFailure(record.message)
-        no_data = {name: run.notes[0] for name in samples if measured.get(name) is None and run.notes}
-        verdicts = compare_metrics(
-            list(samples),
-            entry["metrics"] if entry else None,
-            measured,
-            overrides=(tolerances, self.ini_tolerances),
-            update_command=command,
-            no_data_reasons=no_data,
-            confidence=self.options.confidence,
-            **self._noise(run, entry, samples, base, target),
-        )
+        while True:
+            verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target)
+            if not any(v.status == "inconclusive" for v in verdicts) or not self.extend(run):
+                break
         record.verdicts = verdicts
         title = f"{run.spec.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
+        if len(run.results) > 1:
+            title += f" ({len(run.results)} repetitions)"
         record.message = format_verdict_table(verdicts, title=title)
         undecided = [v for v in verdicts if v.status == "inconclusive"]
         policy = self.options.inconclusive
@@ -287,6 +317,22 @@ class PerfSession:
         if undecided and policy == "warn":
             record.outcome = "warn"
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
+
+    def _verdicts(self, run: MeasuredRun, entry: Mapping[str, Any] | None,
+                  samples: Mapping[str, list[float | None]], tolerances: Mapping[str, str] | None,
+                  command: str, base: MeasuredRun | None, target: str) -> list[Any]:
+        measured = {name: _median(values) for name, values in samples.items()}
+        no_data = {name: run.notes[0] for name in samples if measured.get(name) is None and run.notes}
+        return compare_metrics(
+            list(samples),
+            entry["metrics"] if entry else None,
+            measured,
+            overrides=(tolerances, self.ini_tolerances),
+            update_command=command,
+            no_data_reasons=no_data,
+            confidence=self.options.confidence,
+            **self._noise(run, entry, samples, base, target),
+        )
 
     def _noise(self, run: MeasuredRun, entry: Mapping[str, Any] | None, samples: Mapping[str, list[float | None]],
                base: MeasuredRun | None, target: str) -> dict[str, Any]:

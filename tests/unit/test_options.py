@@ -11,7 +11,7 @@ def resolve(cli=None, ini=None):
 def test_no_target_by_default_and_defaults_apply():
     opts = resolve()
     assert opts.target is None
-    assert opts.profile == "full" and opts.baselines_dir == "baselines" and opts.repetitions == 1
+    assert opts.profile == "full" and opts.baselines_dir == "baselines" and opts.repetitions == "auto"
     assert "--llmperf-sim" in opts.target_description()
 
 
@@ -31,7 +31,10 @@ def test_two_targets_are_refused_naming_both_flags():
     "cli, message",
     [
         ({"llmperf_profile": "huge"}, "--llmperf-profile: expected one of smoke, nightly, full"),
-        ({"llmperf_repetitions": "0"}, "--llmperf-repetitions: expected a whole number >= 1"),
+        ({"llmperf_repetitions": "0"}, "--llmperf-repetitions: expected auto or a whole number >= 1"),
+        ({"llmperf_repetitions": "some"}, "--llmperf-repetitions: "),
+        ({"llmperf_inconclusive": "maybe"}, "--llmperf-inconclusive: expected one of warn, fail, pass"),
+        ({"llmperf_confidence": "0.2"}, "--llmperf-confidence: expected a confidence between 0.5 and 0.999"),
         ({"llmperf_sim_speed": "-2"}, "--llmperf-sim-speed: expected a number > 0"),
         ({"llmperf_base_url": "gpu-box:8000"}, "expected http://HOST:PORT"),
         ({"llmperf_sim": True, "llmperf_image": "vllm/vllm-openai:nightly"}, "add --llmperf-gpu"),
@@ -82,3 +85,10 @@ def test_every_option_reaches_the_resolved_options():
     target_flags = {"llmperf_sim", "llmperf_gpu", "llmperf_docker", "llmperf_real_cpu"}
     for opt in OPTIONS:
         assert opt.dest.removeprefix("llmperf_") in names or opt.dest in target_flags, opt.dest
+
+
+@pytest.mark.parametrize("profile, expected", [("smoke", 1), ("nightly", "auto"), ("full", "auto")])
+def test_repetitions_default_to_auto_except_for_smoke(profile, expected):
+    assert resolve(cli={"llmperf_profile": profile}).repetitions == expected
+    assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "2"}).repetitions == 2
+    assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "AUTO"}).repetitions == "auto"

@@ -228,3 +228,43 @@ def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_
         slower.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
     assert "REGRESSED" in str(failure.value)
     assert "no per-request figures" in str(failure.value)
+
+
+def counting_ttft_session(tmp_path, ttfts, **cli):
+    perf = ttft_session(tmp_path, ttfts, **cli)
+    calls = []
+
+    def execute(endpoint, requests, workload, speed):
+        calls.append(workload.concurrency)
+        return jittered_result(ttfts)
+
+    perf._execute = execute
+    return perf, calls
+
+
+def test_auto_repetitions_record_three_runs_and_add_runs_only_while_inconclusive(tmp_path):
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
+    recorder.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median", "decode_tok_s")
+    assert len(recorded) == 3                           # the baseline knows the spread between runs
+    assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 3
+
+    decided, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
+    decided.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    assert len(calls) == 1                              # decided at once: one run
+
+    noisy, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
+    with pytest.warns(UserWarning, match=r"inconclusive"):
+        noisy.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 4                              # kept adding runs up to the budget
+    assert "(4 repetitions)" in noisy.gates[-1].message
+
+
+def test_fixed_repetitions_never_add_runs(tmp_path):
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
+        "t").assert_no_regression("ttft_ms_median")
+    noisy, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_repetitions="1")
+    with pytest.warns(UserWarning, match="inconclusive"):
+        noisy.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 1
