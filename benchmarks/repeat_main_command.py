@@ -39,7 +39,7 @@ def _spin() -> None:  # pragma: no cover - runs in a child process
         pass
 
 
-def one_run(sim_args: str, report: Path) -> tuple[int, collections.Counter, list[str], float]:
+def one_run(sim_args: str, report: Path) -> tuple[int, collections.Counter, list[str], list[str], float]:
     cmd = [sys.executable, "-m", "pytest", "tests/perf", "--llmperf-sim", "--llmperf-profile", "smoke", "-q",
            "-p", "no:cacheprovider", "--llmperf-report", str(report)]
     if sim_args:
@@ -49,17 +49,21 @@ def one_run(sim_args: str, report: Path) -> tuple[int, collections.Counter, list
     elapsed = time.monotonic() - started
     counts: collections.Counter = collections.Counter()
     red: list[str] = []
+    undecided: list[str] = []
     try:
         data = json.loads(report.read_text())
     except (OSError, ValueError):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        return proc.returncode, counts, ["no report: " + " | ".join(tail)], elapsed
+        return proc.returncode, counts, ["no report: " + " | ".join(tail)], [], elapsed
     for gate in data.get("verdicts", []):
         for v in gate.get("verdicts", []):
             counts[v["status"]] += 1
-            if v["status"] not in ("pass", "improved", "inconclusive"):
-                red.append(f"{gate['server']}@{gate['concurrency']} {v['metric']} {v['status']}")
-    return proc.returncode, counts, red, elapsed
+            cell = f"{gate['server']}@{gate['concurrency']} {v['metric']}"
+            if v["status"] == "inconclusive":
+                undecided.append(cell)
+            elif v["status"] not in ("pass", "improved"):
+                red.append(f"{cell} {v['status']}")
+    return proc.returncode, counts, red, undecided, elapsed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,12 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(1, args.runs + 1):
-                rc, counts, red, elapsed = one_run(args.sim_args, Path(tmp) / f"report-{i}.json")
+                rc, counts, red, undecided, elapsed = one_run(args.sim_args, Path(tmp) / f"report-{i}.json")
                 totals.update(counts)
                 red_runs += rc != 0
                 shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-                print(f"run {i}: exit {rc} in {elapsed:.0f} s; {shown}" + (f"; red: {'; '.join(red)}" if red else ""),
-                      flush=True)
+                print(f"run {i}: exit {rc} in {elapsed:.0f} s; {shown}"
+                      + (f"; inconclusive: {'; '.join(undecided)}" if undecided else "")
+                      + (f"; red: {'; '.join(red)}" if red else ""), flush=True)
     finally:
         if spinner is not None:
             spinner.terminate()

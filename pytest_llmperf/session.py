@@ -44,6 +44,10 @@ from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.spec import Workload
 
 
+# Auto repetitions record this many runs: enough for the spread between runs to be known.
+RECORD_REPETITIONS = 5
+
+
 class PerfFailure(AssertionError):
     """A gated metric regressed, has no data, or has no comparable baseline."""
 
@@ -138,7 +142,7 @@ class PerfSession:
         so a baseline knows the spread between runs)."""
         reps = self.options.repetitions
         if reps == "auto":
-            return min(3, self.options.max_repetitions) if self.options.update_baselines else 1
+            return min(RECORD_REPETITIONS, self.options.max_repetitions) if self.options.update_baselines else 1
         return int(reps)
 
     def _repeat(self, measured: MeasuredRun, endpoint: Endpoint, requests: list[SampledRequest], speed: float) -> None:
@@ -153,6 +157,16 @@ class PerfSession:
             measured.samples.setdefault(name, [None] * rep).append(flat.get(name))
         if rep == 0:
             measured.rows[:] = request_rows(result.records, clock_speed=speed)
+
+    def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
+        """Auto repetitions go on while some inconclusive verdict could be decided within the
+        budget (its noise shrinks with the square root of the runs); a verdict that would need
+        more runs than the budget allows stays inconclusive at the cost of what ran."""
+        if self.options.repetitions != "auto":
+            return False
+        runs, budget = len(run.results), self.options.max_repetitions
+        return any(v.status == "inconclusive" and v.more_data is not None and runs * v.more_data <= budget
+                   for v in verdicts)
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
@@ -301,7 +315,7 @@ class PerfSession:
                 raise PerfFailure(record.message)
         while True:
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target)
-            if not any(v.status == "inconclusive" for v in verdicts) or not self.extend(run):
+            if not self._worth_another(run, verdicts) or not self.extend(run):
                 break
         record.verdicts = verdicts
         title = f"{run.spec.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"

@@ -68,6 +68,7 @@ class Verdict:
     noise: float | None = None  # half-width of the change's interval (z * sigma), metric units
     confidence: float = DEFAULT_CONFIDENCE
     note: str = ""             # how the noise was estimated, when it needs saying
+    more_data: float | None = None  # inconclusive: about this many times the data would decide it
 
     @property
     def ok(self) -> bool:
@@ -232,25 +233,25 @@ def compare(
                              f"if this is the new normal, record it with: {update_command}"), **common)
     if not _beyond(amount + half, limit):
         return Verdict(status="pass", **common)
-    return Verdict(status="inconclusive",
-                   hint=f"{metric}: inconclusive: {_resolution(amount, limit, half, z, level)}",
-                   **common)
+    text, factor = _resolution(amount, limit, half, z, level)
+    return Verdict(status="inconclusive", hint=f"{metric}: inconclusive: {text}", more_data=factor, **common)
 
 
-def _resolution(amount: float, limit: float, half: float, z: float, level: str) -> str:
-    """Why it is undecided, and how much more measuring would decide it."""
+def _resolution(amount: float, limit: float, half: float, z: float, level: str) -> tuple[str, float | None]:
+    """Why it is undecided, and how much more measuring would decide it (the factor; None
+    when no amount of data would decide it soon)."""
     shown = f"change {amount:+.3g} against a tolerance of {limit:.3g}, noise +/-{half:.3g} ({level})"
     # The interval decides once it clears the nearest boundary: above 0 (regressed) when
     # the change is beyond the tolerance, below the tolerance (pass) otherwise.
     room = amount if amount > limit else limit - amount
     if half <= 0:
-        return shown
+        return shown, None
     if room <= 0.05 * half:
-        return f"{shown}; the change sits at the boundary, more data will not settle it quickly"
+        return f"{shown}; the change sits at the boundary, more data will not settle it quickly", None
     # The noise falls with the square root of the data (repetitions, or prompts).
-    factor = math.ceil((half / room) ** 2)
-    return (f"{shown}; about {max(2, factor)}x the data would decide it "
-            "(--llmperf-repetitions, or more prompts)")
+    factor = (half / room) ** 2
+    return (f"{shown}; about {max(2, math.ceil(factor))}x the data would decide it "
+            "(--llmperf-repetitions, or more prompts)"), factor
 
 
 def compare_metrics(
