@@ -373,9 +373,11 @@ class PerfSession:
             old = recorded.get(name)
             errors[name] = change_error(paired.get(name), old["samples"] if old else (), values,
                                         paired_dof=max(blocks - 1, 1))
-            if "requests" not in entry and errors[name] is None:
-                notes[name] = ("the baseline has no per-request figures (recorded by an older version): judged on "
-                               "the tolerance alone; re-record it to judge against the noise")
+            if "requests" not in entry:
+                notes[name] = ("the baseline has no per-request figures (recorded by an older version): "
+                               + ("judged on the tolerance alone" if errors[name] is None else
+                                  "only the spread between repetitions is counted")
+                               + "; re-record it to judge against the request-level noise")
         return {"errors": errors, "notes": notes}
 
     @staticmethod

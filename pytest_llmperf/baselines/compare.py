@@ -144,17 +144,16 @@ def change_error(
     """
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
-    sd_b = (statistics.stdev(b), len(b) - 1) if len(b) >= 2 else None
-    sd_m = (statistics.stdev(m), len(m) - 1) if len(m) >= 2 else None
-    sd_b = sd_b or sd_m
-    sd_m = sd_m or sd_b
     parts: list[tuple[float, float | None]] = []        # (variance, dof)
     if paired is not None:
         parts.append((paired ** 2, paired_dof))
-    if sd_b is not None and b:
-        parts.append((sd_b[0] ** 2 / len(b), sd_b[1]))
-    if sd_m is not None and m:
-        parts.append((sd_m[0] ** 2 / len(m), sd_m[1]))
+    if len(b) >= 2 and len(m) >= 2:          # two estimates of the spread
+        parts.append((statistics.stdev(b) ** 2 / len(b), len(b) - 1))
+        parts.append((statistics.stdev(m) ** 2 / len(m), len(m) - 1))
+    elif len(b) >= 2 or len(m) >= 2:         # one, shared by both sides
+        own = b if len(b) >= 2 else m
+        if b and m:
+            parts.append((statistics.stdev(own) ** 2 * (1 / len(b) + 1 / len(m)), len(own) - 1))
     if not parts:
         return None
     variance = sum(v for v, _ in parts)

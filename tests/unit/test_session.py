@@ -2,10 +2,13 @@
 
 import json
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
 from pytest_llmperf import ServerSpec
+from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.baselines.tolerances import Tolerance
 from pytest_llmperf.options import resolve_options
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.session import PerfFailure, PerfSession
@@ -44,7 +47,7 @@ def make_result(decode_tok_s, n=4, tokens=100):
 
 
 def make_session(tmp_path, speeds, **cli):
-    cli = {"llmperf_sim": True, **cli}
+    cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}   # one run per speed given
     options = resolve_options(lambda d: cli.get(d), lambda n: "")
     target = FakeTarget()
     perf = PerfSession(options, target, tmp_path)
@@ -230,6 +233,9 @@ def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_
     assert "no per-request figures" in str(failure.value)
 
 
+INCONCLUSIVE = compare("ttft_ms_median", 100.0, 100.0, Tolerance("relative", 0.1), "lower", error=10.0)
+
+
 def counting_ttft_session(tmp_path, ttfts, **cli):
     perf = ttft_session(tmp_path, ttfts, **cli)
     calls = []
@@ -242,22 +248,36 @@ def counting_ttft_session(tmp_path, ttfts, **cli):
     return perf, calls
 
 
-def test_auto_repetitions_record_three_runs_and_add_runs_only_while_inconclusive(tmp_path):
+def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
     recorder.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median", "decode_tok_s")
-    assert len(recorded) == 3                           # the baseline knows the spread between runs
-    assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 3
+    assert len(recorded) == 5                           # the baseline knows the spread between runs
+    assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 5
 
     decided, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
     decided.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
     assert len(calls) == 1                              # decided at once: one run
 
-    noisy, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
-    with pytest.warns(UserWarning, match=r"inconclusive"):
-        noisy.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
-    assert len(calls) == 4                              # kept adding runs up to the budget
-    assert "(4 repetitions)" in noisy.gates[-1].message
+    # Inconclusive, and about 1.5x the data would decide it: one more run, then decided.
+    steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
+    hopeful, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
+    hopeful._verdicts = lambda *args: next(steps)
+    hopeful.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 2 and "(2 repetitions)" in hopeful.gates[-1].message
+
+    # Still inconclusive each time: runs are added while runs x 1.5 stays within the budget of 4.
+    stuck, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
+    stuck._verdicts = lambda *args: [replace(INCONCLUSIVE, more_data=1.5)]
+    with pytest.warns(UserWarning, match="inconclusive"):
+        stuck.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 3
+
+    # Hopeless (10x the data): no run is added, the verdict stays inconclusive at once.
+    hopeless, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
+    with pytest.warns(UserWarning, match="inconclusive"):
+        hopeless.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 1 and hopeless.gates[-1].verdicts[0].more_data > 5
 
 
 def test_fixed_repetitions_never_add_runs(tmp_path):
