@@ -73,6 +73,11 @@ def summary_lines(perf: Any) -> list[str]:
              if v.status == "improved"]
     if hints:
         lines += ["", "improvements beyond tolerance:", *hints]
+    undecided = [f"{gate.server} @ {gate.concurrency}: {v.hint}" for gate in perf.gates for v in gate.verdicts
+                 if v.status == "inconclusive"]
+    if undecided:
+        policy = getattr(perf.options, "inconclusive", "warn")
+        lines += ["", f"inconclusive: the noise is too wide to tell (--llmperf-inconclusive {policy}):", *undecided]
     if recorded:
         lines += ["", "baselines recorded (review and commit them):", *recorded]
     return lines
