@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_llmperf.baselines.compare import change_error, compare  # noqa: E402
+from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE, change_error, compare  # noqa: E402
 from pytest_llmperf.baselines.tolerances import DEFAULT_TOLERANCES, DIRECTIONS  # noqa: E402
 from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
@@ -99,7 +99,8 @@ def worth_another(runs: int, budget: int, verdicts: dict) -> bool:
                for name, v in verdicts.items() if name in GATED)
 
 
-def judge(c: int, base_b: list[Run], base_m: list[Run], mtp_b: list[Run], mtp_m: list[Run]) -> dict:
+def judge(c: int, base_b: list[Run], base_m: list[Run], mtp_b: list[Run], mtp_m: list[Run],
+          confidence: float = DEFAULT_CONFIDENCE) -> dict:
     """The rule's verdict on each metric, exactly as the session computes it."""
     out = {}
     rows_b, rows_m = mtp_b[0].result.rows, mtp_m[0].result.rows
@@ -126,7 +127,8 @@ def judge(c: int, base_b: list[Run], base_m: list[Run], mtp_b: list[Run], mtp_m:
             sb = [r.figures.get(name) for r in mtp_b]
             sm = [r.figures.get(name) for r in mtp_m]
         noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1))
-        out[name] = compare(name, b, m, DEFAULT_TOLERANCES[name], DIRECTIONS[name], error=noise)
+        out[name] = compare(name, b, m, DEFAULT_TOLERANCES[name], DIRECTIONS[name], error=noise,
+                            confidence=confidence)
     return out
 
 
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     auto = args.measured_reps == "auto"
     first = 1 if auto else int(args.measured_reps)
+    # the session's per-look confidence (PerfSession.look_confidence)
+    confidence = 1 - (1 - DEFAULT_CONFIDENCE) / args.max_reps if auto and args.max_reps > 1 else DEFAULT_CONFIDENCE
     lens = synthetic_prompt_lens(max(nightly_prompts(c) for c in args.concurrency) + 16)
     started = time.monotonic()
     print(f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
@@ -174,10 +178,10 @@ def main(argv: list[str] | None = None) -> int:
                 kw = {"step_scale": change.get("step_scale", 1.0),
                       "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0}
                 mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(first)]
-                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m)
+                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence)
                 while auto and len(mtp_m) < args.max_reps and worth_another(len(mtp_m), args.max_reps, verdicts):
                     mtp_m.append(one_run(c, True, lens, rng, **kw))
-                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m)
+                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence)
                 if scenario == "none":
                     device_nightly += sum(r.result.duration for r in mtp_m) * 2
                     reps_used[c].append(len(mtp_m))

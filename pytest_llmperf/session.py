@@ -137,6 +137,16 @@ class PerfSession:
         return measured
 
     @property
+    def look_confidence(self) -> float:
+        """The confidence of each look. Auto repetitions judge again after every added run;
+        each look is another chance for noise to cross, so the error rate is split over the
+        budget's looks (Bonferroni): 95 % over 5 runs judges each look at 99 %."""
+        confidence = self.options.confidence
+        if self.options.repetitions == "auto" and self.options.max_repetitions > 1:
+            return 1 - (1 - confidence) / self.options.max_repetitions
+        return confidence
+
+    @property
     def planned_repetitions(self) -> int:
         """Runs made up front: the count asked for; under auto one (three when recording,
         so a baseline knows the spread between runs)."""
@@ -344,7 +354,7 @@ class PerfSession:
             overrides=(tolerances, self.ini_tolerances),
             update_command=command,
             no_data_reasons=no_data,
-            confidence=self.options.confidence,
+            confidence=self.look_confidence,
             **self._noise(run, entry, samples, base, target),
         )
 

@@ -102,7 +102,8 @@ def test_change_error_one_repetition_each_side_without_pairs_is_unknown():
 def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
     noise = change_error(None, [100.0, 102.0, 98.0], [95.0])
     sd = 2.0
-    assert noise.sigma == pytest.approx(math.sqrt(sd**2 / 3 + sd**2 / 1))
+    # the median of 3 runs varies pi/2 times as much as their mean; of 1 run, as that run
+    assert noise.sigma == pytest.approx(math.sqrt(sd**2 * math.pi / 6 + sd**2 / 1))
     assert noise.dof == pytest.approx(2.0)   # both parts rest on the baseline's 3 repetitions
 
 
