@@ -148,8 +148,8 @@ class PerfSession:
 
     @property
     def planned_repetitions(self) -> int:
-        """Runs made up front: the count asked for; under auto one (three when recording,
-        so a baseline knows the spread between runs)."""
+        """Runs made up front: the count asked for; under auto one (RECORD_REPETITIONS when
+        recording, so a baseline knows the spread between runs)."""
         reps = self.options.repetitions
         if reps == "auto":
             return min(RECORD_REPETITIONS, self.options.max_repetitions) if self.options.update_baselines else 1
@@ -364,20 +364,20 @@ class PerfSession:
         if not entry:
             return {}
         recorded = entry["metrics"]
-        blocks = self._blocks(run, entry)
         if base is None:
-            paired = self._paired(run, entry, list(samples))
+            paired, blocks = self._paired(run, entry, list(samples))
         else:   # the speedup: each server's decode change against its own baseline
-            paired = {}
             base_file = self.store.load(target, base.spec.name)
-            base_entry = base_file.entry(base.concurrency) if base_file else None
-            mine = self._paired(run, entry, ["decode_tok_s"]).get("decode_tok_s")
-            theirs = self._paired(base, base_entry, ["decode_tok_s"]).get("decode_tok_s") if base_entry else None
+            mine, blocks = self._paired(run, entry, ["decode_tok_s"])
+            theirs, base_blocks = self._paired(base, base_file.entry(base.concurrency) if base_file else None,
+                                               ["decode_tok_s"])
+            blocks = min(blocks, base_blocks)
             speedup = _median(samples.get("mtp_speedup", []))
             ours, their = run.value("decode_tok_s"), base.value("decode_tok_s")
-            if speedup and mine is not None and theirs is not None and ours and their:
-                paired["mtp_speedup"] = speedup * ((mine / ours) ** 2 + (theirs / their) ** 2) ** 0.5
-                blocks = min(blocks, self._blocks(base, base_entry))
+            paired = {}
+            if speedup and ours and their and "decode_tok_s" in mine and "decode_tok_s" in theirs:
+                paired["mtp_speedup"] = speedup * ((mine["decode_tok_s"] / ours) ** 2
+                                                   + (theirs["decode_tok_s"] / their) ** 2) ** 0.5
         errors, notes = {}, {}
         for name, values in samples.items():
             old = recorded.get(name)
@@ -391,17 +391,15 @@ class PerfSession:
         return {"errors": errors, "notes": notes}
 
     @staticmethod
-    def _blocks(run: MeasuredRun, entry: Mapping[str, Any] | None) -> int:
-        if not entry or "requests" not in entry:
-            return 0
-        return independent_blocks(decode_rows(entry["requests"]), run.rows, run.concurrency)
-
-    def _paired(self, run: MeasuredRun, entry: Mapping[str, Any], names: list[str]) -> dict[str, float]:
-        if "requests" not in entry or not run.rows:
-            return {}
+    def _paired(run: MeasuredRun, entry: Mapping[str, Any] | None, names: list[str]) -> tuple[dict[str, float], int]:
+        """The paired request-level errors of `names` against the baseline entry, and the
+        independent blocks they rest on; nothing without the baseline's request lines."""
+        if not entry or "requests" not in entry or not run.rows:
+            return {}, 0
+        rows = decode_rows(entry["requests"])
         figures = {name: m["value"] for name, m in entry["metrics"].items()}
-        return paired_errors(decode_rows(entry["requests"]), run.rows, figures, run.summary, names,
-                             concurrency=run.concurrency)
+        errors = paired_errors(rows, run.rows, figures, run.summary, names, concurrency=run.concurrency)
+        return errors, independent_blocks(rows, run.rows, run.concurrency)
 
     def close(self) -> None:
         self.pool.stop()

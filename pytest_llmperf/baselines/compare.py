@@ -239,11 +239,11 @@ def compare(
                              f"if this is the new normal, record it with: {update_command}"), **common)
     if not _beyond(amount + half, limit):
         return Verdict(status="pass", **common)
-    text, factor = _resolution(amount, limit, half, z, level)
+    text, factor = _resolution(amount, limit, half, level)
     return Verdict(status="inconclusive", hint=f"{metric}: inconclusive: {text}", more_data=factor, **common)
 
 
-def _resolution(amount: float, limit: float, half: float, z: float, level: str) -> tuple[str, float | None]:
+def _resolution(amount: float, limit: float, half: float, level: str) -> tuple[str, float | None]:
     """Why it is undecided, and how much more measuring would decide it (the factor; None
     when no amount of data would decide it soon)."""
     shown = f"change {amount:+.3g} against a tolerance of {limit:.3g}, noise +/-{half:.3g} ({level})"
