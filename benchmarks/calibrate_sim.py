@@ -76,24 +76,35 @@ def virtual_check(targets: list[SeedTarget]) -> None:
                 print(row(f"{model.split('/')[-1]} MTP conc {conc}", f"acceptance pos {i}", pub, sim))
             base = runs.get((model, False, conc))
             if base is not None:
-                print(row(f"{model.split('/')[-1]} conc {conc}", "MTP speedup", PUBLISHED_SPEEDUP[model],
-                          r.decode_tok_s / base.decode_tok_s))
+                print(
+                    row(
+                        f"{model.split('/')[-1]} conc {conc}",
+                        "MTP speedup",
+                        PUBLISHED_SPEEDUP[model],
+                        r.decode_tok_s / base.decode_tok_s,
+                    )
+                )
 
 
 def http_prompts(n: int):
     """(prompts, source): ShareGPT through the project's sampler, else synthetic text."""
     from pytest_llmperf.workload.records import SampledRequest
+
     try:
         from pytest_llmperf.workload.dataset import (
             find_dataset,
             load_sharegpt,
             sample_requests,
         )
+
         path = find_dataset(None)
         return sample_requests(load_sharegpt(path), n, seed=0, oversample=True), f"ShareGPT ({path})"
     except Exception as exc:  # noqa: BLE001 - any failure means: fall back, and say why
-        print(f"NOTICE: ShareGPT not usable ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-              "using synthetic prompts with ShareGPT's length distribution", file=sys.stderr)
+        print(
+            f"NOTICE: ShareGPT not usable ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+            "using synthetic prompts with ShareGPT's length distribution",
+            file=sys.stderr,
+        )
     out = []
     for i, plen in enumerate(synthetic_prompt_lens(n)):
         gen = TextGenerator(i)
@@ -109,12 +120,16 @@ def http_check(targets: list[SeedTarget], speed: float, num_prompts: int | None)
     from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 
     prompts, source = http_prompts(max(t.num_prompts for t in targets))
-    lens = [count_tokens(p.prompt) for p in prompts]     # what the server will count
+    lens = [count_tokens(p.prompt) for p in prompts]  # what the server will count
     print(f"\nOver HTTP (process mode, speed x{speed:g}, prompts: {source})")
-    print("  'virtual' is the engine on a virtual clock with the same prompts (texts and lengths) and caps:"
-          " http/virtual isolates the server's timing fidelity from the workload")
-    print(f"  {'configuration':<38} {'metric':<22} {'published':>10} {'http':>10} {'ratio':>7}"
-          f" {'virtual':>10} {'http/virt':>9}")
+    print(
+        "  'virtual' is the engine on a virtual clock with the same prompts (texts and lengths) and caps:"
+        " http/virtual isolates the server's timing fidelity from the workload"
+    )
+    print(
+        f"  {'configuration':<38} {'metric':<22} {'published':>10} {'http':>10} {'ratio':>7}"
+        f" {'virtual':>10} {'http/virt':>9}"
+    )
     groups: dict[tuple, list[SeedTarget]] = {}
     for t in targets:
         groups.setdefault((t.model, t.speculative, t.concurrency, t.num_prompts, t.max_seconds), []).append(t)
@@ -122,16 +137,19 @@ def http_check(targets: list[SeedTarget], speed: float, num_prompts: int | None)
     for (model, spec, conc, n, cap), ts in groups.items():
         config = seed_config(ts[0], speed=speed)
         n = min(n, num_prompts or n)
-        run_cfg = RunConfig(concurrency=conc, num_prompts=n, max_tokens=256,
-                            max_seconds=cap / speed if cap else None, progress=False)
+        run_cfg = RunConfig(
+            concurrency=conc, num_prompts=n, max_tokens=256, max_seconds=cap / speed if cap else None, progress=False
+        )
         t0 = time.monotonic()
         with simulated_server(config, mode="process") as url:
             result = run_benchmark(url, config.model_id, prompts[:n], run_cfg)
             lag = httpx.get(f"{url}/sim/state").json()["max_lag_s"]
         s = result.summary()
-        values = {"decode_tok_s": (s.decode_tok_s or math.nan) / speed,
-                  "tpot_median_ms": (s.tpot_ms_median or math.nan) * speed,
-                  "ttft_median_ms": (s.ttft_ms_median or math.nan) * speed}
+        values = {
+            "decode_tok_s": (s.decode_tok_s or math.nan) / speed,
+            "tpot_median_ms": (s.tpot_ms_median or math.nan) * speed,
+            "ttft_median_ms": (s.ttft_ms_median or math.nan) * speed,
+        }
         virtual = simulate_target(ts[0], lens, num_prompts=n, prompts=[p.prompt for p in prompts])
         for t in ts:
             v = metric_value(virtual, t.metric)
@@ -140,9 +158,11 @@ def http_check(targets: list[SeedTarget], speed: float, num_prompts: int | None)
         if spec and s.acceptance_per_position:
             for i, (pub, sim) in enumerate(zip(SEED_ACCEPTANCE[model], s.acceptance_per_position)):
                 print(row(ts[0].label, f"acceptance pos {i}", pub, sim))
-        print(f"    ({result.completed}/{result.attempted} completed, {result.failed} failed, "
-              f"{time.monotonic() - t0:.0f} s wall, sim max lag {lag * 1000:.0f} ms"
-              f"{' = ' + format(lag * speed, '.2f') + ' s simulated' if lag > 0.05 else ''})")
+        print(
+            f"    ({result.completed}/{result.attempted} completed, {result.failed} failed, "
+            f"{time.monotonic() - t0:.0f} s wall, sim max lag {lag * 1000:.0f} ms"
+            f"{' = ' + format(lag * speed, '.2f') + ' s simulated' if lag > 0.05 else ''})"
+        )
     for (model, spec, conc), tok_s in decode.items():
         base = decode.get((model, False, conc))
         if spec and base:
@@ -155,14 +175,21 @@ def refit() -> None:
     d27 = [t for t in SEED_TARGETS if t.model == D27]
     p27 = fit_profile(PROFILES["qwen3.6-27b-fp8"], d27, lens, log=print)
     print("27B:", p27)
+
     # 35B-A3B: two published figures, so two free parameters; the others keep the 27B's
     # proportions (draft cost and prefill cost relative to the fixed step cost) and spread.
-    tie = lambda p: replace(p, draft_step_s=p.step_base_s * p27.draft_step_s / p27.step_base_s,
-                            prefill_per_token_s=p.step_base_s * p27.prefill_per_token_s / p27.step_base_s,
-                            acceptance_spread=p27.acceptance_spread)
+    def tie(p):
+        return replace(
+            p,
+            draft_step_s=p.step_base_s * p27.draft_step_s / p27.step_base_s,
+            prefill_per_token_s=p.step_base_s * p27.prefill_per_token_s / p27.step_base_s,
+            acceptance_spread=p27.acceptance_spread,
+        )
+
     a3b = [t for t in SEED_TARGETS if t.model == A3B]
-    p35 = fit_profile(PROFILES["qwen3.6-35b-a3b-fp8"], a3b, lens, free=("step_base_s", "per_token_s"), tied=tie,
-                      log=print)
+    p35 = fit_profile(
+        PROFILES["qwen3.6-35b-a3b-fp8"], a3b, lens, free=("step_base_s", "per_token_s"), tied=tie, log=print
+    )
     print("35B-A3B:", p35)
 
 

@@ -35,8 +35,16 @@ HERE = Path(__file__).resolve().parent
 
 
 def start_server(tokens: int, interval: float, cpu: int | None) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, str(HERE / "stream_server.py"), "--port", "0",
-           "--tokens", str(tokens), "--interval", str(interval)]
+    cmd = [
+        sys.executable,
+        str(HERE / "stream_server.py"),
+        "--port",
+        "0",
+        "--tokens",
+        str(tokens),
+        "--interval",
+        str(interval),
+    ]
     if cpu is not None:
         cmd += ["--cpu", str(cpu)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -61,10 +69,15 @@ def server_tpot(times: list[float]) -> float:
 
 # --- clients under test -------------------------------------------------------------
 
+
 def run_llmperf(base_url: str, prompts: list[str], concurrency: int, tokens: int):
     reqs = [SampledRequest(i, p, 8, tokens) for i, p in enumerate(prompts)]
-    res = run_benchmark(base_url, "bench", reqs, RunConfig(
-        concurrency=concurrency, max_tokens=tokens, warmup_requests=min(concurrency, 8), progress=False))
+    res = run_benchmark(
+        base_url,
+        "bench",
+        reqs,
+        RunConfig(concurrency=concurrency, max_tokens=tokens, warmup_requests=min(concurrency, 8), progress=False),
+    )
     return res.records, res.duration
 
 
@@ -73,11 +86,18 @@ async def _naive(base_url: str, prompts: list[str], concurrency: int, tokens: in
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=300) as client:
+
         async def one(i: int, prompt: str) -> RequestRecord:
             async with sem:
                 rec = RequestRecord(index=i, send_time=time.perf_counter())
-                body = {"model": "bench", "prompt": prompt, "max_tokens": tokens, "temperature": 0,
-                        "stream": True, "stream_options": {"include_usage": True}}
+                body = {
+                    "model": "bench",
+                    "prompt": prompt,
+                    "max_tokens": tokens,
+                    "temperature": 0,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
                 try:
                     async with client.stream("POST", "/v1/completions", json=body) as resp:
                         async for line in resp.aiter_lines():
@@ -104,15 +124,41 @@ def run_naive(base_url: str, prompts: list[str], concurrency: int, tokens: int):
     return asyncio.run(_naive(base_url, prompts, concurrency, tokens))
 
 
-def run_vllm(vllm: str, tokenizer: str, base_url: str, n: int, concurrency: int, tokens: int,
-             cpu: int | None) -> dict:
+def run_vllm(vllm: str, tokenizer: str, base_url: str, n: int, concurrency: int, tokens: int, cpu: int | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [vllm, "bench", "serve", "--backend", "openai", "--base-url", base_url,
-               "--endpoint", "/v1/completions", "--model", "bench", "--tokenizer", tokenizer,
-               "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", str(tokens),
-               "--num-prompts", str(n), "--max-concurrency", str(concurrency), "--ignore-eos",
-               "--save-result", "--result-dir", tmp, "--result-filename", "r.json",
-               "--percentile-metrics", "ttft,tpot,itl,e2el"]
+        cmd = [
+            vllm,
+            "bench",
+            "serve",
+            "--backend",
+            "openai",
+            "--base-url",
+            base_url,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            "bench",
+            "--tokenizer",
+            tokenizer,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            str(tokens),
+            "--num-prompts",
+            str(n),
+            "--max-concurrency",
+            str(concurrency),
+            "--ignore-eos",
+            "--save-result",
+            "--result-dir",
+            tmp,
+            "--result-filename",
+            "r.json",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+        ]
         if cpu is not None:
             cmd = ["taskset", "-c", str(cpu)] + cmd
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -123,8 +169,10 @@ def run_vllm(vllm: str, tokenizer: str, base_url: str, n: int, concurrency: int,
 
 # --- figures ------------------------------------------------------------------------
 
-def figures_from_records(records: list[RequestRecord], duration: float, truth_by_prompt: dict[str, list[float]],
-                         prompts: list[str]) -> dict:
+
+def figures_from_records(
+    records: list[RequestRecord], duration: float, truth_by_prompt: dict[str, list[float]], prompts: list[str]
+) -> dict:
     tok = sum(r.completion_tokens or 0 for r in records)
     errs, lags, c_tpots, s_tpots = [], [], [], []
     for r, p in zip(records, prompts):
@@ -135,10 +183,14 @@ def figures_from_records(records: list[RequestRecord], duration: float, truth_by
         s_tpots.append(server_tpot(t))
         errs.append(r.tpot / server_tpot(t) - 1)
         lags.append(r.chunk_times[0] - t[0])
-    return {"tok_s": tok / duration, "ok": sum(r.ok for r in records), "n": len(records),
-            "tpot_err_median": statistics.median(errs) if errs else float("nan"),
-            "tpot_err_of_medians": statistics.median(c_tpots) / statistics.median(s_tpots) - 1 if c_tpots else float("nan"),
-            "first_chunk_lag_ms_median": 1e3 * statistics.median(lags) if lags else float("nan")}
+    return {
+        "tok_s": tok / duration,
+        "ok": sum(r.ok for r in records),
+        "n": len(records),
+        "tpot_err_median": statistics.median(errs) if errs else float("nan"),
+        "tpot_err_of_medians": statistics.median(c_tpots) / statistics.median(s_tpots) - 1 if c_tpots else float("nan"),
+        "first_chunk_lag_ms_median": 1e3 * statistics.median(lags) if lags else float("nan"),
+    }
 
 
 def _cpu(who: int) -> float:
@@ -155,11 +207,16 @@ def measure(kind: str, base_url: str, concurrency: int, n: int, tokens: int, arg
         res = run_vllm(args.vllm, args.tokenizer, base_url, n, concurrency, tokens, args.client_cpu)
         got = truth(base_url)[-n:]  # the earlier one is vLLM's own test request
         s_tpots = [server_tpot(g["send_times"]) for g in got if len(g["send_times"]) > 1]
-        return {"tok_s": res["output_throughput"], "ok": res["completed"], "n": n,
-                "tpot_err_median": float("nan"),
-                "tpot_err_of_medians": res["median_tpot_ms"] / 1e3 / statistics.median(s_tpots) - 1,
-                # its CPU time would be mostly start-up (torch import), so none is given
-                "first_chunk_lag_ms_median": float("nan"), "cpu_us_per_chunk": float("nan")}
+        return {
+            "tok_s": res["output_throughput"],
+            "ok": res["completed"],
+            "n": n,
+            "tpot_err_median": float("nan"),
+            "tpot_err_of_medians": res["median_tpot_ms"] / 1e3 / statistics.median(s_tpots) - 1,
+            # its CPU time would be mostly start-up (torch import), so none is given
+            "first_chunk_lag_ms_median": float("nan"),
+            "cpu_us_per_chunk": float("nan"),
+        }
     runner = run_llmperf if kind == "llmperf" else run_naive
     cpu0 = _cpu(resource.RUSAGE_SELF)
     records, duration = runner(base_url, prompts, concurrency, tokens)
@@ -181,8 +238,7 @@ def find_vllm() -> tuple[str | None, str | None]:
 def main() -> None:
     ap = argparse.ArgumentParser(description="client overhead against a bare streaming server")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 256])
-    ap.add_argument("--clients", nargs="+", default=["llmperf", "httpx", "vllm"],
-                    choices=["llmperf", "httpx", "vllm"])
+    ap.add_argument("--clients", nargs="+", default=["llmperf", "httpx", "vllm"], choices=["llmperf", "httpx", "vllm"])
     ap.add_argument("--waves", type=int, default=4, help="requests per stream slot")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--interval", type=float, default=0.005)
@@ -205,27 +261,38 @@ def main() -> None:
     proc, base_url = start_server(args.tokens, args.interval, server_cpu)
     rows = []
     try:
-        print(f"server: 1 token/chunk every {args.interval * 1e3:g} ms, {args.tokens} tokens; "
-              f"client pinned to CPU {args.client_cpu}, server to CPU {server_cpu}; "
-              f"{args.repeat} repeats (median [min..max])", flush=True)
-        print(f"{'client':8} {'conc':>5} {'tok/s':>26} {'TPOT err (per req, median)':>30} "
-              f"{'TPOT err (medians)':>28} {'1st-chunk lag ms':>18} {'CPU us/chunk':>22} ok/n", flush=True)
+        print(
+            f"server: 1 token/chunk every {args.interval * 1e3:g} ms, {args.tokens} tokens; "
+            f"client pinned to CPU {args.client_cpu}, server to CPU {server_cpu}; "
+            f"{args.repeat} repeats (median [min..max])",
+            flush=True,
+        )
+        print(
+            f"{'client':8} {'conc':>5} {'tok/s':>26} {'TPOT err (per req, median)':>30} "
+            f"{'TPOT err (medians)':>28} {'1st-chunk lag ms':>18} {'CPU us/chunk':>22} ok/n",
+            flush=True,
+        )
         for conc in args.concurrency:
             n = max(8, conc * args.waves)
             for kind in args.clients:
-                runs = [measure(kind, base_url, conc, n, args.tokens, args, f"{kind}{conc}r{k}")
-                        for k in range(args.repeat)]
+                runs = [
+                    measure(kind, base_url, conc, n, args.tokens, args, f"{kind}{conc}r{k}") for k in range(args.repeat)
+                ]
                 rows.append({"client": kind, "concurrency": conc, "runs": runs})
 
-                def spread(key: str, fmt: str, scale: float = 1.0) -> str:
+                def spread(key: str, fmt: str, scale: float = 1.0, runs: list = runs) -> str:
                     vals = sorted(r[key] * scale for r in runs)
                     return f"{statistics.median(vals):{fmt}} [{vals[0]:{fmt}}..{vals[-1]:{fmt}}]"
-                print(f"{kind:8} {conc:>5} {spread('tok_s', ',.0f'):>26} "
-                      f"{spread('tpot_err_median', '+.2f', 100) + ' %':>30} "
-                      f"{spread('tpot_err_of_medians', '+.2f', 100) + ' %':>28} "
-                      f"{statistics.median(r['first_chunk_lag_ms_median'] for r in runs):>18.2f} "
-                      f"{spread('cpu_us_per_chunk', '.1f'):>22} "
-                      f"{runs[-1]['ok']}/{runs[-1]['n']}", flush=True)
+
+                print(
+                    f"{kind:8} {conc:>5} {spread('tok_s', ',.0f'):>26} "
+                    f"{spread('tpot_err_median', '+.2f', 100) + ' %':>30} "
+                    f"{spread('tpot_err_of_medians', '+.2f', 100) + ' %':>28} "
+                    f"{statistics.median(r['first_chunk_lag_ms_median'] for r in runs):>18.2f} "
+                    f"{spread('cpu_us_per_chunk', '.1f'):>22} "
+                    f"{runs[-1]['ok']}/{runs[-1]['n']}",
+                    flush=True,
+                )
     finally:
         proc.terminate()
         proc.wait(10)

@@ -40,8 +40,20 @@ def _spin() -> None:  # pragma: no cover - runs in a child process
 
 
 def one_run(sim_args: str, report: Path) -> tuple[int, collections.Counter, list[str], list[str], float]:
-    cmd = [sys.executable, "-m", "pytest", "tests/perf", "--llmperf-sim", "--llmperf-profile", "smoke", "-q",
-           "-p", "no:cacheprovider", "--llmperf-report", str(report)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/perf",
+        "--llmperf-sim",
+        "--llmperf-profile",
+        "smoke",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--llmperf-report",
+        str(report),
+    ]
     if sim_args:
         cmd += ["--llmperf-sim-args", sim_args]
     started = time.monotonic()
@@ -86,17 +98,22 @@ def main(argv: list[str] | None = None) -> int:
                 totals.update(counts)
                 red_runs += rc != 0
                 shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-                print(f"run {i}: exit {rc} in {elapsed:.0f} s; {shown}"
-                      + (f"; inconclusive: {'; '.join(undecided)}" if undecided else "")
-                      + (f"; red: {'; '.join(red)}" if red else ""), flush=True)
+                print(
+                    f"run {i}: exit {rc} in {elapsed:.0f} s; {shown}"
+                    + (f"; inconclusive: {'; '.join(undecided)}" if undecided else "")
+                    + (f"; red: {'; '.join(red)}" if red else ""),
+                    flush=True,
+                )
     finally:
         if spinner is not None:
             spinner.terminate()
             spinner.join()
     condition = "one core busy" if args.busy_core else "quiet"
     extra = f", sim args {shlex.quote(args.sim_args)}" if args.sim_args else ""
-    print(f"{red_runs} red of {args.runs} runs ({condition}{extra}); verdicts: "
-          + ", ".join(f"{n} {s}" for s, n in sorted(totals.items())))
+    print(
+        f"{red_runs} red of {args.runs} runs ({condition}{extra}); verdicts: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(totals.items()))
+    )
     return 0
 
 

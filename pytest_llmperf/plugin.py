@@ -7,13 +7,14 @@ connects them to pytest.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from pytest_llmperf.options import OPTIONS, TARGET_FLAGS, OptionError, resolve_options
+from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.spec import WORKLOAD_KEYS, resolve_workload
@@ -35,8 +36,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=opt.help)
         parser.addini(opt.ini, help=opt.help, type="string", default="")
-    parser.addini("llmperf_tolerances", type="linelist", default=[],
-                  help="per-project tolerances, one 'metric = tolerance' per line, e.g. 'decode_tok_s = 3%'")
+    parser.addini(
+        "llmperf_tolerances",
+        type="linelist",
+        default=[],
+        help="per-project tolerances, one 'metric = tolerance' per line, e.g. 'decode_tok_s = 3%'",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -117,7 +122,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 item.add_marker(pytest.mark.xdist_group(f"llmperf-{kwargs['server'].model}"))
 
 
-def _perf_session(config: pytest.Config) -> "Any":
+def _perf_session(config: pytest.Config) -> Any:
     from pytest_llmperf.servers.targets import build_target
     from pytest_llmperf.session import PerfSession
 
@@ -138,9 +143,14 @@ def _perf_session(config: pytest.Config) -> "Any":
 
         target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log)
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
-        perf = PerfSession(options, target, Path(config.rootpath),
-                           ini_tolerances="\n".join(config.getini("llmperf_tolerances")), log=log,
-                           live_output=live)
+        perf = PerfSession(
+            options,
+            target,
+            Path(config.rootpath),
+            ini_tolerances="\n".join(config.getini("llmperf_tolerances")),
+            log=log,
+            live_output=live,
+        )
         config.stash[SESSION_KEY] = perf
     return perf
 
@@ -148,20 +158,23 @@ def _perf_session(config: pytest.Config) -> "Any":
 class LlmperfFixture:
     """What a performance test receives: `llmperf.run(concurrency=...)`."""
 
-    def __init__(self, perf: Any, kwargs: dict[str, Any], nodeid: str, profile: str,
-                 benchmark: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, perf: Any, kwargs: dict[str, Any], nodeid: str, profile: str, benchmark: Callable[[], Any] | None = None
+    ) -> None:
         self._perf = perf
         self._kwargs = kwargs
         self._nodeid = nodeid
         self._profile = profile
-        self._benchmark = benchmark   # pytest-benchmark's fixture, fetched only when used
+        self._benchmark = benchmark  # pytest-benchmark's fixture, fetched only when used
         self.server: ServerSpec | None = kwargs.get("server")
         self.base: ServerSpec | None = kwargs.get("base")
 
     def run(self, concurrency: int, server: ServerSpec | None = None, **workload: Any):
         spec = server or self.server
         if spec is None:
-            raise pytest.UsageError(f"{self._nodeid}: llmperf.run() needs server= (or @pytest.mark.llmperf(server=...))")
+            raise pytest.UsageError(
+                f"{self._nodeid}: llmperf.run() needs server= (or @pytest.mark.llmperf(server=...))"
+            )
         declared = {k: v for k, v in self._kwargs.items() if k in WORKLOAD_KEYS}
         declared.update(workload)
         try:
@@ -170,7 +183,7 @@ class LlmperfFixture:
             raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
         if self._benchmark is not None and not self._perf.is_cached(spec, resolved):
             measured = _run_under_benchmark(self._benchmark(), self._perf.run, spec, resolved)
-            self._benchmark = None   # pytest-benchmark times one call per test
+            self._benchmark = None  # pytest-benchmark times one call per test
         else:
             measured = self._perf.run(spec, resolved)
         return measured.bound_to(self._nodeid, self._kwargs.get("tolerances") or {})
@@ -215,8 +228,13 @@ def llmperf(request: pytest.FixtureRequest) -> LlmperfFixture:
     if options.target is None:
         pytest.skip(NO_TARGET)
     kwargs = marker_kwargs(request.node) or {}
-    return LlmperfFixture(_perf_session(request.config), kwargs, request.node.nodeid, options.profile,
-                          benchmark=_benchmark_factory(request))
+    return LlmperfFixture(
+        _perf_session(request.config),
+        kwargs,
+        request.node.nodeid,
+        options.profile,
+        benchmark=_benchmark_factory(request),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -11,17 +11,18 @@ import functools
 import os
 import subprocess
 import warnings
-from contextlib import nullcontext
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Mapping
+from typing import Any
 
 from pytest_llmperf import __version__
 from pytest_llmperf.baselines.compare import (
+    change_error,
     check_compatible,
     compare_metrics,
     incompatibility_message,
-    change_error,
 )
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
@@ -43,7 +44,6 @@ from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.spec import Workload
 
-
 # Auto repetitions record this many runs: enough for the spread between runs to be known.
 RECORD_REPETITIONS = 5
 
@@ -59,12 +59,13 @@ class InconclusiveWarning(UserWarning):
 @dataclass
 class GateRecord:
     """One assertion's outcome, for the terminal summary and the JSON report."""
+
     nodeid: str
     server: str
     concurrency: int
     baseline_path: str
     verdicts: list[Any] = field(default_factory=list)
-    outcome: str = "pass"        # pass | warn (inconclusive) | fail | recorded | refused
+    outcome: str = "pass"  # pass | warn (inconclusive) | fail | recorded | refused
     message: str = ""
 
 
@@ -84,20 +85,20 @@ class PerfSession:
         *,
         ini_tolerances: str = "",
         log: Callable[[str], None] = lambda msg: None,
-        live_output: Callable[[], ContextManager[Any]] = nullcontext,
+        live_output: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> None:
         self.options = options
         self.target = target
         self.rootdir = Path(rootdir)
         self.log = log
-        self.live_output = live_output   # lets the runner's progress line through pytest's capture
+        self.live_output = live_output  # lets the runner's progress line through pytest's capture
         self.pool = ServerPool(target, log=log)
         self.store = BaselineStore(self.rootdir / options.baselines_dir)
         self.ini_tolerances = parse_tolerance_overrides(ini_tolerances)
         self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
-        self.run_count = 0                      # workloads actually executed (cache misses)
+        self.run_count = 0  # workloads actually executed (cache misses)
         self.gates: list[GateRecord] = []
-        self._dataset: Any = None            # the loaded ShareGPTFile
+        self._dataset: Any = None  # the loaded ShareGPTFile
         self.token_count_source = ""
         self._requests: dict[tuple, list[SampledRequest]] = {}
 
@@ -175,8 +176,9 @@ class PerfSession:
         if self.options.repetitions != "auto":
             return False
         runs, budget = len(run.results), self.options.max_repetitions
-        return any(v.status == "inconclusive" and v.more_data is not None and runs * v.more_data <= budget
-                   for v in verdicts)
+        return any(
+            v.status == "inconclusive" and v.more_data is not None and runs * v.more_data <= budget for v in verdicts
+        )
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
@@ -187,8 +189,10 @@ class PerfSession:
             return False
         endpoint = self.pool.endpoint(measured.spec)
         requests = self._requests_for(endpoint, measured.workload)
-        self.log(f"{measured.spec.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
-                 f"{len(measured.results) + 1} of at most {self.options.max_repetitions}")
+        self.log(
+            f"{measured.spec.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
+            f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
+        )
         self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
         self._stop_if_interrupted(measured)
         return True
@@ -231,8 +235,12 @@ class PerfSession:
                 path = find_dataset(self.options.dataset, root=self.rootdir)
                 self.log(f"loading dataset {path}")
                 self._dataset = read_sharegpt(path)
-            counter, source = token_counter_for(endpoint.base_url, endpoint.model, cache_dir=cache_root() / "token-counts",
-                                                dataset_id=self._dataset.sha256)
+            counter, source = token_counter_for(
+                endpoint.base_url,
+                endpoint.model,
+                cache_dir=cache_root() / "token-counts",
+                dataset_id=self._dataset.sha256,
+            )
             self.token_count_source = source
             self._requests[key] = sample_requests(
                 self._dataset.conversations, count, seed=workload.seed, count_tokens=counter
@@ -287,7 +295,7 @@ class PerfSession:
     def gate(
         self,
         run: MeasuredRun,
-        samples: "Mapping[str, list[float | None]] | Callable[[], Mapping[str, list[float | None]]]",
+        samples: Mapping[str, list[float | None]] | Callable[[], Mapping[str, list[float | None]]],
         tolerances: Mapping[str, str] | None = None,
         *,
         base: MeasuredRun | None = None,
@@ -306,12 +314,22 @@ class PerfSession:
         if self.options.update_baselines:
             provenance = dict(run.provenance)
             if base is not None:
-                provenance["speedup_base"] = {"server": base.spec.name, "vllm_version": base.provenance.get("vllm_version")}
+                provenance["speedup_base"] = {
+                    "server": base.spec.name,
+                    "vllm_version": base.provenance.get("vllm_version"),
+                }
             # A run's own figures are all recorded, so later assertions on any of them find a
             # baseline; a speedup adds only itself.
             metrics = dict(samples) if base is not None else {**run.samples, **samples}
-            self.store.record(target, run.spec.name, run.concurrency, metrics, workload, provenance,
-                              requests=encode_rows(run.rows) if base is None else None)
+            self.store.record(
+                target,
+                run.spec.name,
+                run.concurrency,
+                metrics,
+                workload,
+                provenance,
+                requests=encode_rows(run.rows) if base is None else None,
+            )
             record.outcome, record.message = "recorded", f"recorded {', '.join(samples)} in {record.baseline_path}"
             return
 
@@ -342,9 +360,16 @@ class PerfSession:
             record.outcome = "warn"
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
 
-    def _verdicts(self, run: MeasuredRun, entry: Mapping[str, Any] | None,
-                  samples: Mapping[str, list[float | None]], tolerances: Mapping[str, str] | None,
-                  command: str, base: MeasuredRun | None, target: str) -> list[Any]:
+    def _verdicts(
+        self,
+        run: MeasuredRun,
+        entry: Mapping[str, Any] | None,
+        samples: Mapping[str, list[float | None]],
+        tolerances: Mapping[str, str] | None,
+        command: str,
+        base: MeasuredRun | None,
+        target: str,
+    ) -> list[Any]:
         measured = {name: _median(values) for name, values in samples.items()}
         no_data = {name: run.notes[0] for name in samples if measured.get(name) is None and run.notes}
         return compare_metrics(
@@ -358,36 +383,50 @@ class PerfSession:
             **self._noise(run, entry, samples, base, target),
         )
 
-    def _noise(self, run: MeasuredRun, entry: Mapping[str, Any] | None, samples: Mapping[str, list[float | None]],
-               base: MeasuredRun | None, target: str) -> dict[str, Any]:
+    def _noise(
+        self,
+        run: MeasuredRun,
+        entry: Mapping[str, Any] | None,
+        samples: Mapping[str, list[float | None]],
+        base: MeasuredRun | None,
+        target: str,
+    ) -> dict[str, Any]:
         """The standard error of each gated metric's change, and notes on how it was had."""
         if not entry:
             return {}
         recorded = entry["metrics"]
         if base is None:
             paired, blocks = self._paired(run, entry, list(samples))
-        else:   # the speedup: each server's decode change against its own baseline
+        else:  # the speedup: each server's decode change against its own baseline
             base_file = self.store.load(target, base.spec.name)
             mine, blocks = self._paired(run, entry, ["decode_tok_s"])
-            theirs, base_blocks = self._paired(base, base_file.entry(base.concurrency) if base_file else None,
-                                               ["decode_tok_s"])
+            theirs, base_blocks = self._paired(
+                base, base_file.entry(base.concurrency) if base_file else None, ["decode_tok_s"]
+            )
             blocks = min(blocks, base_blocks)
             speedup = _median(samples.get("mtp_speedup", []))
             ours, their = run.value("decode_tok_s"), base.value("decode_tok_s")
             paired = {}
             if speedup and ours and their and "decode_tok_s" in mine and "decode_tok_s" in theirs:
-                paired["mtp_speedup"] = speedup * ((mine["decode_tok_s"] / ours) ** 2
-                                                   + (theirs["decode_tok_s"] / their) ** 2) ** 0.5
+                paired["mtp_speedup"] = (
+                    speedup * ((mine["decode_tok_s"] / ours) ** 2 + (theirs["decode_tok_s"] / their) ** 2) ** 0.5
+                )
         errors, notes = {}, {}
         for name, values in samples.items():
             old = recorded.get(name)
-            errors[name] = change_error(paired.get(name), old["samples"] if old else (), values,
-                                        paired_dof=max(blocks - 1, 1))
+            errors[name] = change_error(
+                paired.get(name), old["samples"] if old else (), values, paired_dof=max(blocks - 1, 1)
+            )
             if "requests" not in entry:
-                notes[name] = ("the baseline has no per-request figures (recorded by an older version): "
-                               + ("judged on the tolerance alone" if errors[name] is None else
-                                  "only the spread between repetitions is counted")
-                               + "; re-record it to judge against the request-level noise")
+                notes[name] = (
+                    "the baseline has no per-request figures (recorded by an older version): "
+                    + (
+                        "judged on the tolerance alone"
+                        if errors[name] is None
+                        else "only the spread between repetitions is counted"
+                    )
+                    + "; re-record it to judge against the request-level noise"
+                )
         return {"errors": errors, "notes": notes}
 
     @staticmethod
@@ -426,8 +465,9 @@ def _relative(path: Path, root: Path) -> str:
 
 def _git_commit(root: Path) -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None

@@ -28,8 +28,9 @@ def convert(gguf_file: Path, out_dir: Path) -> None:
     # A fresh LlamaConfig built from the loaded one drops the GGUF-specific leftovers
     # (quantisation hints, file names) so vLLM sees a plain Llama checkpoint.
     dropped = {"quantization_config"}  # vLLM would try (and fail) to load it as GGUF
-    config = LlamaConfig(**{k: v for k, v in loaded.config.to_dict().items()
-                            if not k.startswith("_") and k not in dropped})
+    config = LlamaConfig(
+        **{k: v for k, v in loaded.config.to_dict().items() if not k.startswith("_") and k not in dropped}
+    )
     config.architectures = ["LlamaForCausalLM"]
     config.dtype = "float32"
     model = LlamaForCausalLM(config)
@@ -54,7 +55,7 @@ def _smoke_test(model, tokenizer) -> None:
     ids = tokenizer("The capital of France is", return_tensors="pt").input_ids
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=4, do_sample=False)
-    text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
     print(f"smoke test: 'The capital of France is' -> {text!r}")
     if "Paris" not in text:
         raise SystemExit(f"converted model answers {text!r}, expected Paris: conversion is broken")

@@ -26,8 +26,9 @@ import json
 import math
 import numbers
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from pytest_llmperf.baselines.tolerances import Direction, Tolerance, direction_for, tolerance_for
 
@@ -49,8 +50,8 @@ HARDWARE_KEYS = ("gpu_name", "gpu_count")
 
 @dataclass(frozen=True)
 class Change:
-    absolute: float            # measured - baseline, in the metric's units
-    relative: float | None     # (measured - baseline) / |baseline|; None when baseline is 0
+    absolute: float  # measured - baseline, in the metric's units
+    relative: float | None  # (measured - baseline) / |baseline|; None when baseline is 0
 
 
 @dataclass(frozen=True)
@@ -58,16 +59,16 @@ class Verdict:
     metric: str
     baseline: float | None
     measured: float | None
-    change: Change | None      # None unless both values exist
-    allowed: str               # "-5%", "+10%", "-0.03"
-    status: str                # one of STATUSES
+    change: Change | None  # None unless both values exist
+    allowed: str  # "-5%", "+10%", "-0.03"
+    status: str  # one of STATUSES
     hint: str = ""
     direction: Direction = Direction.HIGHER
     tolerance: Tolerance | None = None
-    command: str = ""          # what records a new baseline, for reports that print it once
+    command: str = ""  # what records a new baseline, for reports that print it once
     noise: float | None = None  # half-width of the change's interval (z * sigma), metric units
     confidence: float = DEFAULT_CONFIDENCE
-    note: str = ""             # how the noise was estimated, when it needs saying
+    note: str = ""  # how the noise was estimated, when it needs saying
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
 
     @property
@@ -79,7 +80,7 @@ def _number(value: Any) -> float | None:
     """A finite float, or None for "no value" (None, NaN)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):   # numpy scalars are Real
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy scalars are Real
         raise TypeError(f"expected a number or None, got {value!r}")
     value = float(value)
     if math.isnan(value):
@@ -113,16 +114,21 @@ def t_quantile(p: float, dof: float) -> float:
         return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
     z = statistics.NormalDist().inv_cdf(p)
     v = dof
-    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
 
 
 @dataclass(frozen=True)
 class Noise:
     """The standard error of a metric's change, and the degrees of freedom it rests on."""
+
     sigma: float
-    dof: float | None = None     # None: normal quantiles (many independent units)
+    dof: float | None = None  # None: normal quantiles (many independent units)
 
 
 def change_error(
@@ -144,17 +150,18 @@ def change_error(
     """
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
-    parts: list[tuple[float, float | None]] = []        # (variance, dof)
+    parts: list[tuple[float, float | None]] = []  # (variance, dof)
     if paired is not None:
-        parts.append((paired ** 2, paired_dof))
-    if len(b) >= 2 and len(m) >= 2:          # two estimates of the spread
+        parts.append((paired**2, paired_dof))
+    if len(b) >= 2 and len(m) >= 2:  # two estimates of the spread
         parts.append((statistics.stdev(b) ** 2 * _median_variance(len(b)), len(b) - 1))
         parts.append((statistics.stdev(m) ** 2 * _median_variance(len(m)), len(m) - 1))
-    elif len(b) >= 2 or len(m) >= 2:         # one, shared by both sides
+    elif len(b) >= 2 or len(m) >= 2:  # one, shared by both sides
         own = b if len(b) >= 2 else m
         if b and m:
-            parts.append((statistics.stdev(own) ** 2 * (_median_variance(len(b)) + _median_variance(len(m))),
-                          len(own) - 1))
+            parts.append(
+                (statistics.stdev(own) ** 2 * (_median_variance(len(b)) + _median_variance(len(m))), len(own) - 1)
+            )
     if not parts:
         return None
     variance = sum(v for v, _ in parts)
@@ -163,7 +170,7 @@ def change_error(
     if any(d is None for _, d in parts):
         dof = None if all(d is None for _, d in parts) else min(d for _, d in parts if d is not None)
     else:
-        dof = variance ** 2 / sum(v ** 2 / d for v, d in parts if v > 0)
+        dof = variance**2 / sum(v**2 / d for v, d in parts if v > 0)
     return Noise(math.sqrt(variance), dof)
 
 
@@ -182,7 +189,7 @@ def compare(
     *,
     update_command: str = DEFAULT_UPDATE_COMMAND,
     no_data_reason: str | None = None,
-    error: "Noise | float | None" = None,
+    error: Noise | float | None = None,
     note: str = "",
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Verdict:
@@ -199,21 +206,33 @@ def compare(
     allowed = tolerance.allowed(direction)
     noise = error if isinstance(error, Noise) or error is None else Noise(float(error))
     z = z_value(confidence, noise.dof if noise else None)
-    common = dict(metric=metric, baseline=base, measured=meas, allowed=allowed,
-                  direction=direction, tolerance=tolerance, command=update_command, confidence=confidence)
+    common = dict(
+        metric=metric,
+        baseline=base,
+        measured=meas,
+        allowed=allowed,
+        direction=direction,
+        tolerance=tolerance,
+        command=update_command,
+        confidence=confidence,
+    )
 
     # No data beats missing baseline: recording would not help, the run must be fixed.
     if meas is None:
         reason = no_data_reason or f"the run produced no value for {metric}"
         return Verdict(change=None, status="no-data", hint=f"{metric}: no data: {reason}", **common)
     if base is None:
-        return Verdict(change=None, status="missing-baseline",
-                       hint=f"{metric}: no baseline recorded; record it with: {update_command}", **common)
+        return Verdict(
+            change=None,
+            status="missing-baseline",
+            hint=f"{metric}: no baseline recorded; record it with: {update_command}",
+            **common,
+        )
 
     sigma = abs(noise.sigma) if noise is not None and math.isfinite(noise.sigma) else 0.0
     delta = meas - base
     relative = delta / abs(base) if base != 0 else None
-    worse = -delta if direction is Direction.HIGHER else delta   # > 0 means worse
+    worse = -delta if direction is Direction.HIGHER else delta  # > 0 means worse
     if tolerance.kind == "relative":
         if base != 0:
             amount, sigma_amount = worse / abs(base), sigma / abs(base)
@@ -229,14 +248,24 @@ def compare(
     level = f"{confidence:.0%}"
 
     if _beyond(amount, limit) and amount - half > 0:
-        return Verdict(status="regressed",
-                       hint=(f"{metric}: worse than the baseline by more than the allowed {allowed}, beyond the "
-                             f"noise ({level} confidence); if that is expected and accepted, re-record with: "
-                             f"{update_command}"), **common)
+        return Verdict(
+            status="regressed",
+            hint=(
+                f"{metric}: worse than the baseline by more than the allowed {allowed}, beyond the "
+                f"noise ({level} confidence); if that is expected and accepted, re-record with: "
+                f"{update_command}"
+            ),
+            **common,
+        )
     if _beyond(-amount, limit) and amount + half < 0:
-        return Verdict(status="improved",
-                       hint=(f"{metric}: better than the baseline by more than {allowed.lstrip('+-')}; "
-                             f"if this is the new normal, record it with: {update_command}"), **common)
+        return Verdict(
+            status="improved",
+            hint=(
+                f"{metric}: better than the baseline by more than {allowed.lstrip('+-')}; "
+                f"if this is the new normal, record it with: {update_command}"
+            ),
+            **common,
+        )
     if not _beyond(amount + half, limit):
         return Verdict(status="pass", **common)
     text, factor = _resolution(amount, limit, half, level)
@@ -256,8 +285,9 @@ def _resolution(amount: float, limit: float, half: float, level: str) -> tuple[s
         return f"{shown}; the change sits at the boundary, more data will not settle it quickly", None
     # The noise falls with the square root of the data (repetitions, or prompts).
     factor = (half / room) ** 2
-    return (f"{shown}; about {max(2, math.ceil(factor))}x the data would decide it "
-            "(--llmperf-repetitions, or more prompts)"), factor
+    return (
+        f"{shown}; about {max(2, math.ceil(factor))}x the data would decide it (--llmperf-repetitions, or more prompts)"
+    ), factor
 
 
 def compare_metrics(
@@ -268,7 +298,7 @@ def compare_metrics(
     overrides: Iterable[Mapping[str, Any] | None] = (),
     update_command: str = DEFAULT_UPDATE_COMMAND,
     no_data_reasons: Mapping[str, str] | None = None,
-    errors: Mapping[str, "Noise | float | None"] | None = None,
+    errors: Mapping[str, Noise | float | None] | None = None,
     notes: Mapping[str, str] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[Verdict]:
@@ -288,18 +318,20 @@ def compare_metrics(
         reason = (no_data_reasons or {}).get(name)
         if reason is None and name not in measured:
             reason = f"the run summary has no metric named {name!r}"
-        verdicts.append(compare(
-            name,
-            recorded.get("value") if recorded else None,
-            measured.get(name),
-            tolerance,
-            direction,
-            update_command=update_command,
-            no_data_reason=reason,
-            error=(errors or {}).get(name),
-            note=(notes or {}).get(name, ""),
-            confidence=confidence,
-        ))
+        verdicts.append(
+            compare(
+                name,
+                recorded.get("value") if recorded else None,
+                measured.get(name),
+                tolerance,
+                direction,
+                update_command=update_command,
+                no_data_reason=reason,
+                error=(errors or {}).get(name),
+                note=(notes or {}).get(name, ""),
+                confidence=confidence,
+            )
+        )
     return verdicts
 
 
@@ -361,8 +393,10 @@ def check_compatible(
 
 def incompatibility_message(path: Any, concurrency: int, differences: list[str], update_command: str) -> str:
     """The refusal text: what differs, and how to re-record deliberately."""
-    lines = [f"baseline {path} (concurrency {concurrency}) was recorded under a different workload or hardware;",
-             "refusing to compare. Differences:"]
+    lines = [
+        f"baseline {path} (concurrency {concurrency}) was recorded under a different workload or hardware;",
+        "refusing to compare. Differences:",
+    ]
     lines += [f"  - {d}" for d in differences]
     lines.append(f"If the new setup is intended, re-record with: {update_command}")
     return "\n".join(lines)

@@ -43,9 +43,10 @@ import os
 import re
 import statistics
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 try:  # POSIX advisory locks; elsewhere writes are still atomic, just not serialized
     import fcntl
@@ -73,6 +74,7 @@ class BaselineError(Exception):
 
 # --- names and numbers -------------------------------------------------------------
 
+
 def sanitize_name(name: str) -> str:
     """A file-system-safe name: "NVIDIA H200" -> "NVIDIA-H200", "Qwen/Qwen3.6" -> "Qwen-Qwen3.6"."""
     if not isinstance(name, str):
@@ -86,12 +88,12 @@ def sanitize_name(name: str) -> str:
 
 def stable_float(x: float) -> float:
     """Round to SIG_DIGITS significant digits so reruns format identically."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):   # numpy scalars are Real
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):  # numpy scalars are Real
         raise ValueError(f"expected a number, got {x!r}")
     if not math.isfinite(x):
         raise ValueError(f"expected a finite number, got {x!r}")
     r = float(f"{float(x):.{SIG_DIGITS}g}")
-    return 0.0 if r == 0 else r   # no "-0.0" in files
+    return 0.0 if r == 0 else r  # no "-0.0" in files
 
 
 def summarize_samples(samples: list[float]) -> tuple[float, float | None]:
@@ -106,14 +108,25 @@ def summarize_samples(samples: list[float]) -> tuple[float, float | None]:
 
 # --- secrets -------------------------------------------------------------------------
 
-_SECRET_KEY_PARTS = {"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL",
-                     "CREDENTIALS", "AUTH", "AUTHORIZATION", "COOKIE", "APIKEY"}
+_SECRET_KEY_PARTS = {
+    "TOKEN",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTH",
+    "AUTHORIZATION",
+    "COOKIE",
+    "APIKEY",
+}
 _SECRET_KEY_INFIXES = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY")
 _SECRET_VALUE = re.compile(
-    r"\bhf_[A-Za-z0-9]{20,}"            # Hugging Face token
-    r"|\bsk-[A-Za-z0-9_-]{16,}"         # OpenAI-style key
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"    # GitHub token
-    r"|\bAKIA[0-9A-Z]{16}\b"            # AWS access key id
+    r"\bhf_[A-Za-z0-9]{20,}"  # Hugging Face token
+    r"|\bsk-[A-Za-z0-9_-]{16,}"  # OpenAI-style key
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub token
+    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key id
     r"|(?i:\bbearer\s+[A-Za-z0-9._~+/-]{8,})"
     r"|(?i:(token|secret|password|api_key)=(?!\*\*\*)\S+)"
 )
@@ -121,7 +134,7 @@ _SECRET_VALUE = re.compile(
 
 def _secret_key(key: str) -> bool:
     upper = str(key).upper()
-    parts = set(re.split(r"[^A-Z0-9]+", upper))   # "max_tokens" -> MAX, TOKENS: not a secret
+    parts = set(re.split(r"[^A-Z0-9]+", upper))  # "max_tokens" -> MAX, TOKENS: not a secret
     return bool(parts & _SECRET_KEY_PARTS) or any(s in upper for s in _SECRET_KEY_INFIXES)
 
 
@@ -147,6 +160,7 @@ def strip_secrets(value: Any) -> Any:
 
 # --- deterministic JSON ------------------------------------------------------------
 
+
 def _plain(value: Any, where: str) -> Any:
     """JSON-able copy with sorted keys; rejects NaN/inf and non-JSON types up front."""
     if isinstance(value, Mapping):
@@ -157,7 +171,7 @@ def _plain(value: Any, where: str) -> Any:
         raise ValueError(f"{where}: {value!r} cannot be stored (not a finite number)")
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    if isinstance(value, numbers.Integral):   # numpy integers
+    if isinstance(value, numbers.Integral):  # numpy integers
         return int(value)
     if isinstance(value, numbers.Real):
         return _plain(float(value), where)
@@ -189,7 +203,7 @@ def _directory_lock(directory: Path) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)   # closing releases the lock
+        os.close(fd)  # closing releases the lock
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -211,6 +225,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 # --- validation on load -------------------------------------------------------------
+
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -245,9 +260,12 @@ def _check_keys(path: Path, where: str, obj: Mapping[str, Any], allowed: set[str
     """Unknown keys are refused: a hand-added "tolerance" would otherwise be silently ignored."""
     unknown = sorted(set(obj) - allowed)
     if unknown:
-        raise BaselineError(path, f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                                  f"allowed: {', '.join(sorted(allowed))} (tolerances belong in the "
-                                  "test's marker or the project's ini, not in the baseline)")
+        raise BaselineError(
+            path,
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(allowed))} (tolerances belong in the "
+            "test's marker or the project's ini, not in the baseline)",
+        )
 
 
 def _check_header(path: Path, doc: Any, kind_fields: Mapping[str, str]) -> None:
@@ -258,8 +276,11 @@ def _check_header(path: Path, doc: Any, kind_fields: Mapping[str, str]) -> None:
         raise BaselineError(path, f"unsupported format {doc.get('format')!r} (this plugin reads format {FORMAT})")
     for key, expected in kind_fields.items():
         if doc.get(key) != expected:
-            raise BaselineError(path, f"{key!r} is {doc.get(key)!r} but the file's location says {expected!r}; "
-                                      "was it copied from another target or server?")
+            raise BaselineError(
+                path,
+                f"{key!r} is {doc.get(key)!r} but the file's location says {expected!r}; "
+                "was it copied from another target or server?",
+            )
     if not isinstance(doc.get("concurrency"), dict):
         raise BaselineError(path, "missing or invalid 'concurrency' section (expected an object)")
 
@@ -283,13 +304,17 @@ def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
     except ValueError as exc:
         raise BaselineError(path, f"{where}.direction: {exc}") from None
     if name in DIRECTIONS and direction is not DIRECTIONS[name]:
-        raise BaselineError(path, f"{where}.direction is {direction.value!r} but {name} is "
-                                  f"{DIRECTIONS[name].value}-is-better")
+        raise BaselineError(
+            path, f"{where}.direction is {direction.value!r} but {name} is {DIRECTIONS[name].value}-is-better"
+        )
     median = statistics.median(samples)
     if not math.isclose(m["value"], median, rel_tol=1e-5, abs_tol=1e-9):
-        raise BaselineError(path, f"{where}.value {m['value']!r} is not the median of its samples "
-                                  f"({stable_float(median)!r}); re-record with --update-baselines, or edit "
-                                  "value and samples together")
+        raise BaselineError(
+            path,
+            f"{where}.value {m['value']!r} is not the median of its samples "
+            f"({stable_float(median)!r}); re-record with --update-baselines, or edit "
+            "value and samples together",
+        )
 
 
 def _check_entry(path: Path, key: str, entry: Any) -> None:
@@ -304,7 +329,9 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
         _check_metric(path, f"{where}.metrics.{name}", name, m)
     if "requests" in entry:
         if not isinstance(entry["requests"], list):
-            raise BaselineError(path, f"{where}.requests must be a list of lines, got {type(entry['requests']).__name__}")
+            raise BaselineError(
+                path, f"{where}.requests must be a list of lines, got {type(entry['requests']).__name__}"
+            )
         try:
             decode_rows(entry["requests"])
         except ValueError as exc:
@@ -312,6 +339,7 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
 
 
 # --- the files ----------------------------------------------------------------------
+
 
 @dataclass
 class BaselineFile:
@@ -348,6 +376,7 @@ class BaselineFile:
 @dataclass
 class PublishedFile:
     """Report-only reference figures for a server, from a published write-up."""
+
     path: Path
     server: str
     # {concurrency: {"figures": {metric: value}, "source": str, "note": str}}
@@ -358,13 +387,15 @@ class PublishedFile:
         return dict(entry["figures"]) if entry else {}
 
     def to_json(self) -> str:
-        return _dump({
-            "concurrency": _by_concurrency({c: _plain(e, f"concurrency[{c}]") for c, e in self.entries.items()}),
-            "format": FORMAT,
-            "kind": "published-reference",
-            "note": "Published figures, report-only: shown beside measured values, never gating.",
-            "server": self.server,
-        })
+        return _dump(
+            {
+                "concurrency": _by_concurrency({c: _plain(e, f"concurrency[{c}]") for c, e in self.entries.items()}),
+                "format": FORMAT,
+                "kind": "published-reference",
+                "note": "Published figures, report-only: shown beside measured values, never gating.",
+                "server": self.server,
+            }
+        )
 
 
 def _positive_concurrency(concurrency: Any) -> int:
@@ -429,11 +460,11 @@ class BaselineStore:
         concurrency = _positive_concurrency(concurrency)
         path = self.path_for(target, server)
         with _directory_lock(path.parent):
-            return self._record_locked(path, target, server, concurrency, metrics, workload, provenance,
-                                       directions, requests)
+            return self._record_locked(
+                path, target, server, concurrency, metrics, workload, provenance, directions, requests
+            )
 
-    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, directions,
-                       requests):
+    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, directions, requests):
         try:
             current = self.load(target, server)
         except BaselineError as exc:
@@ -500,8 +531,9 @@ class BaselineStore:
             entries[_concurrency_key(path, key)] = entry
         return PublishedFile(path=path, server=doc["server"], entries=entries)
 
-    def write_published(self, server: str, concurrency: int, figures: Mapping[str, float],
-                        source: str, note: str = "") -> PublishedFile:
+    def write_published(
+        self, server: str, concurrency: int, figures: Mapping[str, float], source: str, note: str = ""
+    ) -> PublishedFile:
         """Store report-only reference figures (e.g. the seeds' decode 407.9 tok/s at conc 32)."""
         concurrency = _positive_concurrency(concurrency)
         if not source or not source.strip():

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 
 class Direction(str, Enum):
-    HIGHER = "higher"   # higher is better (throughput, acceptance)
-    LOWER = "lower"     # lower is better (latency)
+    HIGHER = "higher"  # higher is better (throughput, acceptance)
+    LOWER = "lower"  # lower is better (latency)
 
     @classmethod
-    def parse(cls, value: "Direction | str") -> "Direction":
+    def parse(cls, value: Direction | str) -> Direction:
         if isinstance(value, Direction):
             return value
         try:
@@ -34,8 +35,8 @@ class Direction(str, Enum):
 
 @dataclass(frozen=True)
 class Tolerance:
-    kind: str      # "relative" (limit is a fraction: 0.05 = 5%) or "absolute" (metric units)
-    limit: float   # non-negative magnitude
+    kind: str  # "relative" (limit is a fraction: 0.05 = 5%) or "absolute" (metric units)
+    limit: float  # non-negative magnitude
 
     def __post_init__(self) -> None:
         if self.kind not in ("relative", "absolute"):
@@ -91,10 +92,10 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
 # Directions for metrics outside the table (ttft_ms_p99, per_stream_tok_s, ...),
 # inferred from the summary's naming scheme. First match wins.
 _DIRECTION_PATTERNS: tuple[tuple[re.Pattern[str], Direction], ...] = (
-    (re.compile(r"tok_s|throughput|speedup"), Direction.HIGHER),   # before "_s": tok_s is a rate
+    (re.compile(r"tok_s|throughput|speedup"), Direction.HIGHER),  # before "_s": tok_s is a rate
     (re.compile(r"^acceptance"), Direction.HIGHER),
     (re.compile(r"(^|_)ms(_|$)"), Direction.LOWER),
-    (re.compile(r"(^|_)s$"), Direction.LOWER),            # durations in seconds
+    (re.compile(r"(^|_)s$"), Direction.LOWER),  # durations in seconds
     # The summary's counters: under a time cap, more done is better, failures worse.
     (re.compile(r"^completed$|tokens$"), Direction.HIGHER),
     (re.compile(r"^failed$|errors?$"), Direction.LOWER),
@@ -139,7 +140,9 @@ def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
         if not item:
             continue
         if "=" not in item:
-            raise ValueError(f"invalid tolerance override {item!r}: expected 'metric = tolerance', e.g. 'decode_tok_s = 3%'")
+            raise ValueError(
+                f"invalid tolerance override {item!r}: expected 'metric = tolerance', e.g. 'decode_tok_s = 3%'"
+            )
         name, _, value = item.partition("=")
         name = name.strip()
         if not name:
@@ -160,9 +163,7 @@ def direction_for(metric: str, recorded: Direction | str | None = None) -> Direc
             return direction
     if recorded is not None:
         return Direction.parse(recorded)
-    raise ValueError(
-        f"unknown metric {metric!r}: no direction known; known metrics: {', '.join(sorted(DIRECTIONS))}"
-    )
+    raise ValueError(f"unknown metric {metric!r}: no direction known; known metrics: {', '.join(sorted(DIRECTIONS))}")
 
 
 def tolerance_for(metric: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
@@ -181,6 +182,6 @@ def tolerance_for(metric: str, *overrides: Mapping[str, Any] | None) -> Toleranc
         return DEFAULT_TOLERANCES[metric]
     raise ValueError(
         f"unknown metric {metric!r}: no default tolerance; give one for it per test "
-        f"(marker) or per project (ini), e.g. \"{metric} = 5%\"; "
+        f'(marker) or per project (ini), e.g. "{metric} = 5%"; '
         f"metrics with defaults: {', '.join(sorted(DEFAULT_TOLERANCES))}"
     )

@@ -27,12 +27,12 @@ SPEC_COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
 
 # SpecDecodeStats.status values.
 NORMAL = "ok"
-NO_METRICS = "no_metrics"            # no /metrics page was captured
+NO_METRICS = "no_metrics"  # no /metrics page was captured
 NO_ENGINE_STATS = "no_engine_stats"  # a page without any vllm: counters
 NOT_SPECULATIVE = "not_speculative"  # engine counters, but no spec-decode families
-NOT_MOVING = "stats_not_moving"      # spec families present, counters frozen
-COUNTER_RESET = "counter_reset"      # a counter went backwards (server restarted)
-IDLE = "idle"                        # nothing generated in the window
+NOT_MOVING = "stats_not_moving"  # spec families present, counters frozen
+COUNTER_RESET = "counter_reset"  # a counter went backwards (server restarted)
+IDLE = "idle"  # nothing generated in the window
 
 
 @dataclass
@@ -93,9 +93,9 @@ class SpecDecodeStats:
     drafts: float | None = None
     draft_tokens: float | None = None
     accepted: float | None = None
-    acceptance_rate: float | None = None      # accepted / draft_tokens
-    acceptance_length: float | None = None    # 1 + accepted / drafts
-    per_position: list[float] | None = None   # accepted_per_pos[i] / drafts
+    acceptance_rate: float | None = None  # accepted / draft_tokens
+    acceptance_length: float | None = None  # 1 + accepted / drafts
+    per_position: list[float] | None = None  # accepted_per_pos[i] / drafts
 
     @property
     def ok(self) -> bool:
@@ -155,7 +155,8 @@ def spec_decode_delta(
     if went_back:
         return SpecDecodeStats(
             COUNTER_RESET,
-            "counters went backwards during the run (server restarted?): " + ", ".join(went_back)
+            "counters went backwards during the run (server restarted?): "
+            + ", ".join(went_back)
             + "; spec-decode figures for this window are unknown",
         )
 
@@ -171,7 +172,9 @@ def spec_decode_delta(
                 f"spec-decode counters did not move while {generated:g} tokens were generated: "
                 "stats are disabled on the server (e.g. --disable-log-stats) or the proposer drafted "
                 "nothing; acceptance is unknown, not zero",
-                drafts=drafts, draft_tokens=draft_tokens, accepted=accepted,
+                drafts=drafts,
+                draft_tokens=draft_tokens,
+                accepted=accepted,
             )
         return SpecDecodeStats(IDLE, "no tokens were generated in the window", drafts, draft_tokens, accepted)
 

@@ -20,8 +20,9 @@ are None, never 0 and never a ZeroDivisionError.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -40,11 +41,11 @@ class Summary:
     duration_s: float
     total_prompt_tokens: int
     total_output_tokens: int
-    request_throughput: float | None     # completed requests / s
-    prefill_tok_s: float | None          # prompt tokens / s (the seeds' "prefill")
-    decode_tok_s: float | None           # output tokens / s (the seeds' "decode")
-    total_tok_s: float | None            # (prompt + output) tokens / s
-    per_stream_tok_s: float | None       # 1 / median TPOT
+    request_throughput: float | None  # completed requests / s
+    prefill_tok_s: float | None  # prompt tokens / s (the seeds' "prefill")
+    decode_tok_s: float | None  # output tokens / s (the seeds' "decode")
+    total_tok_s: float | None  # (prompt + output) tokens / s
+    per_stream_tok_s: float | None  # 1 / median TPOT
     ttft_ms_mean: float | None = None
     ttft_ms_median: float | None = None
     ttft_ms_p90: float | None = None
@@ -64,7 +65,7 @@ class Summary:
     acceptance_rate: float | None = None
     acceptance_length: float | None = None
     acceptance_per_position: list[float] | None = None
-    spec_status: str | None = None       # SpecDecodeStats.status; None when not asked
+    spec_status: str | None = None  # SpecDecodeStats.status; None when not asked
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

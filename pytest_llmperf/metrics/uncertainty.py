@@ -33,7 +33,7 @@ Deterministic: the resampling is seeded.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -59,8 +59,17 @@ Row = tuple[int, int, int, int, float, float]
 def request_rows(records: Iterable[RequestRecord], clock_speed: float = 1.0) -> list[Row]:
     """The successful requests' per-request figures, in dispatch order, in real-time ms."""
     ok = sorted((r for r in records if r.ok and r.chunk_times), key=lambda r: r.send_time)
-    return [(int(r.index), int(r.prompt_tokens or 0), int(r.completion_tokens or 0), len(r.chunk_times),
-             float(r.ttft) * 1000.0 * clock_speed, float(r.e2el) * 1000.0 * clock_speed) for r in ok]
+    return [
+        (
+            int(r.index),
+            int(r.prompt_tokens or 0),
+            int(r.completion_tokens or 0),
+            len(r.chunk_times),
+            float(r.ttft) * 1000.0 * clock_speed,
+            float(r.e2el) * 1000.0 * clock_speed,
+        )
+        for r in ok
+    ]
 
 
 def encode_rows(rows: Sequence[Row]) -> list[str]:
@@ -92,8 +101,7 @@ def block_length(n: int, concurrency: int | None) -> int:
     return max(1, min(c, n // MIN_BLOCKS))
 
 
-def independent_blocks(baseline_rows: Sequence[Row], measured_rows: Sequence[Row],
-                       concurrency: int | None) -> int:
+def independent_blocks(baseline_rows: Sequence[Row], measured_rows: Sequence[Row], concurrency: int | None) -> int:
     """How many blocks the paired bootstrap resamples: its independent units."""
     base = {row[0] for row in baseline_rows}
     n = sum(1 for row in measured_rows if row[0] in base)

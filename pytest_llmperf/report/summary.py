@@ -32,8 +32,9 @@ def measured_table(runs: list[Any]) -> list[str]:
     header = ["server", "conc", "completed", *(h for h, _ in FIGURES)]
     rows = []
     for run in runs:
-        rows.append([run.spec.name, str(run.concurrency), _completed(run),
-                     *(format_value(m, run.value(m)) for _, m in FIGURES)])
+        rows.append(
+            [run.spec.name, str(run.concurrency), _completed(run), *(format_value(m, run.value(m)) for _, m in FIGURES)]
+        )
         published = {m: run.published.get(m) for _, m in FIGURES}
         if any(v is not None for v in published.values()):
             rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in FIGURES)])
@@ -60,21 +61,32 @@ def summary_lines(perf: Any) -> list[str]:
             recorded.append(f"{gate.server} @ {gate.concurrency}: {gate.message}")
             continue
         if gate.outcome == "refused":
-            lines.append(f"REFUSED {gate.server} @ {gate.concurrency}: baseline recorded under another workload "
-                         f"or hardware ({gate.baseline_path})")
+            lines.append(
+                f"REFUSED {gate.server} @ {gate.concurrency}: baseline recorded under another workload "
+                f"or hardware ({gate.baseline_path})"
+            )
             continue
         published = _published_for(perf, gate.server, gate.concurrency)
         for verdict in gate.verdicts:
             by_server.setdefault(gate.server, []).append(
-                SummaryRow(gate.concurrency, verdict, published.get(verdict.metric)))
+                SummaryRow(gate.concurrency, verdict, published.get(verdict.metric))
+            )
     for server, rows in by_server.items():
         lines += ["", format_server_table(server, rows)]
-    hints = [f"{gate.server} @ {gate.concurrency}: {v.hint}" for gate in perf.gates for v in gate.verdicts
-             if v.status == "improved"]
+    hints = [
+        f"{gate.server} @ {gate.concurrency}: {v.hint}"
+        for gate in perf.gates
+        for v in gate.verdicts
+        if v.status == "improved"
+    ]
     if hints:
         lines += ["", "improvements beyond tolerance:", *hints]
-    undecided = [f"{gate.server} @ {gate.concurrency}: {v.hint}" for gate in perf.gates for v in gate.verdicts
-                 if v.status == "inconclusive"]
+    undecided = [
+        f"{gate.server} @ {gate.concurrency}: {v.hint}"
+        for gate in perf.gates
+        for v in gate.verdicts
+        if v.status == "inconclusive"
+    ]
     if undecided:
         policy = getattr(perf.options, "inconclusive", "warn")
         lines += ["", f"inconclusive: the noise is too wide to tell (--llmperf-inconclusive {policy}):", *undecided]

@@ -6,8 +6,8 @@ out in a wall of CI output; passing ones are lower case. Hints follow the table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from pytest_llmperf.baselines.compare import Verdict
 
@@ -21,8 +21,10 @@ VERDICT_WORDS = {
 }
 
 PUBLISHED_HEADER = "published (ref only)"
-PUBLISHED_NOTE = ("published (ref only): figures from a published run, shown for context; "
-                  "never gating, hardware and workload may differ")
+PUBLISHED_NOTE = (
+    "published (ref only): figures from a published run, shown for context; "
+    "never gating, hardware and workload may differ"
+)
 
 _DECIMALS = (  # first matching name fragment wins
     ("acceptance_rate", 3),
@@ -37,6 +39,7 @@ _DECIMALS = (  # first matching name fragment wins
 @dataclass(frozen=True)
 class SummaryRow:
     """One line of the terminal summary: a verdict at a concurrency, maybe a published figure."""
+
     concurrency: int
     verdict: Verdict
     published: float | None = None
@@ -90,7 +93,7 @@ def format_change(v: Verdict) -> str:
 
 def format_noise(v: Verdict) -> str:
     """The interval's half-width in the tolerance's terms: "+/-1.2%" or "+/-0.012"; "-" if none."""
-    if not v.noise or v.change is None or v.tolerance is None:   # 0: no error known on either side
+    if not v.noise or v.change is None or v.tolerance is None:  # 0: no error known on either side
         return "-"
     if v.tolerance.kind == "relative":
         if not v.baseline:
@@ -149,8 +152,18 @@ def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) 
 
     noise: the half-width of the change's interval at the rule's confidence."""
     header = ["metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
-    rows = [[v.metric, format_value(v.metric, v.baseline), format_value(v.metric, v.measured),
-             format_change(v), format_noise(v), v.allowed, verdict_word(v.status)] for v in verdicts]
+    rows = [
+        [
+            v.metric,
+            format_value(v.metric, v.baseline),
+            format_value(v.metric, v.measured),
+            format_change(v),
+            format_noise(v),
+            v.allowed,
+            verdict_word(v.status),
+        ]
+        for v in verdicts
+    ]
     lines = [title] if title else []
     lines += render_columns(header, rows, right={1, 2, 3, 4, 5})
     if verdicts:
@@ -171,7 +184,7 @@ def format_server_table(server: str, rows: Iterable[SummaryRow | tuple]) -> str:
     `rows` are SummaryRow or (concurrency, verdict[, published]) tuples. The published
     column appears only when some row has a published figure, and is labelled as such.
     """
-    items = sorted((_as_row(r) for r in rows), key=lambda r: r.concurrency)   # stable: metric order kept
+    items = sorted((_as_row(r) for r in rows), key=lambda r: r.concurrency)  # stable: metric order kept
     with_published = any(r.published is not None for r in items)
     header = ["conc", "metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
     if with_published:
@@ -180,9 +193,16 @@ def format_server_table(server: str, rows: Iterable[SummaryRow | tuple]) -> str:
     previous = None
     for r in items:
         v = r.verdict
-        cells = ["" if r.concurrency == previous else str(r.concurrency), v.metric,
-                 format_value(v.metric, v.baseline), format_value(v.metric, v.measured),
-                 format_change(v), format_noise(v), v.allowed, verdict_word(v.status)]
+        cells = [
+            "" if r.concurrency == previous else str(r.concurrency),
+            v.metric,
+            format_value(v.metric, v.baseline),
+            format_value(v.metric, v.measured),
+            format_change(v),
+            format_noise(v),
+            v.allowed,
+            verdict_word(v.status),
+        ]
         if with_published:
             cells.append(format_value(v.metric, r.published))
         table.append(cells)

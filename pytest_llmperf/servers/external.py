@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.provenance import server_provenance

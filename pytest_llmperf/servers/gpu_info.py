@@ -8,8 +8,9 @@ only parses text and keeps the peak, so it is tested without a GPU.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 # One line per GPU: "NVIDIA H200, 570.124.06, 97012, 143771" (memory in MiB).
 NVIDIA_SMI_QUERY: tuple[str, ...] = (
@@ -125,7 +126,7 @@ class PeakMemorySampler:
             self.sample_once()
             self._stop.wait(self._interval)
 
-    def start(self) -> "PeakMemorySampler":
+    def start(self) -> PeakMemorySampler:
         if self._thread is not None:
             raise RuntimeError("sampler already started")
         self._thread = threading.Thread(target=self._loop, name="llmperf-gpu-sampler", daemon=True)

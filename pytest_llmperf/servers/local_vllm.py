@@ -16,10 +16,10 @@ import subprocess
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 import httpx
 
@@ -55,16 +55,17 @@ def cache_root() -> Path:
 
 @dataclass(frozen=True)
 class PreparedVllm:
-    root: Path      # the cache folder for this version pair
-    python: Path    # the venv's interpreter, which has vllm importable
-    model: Path     # a Hugging Face folder vLLM serves (SmolLM2-135M-Instruct)
+    root: Path  # the cache folder for this version pair
+    python: Path  # the venv's interpreter, which has vllm importable
+    model: Path  # a Hugging Face folder vLLM serves (SmolLM2-135M-Instruct)
 
 
 def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | None, str]:
     """The environment `.ci/setup_real_vllm.sh` prepared, or None and why not."""
     root = (cache_dir or cache_root()) / PREPARED_KEY
-    found = PreparedVllm(root=root, python=root / "venv" / "bin" / "python",
-                         model=root / "models" / "smollm2-135m-instruct")
+    found = PreparedVllm(
+        root=root, python=root / "venv" / "bin" / "python", model=root / "models" / "smollm2-135m-instruct"
+    )
     hint = f"run `{SETUP_COMMAND}` first (CI: `.ci/setup_real_vllm.sh`; about 2-3 minutes cold, seconds when cached)"
     if not (root / "READY").is_file():
         return None, f"no prepared real vLLM at {root} (READY marker missing): {hint}"
@@ -75,8 +76,9 @@ def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | No
     return found, "ready"
 
 
-def target_from_prepared_env(ready_timeout: float = 300.0, log_dir: str | os.PathLike | None = None,
-                             **kwargs) -> "LocalVllmTarget":
+def target_from_prepared_env(
+    ready_timeout: float = 300.0, log_dir: str | os.PathLike | None = None, **kwargs
+) -> LocalVllmTarget:
     """A LocalVllmTarget on the environment `scripts/real_vllm_cpu.sh` prepared.
 
     Specs may name the model by its hub id (PREPARED_MODEL_IDS); it is served from the
@@ -85,8 +87,13 @@ def target_from_prepared_env(ready_timeout: float = 300.0, log_dir: str | os.Pat
     prepared, reason = find_prepared_vllm()
     if prepared is None:
         raise ServerStartError(f"cannot start a local vLLM: {reason}")
-    return LocalVllmTarget(python=prepared.python, ready_timeout=ready_timeout, log_dir=log_dir,
-                           model_paths={m: prepared.model for m in PREPARED_MODEL_IDS}, **kwargs)
+    return LocalVllmTarget(
+        python=prepared.python,
+        ready_timeout=ready_timeout,
+        log_dir=log_dir,
+        model_paths={m: prepared.model for m in PREPARED_MODEL_IDS},
+        **kwargs,
+    )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -147,8 +154,10 @@ class LocalVllmTarget:
     ) -> None:
         self.python = Path(python)
         if not self.python.is_file() or not os.access(self.python, os.X_OK):
-            raise ValueError(f"python {self.python} is not an executable file; "
-                             f"for the prepared CPU build run `{SETUP_COMMAND}` and use find_prepared_vllm()")
+            raise ValueError(
+                f"python {self.python} is not an executable file; "
+                f"for the prepared CPU build run `{SETUP_COMMAND}` and use find_prepared_vllm()"
+            )
         if ready_timeout <= 0 or stop_grace <= 0:
             raise ValueError(f"ready_timeout and stop_grace must be > 0 (got {ready_timeout}, {stop_grace})")
         self.env = dict(env or {})
@@ -160,8 +169,8 @@ class LocalVllmTarget:
         # spec.model -> local folder, so a suite can name a hub id and still run offline.
         self.model_paths = {k: str(v) for k, v in (model_paths or {}).items()}
         self.on_progress = on_progress
-        self.current: RunningServer | None = None   # the server of the open context
-        self.last: RunningServer | None = None      # the most recent one, kept after stop
+        self.current: RunningServer | None = None  # the server of the open context
+        self.last: RunningServer | None = None  # the most recent one, kept after stop
 
     def command(self, spec: ServerSpec, port: int) -> list[str]:
         # The api_server module takes the model as --model; `vllm serve` takes it
@@ -194,27 +203,40 @@ class LocalVllmTarget:
         with open(log_path, "wb") as log:
             log.write(("$ " + " ".join(argv) + "\n").encode())
             log.flush()
-            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=self.process_env(spec), start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.process_env(spec),
+                start_new_session=True,
+            )
         server = RunningServer(process=process, log_path=log_path, port=port, argv=argv)
         self.current = self.last = server
         try:
             try:
-                wait_until_ready(base_url, spec.model_id, self.ready_timeout,
-                                 is_alive=server.death, on_progress=self.on_progress)
+                wait_until_ready(
+                    base_url, spec.model_id, self.ready_timeout, is_alive=server.death, on_progress=self.on_progress
+                )
             except ServerStartError as exc:
                 if server.death() is not None:
                     raise
                 raise ServerStartError(f"{exc}; last lines of {log_path}:\n{read_tail(log_path)}") from None
-            yield Endpoint(base_url=base_url, model=spec.model_id, target=self.name,
-                           provenance=self._provenance(base_url, spec))
+            yield Endpoint(
+                base_url=base_url, model=spec.model_id, target=self.name, provenance=self._provenance(base_url, spec)
+            )
         finally:
             self.current = None
             stop_process_group(process, self.stop_grace)
 
     def _provenance(self, base_url: str, spec: ServerSpec) -> dict:
-        prov: dict = {"target": self.name, "platform": "cpu", "cpu_count": os.cpu_count(),
-                      "cpu_model": _cpu_model(), "server": spec.describe()}
+        prov: dict = {
+            "target": self.name,
+            "platform": "cpu",
+            "cpu_count": os.cpu_count(),
+            "cpu_model": _cpu_model(),
+            "server": spec.describe(),
+        }
         try:
             answer = httpx.get(f"{base_url}/version", timeout=10.0)
             answer.raise_for_status()

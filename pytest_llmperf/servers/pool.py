@@ -6,8 +6,8 @@ or the session ends. Test ordering (plugin.py) makes each server start once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Callable
 
 from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
@@ -18,7 +18,7 @@ class ServerPool:
     def __init__(self, target: ServerTarget, log: Callable[[str], None] = lambda msg: None) -> None:
         self.target = target
         self.log = log
-        self.starts: list[str] = []          # server names in start order (for reports and tests)
+        self.starts: list[str] = []  # server names in start order (for reports and tests)
         self._current: ServerSpec | None = None
         self._endpoint: Endpoint | None = None
         self._stack: ExitStack | None = None

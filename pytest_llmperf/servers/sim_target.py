@@ -7,8 +7,8 @@ results are scaled back (`clock_speed` in provenance) so figures read like a GPU
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.provenance import server_provenance
@@ -25,7 +25,8 @@ class SimTarget:
     def argv(self, spec: ServerSpec) -> list[str]:
         return [
             *spec.vllm_args(host="127.0.0.1", port=0),
-            "--sim-speed", repr(self.speed),
+            "--sim-speed",
+            repr(self.speed),
             *spec.sim_args,
             *self.extra_args,
         ]

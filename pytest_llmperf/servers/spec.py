@@ -7,8 +7,9 @@ process) turn it into a running OpenAI-compatible endpoint.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 REDACTED = "***"
 
@@ -59,12 +60,12 @@ class ServerSpec:
         """The name clients send in requests."""
         return self.served_model_name or self.model
 
-    def with_speculative(self, config: Mapping[str, Any], name: str | None = None) -> "ServerSpec":
+    def with_speculative(self, config: Mapping[str, Any], name: str | None = None) -> ServerSpec:
         """The speculative (e.g. MTP) variant of this base spec."""
         method = str(config.get("method", "spec"))
         return replace(self, name=name or f"{self.name}-{method}", speculative_config=dict(config))
 
-    def with_image(self, image: str) -> "ServerSpec":
+    def with_image(self, image: str) -> ServerSpec:
         return replace(self, image=image)
 
     def vllm_args(self, host: str = "0.0.0.0", port: int = 8000) -> list[str]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.base import ServerTarget
@@ -40,14 +40,15 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
 def cleanup_leftover_containers() -> str:
     """--llmperf-cleanup: remove containers that killed sessions left (found by label)."""
     import docker
-
     from pytest_llmperf.servers.docker import cleanup_leftovers
 
     try:
         client = docker.from_env()
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any cause means no engine to clean
-        raise RuntimeError(f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or set DOCKER_HOST")
+        raise RuntimeError(
+            f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or set DOCKER_HOST"
+        ) from None
     removed = cleanup_leftovers(client)
     if not removed:
         return "--llmperf-cleanup: no leftover containers"

@@ -27,9 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     server, sock = make_server(config)
     url = base_url(sock)
     k = config.num_speculative_tokens
-    print(f"pytest-llmperf simulated vLLM serving {config.model_id!r} (profile {config.profile.name}, "
-          f"{'k=' + str(k) + ' speculative' if k else 'no speculation'}, speed x{config.speed:g}) "
-          f"on {url}", flush=True)
+    print(
+        f"pytest-llmperf simulated vLLM serving {config.model_id!r} (profile {config.profile.name}, "
+        f"{'k=' + str(k) + ' speculative' if k else 'no speculation'}, speed x{config.speed:g}) "
+        f"on {url}",
+        flush=True,
+    )
     try:
         server.run(sockets=[sock])
     finally:

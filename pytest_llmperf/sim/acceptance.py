@@ -69,9 +69,9 @@ def solve_base_logits(survival: tuple[float, ...], spread: float, iters: int = 2
     w = w / w.sum()
     goal = np.array([_logit(c) for c in target])
     for _ in range(iters):
-        cond = _sigmoid(logits[None, :] + spread * z[:, None])       # [nodes, k]
+        cond = _sigmoid(logits[None, :] + spread * z[:, None])  # [nodes, k]
         surv = np.cumprod(cond, axis=1)
-        drafts = w / (1.0 + surv.sum(axis=1))                         # steps per token
+        drafts = w / (1.0 + surv.sum(axis=1))  # steps per token
         agg = (drafts[:, None] * surv).sum(axis=0) / drafts.sum()
         agg_cond = np.array(conditionals(tuple(agg)))
         err = goal - np.array([_logit(c) for c in agg_cond])

@@ -41,8 +41,10 @@ class ApiError(Exception):
         self.status, self.message, self.type, self.param = status, message, type_, param
 
     def response(self) -> JSONResponse:
-        return JSONResponse({"error": {"message": self.message, "type": self.type, "param": self.param,
-                                       "code": self.status}}, status_code=self.status)
+        return JSONResponse(
+            {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.status}},
+            status_code=self.status,
+        )
 
 
 class StreamReset(Exception):
@@ -81,12 +83,30 @@ def build_app(config: SimConfig) -> Starlette:
         return JSONResponse({"version": VLLM_VERSION})
 
     async def models(request: Request) -> Response:
-        perm = {"id": f"modelperm-{uuid.uuid4().hex[:16]}", "object": "model_permission", "created": created,
-                "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                "organization": "*", "group": None, "is_blocking": False}
-        card = {"id": served, "object": "model", "created": created, "owned_by": "vllm", "root": config.model,
-                "parent": None, "max_model_len": config.max_model_len, "permission": [perm]}
+        perm = {
+            "id": f"modelperm-{uuid.uuid4().hex[:16]}",
+            "object": "model_permission",
+            "created": created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+        card = {
+            "id": served,
+            "object": "model",
+            "created": created,
+            "owned_by": "vllm",
+            "root": config.model,
+            "parent": None,
+            "max_model_len": config.max_model_len,
+            "permission": [perm],
+        }
         return JSONResponse({"object": "list", "data": [card]})
 
     async def metrics(request: Request) -> Response:
@@ -97,8 +117,9 @@ def build_app(config: SimConfig) -> Starlette:
             body = await _json_body(request)
             model = body.get("model")
             if model is not None and model != served:
-                raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served}.",
-                               "NotFoundError", "model")
+                raise ApiError(
+                    404, f"The model `{model}` does not exist. Valid aliases: {served}.", "NotFoundError", "model"
+                )
             if "messages" in body:
                 text = _chat_text(body["messages"])
             elif isinstance(body.get("prompt"), str):
@@ -108,8 +129,9 @@ def build_app(config: SimConfig) -> Starlette:
         except ApiError as exc:
             return exc.response()
         tokens = tokenizer.encode(text)
-        return JSONResponse({"count": len(tokens), "max_model_len": config.max_model_len, "tokens": tokens,
-                             "token_strs": None})
+        return JSONResponse(
+            {"count": len(tokens), "max_model_len": config.max_model_len, "tokens": tokens, "token_strs": None}
+        )
 
     async def sim_requests(request: Request) -> Response:
         if request.method == "DELETE":
@@ -119,11 +141,21 @@ def build_app(config: SimConfig) -> Starlette:
 
     async def sim_state(request: Request) -> Response:
         e = service.engine
-        return JSONResponse({"pid": os.getpid(), "dead": service.dead, "received": service.received, "running": len(e.running),
-                             "waiting": len(e.waiting), "max_lag_s": service.max_lag, "profile": e.profile.name,
-                             "speed": config.speed, "num_speculative_tokens": e.k,
-                             "acceptance": list(e.survival),
-                             "run_factors": {"step_time": e.run_factors[0], "acceptance": e.run_factors[1]}})
+        return JSONResponse(
+            {
+                "pid": os.getpid(),
+                "dead": service.dead,
+                "received": service.received,
+                "running": len(e.running),
+                "waiting": len(e.waiting),
+                "max_lag_s": service.max_lag,
+                "profile": e.profile.name,
+                "speed": config.speed,
+                "num_speculative_tokens": e.k,
+                "acceptance": list(e.survival),
+                "run_factors": {"step_time": e.run_factors[0], "acceptance": e.run_factors[1]},
+            }
+        )
 
     # -- generation ----------------------------------------------------------------------
     async def completions(request: Request) -> Response:
@@ -143,19 +175,36 @@ def build_app(config: SimConfig) -> Starlette:
             return exc.response()
         failure = service.admit()
         if failure == "dead":
-            return ApiError(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.",
-                            "InternalServerError").response()
+            return ApiError(
+                500,
+                "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                "InternalServerError",
+            ).response()
         if failure == "injected":
-            return ApiError(500, "Internal server error (injected by the simulator's error_rate).",
-                            "InternalServerError").response()
+            return ApiError(
+                500, "Internal server error (injected by the simulator's error_rate).", "InternalServerError"
+            ).response()
         req = service.engine.make_request(
-            rid=("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16], prompt=params["key"],
-            prompt_tokens=params["prompt_tokens"], max_tokens=params["max_tokens"],
-            ignore_eos=params["ignore_eos"], now=receive_time, temperature=params["temperature"])
-        entry: dict[str, Any] = {"id": req.rid, "endpoint": "chat" if chat else "completions",
-                                 "receive_time": receive_time, "chunk_times": [], "tokens_per_chunk": [],
-                                 "prompt_tokens": req.prompt_tokens, "completion_tokens": 0,
-                                 "finish_reason": None, "stream": params["stream"], "error": None}
+            rid=("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16],
+            prompt=params["key"],
+            prompt_tokens=params["prompt_tokens"],
+            max_tokens=params["max_tokens"],
+            ignore_eos=params["ignore_eos"],
+            now=receive_time,
+            temperature=params["temperature"],
+        )
+        entry: dict[str, Any] = {
+            "id": req.rid,
+            "endpoint": "chat" if chat else "completions",
+            "receive_time": receive_time,
+            "chunk_times": [],
+            "tokens_per_chunk": [],
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": 0,
+            "finish_reason": None,
+            "stream": params["stream"],
+            "error": None,
+        }
         queue = service.submit(req)
         if params["stream"]:
             gen = _stream(req, queue, chat, params["include_usage"], entry)
@@ -171,13 +220,18 @@ def build_app(config: SimConfig) -> Starlette:
             if em.finished:
                 return
 
-    async def _stream(req: SimRequest, queue: asyncio.Queue, chat: bool, include_usage: bool,
-                      entry: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def _stream(
+        req: SimRequest, queue: asyncio.Queue, chat: bool, include_usage: bool, entry: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
         created_s = int(time.time())
         faulty = service.stream_faulty()
         cfg = config
-        head = {"id": req.rid, "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": created_s, "model": served}
+        head = {
+            "id": req.rid,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": created_s,
+            "model": served,
+        }
         prefix = ("data: " + _DUMPS(head)[:-1] + ',"choices":').encode()
         chunks = 0
         finished = False
@@ -186,20 +240,48 @@ def build_app(config: SimConfig) -> Starlette:
                 text = "".join(em.pieces)
                 reason = req.finish_reason if em.finished else None
                 parts = []
-                if chat and chunks == 0:        # vLLM: the role chunk comes with the first output
-                    parts.append(("data: " + _DUMPS({**head, "choices": [
-                        {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                         "finish_reason": None}], "prompt_token_ids": None, "prompt_text": None})).encode()
-                                 + b"\n\n")
+                if chat and chunks == 0:  # vLLM: the role chunk comes with the first output
+                    parts.append(
+                        (
+                            "data: "
+                            + _DUMPS(
+                                {
+                                    **head,
+                                    "choices": [
+                                        {
+                                            "index": 0,
+                                            "delta": {"role": "assistant", "content": ""},
+                                            "logprobs": None,
+                                            "finish_reason": None,
+                                        }
+                                    ],
+                                    "prompt_token_ids": None,
+                                    "prompt_text": None,
+                                }
+                            )
+                        ).encode()
+                        + b"\n\n"
+                    )
                 if chat:
-                    choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "logprobs": None,
-                                              "finish_reason": reason}
+                    choice: dict[str, Any] = {
+                        "index": 0,
+                        "delta": {"content": text},
+                        "logprobs": None,
+                        "finish_reason": reason,
+                    }
                     if em.finished:
                         choice["stop_reason"] = None
                     choice["token_ids"] = None
                 else:
-                    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
-                              "stop_reason": None, "prompt_token_ids": None, "token_ids": None}
+                    choice = {
+                        "index": 0,
+                        "text": text,
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        "stop_reason": None,
+                        "prompt_token_ids": None,
+                        "token_ids": None,
+                    }
                 parts.append(prefix + _DUMPS([choice]).encode() + b"}\n\n")
                 if faulty and cfg.stall_seconds and chunks == cfg.stall_after_chunks:
                     await asyncio.sleep(cfg.stall_seconds)
@@ -237,8 +319,11 @@ def build_app(config: SimConfig) -> Starlette:
                 finished = em.finished
         except EngineDead:
             entry["error"] = "engine dead"
-            return ApiError(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.",
-                            "InternalServerError").response()
+            return ApiError(
+                500,
+                "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                "InternalServerError",
+            ).response()
         finally:
             service.release(req, finished)
             entry["completion_tokens"] = req.generated
@@ -247,20 +332,62 @@ def build_app(config: SimConfig) -> Starlette:
         text = "".join(pieces)
         usage = {**_usage(req), "prompt_tokens_details": None, "completion_tokens_details": None}
         if chat:
-            message = {"role": "assistant", "content": text, "refusal": None, "annotations": None, "audio": None,
-                       "function_call": None, "tool_calls": [], "reasoning": None}
-            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": req.finish_reason,
-                      "stop_reason": None, "token_ids": None}
-            body = {"id": req.rid, "object": "chat.completion", "created": int(time.time()), "model": served,
-                    "choices": [choice], "service_tier": None, "system_fingerprint": SYSTEM_FINGERPRINT,
-                    "usage": usage, "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None}
+            message = {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "tool_calls": [],
+                "reasoning": None,
+            }
+            choice = {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": req.finish_reason,
+                "stop_reason": None,
+                "token_ids": None,
+            }
+            body = {
+                "id": req.rid,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": served,
+                "choices": [choice],
+                "service_tier": None,
+                "system_fingerprint": SYSTEM_FINGERPRINT,
+                "usage": usage,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "kv_transfer_params": None,
+            }
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason,
-                      "stop_reason": None, "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None,
-                      "routed_experts": None}
-            body = {"id": req.rid, "object": "text_completion", "created": int(time.time()), "model": served,
-                    "choices": [choice], "service_tier": None, "system_fingerprint": SYSTEM_FINGERPRINT,
-                    "usage": usage, "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": req.finish_reason,
+                "stop_reason": None,
+                "token_ids": None,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "routed_experts": None,
+            }
+            body = {
+                "id": req.rid,
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": served,
+                "choices": [choice],
+                "service_tier": None,
+                "system_fingerprint": SYSTEM_FINGERPRINT,
+                "usage": usage,
+                "kv_transfer_params": None,
+                "ec_transfer_params": None,
+                "metrics": None,
+            }
         return Response(_DUMPS(body), media_type="application/json")
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
@@ -283,8 +410,11 @@ def build_app(config: SimConfig) -> Starlette:
 
 
 def _usage(req: SimRequest) -> dict[str, int]:
-    return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.generated,
-            "completion_tokens": req.generated}
+    return {
+        "prompt_tokens": req.prompt_tokens,
+        "total_tokens": req.prompt_tokens + req.generated,
+        "completion_tokens": req.generated,
+    }
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -294,19 +424,29 @@ async def _json_body(request: Request) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         pos = getattr(exc, "pos", 0)
         msg = getattr(exc, "msg", "invalid UTF-8")
-        detail = {"type": "json_invalid", "loc": f"body.{pos}", "msg": "JSON decode error",
-                  "input": "<dict of 0 items>", "ctx": {"error": msg}}
+        detail = {
+            "type": "json_invalid",
+            "loc": f"body.{pos}",
+            "msg": "JSON decode error",
+            "input": "<dict of 0 items>",
+            "ctx": {"error": msg},
+        }
         raise ApiError(400, f"1 validation error:\n  {detail!r}", "Bad Request", f"body.{pos}") from None
     if not isinstance(body, dict):
-        raise _validation_error("model_attributes_type", ("body",), "Input should be a valid dictionary or object",
-                                body)
+        raise _validation_error(
+            "model_attributes_type", ("body",), "Input should be a valid dictionary or object", body
+        )
     return body
 
 
 def _chat_text(messages: Any) -> str:
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
-        raise _validation_error("list_type", ("body", "messages"),
-                                "Input should be a list of messages, each an object with a role", messages)
+        raise _validation_error(
+            "list_type",
+            ("body", "messages"),
+            "Input should be a list of messages, each an object with a role",
+            messages,
+        )
     parts = []
     for m in messages:
         content = m.get("content") or ""
@@ -319,8 +459,7 @@ def _chat_text(messages: Any) -> str:
 def _parse_params(body: dict[str, Any], chat: bool, served: str, config: SimConfig) -> dict[str, Any]:
     model = body.get("model")
     if model is not None and model != served:
-        raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served}.", "NotFoundError",
-                       "model")
+        raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served}.", "NotFoundError", "model")
     if chat:
         if "messages" not in body:
             raise _validation_error("missing", ("body", "messages"), "Field required", body)
@@ -338,32 +477,42 @@ def _parse_params(body: dict[str, Any], chat: bool, served: str, config: SimConf
         elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
             key, prompt_tokens = ",".join(map(str, prompt)), len(prompt)
         else:
-            raise _bad_request("prompt must be a string, a list of token ids, or a list with one of those "
-                               "(batched prompts are not simulated)", "prompt")
+            raise _bad_request(
+                "prompt must be a string, a list of token ids, or a list with one of those "
+                "(batched prompts are not simulated)",
+                "prompt",
+            )
         if prompt_tokens == 0:
             raise _bad_request("The prompt is empty: it must contain at least one token.", "prompt")
     max_tokens = body.get("max_completion_tokens") if chat else None
     if max_tokens is None:
         max_tokens = body.get("max_tokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
-                                   or max_tokens < 1):
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise _bad_request(f"max_tokens must be an integer >= 1, got {max_tokens!r}", "max_tokens")
     limit = config.max_model_len
     if prompt_tokens >= limit:
-        raise _bad_request(f"This model's maximum context length is {limit} tokens. However, your request has "
-                           f"{prompt_tokens} input tokens. Please reduce the length of the input messages. "
-                           f"(parameter=input_tokens, value={prompt_tokens})", "input_tokens")
+        raise _bad_request(
+            f"This model's maximum context length is {limit} tokens. However, your request has "
+            f"{prompt_tokens} input tokens. Please reduce the length of the input messages. "
+            f"(parameter=input_tokens, value={prompt_tokens})",
+            "input_tokens",
+        )
     if max_tokens is None:
         max_tokens = limit - prompt_tokens
     elif max_tokens > limit:
-        raise _bad_request(f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. "
-                           f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})",
-                           "max_tokens")
+        raise _bad_request(
+            f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. "
+            f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})",
+            "max_tokens",
+        )
     elif prompt_tokens + max_tokens > limit:
-        raise _bad_request(f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
-                           f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
-                           f"tokens ({max_tokens} > {limit} - {prompt_tokens}). "
-                           f"(parameter=max_tokens, value={max_tokens})", "max_tokens")
+        raise _bad_request(
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+            f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
+            f"tokens ({max_tokens} > {limit} - {prompt_tokens}). "
+            f"(parameter=max_tokens, value={max_tokens})",
+            "max_tokens",
+        )
     temperature = body.get("temperature", 1.0)
     if temperature is None:
         temperature = 1.0
@@ -383,5 +532,12 @@ def _parse_params(body: dict[str, Any], chat: bool, served: str, config: SimConf
     ignore_eos = body.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise _bad_request(f"ignore_eos must be a boolean, got {ignore_eos!r}", "ignore_eos")
-    return {"key": key, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "temperature": float(temperature),
-            "stream": stream, "include_usage": bool(opts.get("include_usage")), "ignore_eos": ignore_eos}
+    return {
+        "key": key,
+        "prompt_tokens": prompt_tokens,
+        "max_tokens": max_tokens,
+        "temperature": float(temperature),
+        "stream": stream,
+        "include_usage": bool(opts.get("include_usage")),
+        "ignore_eos": ignore_eos,
+    }

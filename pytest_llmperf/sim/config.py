@@ -41,11 +41,22 @@ _SIM_FLAGS: dict[str, type] = {
 
 # vLLM flags that take no value (so the next word is not swallowed when ignoring them).
 _VLLM_BOOL_FLAGS = {
-    "--enforce-eager", "--trust-remote-code", "--disable-log-requests", "--enable-prefix-caching",
-    "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
-    "--enable-auto-tool-choice", "--disable-frontend-multiprocessing", "--enable-log-requests",
-    "--disable-fastapi-docs", "--enable-prompt-tokens-details", "--enable-server-load-tracking",
-    "--disable-uvicorn-access-log", "--enable-expert-parallel", "--async-scheduling",
+    "--enforce-eager",
+    "--trust-remote-code",
+    "--disable-log-requests",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+    "--enable-chunked-prefill",
+    "--no-enable-chunked-prefill",
+    "--enable-auto-tool-choice",
+    "--disable-frontend-multiprocessing",
+    "--enable-log-requests",
+    "--disable-fastapi-docs",
+    "--enable-prompt-tokens-details",
+    "--enable-server-load-tracking",
+    "--disable-uvicorn-access-log",
+    "--enable-expert-parallel",
+    "--async-scheduling",
 }
 
 
@@ -56,11 +67,11 @@ class SimConfig:
     max_num_seqs: int = 256
     max_model_len: int = 8192
     speculative_config: dict[str, Any] | None = None
-    profile: Profile | None = None          # None: resolved from the model name
-    speed: float = 1.0                      # every cost is divided by this
+    profile: Profile | None = None  # None: resolved from the model name
+    speed: float = 1.0  # every cost is divided by this
     seed: int = 0
     host: str = "127.0.0.1"
-    port: int = 0                           # 0: pick a free port
+    port: int = 0  # 0: pick a free port
     # Regression knobs: scale the acceptance rates / the step time.
     acceptance_scale: float = 1.0
     acceptance_spread: float | None = None  # None: the profile's
@@ -73,16 +84,16 @@ class SimConfig:
     noise_seed: int | None = None
     # Faults.
     crash_after_requests: int | None = None  # engine dies when this many have been received
-    crash_after_seconds: float | None = None # engine dies this long after start
-    crash_exit: bool = False                 # and the CLI process exits (code 1), as vLLM does
-    error_rate: float = 0.0                  # fraction of requests answered 500
-    stall_seconds: float = 0.0               # a stream pauses this long ...
-    stall_after_chunks: int = 1              # ... after this many chunks
-    malformed_chunk_after: int | None = None # one broken `data:` line after this many chunks
-    reset_after_chunks: int | None = None    # connection dropped after this many chunks
-    fault_request_rate: float = 1.0          # fraction of requests the stream faults hit
-    slow_start_seconds: float = 0.0          # /health answers 503 this long after start
-    disable_log_stats: bool = False          # engine counters exist but never move
+    crash_after_seconds: float | None = None  # engine dies this long after start
+    crash_exit: bool = False  # and the CLI process exits (code 1), as vLLM does
+    error_rate: float = 0.0  # fraction of requests answered 500
+    stall_seconds: float = 0.0  # a stream pauses this long ...
+    stall_after_chunks: int = 1  # ... after this many chunks
+    malformed_chunk_after: int | None = None  # one broken `data:` line after this many chunks
+    reset_after_chunks: int | None = None  # connection dropped after this many chunks
+    fault_request_rate: float = 1.0  # fraction of requests the stream faults hit
+    slow_start_seconds: float = 0.0  # /health answers 503 this long after start
+    disable_log_stats: bool = False  # engine counters exist but never move
     ignored_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -197,7 +208,7 @@ class SimConfig:
                 kw["disable_log_stats"] = True
                 i += 1
             elif name.startswith("--sim-"):
-                key = name[len("--sim-"):].replace("-", "_")
+                key = name[len("--sim-") :].replace("-", "_")
                 if key not in _SIM_FLAGS:
                     known = ", ".join("--sim-" + k.replace("_", "-") for k in _SIM_FLAGS)
                     raise ValueError(f"unknown simulator flag {name}; known: {known}")
@@ -213,8 +224,13 @@ class SimConfig:
                         raise ValueError(f"{name} expects a {typ.__name__}, got {raw!r}") from None
             else:
                 # Unknown vLLM flag: skip it and its value, if it has one.
-                if eq or name in _VLLM_BOOL_FLAGS or name.startswith("--no-") or i + 1 >= len(args) \
-                        or args[i + 1].startswith("--"):
+                if (
+                    eq
+                    or name in _VLLM_BOOL_FLAGS
+                    or name.startswith("--no-")
+                    or i + 1 >= len(args)
+                    or args[i + 1].startswith("--")
+                ):
                     ignored.append(word)
                     i += 1
                 else:
@@ -228,9 +244,19 @@ class SimConfig:
 
     def to_vllm_argv(self) -> list[str]:
         """The argument list that `from_vllm_argv` turns back into this config."""
-        argv = [self.model, "--host", self.host, "--port", str(self.port),
-                "--max-num-seqs", str(self.max_num_seqs), "--max-model-len", str(self.max_model_len),
-                "--seed", str(self.seed)]
+        argv = [
+            self.model,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--seed",
+            str(self.seed),
+        ]
         if self.served_model_name:
             argv += ["--served-model-name", self.served_model_name]
         if self.speculative_config:

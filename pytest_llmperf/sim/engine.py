@@ -31,12 +31,12 @@ class SimRequest:
     rid: str
     prompt_tokens: int
     max_tokens: int
-    target_len: int                 # tokens this request will generate
-    finish_reason: str              # "length" or "stop" (the last token is EOS then)
+    target_len: int  # tokens this request will generate
+    finish_reason: str  # "length" or "stop" (the last token is EOS then)
     arrival: float
-    rng: random.Random              # acceptance draws
+    rng: random.Random  # acceptance draws
     text: TextGenerator
-    cond: tuple[float, ...] = ()    # per-position conditional acceptance (empty: no spec)
+    cond: tuple[float, ...] = ()  # per-position conditional acceptance (empty: no spec)
     prefilled: int = 0
     generated: int = 0
     scheduled_at: float | None = None
@@ -58,7 +58,7 @@ class SimRequest:
 @dataclass
 class Emission:
     request: SimRequest
-    pieces: list[str]       # token strings emitted by this step ("" for EOS)
+    pieces: list[str]  # token strings emitted by this step ("" for EOS)
     finished: bool
 
 
@@ -72,8 +72,9 @@ class StepPlan:
 
 class StatsSink(Protocol):
     def on_admitted(self, req: SimRequest, now: float) -> None: ...
-    def on_step(self, emissions: list[Emission], num_tokens: int, spec: tuple[int, int, int, list[int]] | None,
-                now: float) -> None: ...
+    def on_step(
+        self, emissions: list[Emission], num_tokens: int, spec: tuple[int, int, int, list[int]] | None, now: float
+    ) -> None: ...
     def on_finished(self, req: SimRequest, now: float) -> None: ...
 
 
@@ -111,12 +112,20 @@ class Engine:
         else:
             self.survival = ()
             self._base_logits = []
-        self._seen: dict[int, int] = {}   # prompt hash -> occurrences, for distinct draws
+        self._seen: dict[int, int] = {}  # prompt hash -> occurrences, for distinct draws
         self._kv_tokens = 0
 
     # -- requests ------------------------------------------------------------------------
-    def make_request(self, rid: str, prompt: str, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
-                     now: float, temperature: float = 0.0) -> SimRequest:
+    def make_request(
+        self,
+        rid: str,
+        prompt: str,
+        prompt_tokens: int,
+        max_tokens: int,
+        ignore_eos: bool,
+        now: float,
+        temperature: float = 0.0,
+    ) -> SimRequest:
         """A request whose output derives from the prompt.
 
         Greedy (temperature 0): the same prompt gives the same text and length every
@@ -129,18 +138,32 @@ class Engine:
             self._seen.clear()
         self._seen[h] = n + 1
         seed = self.config.seed
-        draws = random.Random(f"{seed}:{h}:{n}")   # per occurrence: acceptance draws
+        draws = random.Random(f"{seed}:{h}:{n}")  # per occurrence: acceptance draws
         shape = random.Random(f"{seed}:{h}" if temperature <= 0 else f"{seed}:{h}:{n}:sampled")
-        natural = max(1, int(round(math.exp(math.log(self.profile.output_len_median)
-                                             + self.profile.output_len_sigma * shape.gauss(0.0, 1.0)))))
+        natural = max(
+            1,
+            int(
+                round(
+                    math.exp(
+                        math.log(self.profile.output_len_median) + self.profile.output_len_sigma * shape.gauss(0.0, 1.0)
+                    )
+                )
+            ),
+        )
         shift = self.spread * shape.gauss(0.0, 1.0)
         if ignore_eos or natural >= max_tokens:
             target, reason = max_tokens, "length"
         else:
             target, reason = natural, "stop"
         return SimRequest(
-            rid=rid, prompt_tokens=max(1, prompt_tokens), max_tokens=max_tokens, target_len=max(1, target),
-            finish_reason=reason, arrival=now, rng=draws, text=TextGenerator(shape.getrandbits(32)),
+            rid=rid,
+            prompt_tokens=max(1, prompt_tokens),
+            max_tokens=max_tokens,
+            target_len=max(1, target),
+            finish_reason=reason,
+            arrival=now,
+            rng=draws,
+            text=TextGenerator(shape.getrandbits(32)),
             cond=request_conditionals(self._base_logits, shift) if self.k else (),
         )
 
@@ -195,7 +218,6 @@ class Engine:
             duration += self._draft_s
         return StepPlan(duration=duration, prefill=prefill, decode=decode, admitted=admitted)
 
-
     def complete(self, step: StepPlan, now: float) -> list[Emission]:
         """Apply a finished step: emit tokens, draw acceptance, retire finished requests."""
         for req in step.admitted:
@@ -210,7 +232,7 @@ class Engine:
                 continue
             req.prefilled += n
             num_tokens += n
-            if not req.in_prefill:          # prefill done: the step also samples token 1
+            if not req.in_prefill:  # prefill done: the step also samples token 1
                 out.append(self._emit(req, 1, now))
         k = self.k
         for req in step.decode:
@@ -256,5 +278,5 @@ class Engine:
         if finished:
             req.finished_at = now
             if req.finish_reason == "stop":
-                pieces[-1] = ""             # EOS: counted as a token, has no text
+                pieces[-1] = ""  # EOS: counted as a token, has no text
         return Emission(req, pieces, finished)

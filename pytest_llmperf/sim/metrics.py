@@ -24,12 +24,74 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _TOKENS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
 _ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-_ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0)
-_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+_ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+_LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
@@ -59,8 +121,12 @@ class VllmMetrics:
             self.drafts = counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")
             self.draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.")
             self.accepted = counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")
-            per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
-                              [*names, "position"], registry=r)
+            per_pos = Counter(
+                "vllm:spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                [*names, "position"],
+                registry=r,
+            )
             self.per_pos = [per_pos.labels(position=str(i), **lv) for i in range(num_spec_tokens)]
         self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
@@ -68,32 +134,51 @@ class VllmMetrics:
         self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
-        success = Counter("vllm:request_success", "Count of successfully processed requests.",
-                          ["model_name", "engine", "finished_reason"], registry=r)
+        success = Counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            ["model_name", "engine", "finished_reason"],
+            registry=r,
+        )
         self.success = {reason: success.labels(finished_reason=reason, **lv) for reason in FINISHED_REASONS}
         self.req_prompt = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", _TOKENS_BUCKETS)
-        self.req_gen = hist("vllm:request_generation_tokens", "Number of generation tokens processed.",
-                            _TOKENS_BUCKETS)
-        self.iteration = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-                              _ITERATION_BUCKETS)
-        self.max_tokens = hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
-                               _TOKENS_BUCKETS)
-        self.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                         _TTFT_BUCKETS)
-        self.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                        _ITL_BUCKETS)
-        self.tpot = hist("vllm:request_time_per_output_token_seconds",
-                         "Histogram of time_per_output_token_seconds per request.", _ITL_BUCKETS)
-        self.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-                        _LATENCY_BUCKETS)
-        self.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-                          _LATENCY_BUCKETS)
-        self.inference = hist("vllm:request_inference_time_seconds",
-                              "Histogram of time spent in RUNNING phase for request.", _LATENCY_BUCKETS)
-        self.prefill_time = hist("vllm:request_prefill_time_seconds",
-                                 "Histogram of time spent in PREFILL phase for request.", _LATENCY_BUCKETS)
-        self.decode_time = hist("vllm:request_decode_time_seconds",
-                                "Histogram of time spent in DECODE phase for request.", _LATENCY_BUCKETS)
+        self.req_gen = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", _TOKENS_BUCKETS)
+        self.iteration = hist(
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", _ITERATION_BUCKETS
+        )
+        self.max_tokens = hist(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", _TOKENS_BUCKETS
+        )
+        self.ttft = hist(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _TTFT_BUCKETS
+        )
+        self.itl = hist(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", _ITL_BUCKETS
+        )
+        self.tpot = hist(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            _ITL_BUCKETS,
+        )
+        self.e2e = hist(
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", _LATENCY_BUCKETS
+        )
+        self.queue = hist(
+            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", _LATENCY_BUCKETS
+        )
+        self.inference = hist(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            _LATENCY_BUCKETS,
+        )
+        self.prefill_time = hist(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            _LATENCY_BUCKETS,
+        )
+        self.decode_time = hist(
+            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", _LATENCY_BUCKETS
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -114,7 +199,7 @@ class VllmMetrics:
             n = len(em.pieces)
             generated += n
             req = em.request
-            if req.generated == n:           # this step produced the first token
+            if req.generated == n:  # this step produced the first token
                 self.ttft.observe(now - req.arrival)
                 self.prompt_tokens.inc(req.prompt_tokens)
             else:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Profile:
     name: str
-    step_base_s: float            # fixed cost of one engine step (weights read, launch)
-    per_token_s: float            # cost per token in the batch (decode or verify)
-    prefill_per_token_s: float    # cost per prompt token prefilled in a step
+    step_base_s: float  # fixed cost of one engine step (weights read, launch)
+    per_token_s: float  # cost per token in the batch (decode or verify)
+    prefill_per_token_s: float  # cost per prompt token prefilled in a step
     # Speculative steps also run the draft model (for MTP, the model's own head) once per
     # draft position, whatever the batch: k * draft_step_s more per step.
     draft_step_s: float = 0.0

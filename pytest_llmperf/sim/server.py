@@ -69,14 +69,17 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def make_server(config: SimConfig, log_level: str = "warning") -> tuple[SimServer, socket.socket]:
     app = build_app(config)
     sock = bind_socket(config.host, config.port)
-    uv = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=2,
-                        lifespan="on", backlog=2048)
+    uv = uvicorn.Config(
+        app, log_level=log_level, access_log=False, timeout_graceful_shutdown=2, lifespan="on", backlog=2048
+    )
     server = SimServer(uv)
     service = app.state.service
     if config.crash_exit:
+
         def exit_on_death() -> None:
             server.exit_code = 1
             server.should_exit = True
+
         service.on_dead = exit_on_death
     return server, sock
 
@@ -120,18 +123,25 @@ def _thread_server(config: SimConfig) -> Iterator[str]:
 @contextlib.contextmanager
 def _process_server(config: SimConfig) -> Iterator[str]:
     argv = [sys.executable, "-m", "pytest_llmperf.sim", *config.to_vllm_argv()]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     tail: collections.deque[str] = collections.deque(maxlen=50)
     url_box: list[str] = []
     ready = threading.Event()
 
-    def drain() -> None:   # keep reading so the child never blocks on a full pipe
+    def drain() -> None:  # keep reading so the child never blocks on a full pipe
         assert proc.stdout is not None
         for line in proc.stdout:
             tail.append(line.rstrip("\n"))
             if not url_box and "http://" in line:
-                url_box.append(line[line.index("http://"):].split()[0])
+                url_box.append(line[line.index("http://") :].split()[0])
                 ready.set()
         ready.set()
 
@@ -140,8 +150,9 @@ def _process_server(config: SimConfig) -> Iterator[str]:
     try:
         if not ready.wait(START_TIMEOUT_S) or not url_box:
             code = proc.poll()
-            raise RuntimeError(f"simulated server process did not report its URL "
-                               f"(exit code {code}); output:\n" + "\n".join(tail))
+            raise RuntimeError(
+                f"simulated server process did not report its URL (exit code {code}); output:\n" + "\n".join(tail)
+            )
         yield url_box[0]
     finally:
         if proc.poll() is None:

@@ -37,14 +37,14 @@ class EngineService:
         self.config = config
         self.engine = Engine(config)
         self.metrics = VllmMetrics(config.model_id, self.engine.k)
-        if not config.disable_log_stats:       # as vLLM: families exist, nothing moves
+        if not config.disable_log_stats:  # as vLLM: families exist, nothing moves
             self.engine.stats.append(self.metrics)
         self.started_at = time.perf_counter()
         self.dead = False
-        self.on_dead: Callable[[], None] | None = None   # the CLI exits when crash_exit is set
+        self.on_dead: Callable[[], None] | None = None  # the CLI exits when crash_exit is set
         self.received = 0
         self.request_log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
-        self.max_lag = 0.0                      # how far behind real time the loop fell
+        self.max_lag = 0.0  # how far behind real time the loop fell
         self._lag_warned_at = -1e9
         self._queues: dict[int, asyncio.Queue] = {}
         self._fault_rng = random.Random(f"{config.seed}:faults")
@@ -152,7 +152,7 @@ class EngineService:
             if delay > 0:
                 await asyncio.sleep(delay)
             else:
-                await asyncio.sleep(0)          # let the streams run even when late
+                await asyncio.sleep(0)  # let the streams run even when late
             if self.dead:
                 break
             now = time.perf_counter()
@@ -160,8 +160,12 @@ class EngineService:
             self.max_lag = max(self.max_lag, lag)
             if lag >= _MAX_LAG_S and now - self._lag_warned_at > 10:
                 self._lag_warned_at = now
-                log.warning("sim: the engine loop is %.2f s behind its schedule (host too busy for speed x%g): "
-                            "simulated times are stretched; lower --sim-speed", lag, self.config.speed)
+                log.warning(
+                    "sim: the engine loop is %.2f s behind its schedule (host too busy for speed x%g): "
+                    "simulated times are stretched; lower --sim-speed",
+                    lag,
+                    self.config.speed,
+                )
             for em in engine.complete(step, now):
                 q = self._queues.get(id(em.request))
                 if q is not None:

@@ -19,11 +19,11 @@ import zlib
 VOCAB_SIZE = 151_643  # Qwen's vocabulary size: ids look plausible, nothing more
 
 _TOKEN_RE = re.compile(
-    r" ?[A-Za-z]{1,7}"            # ASCII words, cut every 7 letters
-    r"| ?\d{1,3}"                 # numbers, 3 digits per token
-    r"| ?[^\W\d_A-Za-z]{1,2}"     # other letters (CJK, accents): 2 per token
-    r"| ?[^\w\s]|_"               # punctuation and symbols, one each
-    r"|\s+(?!\S)|\s+"             # whitespace runs; the last space joins the next word
+    r" ?[A-Za-z]{1,7}"  # ASCII words, cut every 7 letters
+    r"| ?\d{1,3}"  # numbers, 3 digits per token
+    r"| ?[^\W\d_A-Za-z]{1,2}"  # other letters (CJK, accents): 2 per token
+    r"| ?[^\w\s]|_"  # punctuation and symbols, one each
+    r"|\s+(?!\S)|\s+"  # whitespace runs; the last space joins the next word
 )
 
 
@@ -64,7 +64,73 @@ def chat_prompt_tokens(messages: list[dict]) -> int:
 # paragraph breaks. None of these pieces merges with its neighbour under the split
 # above (a word is at most 7 letters and always starts with a space; "\n\n" is never
 # followed by another whitespace piece).
-_WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was", "on", "be", "by", "this", "are", "or", "from", "at", "an", "not", "we", "can", "which", "have", "but", "all", "one", "if", "will", "there", "their", "so", "what", "about", "more", "when", "use", "model", "token", "step", "batch", "draft", "time", "first", "think", "answer", "let", "check", "value", "result", "thus", "case", "need", "given", "number", "output", "input", "since", "each", "then", "also", "both", "where"]
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "was",
+    "on",
+    "be",
+    "by",
+    "this",
+    "are",
+    "or",
+    "from",
+    "at",
+    "an",
+    "not",
+    "we",
+    "can",
+    "which",
+    "have",
+    "but",
+    "all",
+    "one",
+    "if",
+    "will",
+    "there",
+    "their",
+    "so",
+    "what",
+    "about",
+    "more",
+    "when",
+    "use",
+    "model",
+    "token",
+    "step",
+    "batch",
+    "draft",
+    "time",
+    "first",
+    "think",
+    "answer",
+    "let",
+    "check",
+    "value",
+    "result",
+    "thus",
+    "case",
+    "need",
+    "given",
+    "number",
+    "output",
+    "input",
+    "since",
+    "each",
+    "then",
+    "also",
+    "both",
+    "where",
+]
 _WORD_PIECES = tuple(" " + w for w in _WORDS)
 _PUNCT = (",", ".", ":", ";")
 

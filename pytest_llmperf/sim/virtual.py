@@ -80,9 +80,16 @@ class _Counter:
         pass
 
 
-def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max_tokens: int,
-                num_prompts: int | None = None, max_seconds: float | None = None,
-                ignore_eos: bool = False, prompts: list[str] | None = None) -> VirtualResult:
+def run_virtual(
+    config: SimConfig,
+    prompt_lens: list[int],
+    concurrency: int,
+    max_tokens: int,
+    num_prompts: int | None = None,
+    max_seconds: float | None = None,
+    ignore_eos: bool = False,
+    prompts: list[str] | None = None,
+) -> VirtualResult:
     """Run the closed-loop client against the engine on a virtual clock.
 
     `prompts` (optional) are the texts behind `prompt_lens`: output lengths and draft
@@ -112,7 +119,7 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
     for _ in range(min(concurrency, total)):
         send()
     while pending or engine.has_work:
-        if not engine.has_work:             # idle engine: the request starts at once
+        if not engine.has_work:  # idle engine: the request starts at once
             for req in pending:
                 engine.add(req)
             pending.clear()
@@ -133,13 +140,28 @@ def run_virtual(config: SimConfig, prompt_lens: list[int], concurrency: int, max
                 if sent < total and (max_seconds is None or now < max_seconds):
                     send()
     ttfts = [r.first_token_at - r.arrival for r in done]
-    rows = [(int(r.rid[1:]), r.prompt_tokens, r.generated, chunks.get(r.rid, 0),
-             (r.first_token_at - r.arrival) * 1000.0, (r.last_token_at - r.arrival) * 1000.0)
-            for r in sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))]
+    rows = [
+        (
+            int(r.rid[1:]),
+            r.prompt_tokens,
+            r.generated,
+            chunks.get(r.rid, 0),
+            (r.first_token_at - r.arrival) * 1000.0,
+            (r.last_token_at - r.arrival) * 1000.0,
+        )
+        for r in sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))
+    ]
     tpots = [(r.last_token_at - r.first_token_at) / (r.generated - 1) for r in done if r.generated > 1]
     return VirtualResult(
-        completed=len(done), duration=now, output_tokens=sum(r.generated for r in done),
-        prompt_tokens=sum(r.prompt_tokens for r in done), ttfts=ttfts, tpots=tpots,
-        drafts=counter.drafts, draft_tokens=counter.draft_tokens, accepted=counter.accepted,
-        accepted_per_pos=counter.per_pos, rows=rows,
+        completed=len(done),
+        duration=now,
+        output_tokens=sum(r.generated for r in done),
+        prompt_tokens=sum(r.prompt_tokens for r in done),
+        ttfts=ttfts,
+        tpots=tpots,
+        drafts=counter.drafts,
+        draft_tokens=counter.draft_tokens,
+        accepted=counter.accepted,
+        accepted_per_pos=counter.per_pos,
+        rows=rows,
     )

@@ -18,14 +18,19 @@ from pytest_llmperf.workload.sse import SSESplitter, decode_events
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 
-def build_payload(model: str, prompt: str, endpoint: str, max_tokens: int,
-                  ignore_eos: bool = False, extra_body: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_payload(
+    model: str,
+    prompt: str,
+    endpoint: str,
+    max_tokens: int,
+    ignore_eos: bool = False,
+    extra_body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The JSON body, shaped as `vllm bench serve` sends it (chat: max_completion_tokens)."""
     if endpoint == "completions":
         body: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens}
     elif endpoint == "chat":
-        body = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                "max_completion_tokens": max_tokens}
+        body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_completion_tokens": max_tokens}
     else:
         raise ValueError(f"endpoint must be one of {sorted(ENDPOINTS)}, got {endpoint!r}")
     body.update({"temperature": 0, "stream": True, "stream_options": {"include_usage": True}})
@@ -75,10 +80,19 @@ class StreamingClient:
     (the server may think for a long time before the first token, so keep it generous).
     """
 
-    def __init__(self, base_url: str, model: str, *, endpoint: str = "completions",
-                 max_tokens: int = 256, ignore_eos: bool = False, api_key: str | None = None,
-                 connect_timeout: float = 10.0, read_timeout: float = 300.0,
-                 extra_body: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        endpoint: str = "completions",
+        max_tokens: int = 256,
+        ignore_eos: bool = False,
+        api_key: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
         if endpoint not in ENDPOINTS:
             raise ValueError(f"endpoint must be one of {sorted(ENDPOINTS)}, got {endpoint!r}")
         self.origin = Origin(base_url)
@@ -89,11 +103,13 @@ class StreamingClient:
         self.extra_body = extra_body
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
-        head = [f"POST {self.origin.prefix}{ENDPOINTS[endpoint]} HTTP/1.1",
-                f"Host: {self.origin.host_header}",
-                "User-Agent: pytest-llmperf",
-                "Accept: text/event-stream",
-                "Content-Type: application/json"]
+        head = [
+            f"POST {self.origin.prefix}{ENDPOINTS[endpoint]} HTTP/1.1",
+            f"Host: {self.origin.host_header}",
+            "User-Agent: pytest-llmperf",
+            "Accept: text/event-stream",
+            "Content-Type: application/json",
+        ]
         if api_key:
             head.append(f"Authorization: Bearer {api_key}")
         self._head = ("\r\n".join(head) + "\r\nContent-Length: ").encode("latin-1")
@@ -101,7 +117,7 @@ class StreamingClient:
         self._flights: set[_Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> "StreamingClient":
+    async def __aenter__(self) -> StreamingClient:
         self._pool = ConnectionPool(self.origin, self.connect_timeout)
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_idle())
         return self
@@ -124,9 +140,12 @@ class StreamingClient:
         await self._pool.fill(n)
 
     def encode(self, prompt: str, max_tokens: int | None = None) -> bytes:
-        body = json.dumps(build_payload(self.model, prompt, self.endpoint,
-                                        max_tokens or self.max_tokens, self.ignore_eos,
-                                        self.extra_body), ensure_ascii=False).encode()
+        body = json.dumps(
+            build_payload(
+                self.model, prompt, self.endpoint, max_tokens or self.max_tokens, self.ignore_eos, self.extra_body
+            ),
+            ensure_ascii=False,
+        ).encode()
         return self._head + str(len(body)).encode() + b"\r\n\r\n" + body
 
     def cut_all(self, reason: str) -> None:
@@ -157,7 +176,7 @@ class StreamingClient:
         """Send one prompt and stream the answer; always returns a finished record."""
         return (await self.stream(req, max_tokens)).finish()
 
-    async def stream(self, req: SampledRequest, max_tokens: int | None = None) -> "PendingRecord":
+    async def stream(self, req: SampledRequest, max_tokens: int | None = None) -> PendingRecord:
         """Like `request`, but the body is decoded only when `.finish()` is called.
 
         The runner finishes records after the measured window, so that no stream's
@@ -165,8 +184,7 @@ class StreamingClient:
         """
         if self._pool is None:
             raise RuntimeError("use StreamingClient as `async with StreamingClient(...) as c`")
-        record = RequestRecord(index=req.index, send_time=perf_counter(),
-                               expected_prompt_len=req.prompt_len)
+        record = RequestRecord(index=req.index, send_time=perf_counter(), expected_prompt_len=req.prompt_len)
         raw = self.encode(req.prompt, max_tokens)
         flight = _Flight(asyncio.current_task())
         self._flights.add(flight)
@@ -189,15 +207,15 @@ class StreamingClient:
             self._flights.discard(flight)
         return PendingRecord(record, resp)
 
-    async def _attempt(self, raw: bytes, record: RequestRecord, flight: _Flight,
-                       fresh: bool) -> tuple[Response | None, bool]:
+    async def _attempt(
+        self, raw: bytes, record: RequestRecord, flight: _Flight, fresh: bool
+    ) -> tuple[Response | None, bool]:
         """One try; retry=True when a reused keep-alive socket was dead before any reply."""
         assert self._pool is not None
         try:
             conn, reused = await self._pool.acquire(fresh=fresh)
         except asyncio.TimeoutError:
-            record.error = (f"connect timeout after {self.connect_timeout:g} s "
-                            f"to {self.origin.host}:{self.origin.port}")
+            record.error = f"connect timeout after {self.connect_timeout:g} s to {self.origin.host}:{self.origin.port}"
             record.end_time = record.send_time = perf_counter()
             return None, False
         except OSError as exc:
@@ -267,8 +285,15 @@ def _fill(record: RequestRecord, resp: Response) -> None:
     record.finish_reason = decoded.finish_reason
     if splitter.done_time is not None:
         record.end_time = splitter.done_time
-    record.error = (resp.error or splitter.error or decoded.error
-                    or (None if splitter.done_time is not None else "stream ended without [DONE]")
-                    or (None if decoded.chunk_times else "stream carried no generated text")
-                    or (None if decoded.completion_tokens is not None
-                        else "no usage chunk (server ignored stream_options.include_usage)"))
+    record.error = (
+        resp.error
+        or splitter.error
+        or decoded.error
+        or (None if splitter.done_time is not None else "stream ended without [DONE]")
+        or (None if decoded.chunk_times else "stream carried no generated text")
+        or (
+            None
+            if decoded.completion_tokens is not None
+            else "no usage chunk (server ignored stream_options.include_usage)"
+        )
+    )

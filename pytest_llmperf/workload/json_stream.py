@@ -75,7 +75,7 @@ class _Reader:
         self.hasher = hashlib.sha256()
         self.json = json.JSONDecoder()
         self.buf = ""
-        self.pos = 0           # read position in buf
+        self.pos = 0  # read position in buf
         # Byte offset of buf[mark_char]; advanced as records are met, so turning char
         # positions into byte offsets encodes each stretch of text once.
         self.mark_char = 0
@@ -97,24 +97,22 @@ class _Reader:
             if not raw:  # the file ends inside a character: a cut, judged by the parser
                 text, self.cut_in_char = "", True
             else:
-                raise JSONArrayError(
-                    f"not UTF-8 text ({e.reason})", byte=self.read_bytes - pending + e.start
-                ) from None
+                raise JSONArrayError(f"not UTF-8 text ({e.reason})", byte=self.read_bytes - pending + e.start) from None
         self.read_bytes += len(raw)
         if not raw:
             self.eof = True
             self.owner.size_bytes = self.read_bytes
             self.owner.sha256 = self.hasher.hexdigest()
         base = self.byte_at(self.pos)
-        self.buf = self.buf[self.pos:] + text
+        self.buf = self.buf[self.pos :] + text
         self.pos = 0
         self.mark_char, self.mark_byte = 0, base
 
     def byte_at(self, i: int) -> int:
         """Byte offset in the file of buf[i] (moves the mark forward, never back)."""
         if i < self.mark_char:  # only on error paths; recount from the mark backwards
-            return self.mark_byte - len(self.buf[i:self.mark_char].encode("utf-8"))
-        b = self.mark_byte + len(self.buf[self.mark_char:i].encode("utf-8"))
+            return self.mark_byte - len(self.buf[i : self.mark_char].encode("utf-8"))
+        b = self.mark_byte + len(self.buf[self.mark_char : i].encode("utf-8"))
         self.mark_char, self.mark_byte = i, b
         return b
 
@@ -146,8 +144,7 @@ class _Reader:
             raise JSONArrayError("file is empty")
         if first != "[":
             # '{' first is usually JSON Lines, a common ShareGPT variant: say so.
-            kind = ("a JSON object (JSON Lines? ShareGPT V3 is one array)" if first == "{"
-                    else f"{first!r}")
+            kind = "a JSON object (JSON Lines? ShareGPT V3 is one array)" if first == "{" else f"{first!r}"
             hint = "" if first in '{"-0123456789tfn' else " (not JSON)"
             raise JSONArrayError(
                 f"expected a JSON array '[' at the top level, found {kind}{hint}",
@@ -175,7 +172,8 @@ class _Reader:
                 self.pos += 1
                 if self.peek() == "]":
                     raise JSONArrayError(
-                        "trailing comma before ']'", byte=self.byte_at(self.pos),
+                        "trailing comma before ']'",
+                        byte=self.byte_at(self.pos),
                         index=index + 1,
                     )
                 continue
@@ -188,7 +186,8 @@ class _Reader:
                 return
             raise JSONArrayError(
                 f"expected ',' or ']' after a record, found {sep!r}",
-                byte=self.byte_at(self.pos), index=index + 1,
+                byte=self.byte_at(self.pos),
+                index=index + 1,
             )
 
     def decode_value(self) -> Any:
@@ -196,16 +195,15 @@ class _Reader:
             try:
                 value, end = self.json.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as e:
-                maybe_cut = e.msg.startswith("Unterminated string") or (
-                    e.pos >= len(self.buf) - _NEAR_END
-                )
+                maybe_cut = e.msg.startswith("Unterminated string") or (e.pos >= len(self.buf) - _NEAR_END)
                 if maybe_cut and not self.eof:
                     self.fill()
                     continue
                 if maybe_cut:
                     return _INCOMPLETE
                 raise JSONArrayError(
-                    f"invalid JSON: {e.msg}", byte=self.byte_at(e.pos),
+                    f"invalid JSON: {e.msg}",
+                    byte=self.byte_at(e.pos),
                     index=self.owner.count,
                 ) from None
             # A number near the window's edge may continue in the next chunk ("-0" then
@@ -219,9 +217,7 @@ class _Reader:
     def finish(self) -> None:
         extra = self.peek()
         if extra:
-            raise JSONArrayError(
-                f"extra data after the closing ']': {extra!r}", byte=self.byte_at(self.pos)
-            )
+            raise JSONArrayError(f"extra data after the closing ']': {extra!r}", byte=self.byte_at(self.pos))
         self.drain()
         if self.cut_in_char:
             raise JSONArrayError("file ends inside a UTF-8 character after the closing ']'")

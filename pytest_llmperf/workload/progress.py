@@ -11,8 +11,7 @@ from typing import TextIO
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool = True, stream: TextIO | None = None,
-                 quiet_for: float = 3.0) -> None:
+    def __init__(self, total: int, enabled: bool = True, stream: TextIO | None = None, quiet_for: float = 3.0) -> None:
         self.total = total
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
@@ -38,8 +37,9 @@ class Progress:
     def line(self) -> str:
         elapsed = perf_counter() - self.start
         rate = self.tokens / elapsed if elapsed > 0 else 0.0
-        return (f"llmperf: {self.done}/{self.total} done, {self.failed} failed, "
-                f"{rate:,.0f} output tok/s, {elapsed:.0f} s")
+        return (
+            f"llmperf: {self.done}/{self.total} done, {self.failed} failed, {rate:,.0f} output tok/s, {elapsed:.0f} s"
+        )
 
     def tick(self) -> None:
         if not self.enabled or perf_counter() - self.start < self.quiet_for:

@@ -12,19 +12,19 @@ from typing import Any
 
 @dataclass
 class RequestRecord:
-    index: int                       # position of the prompt in the sampled list
-    send_time: float                 # just before the request was written
+    index: int  # position of the prompt in the sampled list
+    send_time: float  # just before the request was written
     # Arrival time of every SSE chunk that carried generated text (non-empty choices
     # with content). Under speculative decoding one chunk holds several tokens.
     chunk_times: list[float] = field(default_factory=list)
-    end_time: float | None = None    # stream finished ([DONE], error or cut)
-    prompt_tokens: int | None = None      # from the server's usage, never counted here
+    end_time: float | None = None  # stream finished ([DONE], error or cut)
+    prompt_tokens: int | None = None  # from the server's usage, never counted here
     completion_tokens: int | None = None  # from the server's usage
     finish_reason: str | None = None
-    status: int | None = None        # HTTP status
-    error: str | None = None         # None when the request succeeded
+    status: int | None = None  # HTTP status
+    error: str | None = None  # None when the request succeeded
     output_text: str = ""
-    expected_prompt_len: int | None = None   # from the dataset sampler, for reference
+    expected_prompt_len: int | None = None  # from the dataset sampler, for reference
 
     @property
     def ok(self) -> bool:
@@ -55,7 +55,7 @@ class RequestRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RequestRecord":
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         return cls(**d)
 
 
@@ -65,5 +65,5 @@ class SampledRequest:
 
     index: int
     prompt: str
-    prompt_len: int             # tokens, by the server's /tokenize or the documented estimate
-    expected_output_len: int   # the reference completion's length (vLLM's sampler keeps it)
+    prompt_len: int  # tokens, by the server's /tokenize or the documented estimate
+    expected_output_len: int  # the reference completion's length (vLLM's sampler keeps it)

@@ -24,22 +24,29 @@ JSON_VERSION = 1
 
 # Config keys that must agree before two runs' throughputs may be divided.
 SAME_WORKLOAD_KEYS = (
-    "dataset", "seed", "num_prompts", "max_tokens", "concurrency", "max_seconds",
-    "endpoint", "ignore_eos", "temperature",
+    "dataset",
+    "seed",
+    "num_prompts",
+    "max_tokens",
+    "concurrency",
+    "max_seconds",
+    "endpoint",
+    "ignore_eos",
+    "temperature",
 )
 _REQUIRED_KEYS = ("config", "records", "duration", "attempted", "stop_reason")
 
 
 @dataclass
 class RunResult:
-    config: dict[str, Any]                # the workload (RunConfig as a dict, dataset, seed)
-    records: list[RequestRecord]          # measured requests only (warm-up excluded)
-    duration: float                       # first dispatch to last completion, seconds
-    attempted: int                        # requests sent in the measured window
-    stop_reason: str                      # one of STOP_REASONS
-    metrics_before: str | None = None     # raw /metrics text before the window (None: no /metrics)
-    metrics_after: str | None = None      # raw /metrics text after the window
-    started_at: str = ""                  # ISO-8601 wall-clock time of the first dispatch
+    config: dict[str, Any]  # the workload (RunConfig as a dict, dataset, seed)
+    records: list[RequestRecord]  # measured requests only (warm-up excluded)
+    duration: float  # first dispatch to last completion, seconds
+    attempted: int  # requests sent in the measured window
+    stop_reason: str  # one of STOP_REASONS
+    metrics_before: str | None = None  # raw /metrics text before the window (None: no /metrics)
+    metrics_after: str | None = None  # raw /metrics text after the window
+    started_at: str = ""  # ISO-8601 wall-clock time of the first dispatch
     provenance: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -66,13 +73,13 @@ class RunResult:
         except ValueError as exc:
             return SpecDecodeStats("unparseable", f"could not read the captured /metrics pages: {exc}")
 
-    def summary(self) -> "Summary":
+    def summary(self) -> Summary:
         """Every aggregate, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
 
         return summarize(self.records, self.duration, self.spec_decode())
 
-    def speedup_over(self, base: "RunResult") -> float:
+    def speedup_over(self, base: RunResult) -> float:
         """Decode tok/s of this run over `base`'s; ValueError unless the workloads match."""
         if not isinstance(base, RunResult):
             raise TypeError(f"speedup_over expects a RunResult, got {type(base).__name__}")
@@ -128,7 +135,7 @@ class RunResult:
             raise ValueError(f"RunResult holds a NaN or infinite number and cannot be JSON: {exc}") from exc
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunResult":
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
         if not isinstance(d, dict):
             raise ValueError(f"a run result must be a JSON object, got {type(d).__name__}")
         if d.get("format") != JSON_FORMAT:
@@ -160,7 +167,7 @@ class RunResult:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "RunResult":
+    def from_json(cls, text: str) -> RunResult:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

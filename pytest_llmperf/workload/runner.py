@@ -14,10 +14,11 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from time import perf_counter
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 
@@ -37,20 +38,20 @@ class ServerUnreachable(ConnectionError):
 @dataclass
 class RunConfig:
     concurrency: int = 1
-    num_prompts: int | None = None        # None: every request given
-    max_seconds: float | None = None      # None: no time cap
-    max_tokens: int | None = 256          # None: each prompt's expected_output_len
+    num_prompts: int | None = None  # None: every request given
+    max_seconds: float | None = None  # None: no time cap
+    max_tokens: int | None = 256  # None: each prompt's expected_output_len
     warmup_requests: int = 1
-    endpoint: str = "completions"         # "completions" | "chat"
-    request_rate: float = math.inf        # requests/s; inf sends as fast as concurrency allows
-    burstiness: float = 1.0               # gamma shape of the arrival gaps; 1 = Poisson
-    seed: int = 0                         # for the arrival gaps
+    endpoint: str = "completions"  # "completions" | "chat"
+    request_rate: float = math.inf  # requests/s; inf sends as fast as concurrency allows
+    burstiness: float = 1.0  # gamma shape of the arrival gaps; 1 = Poisson
+    seed: int = 0  # for the arrival gaps
     ignore_eos: bool = False
     api_key: str | None = None
     connect_timeout: float = 10.0
-    read_timeout: float = 300.0           # longest silence between bytes of one response
-    grace_seconds: float = 30.0           # after max_seconds, in-flight requests get this long
-    progress: bool = True                 # a progress line on stderr for runs over a few seconds
+    read_timeout: float = 300.0  # longest silence between bytes of one response
+    grace_seconds: float = 30.0  # after max_seconds, in-flight requests get this long
+    progress: bool = True  # a progress line on stderr for runs over a few seconds
     # Client processes sharing the streams (each with concurrency/workers of them). One is
     # enough for hundreds of streams (README, "Performance of the measuring client").
     workers: int = 1
@@ -66,8 +67,9 @@ class RunConfig:
             raise bad("concurrency", "use an integer >= 1")
         if self.num_prompts is not None and (not is_int(self.num_prompts) or self.num_prompts < 1):
             raise bad("num_prompts", "use an integer >= 1, or None for all requests")
-        if self.max_seconds is not None and not (isinstance(self.max_seconds, (int, float))
-                                                 and 0 < self.max_seconds < math.inf):
+        if self.max_seconds is not None and not (
+            isinstance(self.max_seconds, (int, float)) and 0 < self.max_seconds < math.inf
+        ):
             raise bad("max_seconds", "use a number of seconds > 0, or None for no time cap")
         if self.max_tokens is not None and (not is_int(self.max_tokens) or self.max_tokens < 1):
             raise bad("max_tokens", "use an integer >= 1, or None for each prompt's expected length")
@@ -166,9 +168,15 @@ class _Run:
             if handle is not None:
                 handle.cancel()
 
-    async def run(self, requests: Sequence[SampledRequest], *, capped: bool,
-                  progress: Progress | None = None, offsets: Sequence[float] | None = None,
-                  start_at: float | None = None) -> tuple[list[PendingRecord], str, float]:
+    async def run(
+        self,
+        requests: Sequence[SampledRequest],
+        *,
+        capped: bool,
+        progress: Progress | None = None,
+        offsets: Sequence[float] | None = None,
+        start_at: float | None = None,
+    ) -> tuple[list[PendingRecord], str, float]:
         """Returns (requests in dispatch order, stop reason, time of the first dispatch).
 
         Streams are decoded by the caller, after the last one ends: requests of equal length finish
@@ -181,8 +189,11 @@ class _Run:
         """
         cfg = self.config
         if offsets is None:
-            offsets = arrival_offsets(len(requests), cfg.request_rate, cfg.burstiness, cfg.seed) if capped \
+            offsets = (
+                arrival_offsets(len(requests), cfg.request_rate, cfg.burstiness, cfg.seed)
+                if capped
                 else [0.0] * len(requests)
+            )
         while start_at is not None and not self.interrupted and perf_counter() < start_at:
             await self._nap(start_at)
         start = perf_counter() if start_at is None else start_at
@@ -204,8 +215,11 @@ class _Run:
             self._kick()
 
         for req, offset in zip(requests, offsets):
-            while not self.interrupted and perf_counter() < deadline and (
-                    self._in_flight >= cfg.concurrency or perf_counter() < start + offset):
+            while (
+                not self.interrupted
+                and perf_counter() < deadline
+                and (self._in_flight >= cfg.concurrency or perf_counter() < start + offset)
+            ):
                 wake_at = start + offset if self._in_flight < cfg.concurrency else deadline
                 await self._nap(min(wake_at, deadline))
             if self.interrupted:
@@ -225,35 +239,46 @@ class _Run:
             if self._in_flight:
                 if not self.interrupted:
                     stop = "max_seconds"
-                    self.client.cut_all(f"cut: still running {cfg.grace_seconds:g} s after the "
-                                        f"{cfg.max_seconds:g} s cap")
+                    self.client.cut_all(
+                        f"cut: still running {cfg.grace_seconds:g} s after the {cfg.max_seconds:g} s cap"
+                    )
                 await asyncio.wait(tasks)
         if self.interrupted:
             stop = "interrupted"
         return [t.result() for t in tasks], stop, start
 
 
-async def run_benchmark_async(base_url: str, model: str, requests: Sequence[SampledRequest],
-                              config: RunConfig) -> RunResult:
+async def run_benchmark_async(
+    base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig
+) -> RunResult:
     """`run_benchmark` for callers that already run an event loop (no Ctrl-C handling)."""
     _check_arguments(base_url, requests, config)
     await asyncio.get_running_loop().run_in_executor(None, check_reachable, base_url, config.connect_timeout)
     return await _run_benchmark(base_url, model, requests, config, install_sigint=False)
 
 
-async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
-                         config: RunConfig, install_sigint: bool) -> RunResult:
+async def _run_benchmark(
+    base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig, install_sigint: bool
+) -> RunResult:
     base_url = base_url.rstrip("/")
     measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
     # Warm-up prompts come from beyond the measured ones when the list has them, so a
     # prefix cache does not make measured prompts faster; else the list is reused.
-    spare = requests[len(measured):]
-    warmup = [spare[i] if i < len(spare) else requests[(i - len(spare)) % len(requests)]
-              for i in range(config.warmup_requests)]
-    client = StreamingClient(base_url, model, endpoint=config.endpoint,
-                             max_tokens=config.max_tokens or 256, ignore_eos=config.ignore_eos,
-                             api_key=config.api_key, connect_timeout=config.connect_timeout,
-                             read_timeout=config.read_timeout)
+    spare = requests[len(measured) :]
+    warmup = [
+        spare[i] if i < len(spare) else requests[(i - len(spare)) % len(requests)]
+        for i in range(config.warmup_requests)
+    ]
+    client = StreamingClient(
+        base_url,
+        model,
+        endpoint=config.endpoint,
+        max_tokens=config.max_tokens or 256,
+        ignore_eos=config.ignore_eos,
+        api_key=config.api_key,
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+    )
     loop = asyncio.get_running_loop()
     pool: WorkerPool | None = None
     async with client:
@@ -285,8 +310,9 @@ async def _run_benchmark(base_url: str, model: str, requests: Sequence[SampledRe
                 progress = Progress(len(measured), enabled=config.progress, quiet_for=PROGRESS_QUIET_SECONDS)
                 ticker = loop.create_task(_tick(progress))
                 try:
-                    pending, stop, start = await run.run([] if run.interrupted else measured,
-                                                         capped=True, progress=progress)
+                    pending, stop, start = await run.run(
+                        [] if run.interrupted else measured, capped=True, progress=progress
+                    )
                 finally:
                     ticker.cancel()
                     progress.close()
@@ -329,8 +355,9 @@ def _loop_factory() -> Any:
         import uvloop
     except ImportError:
         if choice == "uvloop":
-            raise ValueError("PYTEST_LLMPERF_EVENT_LOOP=uvloop but uvloop is not installed: "
-                             "pip install uvloop") from None
+            raise ValueError(
+                "PYTEST_LLMPERF_EVENT_LOOP=uvloop but uvloop is not installed: pip install uvloop"
+            ) from None
         return None
     return uvloop.new_event_loop
 
@@ -341,13 +368,14 @@ def _check_arguments(base_url: str, requests: Sequence[SampledRequest], config: 
     if not requests:
         raise ValueError("requests is empty: sample at least one prompt")
     if config.num_prompts is not None and config.num_prompts > len(requests):
-        raise ValueError(f"RunConfig.num_prompts={config.num_prompts} but only {len(requests)} requests "
-                         f"were given: sample at least num_prompts (+ warmup_requests) prompts")
+        raise ValueError(
+            f"RunConfig.num_prompts={config.num_prompts} but only {len(requests)} requests "
+            f"were given: sample at least num_prompts (+ warmup_requests) prompts"
+        )
     Origin(base_url)  # ValueError for a malformed URL, before anything else
 
 
-def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
-                  config: RunConfig) -> RunResult:
+def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig) -> RunResult:
     """Run `requests` against the server and return the measured result.
 
     Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
@@ -359,21 +387,29 @@ def run_benchmark(base_url: str, model: str, requests: Sequence[SampledRequest],
     except RuntimeError:
         pass
     else:
-        raise RuntimeError("run_benchmark() cannot run inside an event loop; "
-                           "await run_benchmark_async(...) there instead")
+        raise RuntimeError(
+            "run_benchmark() cannot run inside an event loop; await run_benchmark_async(...) there instead"
+        )
     check_reachable(base_url, config.connect_timeout)
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(_run_benchmark(base_url, model, requests, config, install_sigint=True))
 
 
-async def worker_main(pipe: Any, base_url: str, model: str, config: RunConfig,
-                      requests: list[SampledRequest], offsets: list[float]) -> tuple[list, str]:
+async def worker_main(
+    pipe: Any, base_url: str, model: str, config: RunConfig, requests: list[SampledRequest], offsets: list[float]
+) -> tuple[list, str]:
     """One worker process's share of a measured run (see workers.py)."""
     loop = asyncio.get_running_loop()
-    client = StreamingClient(base_url, model, endpoint=config.endpoint,
-                             max_tokens=config.max_tokens or 256, ignore_eos=config.ignore_eos,
-                             api_key=config.api_key, connect_timeout=config.connect_timeout,
-                             read_timeout=config.read_timeout)
+    client = StreamingClient(
+        base_url,
+        model,
+        endpoint=config.endpoint,
+        max_tokens=config.max_tokens or 256,
+        ignore_eos=config.ignore_eos,
+        api_key=config.api_key,
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+    )
     async with client:
         await client.open_connections(config.concurrency)
         pipe.send(("ready",))

@@ -8,8 +8,9 @@ but keep max_tokens, so per-request behaviour (TPOT, acceptance) stays comparabl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 # Keys a `@pytest.mark.llmperf(...)` may carry besides servers and tolerances.
 WORKLOAD_KEYS = ("num_prompts", "max_tokens", "max_seconds", "warmup", "endpoint", "seed", "ignore_eos")

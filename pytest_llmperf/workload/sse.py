@@ -45,15 +45,20 @@ class SSESplitter:
     def __init__(self) -> None:
         self._buf = b""
         self.events: list[tuple[float, bytes]] = []
-        self.done_time: float | None = None   # arrival of `data: [DONE]`
-        self.error: str | None = None         # first format error, if any
+        self.done_time: float | None = None  # arrival of `data: [DONE]`
+        self.error: str | None = None  # first format error, if any
 
     def feed(self, data: bytes, now: float) -> None:
         if self.error is not None:
             return
         # Fast path: exactly one "data: ...\n\n" event (how vLLM writes each chunk).
-        if (not self._buf and data.startswith(b"data: ") and data.find(b"\n") == len(data) - 2
-                and data[-1:] == b"\n" and b"\r" not in data):
+        if (
+            not self._buf
+            and data.startswith(b"data: ")
+            and data.find(b"\n") == len(data) - 2
+            and data[-1:] == b"\n"
+            and b"\r" not in data
+        ):
             payload = data[6:-2]
             if payload == DONE:
                 self.done_time = now

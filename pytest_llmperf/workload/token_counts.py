@@ -30,19 +30,19 @@ import httpx
 
 # Pieces a byte-level BPE (Qwen, Llama) mostly keeps whole or splits predictably.
 _PIECES = re.compile(
-    r"[A-Za-z]+"              # a word: most words are one token, long ones split
-    r"|[0-9]"                 # Qwen tokenizes digits one by one
-    r"|\s*\n\s*"              # a line break with its indentation: about one token
-    r"| {2,}"                 # a run of spaces (code indentation)
+    r"[A-Za-z]+"  # a word: most words are one token, long ones split
+    r"|[0-9]"  # Qwen tokenizes digits one by one
+    r"|\s*\n\s*"  # a line break with its indentation: about one token
+    r"| {2,}"  # a run of spaces (code indentation)
     r"|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+"  # a CJK/kana/Hangul run
-    r"|[^\x00-\x7f]"          # another non-ASCII character (emoji, accents)
-    r"|[^\sA-Za-z0-9]+"       # a punctuation run ("...", "**", "->")
+    r"|[^\x00-\x7f]"  # another non-ASCII character (emoji, accents)
+    r"|[^\sA-Za-z0-9]+"  # a punctuation run ("...", "**", "->")
 )
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-WORD_CHARS_PER_TOKEN = 10.0     # letters per token (words up to 10 letters: one token)
-PUNCT_CHARS_PER_TOKEN = 3.0     # punctuation runs merge ("...", "**", "->")
+WORD_CHARS_PER_TOKEN = 10.0  # letters per token (words up to 10 letters: one token)
+PUNCT_CHARS_PER_TOKEN = 3.0  # punctuation runs merge ("...", "**", "->")
 SPACES_PER_TOKEN = 4.0
-CJK_CHARS_PER_TOKEN = 1.8       # Qwen's vocabulary holds many two-character CJK words
+CJK_CHARS_PER_TOKEN = 1.8  # Qwen's vocabulary holds many two-character CJK words
 
 
 def approx_token_count(text: str) -> int:
@@ -193,20 +193,20 @@ class ServerTokenCounter:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.concurrency = concurrency
-        self.cache = (TokenCountCache(cache_dir, model, dataset_id) if cache_dir is not None
-                      else None)
+        self.cache = TokenCountCache(cache_dir, model, dataset_id) if cache_dir is not None else None
         self._memo: dict[str, int] = {}
         self._timeout, self._transport = timeout, transport
-        self.requests_sent = 0   # for tests and logs: what the cache saved
+        self.requests_sent = 0  # for tests and logs: what the cache saved
         self._count_lock = threading.Lock()
 
     def _client(self) -> httpx.Client:
         # A client per batch, closed with it: a counter kept for a whole session holds
         # no sockets between batches and needs no close().
         return httpx.Client(
-            base_url=self.base_url, timeout=self._timeout, transport=self._transport,
-            limits=httpx.Limits(max_connections=self.concurrency,
-                                max_keepalive_connections=self.concurrency),
+            base_url=self.base_url,
+            timeout=self._timeout,
+            transport=self._transport,
+            limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
         )
 
     def __call__(self, texts: list[str]) -> list[int]:
@@ -214,8 +214,7 @@ class ServerTokenCounter:
         todo = list(dict.fromkeys(t for t, r in zip(texts, result) if r is None))
         if todo:
             try:
-                with self._client() as client, ThreadPoolExecutor(
-                        max_workers=min(self.concurrency, len(todo))) as pool:
+                with self._client() as client, ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo))) as pool:
                     counts = list(pool.map(lambda t: self._tokenize(client, t), todo))
             finally:
                 if self.cache is not None:
@@ -245,13 +244,10 @@ class ServerTokenCounter:
             self.requests_sent += 1
         if resp.status_code in (404, 405, 501):
             raise TokenizeUnavailable(
-                f"{self.base_url} has no /tokenize (HTTP {resp.status_code}); count with "
-                "approx_count_tokens instead"
+                f"{self.base_url} has no /tokenize (HTTP {resp.status_code}); count with approx_count_tokens instead"
             )
         if resp.status_code != 200:
-            raise TokenizeError(
-                f"POST {self.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}"
-            )
+            raise TokenizeError(f"POST {self.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}")
         n = _count_from(resp)
         if self.cache is not None:
             self.cache.put(text, n)
@@ -260,7 +256,7 @@ class ServerTokenCounter:
     def close(self) -> None:
         """Nothing stays open between calls; kept so `with` and close() read naturally."""
 
-    def __enter__(self) -> "ServerTokenCounter":
+    def __enter__(self) -> ServerTokenCounter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -281,8 +277,12 @@ def _count_from(resp: httpx.Response) -> int:
 
 
 def token_counter_for(
-    base_url: str, model: str, cache_dir: str | os.PathLike | None = None, *,
-    dataset_id: str = "", **kwargs: Any,
+    base_url: str,
+    model: str,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    dataset_id: str = "",
+    **kwargs: Any,
 ):
     """The server's counter when it has /tokenize, else the approximation.
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import signal
+from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
 from time import perf_counter
-from typing import Any, Sequence
+from typing import Any
 
 from pytest_llmperf.workload.records import RequestRecord, SampledRequest
 
@@ -24,8 +25,9 @@ READY_TIMEOUT_S = 120.0
 START_MARGIN_S = 0.05
 
 
-def split(requests: Sequence[SampledRequest], offsets: Sequence[float], concurrency: int,
-          workers: int) -> list[tuple[list[SampledRequest], list[float], int]]:
+def split(
+    requests: Sequence[SampledRequest], offsets: Sequence[float], concurrency: int, workers: int
+) -> list[tuple[list[SampledRequest], list[float], int]]:
     """Round-robin shares: (requests, offsets, concurrency) per worker."""
     shares = []
     for w in range(workers):
@@ -34,8 +36,9 @@ def split(requests: Sequence[SampledRequest], offsets: Sequence[float], concurre
     return shares
 
 
-def _worker(pipe: Pipe, base_url: str, model: str, config: Any, requests: list[SampledRequest],
-            offsets: list[float]) -> None:
+def _worker(
+    pipe: Pipe, base_url: str, model: str, config: Any, requests: list[SampledRequest], offsets: list[float]
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     from pytest_llmperf.workload.runner import _loop_factory, worker_main
 
@@ -49,8 +52,9 @@ def _worker(pipe: Pipe, base_url: str, model: str, config: Any, requests: list[S
 class WorkerPool:
     """The worker processes of one measured run."""
 
-    def __init__(self, base_url: str, model: str, config: Any, requests: Sequence[SampledRequest],
-                 offsets: Sequence[float]) -> None:
+    def __init__(
+        self, base_url: str, model: str, config: Any, requests: Sequence[SampledRequest], offsets: Sequence[float]
+    ) -> None:
         from dataclasses import replace
 
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with a running loop

@@ -10,7 +10,8 @@ from __future__ import annotations
 import io
 import os
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -111,7 +112,7 @@ def exiting_image(docker_client: Any, sim_image: str) -> Any:
     dockerfile = (
         f"FROM {sim_image}\n"
         'ENTRYPOINT ["sh", "-c", "echo \\"loading with HF_TOKEN=$HF_TOKEN\\"; '
-        "echo 'RuntimeError: CUDA out of memory (simulated)' >&2; exit 3\", \"vllm\"]\n"
+        'echo \'RuntimeError: CUDA out of memory (simulated)\' >&2; exit 3", "vllm"]\n'
     )
     docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
     yield tag

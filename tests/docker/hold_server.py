@@ -26,8 +26,13 @@ def main() -> None:
             print("LOADING", flush=True)
 
     target = DockerTarget(
-        image_override=image, hf_cache=None, ready_timeout=300, session_id=session, stop_timeout=5,
-        progress=progress, progress_interval=0.5,
+        image_override=image,
+        hf_cache=None,
+        ready_timeout=300,
+        session_id=session,
+        stop_timeout=5,
+        progress=progress,
+        progress_interval=0.5,
     )
     with target.start(spec) as endpoint:
         print(f"READY {endpoint.base_url}", flush=True)

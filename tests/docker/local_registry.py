@@ -67,23 +67,27 @@ class LocalRegistry:
             path = self._dir / "x" / rel
             digest = _sha256_file(path)
             self._blobs[digest] = path
-            layers.append({
-                "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                "size": path.stat().st_size,
-                "digest": digest,
-            })
+            layers.append(
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": path.stat().st_size,
+                    "digest": digest,
+                }
+            )
         config_digest = _sha256_file(config)
         self._blobs[config_digest] = config
-        self.manifest = json.dumps({
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_TYPE,
-            "config": {
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-                "size": config.stat().st_size,
-                "digest": config_digest,
-            },
-            "layers": layers,
-        }).encode()
+        self.manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": MANIFEST_TYPE,
+                "config": {
+                    "mediaType": "application/vnd.docker.container.image.v1+json",
+                    "size": config.stat().st_size,
+                    "digest": config_digest,
+                },
+                "layers": layers,
+            }
+        ).encode()
         self.manifest_digest = "sha256:" + hashlib.sha256(self.manifest).hexdigest()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -113,8 +117,8 @@ class LocalRegistry:
                     self._send(200, len(registry.manifest), MANIFEST_TYPE, registry.manifest_digest)
                     if body:
                         self.wfile.write(registry.manifest)
-                elif self.path.startswith(prefix + "blobs/") and self.path[len(prefix) + 6:] in registry._blobs:
-                    digest = self.path[len(prefix) + 6:]
+                elif self.path.startswith(prefix + "blobs/") and self.path[len(prefix) + 6 :] in registry._blobs:
+                    digest = self.path[len(prefix) + 6 :]
                     path = registry._blobs[digest]
                     self._send(200, path.stat().st_size, "application/octet-stream", digest)
                     if body:
@@ -134,7 +138,7 @@ class LocalRegistry:
 
         return Handler
 
-    def __enter__(self) -> "LocalRegistry":
+    def __enter__(self) -> LocalRegistry:
         self._thread.start()
         return self
 

@@ -28,15 +28,15 @@ echo "NVIDIA H200, 570.133.20, $((n * 1000)), 143771"
 def fake_gpu_image(docker_client, sim_image):
     tag = f"pytest-llmperf/test-fake-gpu:{uuid.uuid4().hex[:8]}"
     script = FAKE_NVIDIA_SMI.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "'\\''")
-    dockerfile = f"FROM {sim_image}\nRUN printf '{script}' > /usr/local/bin/nvidia-smi && chmod +x /usr/local/bin/nvidia-smi\n"
+    dockerfile = (
+        f"FROM {sim_image}\nRUN printf '{script}' > /usr/local/bin/nvidia-smi && chmod +x /usr/local/bin/nvidia-smi\n"
+    )
     docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
     yield tag
     docker_client.images.remove(tag, force=True)
 
 
-def test_gpu_provenance_and_peak_memory_from_nvidia_smi_in_the_container(
-    make_target, fake_gpu_image, monkeypatch
-):
+def test_gpu_provenance_and_peak_memory_from_nvidia_smi_in_the_container(make_target, fake_gpu_image, monkeypatch):
     monkeypatch.setattr(dk, "gpu_device_requests", lambda gpu, ids: [])
     spec = ServerSpec(name="fake-gpu", model="sim/gpu-model", args=("--sim-speed", "50"))
     target = make_target(image_override=fake_gpu_image, gpu=True, gpu_sample_interval=0.2)

@@ -37,7 +37,8 @@ def test_start_ready_benchmark_then_nothing_left(make_target, docker_client, tmp
         # The seeds' docker run, through the SDK.
         assert config["Cmd"] == MTP.vllm_args()
         assert json.loads(config["Cmd"][config["Cmd"].index("--speculative-config") + 1]) == {
-            "method": "mtp", "num_speculative_tokens": 3,
+            "method": "mtp",
+            "num_speculative_tokens": 3,
         }
         assert host["IpcMode"] == "host" and host["Init"] is True
         assert not host.get("DeviceRequests")
@@ -56,7 +57,9 @@ def test_start_ready_benchmark_then_nothing_left(make_target, docker_client, tmp
 
         requests = [SampledRequest(i, f"Tell me about topic {i}. " * 8, 60, 64) for i in range(6)]
         result = run_benchmark(
-            endpoint.base_url, endpoint.model, requests,
+            endpoint.base_url,
+            endpoint.model,
+            requests,
             RunConfig(concurrency=2, num_prompts=4, max_tokens=16, warmup_requests=1, progress=False),
         )
         assert result.completed == 4 and result.failed == 0

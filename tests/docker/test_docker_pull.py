@@ -46,6 +46,6 @@ def test_missing_image_is_pulled_with_progress_and_digest_recorded(make_target, 
     assert any(line.startswith(f"llmperf: pulling {ref}:") for line in lines[1:])
     # The engine really asked this registry for the manifest (blobs it fetches only the
     # first time: an engine that pulled them before knows them by digest).
-    assert f"HEAD /v2/llmperf/sim/manifests/nightly" in registry.requests or any(
+    assert "HEAD /v2/llmperf/sim/manifests/nightly" in registry.requests or any(
         r.startswith("GET /v2/llmperf/sim/manifests/") for r in registry.requests
     ), registry.requests

@@ -91,13 +91,16 @@ def test_killed_session_leftover_is_found_and_cleaned(docker_client, containers_
     assert containers_of(session) == []
 
 
-def test_failing_pytest_run_leaves_nothing_and_leaks_no_token(docker_client, containers_of, sim_image, exiting_image, tmp_path):
+def test_failing_pytest_run_leaves_nothing_and_leaks_no_token(
+    docker_client, containers_of, sim_image, exiting_image, tmp_path
+):
     """A whole pytest run, as a user has it: one test fails inside a running server, one
     fails to start a server that printed the token; run with -l (locals in tracebacks),
     -rA and JUnit XML. Nothing of ours may survive and the token may appear nowhere."""
     token = "hf_pytestRUN_" + uuid.uuid4().hex
     session = f"llmperf-test-run-{uuid.uuid4().hex[:8]}"
-    (tmp_path / "test_user_suite.py").write_text(textwrap.dedent(f'''
+    (tmp_path / "test_user_suite.py").write_text(
+        textwrap.dedent(f"""
         import pytest
         from pytest_llmperf.servers.docker import DockerTarget
         from pytest_llmperf.servers.spec import ServerSpec
@@ -115,13 +118,29 @@ def test_failing_pytest_run_leaves_nothing_and_leaks_no_token(docker_client, con
         def test_server_dies_at_start():
             with target({exiting_image!r}, timeout=30).start(SPEC):
                 pass
-    '''))
+    """)
+    )
     junit = tmp_path / "junit.xml"
     env = {**os.environ, "HF_TOKEN": token}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-l", "-rA", "-s", "-vv",
-         f"--junitxml={junit}", str(tmp_path / "test_user_suite.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-l",
+            "-rA",
+            "-s",
+            "-vv",
+            f"--junitxml={junit}",
+            str(tmp_path / "test_user_suite.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     output = run.stdout + run.stderr
     assert run.returncode == 1, output

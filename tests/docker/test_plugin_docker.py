@@ -8,7 +8,7 @@ import pytest
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SUITE = '''
+SUITE = """
 import pytest
 from pytest_llmperf import ServerSpec
 
@@ -23,7 +23,7 @@ def test_speedup(llmperf, concurrency):
     mtp = llmperf.run(concurrency=concurrency)
     mtp.assert_no_regression("acceptance_rate")
     mtp.assert_speedup_over(base)
-'''
+"""
 
 
 def test_suite_runs_in_containers_and_leaves_none(pytester, sim_image, containers_of, monkeypatch, tmp_path_factory):
@@ -31,10 +31,16 @@ def test_suite_runs_in_containers_and_leaves_none(pytester, sim_image, container
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value_never_shown")
     rng = random.Random(3)
     words = "alpha beta gamma delta model token cache server stream prompt answer".split()
-    data = [{"id": str(i), "conversations": [
-        {"from": "human", "value": " ".join(rng.choice(words) for _ in range(rng.randint(10, 30)))},
-        {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(rng.randint(20, 60)))}]}
-        for i in range(40)]
+    data = [
+        {
+            "id": str(i),
+            "conversations": [
+                {"from": "human", "value": " ".join(rng.choice(words) for _ in range(rng.randint(10, 30)))},
+                {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(rng.randint(20, 60)))},
+            ],
+        }
+        for i in range(40)
+    ]
     pytester.path.joinpath("sharegpt.json").write_text(json.dumps(data))
     pytester.makepyfile(test_suite=SUITE.format(image=sim_image))
     pytester.makeini("[pytest]\nllmperf_dataset = sharegpt.json\nllmperf_tolerances = mtp_speedup = 30%\n")
@@ -56,4 +62,4 @@ def test_suite_runs_in_containers_and_leaves_none(pytester, sim_image, container
     everything = recorded.stdout.str() + compared.stdout.str() + json.dumps(report)
     everything += (pytester.path / "baselines" / "docker" / "tiny-mtp.json").read_text()
     assert "hf_secret_value_never_shown" not in everything
-    assert {c.id for c in containers_of("")} == before      # nothing of ours left
+    assert {c.id for c in containers_of("")} == before  # nothing of ours left

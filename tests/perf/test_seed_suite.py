@@ -6,7 +6,6 @@ shrinks prompts and caps for quick runs (baselines are per workload).
 """
 
 import pytest
-
 from seed_servers import BASE_SERVERS, MTP_SERVERS, SPEEDUP_PAIRS
 
 CONCURRENCIES = [1, 8, 32]

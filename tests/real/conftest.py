@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from real_vllm_helpers import REPORT_LINES
 
 from pytest_llmperf.servers.local_vllm import (
     SETUP_COMMAND,
@@ -22,13 +23,10 @@ from pytest_llmperf.servers.local_vllm import (
 )
 from pytest_llmperf.servers.pool import ServerPool
 
-from real_vllm_helpers import REPORT_LINES
-
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running tests (real engines, docker); run by .ci/run")
-    config.addinivalue_line(
-        "markers", f"real_vllm: needs the real vLLM CPU build prepared by `{SETUP_COMMAND}`")
+    config.addinivalue_line("markers", f"real_vllm: needs the real vLLM CPU build prepared by `{SETUP_COMMAND}`")
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -73,5 +71,3 @@ def sharegpt_requests():
         warnings.simplefilter("ignore")  # the PyPI copy is cut off mid-record, on purpose
         conversations = load_sharegpt(path)
     return sample_requests(conversations, 24, seed=0, max_prompt_len=256, max_total_len=1024)
-
-

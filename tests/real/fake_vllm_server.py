@@ -34,8 +34,11 @@ def main() -> None:
     if mode == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # The "engine core": a child in the same process group that outlives nothing.
-    child_code = "import signal,time\n" + (
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if mode == "ignore_term" else "") + "time.sleep(3600)"
+    child_code = (
+        "import signal,time\n"
+        + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if mode == "ignore_term" else "")
+        + "time.sleep(3600)"
+    )
     subprocess.Popen([sys.executable, "-c", child_code])
     served = args.served_model_name or args.model
 

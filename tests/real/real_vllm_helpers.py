@@ -37,7 +37,7 @@ NGRAM = BASE.with_speculative(
 @dataclass
 class RealServer:
     endpoint: Endpoint
-    process: RunningServer   # log file, process group
+    process: RunningServer  # log file, process group
 
     @property
     def url(self) -> str:
@@ -56,8 +56,9 @@ def serve(pool: ServerPool, target: LocalVllmTarget, spec: ServerSpec) -> RealSe
 
 def tokenize_count(url: str, model: str, text: str) -> int:
     """Tokens in `text` by the server's own tokenizer, without BOS/special tokens."""
-    answer = httpx.post(f"{url}/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False},
-                        timeout=30)
+    answer = httpx.post(
+        f"{url}/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False}, timeout=30
+    )
     answer.raise_for_status()
     return answer.json()["count"]
 
@@ -65,9 +66,15 @@ def tokenize_count(url: str, model: str, text: str) -> int:
 def stream_token_ids(url: str, model: str, prompt: str, max_tokens: int) -> dict:
     """One greedy chat request streamed with vLLM's `return_token_ids`: the token ids
     the server actually sent, chunk by chunk, beside its text and usage."""
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
-            "return_token_ids": True}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_token_ids": True,
+    }
     ids: list[int] = []
     text, usage, finish = "", None, None
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as resp:
@@ -75,7 +82,7 @@ def stream_token_ids(url: str, model: str, prompt: str, max_tokens: int) -> dict
         for line in resp.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            chunk = json.loads(line[len("data: "):])
+            chunk = json.loads(line[len("data: ") :])
             usage = chunk.get("usage") or usage
             for choice in chunk.get("choices") or []:
                 ids += choice.get("token_ids") or []

@@ -24,7 +24,7 @@ LINE_RE = re.compile(
 
 @dataclass(frozen=True)
 class LogWindow:
-    length: str          # as printed, e.g. "3.14"
+    length: str  # as printed, e.g. "3.14"
     accepted: int
     drafted: int
     rates: tuple[str, ...]
@@ -54,8 +54,9 @@ def parse_lines(lines: list[str]) -> list[LogWindow]:
     for line in lines:
         m = LINE_RE.search(line)
         if m:
-            windows.append(LogWindow(m["length"], int(m["accepted"]), int(m["drafted"]),
-                                     tuple(m["pos"].split(", ")), m["rate"]))
+            windows.append(
+                LogWindow(m["length"], int(m["accepted"]), int(m["drafted"]), tuple(m["pos"].split(", ")), m["rate"])
+            )
     return windows
 
 
@@ -64,8 +65,8 @@ class LogTotals:
     windows: int
     accepted: int
     drafted: int
-    drafts_min: int                  # the printed figures pin the drafts only to a range
-    drafts_max: int                  # when a window accepted nothing
+    drafts_min: int  # the printed figures pin the drafts only to a range
+    drafts_max: int  # when a window accepted nothing
     accepted_per_pos: tuple[int, ...]
 
 
@@ -88,5 +89,6 @@ def totals(windows: list[LogWindow]) -> LogTotals:
         lo += min(n for n, _ in options)
         hi += max(n for n, _ in options)
         per_pos = [a + b for a, b in zip(per_pos, options[0][1])]
-    return LogTotals(len(windows), sum(w.accepted for w in windows), sum(w.drafted for w in windows),
-                     lo, hi, tuple(per_pos))
+    return LogTotals(
+        len(windows), sum(w.accepted for w in windows), sum(w.drafted for w in windows), lo, hi, tuple(per_pos)
+    )

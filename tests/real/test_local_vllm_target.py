@@ -27,8 +27,14 @@ SPEC = ServerSpec(name="fake", model="/models/none", served_model_name="fake-mod
 
 def target(tmp_path, mode="ok", **kw) -> LocalVllmTarget:
     env = {"FAKE_VLLM_MODE": mode, "PYTHONPATH": str(HERE)}
-    return LocalVllmTarget(python=sys.executable, env=env, ready_timeout=kw.pop("ready_timeout", 20),
-                           log_dir=tmp_path, module="fake_vllm_server", **kw)
+    return LocalVllmTarget(
+        python=sys.executable,
+        env=env,
+        ready_timeout=kw.pop("ready_timeout", 20),
+        log_dir=tmp_path,
+        module="fake_vllm_server",
+        **kw,
+    )
 
 
 def assert_all_gone(pgid: int, port: int) -> None:
@@ -112,8 +118,13 @@ def test_spec_env_passes_through_and_overrides(tmp_path, monkeypatch):
 
 
 def test_command_uses_api_server_module_with_model_flag(tmp_path):
-    spec = ServerSpec(name="s", model="/m", args=["--enforce-eager"], served_model_name="x",
-                      speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    spec = ServerSpec(
+        name="s",
+        model="/m",
+        args=["--enforce-eager"],
+        served_model_name="x",
+        speculative_config={"method": "ngram", "num_speculative_tokens": 3},
+    )
     t = LocalVllmTarget(python=sys.executable)
     argv = t.command(spec, 1234)
     assert argv[:5] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
@@ -121,10 +132,13 @@ def test_command_uses_api_server_module_with_model_flag(tmp_path):
     assert "--enforce-eager" in argv and argv[argv.index("--speculative-config") + 1].startswith("{")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"python": "/nonexistent/python"}, "not an executable file"),
-    ({"python": sys.executable, "ready_timeout": 0}, "must be > 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"python": "/nonexistent/python"}, "not an executable file"),
+        ({"python": sys.executable, "ready_timeout": 0}, "must be > 0"),
+    ],
+)
 def test_bad_arguments_are_refused_clearly(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LocalVllmTarget(**kwargs)

@@ -15,7 +15,7 @@ import pytest
 pytest_plugins = ["pytester"]
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
 
-CONFTEST = '''
+CONFTEST = """
 import os
 from pytest_llmperf import ServerSpec
 
@@ -27,16 +27,16 @@ NGRAM = ServerSpec(
     args=("--max-model-len", "2048", "--max-num-seqs", "8", "--enforce-eager"),
     speculative_config={"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 4},
 )
-'''
+"""
 
-SUITE = '''
+SUITE = """
 import pytest
 from conftest import NGRAM
 
 @pytest.mark.llmperf(server=NGRAM, num_prompts=8, max_tokens=32, warmup=1, endpoint="chat")
 def test_ngram(llmperf):
     llmperf.run(concurrency=1).assert_no_regression("acceptance_length")
-'''
+"""
 
 INI = """
 [pytest]
@@ -44,21 +44,32 @@ llmperf_dataset = sharegpt.json
 """
 
 # Prompts that invite repetition, so the ngram proposer finds matches.
-PROMPTS = ["Repeat this list three times: red, green, blue, yellow.",
-           "Write the numbers from one to twenty in words, separated by commas.",
-           "Say 'hello world' five times.", "List the days of the week twice.",
-           "Spell the word banana letter by letter, twice.", "Count from 1 to 30.",
-           "Write the alphabet in capital letters, then in small letters.",
-           "Repeat: the cat sat on the mat. the cat sat on the mat."]
+PROMPTS = [
+    "Repeat this list three times: red, green, blue, yellow.",
+    "Write the numbers from one to twenty in words, separated by commas.",
+    "Say 'hello world' five times.",
+    "List the days of the week twice.",
+    "Spell the word banana letter by letter, twice.",
+    "Count from 1 to 30.",
+    "Write the alphabet in capital letters, then in small letters.",
+    "Repeat: the cat sat on the mat. the cat sat on the mat.",
+]
 
 
 @pytest.fixture
 def project(pytester, prepared_vllm, real_pool):
     real_pool.stop()  # one engine at a time
     rng = random.Random(3)
-    data = [{"id": f"c{i}", "conversations": [{"from": "human", "value": p},
-                                             {"from": "gpt", "value": " ".join(rng.choice(p.split()) for _ in range(40))}]}
-            for i, p in enumerate(PROMPTS * 2)]
+    data = [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {"from": "human", "value": p},
+                {"from": "gpt", "value": " ".join(rng.choice(p.split()) for _ in range(40))},
+            ],
+        }
+        for i, p in enumerate(PROMPTS * 2)
+    ]
     pytester.path.joinpath("sharegpt.json").write_text(json.dumps(data))
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=SUITE)
@@ -73,8 +84,9 @@ def run(pytester, *args, spec_tokens: int = 3):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return pytester.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider",
-                                             "--llmperf-real-cpu", *args, timeout=420)
+        return pytester.runpytest_subprocess(
+            "-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-real-cpu", *args, timeout=420
+        )
     finally:
         for k, v in old.items():
             if v is None:
@@ -104,5 +116,8 @@ def test_record_then_pass_then_catch_fewer_speculative_tokens(project, request):
     regressed.assert_outcomes(failed=1)
     regressed.stdout.fnmatch_lines(["*acceptance_length*REGRESSED*"])
     verdict = next(line for line in regressed.outlines if "acceptance_length" in line and "REGRESSED" in line)
-    report(request, f"baseline round trip: {path.relative_to(project.path)} recorded acceptance_length "
-                    f"{recorded_len['value']:.2f}; unchanged server passed; k=1 failed: {verdict.lstrip('E ').strip()}")
+    report(
+        request,
+        f"baseline round trip: {path.relative_to(project.path)} recorded acceptance_length "
+        f"{recorded_len['value']:.2f}; unchanged server passed; k=1 failed: {verdict.lstrip('E ').strip()}",
+    )

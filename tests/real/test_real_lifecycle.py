@@ -7,12 +7,11 @@ import time
 
 import httpx
 import pytest
+from real_vllm_helpers import BASE, SERVED_NAME, report
 
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.local_vllm import VLLM_VERSION, group_members, target_from_prepared_env
 from pytest_llmperf.servers.spec import ServerSpec
-
-from real_vllm_helpers import BASE, SERVED_NAME, report
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
 
@@ -41,8 +40,11 @@ def test_ready_serves_reports_version_and_stops_everything(target, request):
         assert len(group_members(server.pgid)) >= 2
         models = httpx.get(f"{ep.base_url}/v1/models").json()
         assert [m["id"] for m in models["data"]] == [SERVED_NAME]
-        answer = httpx.post(f"{ep.base_url}/v1/completions", timeout=60, json={
-            "model": ep.model, "prompt": "The capital of France is", "max_tokens": 3, "temperature": 0})
+        answer = httpx.post(
+            f"{ep.base_url}/v1/completions",
+            timeout=60,
+            json={"model": ep.model, "prompt": "The capital of France is", "max_tokens": 3, "temperature": 0},
+        )
         assert "Paris" in answer.json()["choices"][0]["text"]
         stopping = time.monotonic()
     stop_s = time.monotonic() - stopping
@@ -60,8 +62,9 @@ def test_exception_in_the_block_stops_the_server(target):
 
 
 def test_server_dying_at_start_fails_at_once_with_its_log(target):
-    spec = ServerSpec(name="bad-flag", model=BASE.model, served_model_name=SERVED_NAME,
-                      args=(*BASE.args, "--no-such-flag"))
+    spec = ServerSpec(
+        name="bad-flag", model=BASE.model, served_model_name=SERVED_NAME, args=(*BASE.args, "--no-such-flag")
+    )
     started = time.monotonic()
     with pytest.raises(ServerStartError) as err:
         with target.start(spec):

@@ -10,10 +10,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from pytest_llmperf.workload.records import SampledRequest
-from pytest_llmperf.workload.runner import RunConfig, run_benchmark
-
 from real_vllm_helpers import (
     BASE,
     LOG_INTERVAL_S,
@@ -28,6 +24,9 @@ from real_vllm_helpers import (
 )
 from specdecode_log import parse_lines, totals
 
+from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
 
 CONCURRENCIES = (1, 4)
@@ -40,9 +39,19 @@ MAX_TOKENS = 32
 def _measure(server, requests, conc: int, *, sync_log: bool) -> dict:
     """One run, plus what needs the live server afterwards (tokenize, log window)."""
     log_start = wait_for_quiet_log(server) if sync_log else None
-    result = run_benchmark(server.url, server.endpoint.model, requests, RunConfig(
-        concurrency=conc, num_prompts=NUM_PROMPTS[conc], max_tokens=MAX_TOKENS,
-        warmup_requests=0 if sync_log else 1, endpoint="chat", progress=False))
+    result = run_benchmark(
+        server.url,
+        server.endpoint.model,
+        requests,
+        RunConfig(
+            concurrency=conc,
+            num_prompts=NUM_PROMPTS[conc],
+            max_tokens=MAX_TOKENS,
+            warmup_requests=0 if sync_log else 1,
+            endpoint="chat",
+            progress=False,
+        ),
+    )
     retokenized = [tokenize_count(server.url, server.endpoint.model, r.output_text) for r in result.records]
     window = None
     if sync_log:
@@ -51,10 +60,15 @@ def _measure(server, requests, conc: int, *, sync_log: bool) -> dict:
     # The same prompts again, one at a time, with vLLM returning the token ids it
     # streams: the ground truth for "tokens actually streamed" (greedy, so the same
     # text; only at concurrency 1, where batching cannot change the numerics).
-    direct = [stream_token_ids(server.url, server.endpoint.model, requests[r.index].prompt, MAX_TOKENS)
-              for r in result.records] if conc == 1 else None
-    return {"result": result, "summary": result.summary(), "retokenized": retokenized, "direct": direct,
-            "log": window}
+    direct = (
+        [
+            stream_token_ids(server.url, server.endpoint.model, requests[r.index].prompt, MAX_TOKENS)
+            for r in result.records
+        ]
+        if conc == 1
+        else None
+    )
+    return {"result": result, "summary": result.summary(), "retokenized": retokenized, "direct": direct, "log": window}
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +86,10 @@ def ngram_runs(real_pool, real_target, sharegpt_requests):
 
 
 def _figures(s) -> str:
-    return (f"decode {s.decode_tok_s:.1f} tok/s, TTFT median {s.ttft_ms_median:.0f} ms, "
-            f"TPOT median {s.tpot_ms_median:.1f} ms, completed {s.completed}, failed {s.failed}")
+    return (
+        f"decode {s.decode_tok_s:.1f} tok/s, TTFT median {s.ttft_ms_median:.0f} ms, "
+        f"TPOT median {s.tpot_ms_median:.1f} ms, completed {s.completed}, failed {s.failed}"
+    )
 
 
 def _check_usage_matches_streamed_tokens(run):
@@ -92,7 +108,8 @@ def _check_usage_matches_streamed_tokens(run):
             assert rec.output_text == direct["text"], f"request {rec.index}: greedy output differs"
             assert rec.completion_tokens == len(direct["token_ids"]), (
                 f"request {rec.index}: the plugin counted {rec.completion_tokens} tokens, vLLM streamed "
-                f"{len(direct['token_ids'])} token ids")
+                f"{len(direct['token_ids'])} token ids"
+            )
             assert rec.finish_reason == direct["finish_reason"]
     exact = 0
     for rec, retokenized in zip(records, run["retokenized"]):
@@ -100,7 +117,8 @@ def _check_usage_matches_streamed_tokens(run):
         eos = 1 if rec.finish_reason == "stop" else 0
         assert abs(rec.completion_tokens - (retokenized + eos)) <= 2, (
             f"request {rec.index}: usage says {rec.completion_tokens} tokens, the streamed text "
-            f"{rec.output_text!r} is {retokenized} (+{eos} EOS), finish_reason {rec.finish_reason}")
+            f"{rec.output_text!r} is {retokenized} (+{eos} EOS), finish_reason {rec.finish_reason}"
+        )
         exact += rec.completion_tokens == retokenized + eos
         if rec.finish_reason == "length":
             assert rec.completion_tokens == MAX_TOKENS
@@ -110,6 +128,7 @@ def _check_usage_matches_streamed_tokens(run):
 
 
 # -- base server (runs first) ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("conc", CONCURRENCIES)
 def test_base_usage_tokens_equal_streamed_tokens(base_runs, conc, request):
@@ -134,11 +153,17 @@ def test_base_concurrency_4_outpaces_concurrency_1(base_runs):
 def test_prompt_over_max_model_len_is_a_failed_request_with_vllms_message(real_pool, real_target):
     server = serve(real_pool, real_target, BASE)
     long_prompt = "hello " * (MAX_MODEL_LEN + 100)
-    requests = [SampledRequest(0, "The capital of France is", 6, 8),
-                SampledRequest(1, long_prompt, MAX_MODEL_LEN + 100, 8),
-                SampledRequest(2, "One, two, three,", 6, 8)]
-    result = run_benchmark(server.url, server.endpoint.model, requests, RunConfig(
-        concurrency=1, max_tokens=8, warmup_requests=0, progress=False))
+    requests = [
+        SampledRequest(0, "The capital of France is", 6, 8),
+        SampledRequest(1, long_prompt, MAX_MODEL_LEN + 100, 8),
+        SampledRequest(2, "One, two, three,", 6, 8),
+    ]
+    result = run_benchmark(
+        server.url,
+        server.endpoint.model,
+        requests,
+        RunConfig(concurrency=1, max_tokens=8, warmup_requests=0, progress=False),
+    )
     assert (result.completed, result.failed, result.attempted) == (2, 1, 3)
     bad = result.records[1]
     assert bad.status == 400
@@ -147,6 +172,7 @@ def test_prompt_over_max_model_len_is_a_failed_request_with_vllms_message(real_p
 
 
 # -- ngram speculative server ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("conc", CONCURRENCIES)
 def test_ngram_usage_tokens_equal_streamed_tokens(ngram_runs, conc):
@@ -182,18 +208,22 @@ def test_ngram_acceptance_equals_vllms_own_log_lines(ngram_runs, conc, request):
     assert len(s.acceptance_per_position) == NUM_SPEC_TOKENS
 
     last = [line.split("SpecDecoding metrics: ", 1)[1] for line in run["log"] if "SpecDecoding metrics" in line]
-    report(request, f"ngram conc {conc}: {_figures(s)}; acceptance rate {s.acceptance_rate:.3f}, "
-                    f"length {s.acceptance_length:.2f}, per position "
-                    f"{', '.join(f'{p:.3f}' for p in s.acceptance_per_position)} "
-                    f"(drafts {spec.drafts:g}, draft tokens {spec.draft_tokens:g}, accepted {spec.accepted:g}); "
-                    f"vLLM log: {log.windows} lines, accepted {log.accepted}, drafted {log.drafted}, "
-                    f"per-position counts {list(log.accepted_per_pos)}; last line: {last[-1]}")
+    report(
+        request,
+        f"ngram conc {conc}: {_figures(s)}; acceptance rate {s.acceptance_rate:.3f}, "
+        f"length {s.acceptance_length:.2f}, per position "
+        f"{', '.join(f'{p:.3f}' for p in s.acceptance_per_position)} "
+        f"(drafts {spec.drafts:g}, draft tokens {spec.draft_tokens:g}, accepted {spec.accepted:g}); "
+        f"vLLM log: {log.windows} lines, accepted {log.accepted}, drafted {log.drafted}, "
+        f"per-position counts {list(log.accepted_per_pos)}; last line: {last[-1]}",
+    )
 
 
 def test_ngram_window_excludes_earlier_traffic(ngram_runs):
     # The second run's window starts after the first: its counters are deltas, not totals.
     first, second = ngram_runs[1]["result"].spec_decode(), ngram_runs[4]["result"].spec_decode()
     from pytest_llmperf.metrics.prometheus import parse_snapshot
+
     total_after = parse_snapshot(ngram_runs[4]["result"].metrics_after)
     assert second.accepted < total_after.get("vllm:spec_decode_num_accepted_tokens_total")
     assert first.accepted + second.accepted <= total_after.get("vllm:spec_decode_num_accepted_tokens_total")

@@ -34,8 +34,13 @@ def fake_prepared(cache: Path) -> Path:
 
 
 def run_script(cache: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "LLMPERF_CACHE_DIR": str(cache), **env})
+    return subprocess.run(
+        ["bash", str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LLMPERF_CACHE_DIR": str(cache), **env},
+    )
 
 
 def test_a_prepared_cache_is_reused_in_well_under_a_second(tmp_path):

@@ -14,18 +14,24 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from real_vllm_helpers import MAX_MODEL_LEN, NGRAM, SERVED_NAME, serve
 
 from pytest_llmperf.metrics import prometheus as prom
 from pytest_llmperf.sim.config import SimConfig
 from pytest_llmperf.sim.server import simulated_server
 
-from real_vllm_helpers import MAX_MODEL_LEN, NGRAM, SERVED_NAME, serve
-
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
 
 # Families the plugin reads; both servers must have them, with these labels.
-PLUGIN_FAMILIES = (prom.DRAFTS, prom.DRAFT_TOKENS, prom.ACCEPTED, prom.ACCEPTED_PER_POS,
-                   prom.GENERATION_TOKENS, prom.PROMPT_TOKENS, prom.REQUEST_SUCCESS)
+PLUGIN_FAMILIES = (
+    prom.DRAFTS,
+    prom.DRAFT_TOKENS,
+    prom.ACCEPTED,
+    prom.ACCEPTED_PER_POS,
+    prom.GENERATION_TOKENS,
+    prom.PROMPT_TOKENS,
+    prom.REQUEST_SUCCESS,
+)
 
 
 def shape(value: Any) -> Any:
@@ -52,7 +58,7 @@ def _sse(resp: httpx.Response) -> tuple[list[dict], bool]:
         if line == "data: [DONE]":
             done = True
         elif line.startswith("data: "):
-            chunks.append(json.loads(line[len("data: "):]))
+            chunks.append(json.loads(line[len("data: ") :]))
     return chunks, done
 
 
@@ -80,10 +86,13 @@ def probe(url: str, model: str) -> dict[str, Any]:
     """The same requests to a server; what came back, as structure."""
     out: dict[str, Any] = {}
     with httpx.Client(base_url=url, timeout=120) as c:
+
         def record(name: str, resp: httpx.Response, body: Any = None) -> None:
-            out[name] = {"status": resp.status_code,
-                         "content_type": resp.headers.get("content-type", "").split(";")[0],
-                         "body": body}
+            out[name] = {
+                "status": resp.status_code,
+                "content_type": resp.headers.get("content-type", "").split(";")[0],
+                "body": body,
+            }
 
         r = c.get("/health")
         record("GET /health", r, r.text)
@@ -96,23 +105,37 @@ def probe(url: str, model: str) -> dict[str, Any]:
         r = c.post("/v1/completions", json={"model": model, "prompt": "One, two, three, one, two, three,", **stream})
         chunks, done = _sse(r)
         record("POST /v1/completions stream", r, {"done": done, "chunks": _stream_kinds(chunks)})
-        r = c.post("/v1/chat/completions",
-                   json={"model": model, "messages": [{"role": "user", "content": "Count to five."}], **stream})
+        r = c.post(
+            "/v1/chat/completions",
+            json={"model": model, "messages": [{"role": "user", "content": "Count to five."}], **stream},
+        )
         chunks, done = _sse(r)
-        record("POST /v1/chat/completions stream", r, {"done": done, "chunks": _stream_kinds(chunks),
-                                                       "first_delta": chunks[0]["choices"][0]["delta"]})
+        record(
+            "POST /v1/chat/completions stream",
+            r,
+            {"done": done, "chunks": _stream_kinds(chunks), "first_delta": chunks[0]["choices"][0]["delta"]},
+        )
         r = c.post("/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 4, "temperature": 0})
         record("POST /v1/completions", r, shape(r.json()))
         # Errors: vLLM's status codes and error body (type, code, where the message is).
         for name, kwargs in {
             "unknown model": {"json": {"model": "no-such-model", "prompt": "x", "max_tokens": 2}},
-            "max_tokens over max_model_len": {"json": {"model": model, "prompt": "x", "max_tokens": MAX_MODEL_LEN + 10}},
+            "max_tokens over max_model_len": {
+                "json": {"model": model, "prompt": "x", "max_tokens": MAX_MODEL_LEN + 10}
+            },
             "malformed JSON": {"content": b"{not json", "headers": {"content-type": "application/json"}},
         }.items():
             r = c.post("/v1/completions", **kwargs)
             body = r.json()
-            record(f"error: {name}", r, {"shape": shape(body), "type": body.get("error", {}).get("type"),
-                                         "code": body.get("error", {}).get("code")})
+            record(
+                f"error: {name}",
+                r,
+                {
+                    "shape": shape(body),
+                    "type": body.get("error", {}).get("type"),
+                    "code": body.get("error", {}).get("code"),
+                },
+            )
     return out
 
 
@@ -131,8 +154,14 @@ def metric_families(url: str) -> dict[str, tuple[str, frozenset[str]]]:
 @pytest.fixture(scope="module")
 def both(real_pool, real_target):
     ngram_server = serve(real_pool, real_target, NGRAM)
-    sim_config = SimConfig(model=SERVED_NAME, served_model_name=SERVED_NAME, max_model_len=MAX_MODEL_LEN,
-                           max_num_seqs=8, speculative_config=dict(NGRAM.speculative_config), speed=50.0)
+    sim_config = SimConfig(
+        model=SERVED_NAME,
+        served_model_name=SERVED_NAME,
+        max_model_len=MAX_MODEL_LEN,
+        max_num_seqs=8,
+        speculative_config=dict(NGRAM.speculative_config),
+        speed=50.0,
+    )
     real = probe(ngram_server.url, SERVED_NAME)
     real_metrics = metric_families(ngram_server.url)
     with simulated_server(sim_config) as sim_url:
@@ -151,11 +180,21 @@ def test_the_probe_sees_what_it_compares(both):
     assert prom.ACCEPTED_PER_POS in both["real_metrics"]
 
 
-@pytest.mark.parametrize("case", [
-    "GET /health", "GET /version", "GET /v1/models", "POST /tokenize",
-    "POST /v1/completions stream", "POST /v1/chat/completions stream", "POST /v1/completions",
-    "error: unknown model", "error: max_tokens over max_model_len", "error: malformed JSON",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "GET /health",
+        "GET /version",
+        "GET /v1/models",
+        "POST /tokenize",
+        "POST /v1/completions stream",
+        "POST /v1/chat/completions stream",
+        "POST /v1/completions",
+        "error: unknown model",
+        "error: max_tokens over max_model_len",
+        "error: malformed JSON",
+    ],
+)
 def test_sim_answers_like_real_vllm(both, case):
     real, sim = both["real"][case], both["sim"][case]
     assert sim == real, f"{case}: the simulator differs from vLLM 0.32\n real: {real}\n  sim: {sim}"

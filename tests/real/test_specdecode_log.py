@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from specdecode_log import LogWindow, UnexplainedLine, parse_lines, totals
 
 CAPTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "reference" / "vllm-0.32-cpu-api-capture.txt"

@@ -27,16 +27,16 @@ def _event(obj: Any) -> bytes:
 class FakeStreamServer:
     def __init__(self, metrics: str | None = "# fake\nvllm:generation_tokens_total 0.0\n") -> None:
         self.metrics = metrics
-        self.requests: list[dict[str, Any]] = []   # body + "send_times" + "mode"
+        self.requests: list[dict[str, Any]] = []  # body + "send_times" + "mode"
         self.connections = 0
-        self.connect_times: list[float] = []       # perf_counter of every accepted connection
+        self.connect_times: list[float] = []  # perf_counter of every accepted connection
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.base_url = ""
 
-    def __enter__(self) -> "FakeStreamServer":
+    def __enter__(self) -> FakeStreamServer:
         ready = threading.Event()
 
         def main() -> None:
@@ -83,7 +83,7 @@ class FakeStreamServer:
                     return
                 lines = head.decode().split("\r\n")
                 method, path, _ = lines[0].split(" ")
-                headers = {k.lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:] if l)}
+                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
                 body = await reader.readexactly(int(headers.get("content-length", 0)))
                 if not await self._route(method, path, headers, body, writer):
                     return
@@ -91,8 +91,9 @@ class FakeStreamServer:
             self._writers.discard(writer)
             writer.close()
 
-    async def _route(self, method: str, path: str, headers: dict[str, str], body: bytes,
-                     writer: asyncio.StreamWriter) -> bool:
+    async def _route(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
         if method == "GET" and path == "/metrics":
             if self.metrics is None:
                 return self._plain(writer, 404, b'{"detail":"Not Found"}')
@@ -118,23 +119,32 @@ class FakeStreamServer:
         await self._stream(writer, req, chat, mode, opts)
         return mode not in ("close", "stall")
 
-    def _plain(self, writer: asyncio.StreamWriter, status: int, body: bytes,
-               ctype: str = "application/json") -> bool:
-        writer.write(b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
-                     % (status, ctype.encode(), len(body), body))
+    def _plain(self, writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str = "application/json") -> bool:
+        writer.write(
+            b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
+            % (status, ctype.encode(), len(body), body)
+        )
         return True
 
-    async def _stream(self, writer: asyncio.StreamWriter, req: dict[str, Any], chat: bool,
-                      mode: str, opts: dict[str, str]) -> None:
+    async def _stream(
+        self, writer: asyncio.StreamWriter, req: dict[str, Any], chat: bool, mode: str, opts: dict[str, str]
+    ) -> None:
         n, k, dt = int(opts.get("n", 5)), int(opts.get("k", 1)), float(opts.get("dt", 0))
         first = float(opts.get("first", 0))
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
         kind = "chat.completion.chunk" if chat else "text_completion"
         base = {"id": "cmpl-fake", "object": kind, "created": 1, "model": req["model"]}
         if chat:
-            writer.write(_event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                                      "finish_reason": None}]}))
+            writer.write(
+                _event(
+                    {
+                        **base,
+                        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                    }
+                )
+            )
         if first:
             await asyncio.sleep(first)
         sent = 0
@@ -144,8 +154,11 @@ class FakeStreamServer:
             sent += take
             text = "".join(f" t{sent - take + j}" for j in range(take))
             reason = "length" if sent == n and not chat else None
-            choice = ({"index": 0, "delta": {"content": text}, "finish_reason": reason} if chat
-                      else {"index": 0, "text": text, "finish_reason": reason})
+            choice = (
+                {"index": 0, "delta": {"content": text}, "finish_reason": reason}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": reason}
+            )
             # time taken before the write: the client cannot see the chunk earlier
             req["send_times"].append(time.perf_counter())
             writer.write(_event({**base, "choices": [choice]}))
@@ -165,12 +178,20 @@ class FakeStreamServer:
             if dt and sent < n:
                 await asyncio.sleep(dt)
         if chat:
-            writer.write(_event({**base, "choices": [{"index": 0, "delta": {"content": ""},
-                                                      "finish_reason": "length"}]}))
+            writer.write(
+                _event({**base, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "length"}]})
+            )
         if mode != "nousage":
             plen = len(req.get("prompt") or req.get("messages", [{}])[0].get("content", "")) // 4 + 1
-            writer.write(_event({**base, "choices": [], "usage": {"prompt_tokens": plen, "total_tokens": plen + n,
-                                                                  "completion_tokens": n}}))
+            writer.write(
+                _event(
+                    {
+                        **base,
+                        "choices": [],
+                        "usage": {"prompt_tokens": plen, "total_tokens": plen + n, "completion_tokens": n},
+                    }
+                )
+            )
         if mode != "nodone":
             writer.write(_chunk(b"data: [DONE]\n\n"))
         writer.write(b"0\r\n\r\n")

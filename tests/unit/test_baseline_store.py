@@ -14,10 +14,22 @@ from pytest_llmperf.baselines.store import (
 )
 
 SERVER = "qwen3.6-35b-a3b-fp8-mtp"
-WORKLOAD = {"dataset": "ShareGPT_V3_unfiltered_cleaned_split.json", "dataset_sha256": "ab12", "seed": 0,
-            "num_prompts": 500, "max_tokens": 256, "max_seconds": 300}
-PROV = {"plugin_version": "0.1.0", "vllm_version": "0.32.0", "gpu_name": "NVIDIA H200", "gpu_count": 1,
-        "date": "2026-06-22T19:42:00+08:00", "git_commit": "deadbeef"}
+WORKLOAD = {
+    "dataset": "ShareGPT_V3_unfiltered_cleaned_split.json",
+    "dataset_sha256": "ab12",
+    "seed": 0,
+    "num_prompts": 500,
+    "max_tokens": 256,
+    "max_seconds": 300,
+}
+PROV = {
+    "plugin_version": "0.1.0",
+    "vllm_version": "0.32.0",
+    "gpu_name": "NVIDIA H200",
+    "gpu_count": 1,
+    "date": "2026-06-22T19:42:00+08:00",
+    "git_commit": "deadbeef",
+}
 
 
 @pytest.fixture
@@ -32,13 +44,17 @@ def record(store, concurrency=32, metrics=None, workload=WORKLOAD, provenance=PR
 
 # --- names and numbers -----------------------------------------------------------
 
-@pytest.mark.parametrize("raw, safe", [
-    ("NVIDIA H200", "NVIDIA-H200"),
-    ("sim", "sim"),
-    ("Qwen/Qwen3.6-27B-FP8", "Qwen-Qwen3.6-27B-FP8"),
-    ("NVIDIA  H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
-    ("../../etc", "etc"),
-])
+
+@pytest.mark.parametrize(
+    "raw, safe",
+    [
+        ("NVIDIA H200", "NVIDIA-H200"),
+        ("sim", "sim"),
+        ("Qwen/Qwen3.6-27B-FP8", "Qwen-Qwen3.6-27B-FP8"),
+        ("NVIDIA  H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+        ("../../etc", "etc"),
+    ],
+)
 def test_sanitize_name(raw, safe):
     assert sanitize_name(raw) == safe
 
@@ -67,6 +83,7 @@ def test_stable_float_and_spread():
 
 # --- round trip and format ---------------------------------------------------------
 
+
 def test_missing_file_loads_as_none(store):
     assert store.load("sim", SERVER) is None
 
@@ -76,7 +93,7 @@ def test_round_trip(store):
     f = store.load("NVIDIA H200", SERVER)
     assert f.target == "NVIDIA-H200" and f.server == SERVER
     m = f.metric(32, "decode_tok_s")
-    assert m["value"] == 407.9                       # median of the three samples
+    assert m["value"] == 407.9  # median of the three samples
     assert m["samples"] == [407.9, 401.2, 410.3]
     assert m["spread"] == pytest.approx((410.3 - 401.2) / 407.9, rel=1e-5)
     assert m["direction"] == "higher"
@@ -134,16 +151,16 @@ def test_same_workload_merges_metrics_within_a_concurrency(store):
     record(store, metrics={"decode_tok_s": [407.9], "acceptance_rate": [0.67]})
     record(store, metrics={"mtp_speedup": [1.426], "acceptance_rate": [0.68]})
     f = store.load("NVIDIA H200", SERVER)
-    assert f.value(32, "decode_tok_s") == 407.9       # kept
-    assert f.value(32, "mtp_speedup") == 1.426         # added
-    assert f.value(32, "acceptance_rate") == 0.68      # replaced
+    assert f.value(32, "decode_tok_s") == 407.9  # kept
+    assert f.value(32, "mtp_speedup") == 1.426  # added
+    assert f.value(32, "acceptance_rate") == 0.68  # replaced
 
 
 def test_changed_workload_replaces_the_entry(store):
     record(store, metrics={"decode_tok_s": [407.9], "acceptance_rate": [0.67]})
     record(store, metrics={"decode_tok_s": [300.0]}, workload=dict(WORKLOAD, max_tokens=128))
     entry = store.load("NVIDIA H200", SERVER).entry(32)
-    assert set(entry["metrics"]) == {"decode_tok_s"}   # stale acceptance from the old workload dropped
+    assert set(entry["metrics"]) == {"decode_tok_s"}  # stale acceptance from the old workload dropped
     assert entry["workload"]["max_tokens"] == 128
 
 
@@ -163,7 +180,7 @@ def test_record_validates_inputs(store):
         record(store, metrics={"weird": [1.0]})
     with pytest.raises(ValueError, match="workload.when"):
         record(store, workload={"when": object()})
-    assert not store.path_for("NVIDIA H200", SERVER).exists()   # nothing half-written
+    assert not store.path_for("NVIDIA H200", SERVER).exists()  # nothing half-written
 
 
 def test_unknown_metric_with_explicit_direction(store):
@@ -173,8 +190,11 @@ def test_unknown_metric_with_explicit_direction(store):
 
 def test_numpy_scalars_are_stored_as_plain_numbers(store):
     np = pytest.importorskip("numpy")
-    record(store, metrics={"decode_tok_s": [np.float64(400.5), np.float32(401.5)], "completed": [np.int64(118)]},
-           workload=dict(WORKLOAD, num_prompts=np.int64(500)))
+    record(
+        store,
+        metrics={"decode_tok_s": [np.float64(400.5), np.float32(401.5)], "completed": [np.int64(118)]},
+        workload=dict(WORKLOAD, num_prompts=np.int64(500)),
+    )
     f = store.load("NVIDIA H200", SERVER)
     assert f.value(32, "decode_tok_s") == 401.0
     assert f.value(32, "completed") == 118.0
@@ -192,10 +212,11 @@ def test_concurrent_records_of_different_concurrencies_all_survive(store):
         t.join()
     f = store.load("NVIDIA H200", SERVER)
     assert sorted(f.entries) == levels
-    assert [p.name for p in f.path.parent.iterdir()] == [f.path.name]   # no lock or temp files left
+    assert [p.name for p in f.path.parent.iterdir()] == [f.path.name]  # no lock or temp files left
 
 
 # --- atomic writes ---------------------------------------------------------------
+
 
 def test_failed_write_leaves_the_old_file_and_no_temp_files(store, monkeypatch):
     record(store, concurrency=8)
@@ -229,18 +250,26 @@ def test_failure_mid_write_leaves_no_partial_file(store, monkeypatch):
 
 # --- secrets ---------------------------------------------------------------------
 
+
 def test_provenance_secrets_are_stripped(store):
-    prov = dict(PROV, hf_token="hf_" + "a" * 30, HF_TOKEN="***", api_key="x1", max_tokens=256,
-                tokenizer="Qwen/Qwen3.6", note="Bearer abcdefghijklmnop",
-                env={"HUGGING_FACE_HUB_TOKEN": "zzz", "VLLM_USE_V1": "1"},
-                args=["--model", "m", "sk-" + "b" * 20])
+    prov = dict(
+        PROV,
+        hf_token="hf_" + "a" * 30,
+        HF_TOKEN="***",
+        api_key="x1",
+        max_tokens=256,
+        tokenizer="Qwen/Qwen3.6",
+        note="Bearer abcdefghijklmnop",
+        env={"HUGGING_FACE_HUB_TOKEN": "zzz", "VLLM_USE_V1": "1"},
+        args=["--model", "m", "sk-" + "b" * 20],
+    )
     record(store, provenance=prov)
     text = store.path_for("NVIDIA H200", SERVER).read_text()
     for leaked in ("hf_aaaa", "x1", "Bearer", "zzz", "sk-bbbb"):
         assert leaked not in text
     p = store.load("NVIDIA H200", SERVER).entry(32)["provenance"]
-    assert p["max_tokens"] == 256 and p["tokenizer"] == "Qwen/Qwen3.6"   # not secrets
-    assert p["HF_TOKEN"] == "***"                                        # redaction marker kept
+    assert p["max_tokens"] == 256 and p["tokenizer"] == "Qwen/Qwen3.6"  # not secrets
+    assert p["HF_TOKEN"] == "***"  # redaction marker kept
     assert p["env"] == {"VLLM_USE_V1": "1"}
     assert p["args"] == ["--model", "m", "***"]
 
@@ -252,6 +281,7 @@ def test_strip_secrets_on_plain_values():
 
 
 # --- corrupt and hand-edited files -------------------------------------------------
+
 
 def write_raw(store, text, target="sim"):
     path = store.path_for(target, SERVER)
@@ -288,28 +318,40 @@ def test_nan_is_refused(store):
     expect_error(store, '{"format": 1, "x": NaN}', "NaN")
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda d: d.update(format=2), "unsupported format 2"),
-    (lambda d: d.update(server="other"), "'server' is 'other'"),
-    (lambda d: d.pop("concurrency"), "'concurrency' section"),
-    (lambda d: d["concurrency"].update({"eight": d["concurrency"]["32"]}), "'eight' is not a positive integer"),
-    (lambda d: d["concurrency"]["32"].pop("workload"), "concurrency[32]: missing or invalid 'workload'"),
-    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value="fast"),
-     "concurrency[32].metrics.decode_tok_s.value must be a finite number"),
-    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(samples=[]),
-     "samples must be a non-empty list"),
-    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].pop("direction"), "missing 'direction'"),
-    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(direction="lower"),
-     "decode_tok_s is higher-is-better"),
-    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value=300.0),
-     "value 300.0 is not the median of its samples (407.9)"),
-    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(spread=-1),
-     "spread must be a number >= 0"),
-    (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(tolerance="3%"),
-     "concurrency[32].metrics.decode_tok_s: unknown key(s) 'tolerance'"),
-    (lambda d: d["concurrency"]["32"].update(notes="x"), "concurrency[32]: unknown key(s) 'notes'"),
-    (lambda d: d.update(extra=1), "top level: unknown key(s) 'extra'"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d.update(format=2), "unsupported format 2"),
+        (lambda d: d.update(server="other"), "'server' is 'other'"),
+        (lambda d: d.pop("concurrency"), "'concurrency' section"),
+        (lambda d: d["concurrency"].update({"eight": d["concurrency"]["32"]}), "'eight' is not a positive integer"),
+        (lambda d: d["concurrency"]["32"].pop("workload"), "concurrency[32]: missing or invalid 'workload'"),
+        (
+            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value="fast"),
+            "concurrency[32].metrics.decode_tok_s.value must be a finite number",
+        ),
+        (
+            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(samples=[]),
+            "samples must be a non-empty list",
+        ),
+        (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].pop("direction"), "missing 'direction'"),
+        (
+            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(direction="lower"),
+            "decode_tok_s is higher-is-better",
+        ),
+        (
+            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value=300.0),
+            "value 300.0 is not the median of its samples (407.9)",
+        ),
+        (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(spread=-1), "spread must be a number >= 0"),
+        (
+            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(tolerance="3%"),
+            "concurrency[32].metrics.decode_tok_s: unknown key(s) 'tolerance'",
+        ),
+        (lambda d: d["concurrency"]["32"].update(notes="x"), "concurrency[32]: unknown key(s) 'notes'"),
+        (lambda d: d.update(extra=1), "top level: unknown key(s) 'extra'"),
+    ],
+)
 def test_hand_edited_files_are_refused_with_what_is_wrong(store, mutate, match):
     doc = good_doc(store)
     mutate(doc)
@@ -317,7 +359,7 @@ def test_hand_edited_files_are_refused_with_what_is_wrong(store, mutate, match):
 
 
 def test_unreadable_path_is_a_baseline_error(store):
-    store.path_for("sim", SERVER).mkdir(parents=True)   # a directory where the file should be
+    store.path_for("sim", SERVER).mkdir(parents=True)  # a directory where the file should be
     with pytest.raises(BaselineError, match="cannot be read"):
         store.load("sim", SERVER)
 
@@ -335,10 +377,12 @@ def test_top_level_not_an_object(store):
 
 # --- published reference figures --------------------------------------------------
 
+
 def test_published_figures_round_trip_apart_from_baselines(store):
     source = "seeds/qwen36-35b-a3b-fp8-mtp-conc32.txt"
-    store.write_published(SERVER, 32, {"decode_tok_s": 407.9, "prefill_tok_s": 420.1, "acceptance_rate": 0.67},
-                          source=source)
+    store.write_published(
+        SERVER, 32, {"decode_tok_s": 407.9, "prefill_tok_s": 420.1, "acceptance_rate": 0.67}, source=source
+    )
     pub = store.load_published(SERVER)
     assert pub.figures(32) == {"decode_tok_s": 407.9, "prefill_tok_s": 420.1, "acceptance_rate": 0.67}
     assert pub.figures(8) == {}
@@ -356,8 +400,16 @@ def test_published_needs_a_source_and_valid_figures(store):
         store.write_published(SERVER, 32, {"decode_tok_s": 407.9}, source=" ")
     path = store.published_path_for(SERVER)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"format": 1, "kind": "published-reference", "server": SERVER,
-                                "concurrency": {"32": {"figures": {"decode_tok_s": "408"}, "source": "x"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "kind": "published-reference",
+                "server": SERVER,
+                "concurrency": {"32": {"figures": {"decode_tok_s": "408"}, "source": "x"}},
+            }
+        )
+    )
     with pytest.raises(BaselineError, match="figures.decode_tok_s must be a finite number"):
         store.load_published(SERVER)
 
@@ -365,7 +417,7 @@ def test_published_needs_a_source_and_valid_figures(store):
 def test_request_lines_are_stored_kept_on_merge_and_validated(store):
     lines = ["0 20 256 86 412.5 17030.2", "1 30 256 90 400 17000"]
     store.record("sim", "s", 8, {"decode_tok_s": [100.0]}, {"w": 1}, {}, requests=lines)
-    store.record("sim", "s", 8, {"mtp_speedup": [1.5]}, {"w": 1}, {})        # same workload: kept
+    store.record("sim", "s", 8, {"mtp_speedup": [1.5]}, {"w": 1}, {})  # same workload: kept
     entry = store.load("sim", "s").entry(8)
     assert entry["requests"] == lines and set(entry["metrics"]) == {"decode_tok_s", "mtp_speedup"}
     path = store.path_for("sim", "s")

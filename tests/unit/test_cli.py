@@ -23,28 +23,48 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="2"} 0
 """
 # 100 drafts, 300 draft tokens, 201 accepted (84 + 66 + 51)
-SPEC_AFTER = (SPEC_BEFORE.replace("drafts_total{engine=\"0\"} 0", "drafts_total{engine=\"0\"} 100")
-              .replace("draft_tokens_total{engine=\"0\"} 0", "draft_tokens_total{engine=\"0\"} 300")
-              .replace("accepted_tokens_total{engine=\"0\"} 0", "accepted_tokens_total{engine=\"0\"} 201")
-              .replace('position="0"} 0', 'position="0"} 84')
-              .replace('position="1"} 0', 'position="1"} 66')
-              .replace('position="2"} 0', 'position="2"} 51'))
+SPEC_AFTER = (
+    SPEC_BEFORE.replace('drafts_total{engine="0"} 0', 'drafts_total{engine="0"} 100')
+    .replace('draft_tokens_total{engine="0"} 0', 'draft_tokens_total{engine="0"} 300')
+    .replace('accepted_tokens_total{engine="0"} 0', 'accepted_tokens_total{engine="0"} 201')
+    .replace('position="0"} 0', 'position="0"} 84')
+    .replace('position="1"} 0', 'position="1"} 66')
+    .replace('position="2"} 0', 'position="2"} 51')
+)
 
 
 def seed_like_result(stop_reason="max_seconds", failed=0):
     # Two requests of 256 tokens, 260 and 240 prompt tokens, over 20 s.
     recs = [
         # ttft 0.6 s, 255 gaps of 0.066 s of decode -> tpot 66 ms
-        RequestRecord(index=0, send_time=0.0, chunk_times=[0.6, 0.6 + 0.066 * 255], prompt_tokens=260,
-                      completion_tokens=256, status=200),
+        RequestRecord(
+            index=0,
+            send_time=0.0,
+            chunk_times=[0.6, 0.6 + 0.066 * 255],
+            prompt_tokens=260,
+            completion_tokens=256,
+            status=200,
+        ),
         # ttft 0.7 s, tpot 68 ms
-        RequestRecord(index=1, send_time=1.0, chunk_times=[1.7, 1.7 + 0.068 * 255], prompt_tokens=240,
-                      completion_tokens=256, status=200),
+        RequestRecord(
+            index=1,
+            send_time=1.0,
+            chunk_times=[1.7, 1.7 + 0.068 * 255],
+            prompt_tokens=240,
+            completion_tokens=256,
+            status=200,
+        ),
     ]
     recs += [RequestRecord(index=2 + i, send_time=0.0, error="HTTP 500: boom", status=500) for i in range(failed)]
-    return RunResult(config={"num_prompts": 500, "max_seconds": 300.0, "concurrency": 8, "max_tokens": 256},
-                     records=recs, duration=20.0, attempted=2 + failed, stop_reason=stop_reason,
-                     metrics_before=SPEC_BEFORE, metrics_after=SPEC_AFTER)
+    return RunResult(
+        config={"num_prompts": 500, "max_seconds": 300.0, "concurrency": 8, "max_tokens": 256},
+        records=recs,
+        duration=20.0,
+        attempted=2 + failed,
+        stop_reason=stop_reason,
+        metrics_before=SPEC_BEFORE,
+        metrics_after=SPEC_AFTER,
+    )
 
 
 def test_report_has_the_seeds_figures():
@@ -52,10 +72,10 @@ def test_report_has_the_seeds_figures():
     lines = text.splitlines()
     assert lines[0] == "Completed 2/500, 0 errors (hit the 300 s cap)"
     assert "Elapsed: 20.0 s" in lines
-    assert "Prefill tok/s: 25.00" in lines          # 500 prompt tokens / 20 s
-    assert "Decode tok/s: 25.60" in lines           # 512 output tokens / 20 s
-    assert "TPOT median: 67.0 ms (~14.9 tok/s/stream)" in lines   # median of 66 and 68
-    assert "TTFT median: 650 ms" in lines           # median of 600 and 700
+    assert "Prefill tok/s: 25.00" in lines  # 500 prompt tokens / 20 s
+    assert "Decode tok/s: 25.60" in lines  # 512 output tokens / 20 s
+    assert "TPOT median: 67.0 ms (~14.9 tok/s/stream)" in lines  # median of 66 and 68
+    assert "TTFT median: 650 ms" in lines  # median of 600 and 700
     assert "Acceptance: rate 67.0%, mean length 3.01, per-position 0.84 / 0.66 / 0.51" in lines
 
 
@@ -75,14 +95,17 @@ def test_report_says_why_acceptance_is_missing():
     assert "Acceptance: n/a (not a speculative-decoding server)" in cli.format_report(r)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["bench", "--base-url", "localhost:8000", "--model", "m"], "http"),
-    (["bench", "--base-url", "http://x", "--model", "m", "--concurrency", "0"], "must be >= 1"),
-    (["bench", "--base-url", "http://x", "--model", "m", "--num-prompts", "ten"], "whole number"),
-    (["bench", "--base-url", "http://x", "--model", "m", "--max-seconds", "-5"], "positive number of seconds"),
-    (["bench", "--base-url", "http://x"], "--model"),
-    ([], "COMMAND"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "--base-url", "localhost:8000", "--model", "m"], "http"),
+        (["bench", "--base-url", "http://x", "--model", "m", "--concurrency", "0"], "must be >= 1"),
+        (["bench", "--base-url", "http://x", "--model", "m", "--num-prompts", "ten"], "whole number"),
+        (["bench", "--base-url", "http://x", "--model", "m", "--max-seconds", "-5"], "positive number of seconds"),
+        (["bench", "--base-url", "http://x"], "--model"),
+        ([], "COMMAND"),
+    ],
+)
 def test_bad_arguments_exit_2_with_the_reason(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(argv)
@@ -92,13 +115,15 @@ def test_bad_arguments_exit_2_with_the_reason(argv, message, capsys):
 
 def test_arguments_are_normalised():
     args = cli.build_parser().parse_args(
-        ["bench", "--base-url", "http://h:8000/v1/", "--model", "m", "--max-seconds", "0"])
+        ["bench", "--base-url", "http://h:8000/v1/", "--model", "m", "--max-seconds", "0"]
+    )
     assert args.base_url == "http://h:8000" and args.max_seconds is None
     assert (args.num_prompts, args.concurrency, args.max_tokens, args.seed) == (500, 8, 256, 0)
 
 
 def test_default_output_name_is_timestamped():
     import datetime as dt
+
     when = dt.datetime(2026, 11, 30, 4, 5, 6, tzinfo=dt.timezone.utc)
     assert cli.default_output_name(when) == "llmperf-bench-20261130T040506Z.json"
 
@@ -120,10 +145,16 @@ def test_show_bad_files_exit_1(tmp_path, capsys):
 
 
 def write_sharegpt(path, n=12):
-    convs = [{"id": f"c{i}", "conversations": [
-        {"from": "human", "value": f"Question number {i}: please explain the topic in a few words."},
-        {"from": "gpt", "value": f"Answer {i}: here is a short explanation of the topic you asked about."},
-    ]} for i in range(n)]
+    convs = [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {"from": "human", "value": f"Question number {i}: please explain the topic in a few words."},
+                {"from": "gpt", "value": f"Answer {i}: here is a short explanation of the topic you asked about."},
+            ],
+        }
+        for i in range(n)
+    ]
     path.write_text(json.dumps(convs))
     return path
 
@@ -139,9 +170,28 @@ def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsy
 
     monkeypatch.setattr(cli, "_run", fake_run)
     out = tmp_path / "out" / "result.json"
-    rc = cli.main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--dataset", str(dataset),
-                   "--num-prompts", "5", "--concurrency", "2", "--max-tokens", "16", "--seed", "3",
-                   "--approx-tokens", "--output", str(out)])
+    rc = cli.main(
+        [
+            "bench",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--dataset",
+            str(dataset),
+            "--num-prompts",
+            "5",
+            "--concurrency",
+            "2",
+            "--max-tokens",
+            "16",
+            "--seed",
+            "3",
+            "--approx-tokens",
+            "--output",
+            str(out),
+        ]
+    )
     assert rc == 0
     assert len(seen["requests"]) == 5 and seen["args"].concurrency == 2
     printed = capsys.readouterr().out
@@ -154,8 +204,18 @@ def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsy
 
 
 def test_bench_missing_dataset_is_a_clear_error(tmp_path, capsys):
-    rc = cli.main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m",
-                   "--dataset", str(tmp_path / "nope.json"), "--approx-tokens"])
+    rc = cli.main(
+        [
+            "bench",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--dataset",
+            str(tmp_path / "nope.json"),
+            "--approx-tokens",
+        ]
+    )
     assert rc == 1
     assert "dataset not found" in capsys.readouterr().err
 
@@ -167,8 +227,22 @@ def test_bench_with_no_successful_request_exits_3_but_keeps_the_result(tmp_path,
         r.error, r.chunk_times = "HTTP 503: overloaded", []
     monkeypatch.setattr(cli, "_run", lambda args, requests: failed)
     out = tmp_path / "r.json"
-    rc = cli.main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--dataset", str(dataset),
-                   "--num-prompts", "2", "--approx-tokens", "-o", str(out)])
+    rc = cli.main(
+        [
+            "bench",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--dataset",
+            str(dataset),
+            "--num-prompts",
+            "2",
+            "--approx-tokens",
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == cli.EXIT_NO_COMPLETIONS == 3
     printed = capsys.readouterr().out
     assert "Completed 0/500, 2 errors" in printed and "Decode tok/s: n/a" in printed

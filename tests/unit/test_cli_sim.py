@@ -16,19 +16,42 @@ MTP = {"method": "mtp", "num_speculative_tokens": 3}
 
 
 def write_sharegpt(path, n=40):
-    convs = [{"id": f"c{i}", "conversations": [
-        {"from": "human", "value": f"Question {i}: tell me something about topic number {i} in a sentence."},
-        {"from": "gpt", "value": f"Answer {i}: " + "here is a sentence about that topic. " * (1 + i % 4)},
-    ]} for i in range(n)]
+    convs = [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {"from": "human", "value": f"Question {i}: tell me something about topic number {i} in a sentence."},
+                {"from": "gpt", "value": f"Answer {i}: " + "here is a sentence about that topic. " * (1 + i % 4)},
+            ],
+        }
+        for i in range(n)
+    ]
     path.write_text(json.dumps(convs))
     return path
 
 
 def bench(url, tmp_path, *extra):
     out = tmp_path / "result.json"
-    argv = ["bench", "--base-url", url, "--model", MODEL, "--dataset", str(tmp_path / "sharegpt.json"),
-            "--concurrency", "4", "--max-tokens", "24", "--warmup", "1",
-            "--token-cache", str(tmp_path / "tokens"), "--output", str(out), *extra]
+    argv = [
+        "bench",
+        "--base-url",
+        url,
+        "--model",
+        MODEL,
+        "--dataset",
+        str(tmp_path / "sharegpt.json"),
+        "--concurrency",
+        "4",
+        "--max-tokens",
+        "24",
+        "--warmup",
+        "1",
+        "--token-cache",
+        str(tmp_path / "tokens"),
+        "--output",
+        str(out),
+        *extra,
+    ]
     return cli.main(argv), out
 
 
@@ -49,14 +72,15 @@ def test_bench_against_mtp_sim_prints_and_saves_recomputable_figures(tmp_path, d
     # Recompute the headline figures by hand from the raw records in the file.
     decode = sum(r.completion_tokens for r in ok) / saved.duration
     prefill = sum(r.prompt_tokens for r in ok) / saved.duration
-    assert all(r.completion_tokens == 24 for r in ok)   # usage, ignore of chunk counts
+    assert all(r.completion_tokens == 24 for r in ok)  # usage, ignore of chunk counts
     assert any(len(r.chunk_times) < r.completion_tokens for r in ok)  # MTP: multi-token chunks
     assert f"Decode tok/s: {decode:.2f}" in printed
     assert f"Prefill tok/s: {prefill:.2f}" in printed
     assert printed.count("Completed 12/12, 0 errors in ") == 1
     # Acceptance from the sim's /metrics counters, printed with a per-position breakdown.
-    m = re.search(r"Acceptance: rate ([\d.]+)%, mean length ([\d.]+), per-position ([\d.]+) / ([\d.]+) / ([\d.]+)",
-                  printed)
+    m = re.search(
+        r"Acceptance: rate ([\d.]+)%, mean length ([\d.]+), per-position ([\d.]+) / ([\d.]+) / ([\d.]+)", printed
+    )
     assert m, printed
     spec = saved.spec_decode()
     assert spec.ok and float(m[1]) == pytest.approx(spec.acceptance_rate * 100, abs=0.05)

@@ -4,11 +4,10 @@ import asyncio
 import socket
 
 import pytest
+from stream_fakes import FakeStreamServer
 
 from pytest_llmperf.workload.client import StreamingClient, build_payload, error_message
 from pytest_llmperf.workload.records import SampledRequest
-
-from stream_fakes import FakeStreamServer
 
 
 @pytest.fixture
@@ -25,6 +24,7 @@ def _run(base_url, prompts, **kw):
     async def main():
         async with StreamingClient(base_url, "m", **kw) as client:
             return await asyncio.gather(*(client.request(_req(p, i)) for i, p in enumerate(prompts)))
+
     return asyncio.run(main())
 
 
@@ -32,7 +32,7 @@ def test_multi_token_chunks_counts_come_from_usage(server):
     (rec,) = _run(server.base_url, ["ok n=10 k=3"])
     assert rec.ok, rec.error
     assert rec.status == 200
-    assert rec.completion_tokens == 10            # usage, though only 4 chunks arrived
+    assert rec.completion_tokens == 10  # usage, though only 4 chunks arrived
     assert len(rec.chunk_times) == 4
     assert rec.output_text == "".join(f" t{i}" for i in range(10))
     assert rec.finish_reason == "length"
@@ -77,19 +77,22 @@ def test_chunk_times_track_server_send_times(server):
     assert rec.tpot == pytest.approx(server_tpot, rel=0.02)
 
 
-@pytest.mark.parametrize("prompt, expected", [
-    ("http500", "HTTP 500: scripted failure 500"),
-    ("http404", "HTTP 404: scripted failure 404"),
-    ("malformed n=5", "malformed SSE line: '{\"oops\": \"no data field\"}'"),
-    ("badjson n=5", "malformed SSE data (not JSON): '{not json'"),
-    ("nodone n=3", "stream ended without [DONE]"),
-    ("nousage n=3", "no usage chunk (server ignored stream_options.include_usage)"),
-    ("close n=5", "connection closed by server mid-response"),
-])
+@pytest.mark.parametrize(
+    "prompt, expected",
+    [
+        ("http500", "HTTP 500: scripted failure 500"),
+        ("http404", "HTTP 404: scripted failure 404"),
+        ("malformed n=5", 'malformed SSE line: \'{"oops": "no data field"}\''),
+        ("badjson n=5", "malformed SSE data (not JSON): '{not json'"),
+        ("nodone n=3", "stream ended without [DONE]"),
+        ("nousage n=3", "no usage chunk (server ignored stream_options.include_usage)"),
+        ("close n=5", "connection closed by server mid-response"),
+    ],
+)
 def test_failures_are_recorded_not_raised(server, prompt, expected):
     recs = _run(server.base_url, [prompt, "ok n=3"])
     assert recs[0].error is not None and recs[0].error.startswith(expected), recs[0].error
-    assert recs[1].ok, recs[1].error   # the other request is unaffected
+    assert recs[1].ok, recs[1].error  # the other request is unaffected
 
 
 def test_http_error_status_is_kept(server):
@@ -100,7 +103,7 @@ def test_http_error_status_is_kept(server):
 def test_stall_hits_read_timeout(server):
     (rec,) = _run(server.base_url, ["stall n=5"], read_timeout=0.3)
     assert rec.error == "read timeout after 0.3 s without data"
-    assert len(rec.chunk_times) == 2   # raw data before the stall is kept; still a failure
+    assert len(rec.chunk_times) == 2  # raw data before the stall is kept; still a failure
     assert rec.end_time - rec.send_time < 2
 
 
@@ -116,6 +119,7 @@ def test_keep_alive_reuses_one_connection(server):
     async def main():
         async with StreamingClient(server.base_url, "m") as client:
             return [await client.request(_req("ok n=3", i)) for i in range(5)]
+
     recs = asyncio.run(main())
     assert all(r.ok for r in recs)
     assert server.connections == 1
@@ -128,6 +132,7 @@ def test_cut_all_records_reason_for_every_flight(server):
             await asyncio.sleep(0.2)
             client.cut_all("cut at grace period")
             return await asyncio.gather(*tasks)
+
     recs = asyncio.run(main())
     assert [r.error for r in recs] == ["cut at grace period"] * 3
 
@@ -152,17 +157,19 @@ def test_stream_defers_decoding_until_finish(server):
     async def main():
         async with StreamingClient(server.base_url, "m") as client:
             return await client.stream(_req("ok n=7 k=2"))
+
     pending = asyncio.run(main())
     assert pending.record.chunk_times == [] and pending.record.completion_tokens is None
     assert not pending.failed_hint and pending.completion_tokens_hint == 7
     rec = pending.finish()
     assert rec.ok and rec.completion_tokens == 7 and len(rec.chunk_times) == 4
-    assert pending.finish() is rec and rec.completion_tokens == 7   # finishing twice is harmless
+    assert pending.finish() is rec and rec.completion_tokens == 7  # finishing twice is harmless
 
 
 def test_an_unexpected_client_exception_is_a_failed_record(server, monkeypatch):
     async def broken(*args, **kwargs):
         raise RuntimeError("boom")
+
     monkeypatch.setattr(StreamingClient, "_attempt", broken)
     (rec,) = _run(server.base_url, ["ok"])
     assert rec.error == "client error: RuntimeError: boom"

@@ -7,8 +7,12 @@ import pytest
 
 from pytest_llmperf.workload.http1 import Connection, Origin, Response
 
-EVENTS = [b'data: {"choices":[{"text":" a"}]}\n\n', b'data: {"choices":[{"text":" bc"}]}\n\n',
-          b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":12}}\n\n', b"data: [DONE]\n\n"]
+EVENTS = [
+    b'data: {"choices":[{"text":" a"}]}\n\n',
+    b'data: {"choices":[{"text":" bc"}]}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":12}}\n\n',
+    b"data: [DONE]\n\n",
+]
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 CHUNKED = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in EVENTS) + b"0\r\n\r\n"
 
@@ -29,6 +33,7 @@ class FakeTransport:
 
 def _feed(parts, lost=False):
     """Feed reads i at time float(i); return (response, index of the read that completed it)."""
+
     async def main():
         conn = Connection()
         conn.connection_made(FakeTransport())
@@ -45,13 +50,14 @@ def _feed(parts, lost=False):
         if lost:
             conn.connection_lost(None)
         return resp, done_at, conn
+
     return asyncio.run(main())
 
 
 def _split(raw, sizes):
     out, pos = [], 0
     for n in sizes:
-        out.append(raw[pos:pos + n])
+        out.append(raw[pos : pos + n])
         pos += n
     if pos < len(raw):
         out.append(raw[pos:])
@@ -85,7 +91,7 @@ def test_chunked_body_completes_exactly_at_its_last_byte(seed):
 
 def test_every_single_byte_split():
     raw = HEAD + CHUNKED
-    resp, done_at, _ = _feed([raw[i:i + 1] for i in range(len(raw))])
+    resp, done_at, _ = _feed([raw[i : i + 1] for i in range(len(raw))])
     assert done_at == len(raw) - 1 and [b for _, b in resp.pieces()] == EVENTS
 
 
@@ -129,12 +135,15 @@ def test_lost_mid_body_keeps_whole_chunks():
     assert [b for _, b in resp.pieces()] == EVENTS[:1]
 
 
-@pytest.mark.parametrize("raw, message", [
-    (b"SPDY/9 200 OK\r\n\r\n", "bad status line"),
-    (HEAD + b"zz\r\n", "bad chunk size line"),
-    (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad header line"),
-    (b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n", "bad Content-Length"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"SPDY/9 200 OK\r\n\r\n", "bad status line"),
+        (HEAD + b"zz\r\n", "bad chunk size line"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad header line"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n", "bad Content-Length"),
+    ],
+)
 def test_invalid_responses_fail_with_a_reason(raw, message):
     resp, done_at, conn = _feed([raw])
     assert done_at == 0 and resp.error.startswith("invalid HTTP response: ") and message in resp.error
@@ -146,11 +155,14 @@ def test_completion_tokens_hint_reads_usage_bytes():
     assert resp.completion_tokens_hint() == 12
 
 
-@pytest.mark.parametrize("url, host, port, prefix, header", [
-    ("http://127.0.0.1:8000", "127.0.0.1", 8000, "", "127.0.0.1:8000"),
-    ("https://example.org/api/", "example.org", 443, "/api", "example.org"),
-    ("http://[::1]:9000", "::1", 9000, "", "[::1]:9000"),
-])
+@pytest.mark.parametrize(
+    "url, host, port, prefix, header",
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1", 8000, "", "127.0.0.1:8000"),
+        ("https://example.org/api/", "example.org", 443, "/api", "example.org"),
+        ("http://[::1]:9000", "::1", 9000, "", "[::1]:9000"),
+    ],
+)
 def test_origin(url, host, port, prefix, header):
     o = Origin(url)
     assert (o.host, o.port, o.prefix, o.host_header) == (host, port, prefix, header)

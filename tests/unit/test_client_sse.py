@@ -26,7 +26,7 @@ CHAT = (
 def _feed_in_pieces(raw: bytes, size: int) -> SSESplitter:
     sp = SSESplitter()
     for i in range(0, len(raw), size):
-        sp.feed(raw[i:i + size], float(i))  # the "time" is the offset the piece started at
+        sp.feed(raw[i : i + size], float(i))  # the "time" is the offset the piece started at
     sp.finish(float(len(raw)))
     return sp
 
@@ -38,8 +38,8 @@ def test_completions_stream_any_split(size):
     d = decode_events(sp.events)
     assert d.error is None
     assert "".join(d.text_parts) == " one two four three, one two"
-    assert len(d.chunk_times) == 3            # three text chunks, six tokens
-    assert d.completion_tokens == 6 and d.prompt_tokens == 19   # from usage, not chunks
+    assert len(d.chunk_times) == 3  # three text chunks, six tokens
+    assert d.completion_tokens == 6 and d.prompt_tokens == 19  # from usage, not chunks
     assert d.finish_reason == "length"
 
 

@@ -21,14 +21,18 @@ def status(baseline, measured, tol, direction):
 
 # --- relative, higher is better (decode tok/s -5%) --------------------------------
 
-@pytest.mark.parametrize("measured, expected", [
-    (100.0, "pass"),
-    (95.0, "pass"),             # exactly at the limit passes
-    (94.9999, "regressed"),     # a hair past fails
-    (90.0, "regressed"),
-    (105.0, "pass"),            # exactly at the improvement limit: still a plain pass
-    (105.0001, "improved"),
-])
+
+@pytest.mark.parametrize(
+    "measured, expected",
+    [
+        (100.0, "pass"),
+        (95.0, "pass"),  # exactly at the limit passes
+        (94.9999, "regressed"),  # a hair past fails
+        (90.0, "regressed"),
+        (105.0, "pass"),  # exactly at the improvement limit: still a plain pass
+        (105.0001, "improved"),
+    ],
+)
 def test_relative_higher_is_better_boundaries(measured, expected):
     assert status(100.0, measured, REL5, Direction.HIGHER) == expected
 
@@ -41,25 +45,33 @@ def test_boundary_survives_float_noise_on_real_numbers():
 
 # --- relative, lower is better (TTFT +10%) -----------------------------------------
 
-@pytest.mark.parametrize("measured, expected", [
-    (624.0 * 1.10, "pass"),
-    (624.0 * 1.10 + 0.01, "regressed"),
-    (624.0 * 0.90, "pass"),
-    (624.0 * 0.90 - 0.01, "improved"),
-    (600.0, "pass"),
-])
+
+@pytest.mark.parametrize(
+    "measured, expected",
+    [
+        (624.0 * 1.10, "pass"),
+        (624.0 * 1.10 + 0.01, "regressed"),
+        (624.0 * 0.90, "pass"),
+        (624.0 * 0.90 - 0.01, "improved"),
+        (600.0, "pass"),
+    ],
+)
 def test_relative_lower_is_better_boundaries(measured, expected):
     assert status(624.0, measured, REL10, Direction.LOWER) == expected
 
 
 # --- absolute (acceptance rate -0.03) -----------------------------------------------
 
-@pytest.mark.parametrize("measured, expected", [
-    (0.64, "pass"),             # 0.67 - 0.03, float noise included
-    (0.6399, "regressed"),
-    (0.70, "pass"),
-    (0.7001, "improved"),
-])
+
+@pytest.mark.parametrize(
+    "measured, expected",
+    [
+        (0.64, "pass"),  # 0.67 - 0.03, float noise included
+        (0.6399, "regressed"),
+        (0.70, "pass"),
+        (0.7001, "improved"),
+    ],
+)
 def test_absolute_boundaries(measured, expected):
     assert status(0.67, measured, ABS003, Direction.HIGHER) == expected
 
@@ -96,8 +108,14 @@ def test_missing_baseline_fails_with_the_command():
 
 @pytest.mark.parametrize("measured", [None, math.nan])
 def test_no_data_fails_with_the_reason(measured):
-    v = compare("acceptance_rate", 0.67, measured, ABS003, "higher",
-                no_data_reason="spec-decode counters did not move (--disable-log-stats?)")
+    v = compare(
+        "acceptance_rate",
+        0.67,
+        measured,
+        ABS003,
+        "higher",
+        no_data_reason="spec-decode counters did not move (--disable-log-stats?)",
+    )
     assert v.status == "no-data" and not v.ok
     assert "--disable-log-stats" in v.hint
 
@@ -121,19 +139,24 @@ def test_infinite_measured_is_an_error():
 
 # --- several metrics at once ------------------------------------------------------
 
+
 def test_compare_metrics_uses_defaults_overrides_and_reports_missing_ones():
     baseline = {
         "decode_tok_s": {"value": 400.0, "direction": "higher"},
         "acceptance_rate": {"value": 0.67, "direction": "higher"},
     }
     measured = {"decode_tok_s": 385.0, "acceptance_rate": 0.66}
-    verdicts = compare_metrics(["decode_tok_s", "acceptance_rate", "mtp_speedup", "ttft_ms_median"],
-                               baseline, measured, overrides=[{"decode_tok_s": "3%"}])
+    verdicts = compare_metrics(
+        ["decode_tok_s", "acceptance_rate", "mtp_speedup", "ttft_ms_median"],
+        baseline,
+        measured,
+        overrides=[{"decode_tok_s": "3%"}],
+    )
     by = {v.metric: v for v in verdicts}
-    assert by["decode_tok_s"].status == "regressed"         # -3.75% vs a 3% override
+    assert by["decode_tok_s"].status == "regressed"  # -3.75% vs a 3% override
     assert by["decode_tok_s"].allowed == "-3%"
     assert by["acceptance_rate"].status == "pass"
-    assert by["mtp_speedup"].status == "no-data"             # not in the summary at all
+    assert by["mtp_speedup"].status == "no-data"  # not in the summary at all
     assert "no metric named 'mtp_speedup'" in by["mtp_speedup"].hint
     assert [v.metric for v in verdicts] == ["decode_tok_s", "acceptance_rate", "mtp_speedup", "ttft_ms_median"]
 
@@ -146,15 +169,22 @@ def test_compare_metrics_without_baseline_entry_is_missing():
 def test_compare_metrics_unknown_metric_without_tolerance_is_an_error():
     with pytest.raises(ValueError, match="unknown metric 'joules'"):
         compare_metrics(["joules"], None, {"joules": 1.0})
-    v = compare_metrics(["joules"], {"joules": {"value": 10.0, "direction": "lower"}}, {"joules": 12.0},
-                        overrides=[{"joules": "10%"}])[0]
+    v = compare_metrics(
+        ["joules"], {"joules": {"value": 10.0, "direction": "lower"}}, {"joules": 12.0}, overrides=[{"joules": "10%"}]
+    )[0]
     assert v.status == "regressed" and v.direction is Direction.LOWER
 
 
 # --- compatibility ----------------------------------------------------------------
 
-WORKLOAD = {"dataset": "ShareGPT_V3", "dataset_sha256": "ab12", "seed": 0, "num_prompts": 500,
-            "max_tokens": 256, "max_seconds": 300}
+WORKLOAD = {
+    "dataset": "ShareGPT_V3",
+    "dataset_sha256": "ab12",
+    "seed": 0,
+    "num_prompts": 500,
+    "max_tokens": 256,
+    "max_seconds": 300,
+}
 HW = {"gpu_name": "NVIDIA H200", "gpu_count": 1, "driver": "570.1", "vllm_version": "0.32.0"}
 
 
@@ -188,8 +218,9 @@ def test_vllm_version_and_driver_do_not_refuse():
 
 
 def test_incompatibility_message_lists_differences_and_fix():
-    msg = incompatibility_message("baselines/sim/x.json", 32, ["max_tokens: baseline 256, measured 128"],
-                                  "pytest t.py --update-baselines")
+    msg = incompatibility_message(
+        "baselines/sim/x.json", 32, ["max_tokens: baseline 256, measured 128"], "pytest t.py --update-baselines"
+    )
     assert "baselines/sim/x.json" in msg and "concurrency 32" in msg
     assert "  - max_tokens: baseline 256, measured 128" in msg
     assert "pytest t.py --update-baselines" in msg

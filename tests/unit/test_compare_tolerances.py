@@ -12,17 +12,20 @@ from pytest_llmperf.baselines.tolerances import (
 )
 
 
-@pytest.mark.parametrize("text, kind, limit", [
-    ("5%", "relative", 0.05),
-    ("-5%", "relative", 0.05),
-    ("+10%", "relative", 0.10),
-    (" 2.5 % ", "relative", 0.025),
-    ("0.03", "absolute", 0.03),
-    ("-0.03", "absolute", 0.03),
-    (".5", "absolute", 0.5),
-    ("0", "absolute", 0.0),
-    ("1e-2", "absolute", 0.01),
-])
+@pytest.mark.parametrize(
+    "text, kind, limit",
+    [
+        ("5%", "relative", 0.05),
+        ("-5%", "relative", 0.05),
+        ("+10%", "relative", 0.10),
+        (" 2.5 % ", "relative", 0.025),
+        ("0.03", "absolute", 0.03),
+        ("-0.03", "absolute", 0.03),
+        (".5", "absolute", 0.5),
+        ("0", "absolute", 0.0),
+        ("1e-2", "absolute", 0.01),
+    ],
+)
 def test_parse_tolerance_forms(text, kind, limit):
     tol = parse_tolerance(text)
     assert tol.kind == kind
@@ -64,8 +67,14 @@ def test_defaults_match_issue_4():
     for m in ("ttft_ms_median", "tpot_ms_median", "itl_ms_median", "e2el_ms_median"):
         assert DEFAULT_TOLERANCES[m] == Tolerance("relative", 0.10)
         assert DIRECTIONS[m] is Direction.LOWER
-    for m in ("decode_tok_s", "prefill_tok_s", "request_throughput", "acceptance_length",
-              "acceptance_rate", "mtp_speedup"):
+    for m in (
+        "decode_tok_s",
+        "prefill_tok_s",
+        "request_throughput",
+        "acceptance_length",
+        "acceptance_rate",
+        "mtp_speedup",
+    ):
         assert DIRECTIONS[m] is Direction.HIGHER
     assert set(DEFAULT_TOLERANCES) == set(DIRECTIONS)
 
@@ -93,7 +102,7 @@ def test_bad_override_names_the_metric():
 def test_direction_for_table_then_naming_then_recorded():
     assert direction_for("decode_tok_s") is Direction.HIGHER
     assert direction_for("ttft_ms_p99") is Direction.LOWER
-    assert direction_for("per_stream_tok_s") is Direction.HIGHER   # "_s" of a rate, not seconds
+    assert direction_for("per_stream_tok_s") is Direction.HIGHER  # "_s" of a rate, not seconds
     assert direction_for("total_tok_s") is Direction.HIGHER
     assert direction_for("duration_s") is Direction.LOWER
     assert direction_for("acceptance_pos1") is Direction.HIGHER
@@ -117,8 +126,9 @@ def test_parse_tolerance_overrides_ini_form():
         "decode_tok_s": Tolerance("relative", 0.03),
         "acceptance_rate": Tolerance("absolute", 0.02),
     }
-    assert parse_tolerance_overrides("decode_tok_s=3%, ttft_ms_median=+15%")["ttft_ms_median"] == \
-        Tolerance("relative", 0.15)
+    assert parse_tolerance_overrides("decode_tok_s=3%, ttft_ms_median=+15%")["ttft_ms_median"] == Tolerance(
+        "relative", 0.15
+    )
     assert parse_tolerance_overrides("") == {}
     with pytest.raises(ValueError, match="expected 'metric = tolerance'"):
         parse_tolerance_overrides("decode_tok_s 3%")

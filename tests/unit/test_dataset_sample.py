@@ -28,9 +28,12 @@ def words(texts: list[str]) -> list[int]:
 
 
 def conv(i: int, prompt_words: int, completion_words: int) -> Conversation:
-    return Conversation(index=i, id=f"c{i}",
-                        prompt=" ".join(f"p{i}w{k}" for k in range(prompt_words)),
-                        completion=" ".join("w" for _ in range(completion_words)))
+    return Conversation(
+        index=i,
+        id=f"c{i}",
+        prompt=" ".join(f"p{i}w{k}" for k in range(prompt_words)),
+        completion=" ".join("w" for _ in range(completion_words)),
+    )
 
 
 def corpus(n: int, seed: int = 5) -> list[Conversation]:
@@ -62,8 +65,7 @@ def vllm_reference(convs, num, seed, min_len=4, max_prompt=1024, max_total=2048)
 def test_matches_vllms_shuffle_and_filters(seed):
     convs = corpus(400)
     got = sample_requests(convs, 100, seed=seed, count_tokens=words)
-    assert [(r.prompt, r.prompt_len, r.expected_output_len) for r in got] == \
-        vllm_reference(convs, 100, seed)
+    assert [(r.prompt, r.prompt_len, r.expected_output_len) for r in got] == vllm_reference(convs, 100, seed)
     assert [r.index for r in got] == list(range(100))
 
 
@@ -71,6 +73,7 @@ def test_same_seed_is_byte_identical_and_another_seed_differs():
     convs = load_sharegpt(FIXTURES / "valid.json") + corpus(300)
     a = sample_requests(convs, 50, seed=7, count_tokens=words)
     b = sample_requests(list(convs), 50, seed=7, count_tokens=words)
+
     def serial(rs):
         return json.dumps([asdict(r) for r in rs], ensure_ascii=False).encode()
 
@@ -87,14 +90,17 @@ def test_sampling_does_not_touch_the_global_random_state():
     assert random.random() == before
 
 
-@pytest.mark.parametrize("p, o, kept", [
-    (4, 4, True),          # both at min_len: kept (inclusive)
-    (3, 10, False),        # prompt too short
-    (10, 3, False),        # reference completion too short
-    (1024, 1024, True),    # prompt at max_prompt_len, total at max_total_len
-    (1025, 10, False),     # prompt too long
-    (1000, 1049, False),   # total too long
-])
+@pytest.mark.parametrize(
+    "p, o, kept",
+    [
+        (4, 4, True),  # both at min_len: kept (inclusive)
+        (3, 10, False),  # prompt too short
+        (10, 3, False),  # reference completion too short
+        (1024, 1024, True),  # prompt at max_prompt_len, total at max_total_len
+        (1025, 10, False),  # prompt too long
+        (1000, 1049, False),  # total too long
+    ],
+)
 def test_length_filters_use_vllms_defaults(p, o, kept):
     convs = [conv(0, p, o), conv(1, 10, 10)]
     got = sample_requests(convs, 1, seed=0, count_tokens=words, oversample=True)
@@ -109,9 +115,8 @@ def test_length_filters_use_vllms_defaults(p, o, kept):
 
 
 def test_custom_filters():
-    convs = [conv(i, 10 * (i + 1), 5) for i in range(10)]   # prompts 10..100 words
-    got = sample_requests(convs, 3, seed=0, count_tokens=words, max_prompt_len=30,
-                          max_total_len=40, min_len=5)
+    convs = [conv(i, 10 * (i + 1), 5) for i in range(10)]  # prompts 10..100 words
+    got = sample_requests(convs, 3, seed=0, count_tokens=words, max_prompt_len=30, max_total_len=40, min_len=5)
     assert sorted(r.prompt_len for r in got) == [10, 20, 30]
 
 
@@ -172,37 +177,44 @@ def test_counter_is_called_in_batches():
         return words(texts)
 
     sample_requests(corpus(2000), 500, seed=0, count_tokens=counting)
-    assert 1 <= len(calls) <= 4          # batches, not one call per conversation
-    assert calls[0] >= 2 * 500           # prompts and completions of >= 500 conversations
+    assert 1 <= len(calls) <= 4  # batches, not one call per conversation
+    assert calls[0] >= 2 * 500  # prompts and completions of >= 500 conversations
 
 
 def test_default_counter_is_the_approximation():
     convs = load_sharegpt(FIXTURES / "valid.json")
     got = sample_requests(convs, 4, seed=0)
     from pytest_llmperf.workload.token_counts import approx_token_count
+
     assert {r.prompt_len for r in got} == {approx_token_count(c.prompt) for c in convs}
 
 
-@pytest.mark.parametrize("bad", [
-    lambda texts: [1] * (len(texts) - 1),      # wrong length
-    lambda texts: [-1] * len(texts),           # negative
-    lambda texts: [1.5] * len(texts),          # not an int
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda texts: [1] * (len(texts) - 1),  # wrong length
+        lambda texts: [-1] * len(texts),  # negative
+        lambda texts: [1.5] * len(texts),  # not an int
+    ],
+)
 def test_a_broken_counter_is_reported(bad):
     with pytest.raises(DatasetError, match="token counter returned"):
         sample_requests(corpus(10), 2, seed=0, count_tokens=bad)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_prompts": 0}, "num_prompts must be >= 1"),
-    ({"num_prompts": -3}, "num_prompts must be >= 1"),
-    ({"num_prompts": True}, "num_prompts must be an integer"),
-    ({"num_prompts": "5"}, "num_prompts must be an integer"),
-    ({"num_prompts": 2, "seed": 1.5}, "seed must be an integer"),
-    ({"num_prompts": 2, "max_prompt_len": 0}, "max_prompt_len must be >= 1"),
-    ({"num_prompts": 2, "min_len": -1}, "min_len must be >= 0"),
-    ({"num_prompts": 2, "output_len": 0}, "output_len must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_prompts": 0}, "num_prompts must be >= 1"),
+        ({"num_prompts": -3}, "num_prompts must be >= 1"),
+        ({"num_prompts": True}, "num_prompts must be an integer"),
+        ({"num_prompts": "5"}, "num_prompts must be an integer"),
+        ({"num_prompts": 2, "seed": 1.5}, "seed must be an integer"),
+        ({"num_prompts": 2, "max_prompt_len": 0}, "max_prompt_len must be >= 1"),
+        ({"num_prompts": 2, "min_len": -1}, "min_len must be >= 0"),
+        ({"num_prompts": 2, "output_len": 0}, "output_len must be >= 1"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(DatasetError, match=match):
         sample_requests(corpus(10), count_tokens=words, **kwargs)

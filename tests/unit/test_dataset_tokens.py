@@ -37,17 +37,20 @@ def test_approximation_tracks_qwen36_counts():
     est = [approx_token_count(s["text"]) for s in samples]
     assert 0.9 <= sum(est) / sum(real) <= 1.1
     ratios = sorted(e / r for e, r in zip(est, real))
-    assert 0.85 <= ratios[len(ratios) // 2] <= 1.15      # the median text
-    assert all(0.6 <= x <= 1.6 for x in ratios), ratios   # no text far off
+    assert 0.85 <= ratios[len(ratios) // 2] <= 1.15  # the median text
+    assert all(0.6 <= x <= 1.6 for x in ratios), ratios  # no text far off
 
 
-@pytest.mark.parametrize("text, n", [
-    ("", 0),
-    ("hello world", 2),
-    ("2024", 4),                     # digits one by one, as Qwen does
-    ("a" * 25, 3),                   # long letter runs split every 10 letters
-    ("line one\nline two", 5),       # the line break is one token
-])
+@pytest.mark.parametrize(
+    "text, n",
+    [
+        ("", 0),
+        ("hello world", 2),
+        ("2024", 4),  # digits one by one, as Qwen does
+        ("a" * 25, 3),  # long letter runs split every 10 letters
+        ("line one\nline two", 5),  # the line break is one token
+    ],
+)
 def test_approximation_rules(text, n):
     assert approx_token_count(text) == n
 
@@ -86,16 +89,18 @@ class FakeTokenizer:
             if self.body is not None:
                 return httpx.Response(self.status, content=self.body)
             n = len(payload["prompt"].split())
-            return httpx.Response(self.status, json={
-                "count": n, "max_model_len": 2048, "tokens": list(range(n)), "token_strs": None})
+            return httpx.Response(
+                self.status, json={"count": n, "max_model_len": 2048, "tokens": list(range(n)), "token_strs": None}
+            )
         finally:
             with self.lock:
                 self.in_flight -= 1
 
 
 def counter(fake, cache_dir=None, **kw):
-    return ServerTokenCounter("http://server.test", "Qwen/Qwen3.6-35B-A3B-FP8", cache_dir,
-                              transport=httpx.MockTransport(fake), **kw)
+    return ServerTokenCounter(
+        "http://server.test", "Qwen/Qwen3.6-35B-A3B-FP8", cache_dir, transport=httpx.MockTransport(fake), **kw
+    )
 
 
 def test_counts_come_from_the_server_in_input_order():
@@ -103,7 +108,7 @@ def test_counts_come_from_the_server_in_input_order():
     texts = ["one", "two words", "three words here", "two words"]
     with counter(fake) as c:
         assert c(texts) == [1, 2, 3, 2]
-        assert c.requests_sent == 3                      # the duplicate was sent once
+        assert c.requests_sent == 3  # the duplicate was sent once
     assert {p["model"] for p in fake.seen} == {"Qwen/Qwen3.6-35B-A3B-FP8"}
     assert sorted(p["prompt"] for p in fake.seen) == sorted(set(texts))
 
@@ -123,15 +128,16 @@ def test_disk_cache_spares_a_second_run_and_is_keyed_by_model_and_dataset(tmp_pa
     assert len(fake.seen) == 20
     with counter(fake, tmp_path, dataset_id="abc123") as c2:
         assert c2(texts) == first
-        assert c2.requests_sent == 0                     # all from disk
+        assert c2.requests_sent == 0  # all from disk
     assert len(fake.seen) == 20
     with counter(fake, tmp_path, dataset_id="other") as c3:
         c3(texts)
-    assert len(fake.seen) == 40                          # another dataset: its own cache
-    with ServerTokenCounter("http://server.test", "another/model", tmp_path,
-                            dataset_id="abc123", transport=httpx.MockTransport(fake)) as c4:
+    assert len(fake.seen) == 40  # another dataset: its own cache
+    with ServerTokenCounter(
+        "http://server.test", "another/model", tmp_path, dataset_id="abc123", transport=httpx.MockTransport(fake)
+    ) as c4:
         c4(texts[:5])
-    assert len(fake.seen) == 45                          # another model: recounted
+    assert len(fake.seen) == 45  # another model: recounted
     assert len(list(tmp_path.glob("tokens-*.json"))) == 3
 
 
@@ -141,10 +147,10 @@ def test_cache_file_is_merged_not_overwritten(tmp_path):
     a.put("alpha", 1)
     b.put("beta", 2)
     a.save()
-    b.save()                                             # b did not know alpha
+    b.save()  # b did not know alpha
     fresh = TokenCountCache(tmp_path, "m", "d")
     assert fresh.get("alpha") == 1 and fresh.get("beta") == 2
-    assert not list(tmp_path.glob(".tokens-*"))          # no temp files left
+    assert not list(tmp_path.glob(".tokens-*"))  # no temp files left
 
 
 def test_damaged_cache_is_ignored(tmp_path):
@@ -180,12 +186,15 @@ def test_no_tokenize_endpoint(status):
             c(["text"])
 
 
-@pytest.mark.parametrize("body, match", [
-    (b"<html>oops</html>", "non-JSON"),
-    (b'{"count": -1}', "without a usable count"),
-    (b'{"count": "7"}', "without a usable count"),
-    (b'[]', "without a usable count"),
-])
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        (b"<html>oops</html>", "non-JSON"),
+        (b'{"count": -1}', "without a usable count"),
+        (b'{"count": "7"}', "without a usable count"),
+        (b"[]", "without a usable count"),
+    ],
+)
 def test_bad_tokenize_answers(body, match):
     with counter(FakeTokenizer(body=body)) as c:
         with pytest.raises(TokenizeError, match=match):
@@ -201,8 +210,7 @@ def test_unreachable_server_is_a_tokenize_error():
     def refuse(request):
         raise httpx.ConnectError("connection refused", request=request)
 
-    with ServerTokenCounter("http://server.test", "m",
-                            transport=httpx.MockTransport(refuse)) as c:
+    with ServerTokenCounter("http://server.test", "m", transport=httpx.MockTransport(refuse)) as c:
         with pytest.raises(TokenizeError, match="failed"):
             c(["x"])
 
@@ -220,11 +228,9 @@ def test_bad_concurrency():
 
 def test_token_counter_for_falls_back_to_the_approximation():
     missing = FakeTokenizer(status=404, body=b"{}")
-    fn, source = token_counter_for("http://server.test", "m",
-                                   transport=httpx.MockTransport(missing))
+    fn, source = token_counter_for("http://server.test", "m", transport=httpx.MockTransport(missing))
     assert source == "approx" and fn is approx_count_tokens
-    fn, source = token_counter_for("http://server.test", "m",
-                                   transport=httpx.MockTransport(FakeTokenizer()))
+    fn, source = token_counter_for("http://server.test", "m", transport=httpx.MockTransport(FakeTokenizer()))
     assert source == "server" and fn(["a b c"]) == [3]
     fn.close()
 
@@ -234,13 +240,14 @@ def test_token_counter_for_falls_back_to_the_approximation():
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    wbufsize = 1 << 16   # one write per answer: no Nagle/delayed-ACK stall per request
+    wbufsize = 1 << 16  # one write per answer: no Nagle/delayed-ACK stall per request
 
     def do_POST(self):  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.hits += 1
-        out = json.dumps({"count": len(body["prompt"].split()), "max_model_len": 4096,
-                          "tokens": [], "token_strs": None}).encode()
+        out = json.dumps(
+            {"count": len(body["prompt"].split()), "max_model_len": 4096, "tokens": [], "token_strs": None}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -268,8 +275,7 @@ def tokenize_server():
 
 def test_sampling_with_a_real_tokenize_server_and_cache(tokenize_server, tmp_path):
     url = f"http://127.0.0.1:{tokenize_server.server_address[1]}"
-    convs = [Conversation(i, f"c{i}", "word " * (5 + i % 50), "reply " * (5 + i % 70))
-             for i in range(300)]
+    convs = [Conversation(i, f"c{i}", "word " * (5 + i % 50), "reply " * (5 + i % 70)) for i in range(300)]
     with ServerTokenCounter(url, "m", tmp_path, dataset_id="d") as c:
         first = sample_requests(convs, 200, seed=1, count_tokens=c)
     hits = tokenize_server.hits
@@ -277,4 +283,4 @@ def test_sampling_with_a_real_tokenize_server_and_cache(tokenize_server, tmp_pat
     assert all(r.prompt_len == len(r.prompt.split()) for r in first)
     with ServerTokenCounter(url, "m", tmp_path, dataset_id="d") as c:
         again = sample_requests(convs, 200, seed=1, count_tokens=c)
-    assert again == first and tokenize_server.hits == hits   # second run: no requests
+    assert again == first and tokenize_server.hits == hits  # second run: no requests

@@ -113,7 +113,9 @@ def test_labels_and_name_identify_plugin_session_and_spec():
     assert labels[dk.LABEL_SESSION] == "sess123"
     assert labels[dk.LABEL_SPEC] == "qwen3.6-27b-fp8-mtp"
     assert labels[dk.LABEL_GPU] == "1"
-    assert dk.container_name(ServerSpec(name="a b/c", model="m"), "0123456789abcdef", 2) == "llmperf-a-b-c-0123456789ab-2"
+    assert (
+        dk.container_name(ServerSpec(name="a b/c", model="m"), "0123456789abcdef", 2) == "llmperf-a-b-c-0123456789ab-2"
+    )
 
 
 def test_gpu_device_requests():
@@ -145,7 +147,7 @@ def test_bad_arguments_are_rejected_with_the_fix(kwargs, needle):
 
 
 class FakeContainer:
-    def __init__(self, client: "FakeClient", name: str, labels: dict[str, str], fail_start: bool) -> None:
+    def __init__(self, client: FakeClient, name: str, labels: dict[str, str], fail_start: bool) -> None:
         self.client = client
         self.id = f"id-{name}"
         self.short_id = self.id[:10]
@@ -180,7 +182,7 @@ class FakeImage:
 
 
 class FakeContainers:
-    def __init__(self, client: "FakeClient") -> None:
+    def __init__(self, client: FakeClient) -> None:
         self.client = client
         self.items: list[FakeContainer] = []
         self.create_kwargs: list[dict[str, Any]] = []
@@ -235,9 +237,19 @@ def test_create_call_has_the_seeds_shape_and_failure_removes_the_container(tmp_p
     (kw,) = client.containers.create_kwargs
     assert kw["image"] == "sha256:feed"
     assert kw["command"] == [
-        "Qwen/Qwen3.6-27B-FP8", "--host", "0.0.0.0", "--port", "8000",
-        "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "8",
-        "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 3}, separators=(",", ":")),
+        "Qwen/Qwen3.6-27B-FP8",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--max-model-len",
+        "65536",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--max-num-seqs",
+        "8",
+        "--speculative-config",
+        json.dumps({"method": "mtp", "num_speculative_tokens": 3}, separators=(",", ":")),
     ]
     assert kw["ipc_mode"] == "host" and kw["init"] is True
     assert kw["ports"] == {"8000/tcp": ("127.0.0.1", None)}
@@ -363,8 +375,7 @@ class PullApi:
 
     def pull(self, ref: str, stream: bool, decode: bool) -> Any:
         self.pulled.append(ref)
-        for event in self.events:
-            yield event
+        yield from self.events
         self.images.present = True
 
 

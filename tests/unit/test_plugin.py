@@ -8,26 +8,26 @@ decided by the injection, not by noise.
 import json
 import random
 
-import pytest
-
 # Imported here so pytester's in-process runs find them loaded: numpy refuses to be
 # imported twice in one process, and pytester would drop modules first loaded inside a run.
 import numpy  # noqa: F401
+import pytest
+
 import pytest_llmperf.session  # noqa: F401
 import pytest_llmperf.sim  # noqa: F401
 import pytest_llmperf.workload.dataset  # noqa: F401
 import pytest_llmperf.workload.runner  # noqa: F401
 
-CONFTEST = '''
+CONFTEST = """
 import os
 from pytest_llmperf import ServerSpec
 
 BASE = ServerSpec(name="tiny", model="org/tiny", args=("--max-num-seqs", "8"))
 MTP = BASE.with_speculative({"method": "mtp", "num_speculative_tokens": 3}, name="tiny-mtp")
 MTP = ServerSpec(**{**MTP.__dict__, "sim_args": tuple(os.environ.get("TINY_MTP_SIM_ARGS", "").split())})
-'''
+"""
 
-SUITE = '''
+SUITE = """
 import pytest
 from conftest import BASE, MTP
 
@@ -50,7 +50,7 @@ def test_mtp(llmperf, concurrency):
 @pytest.mark.llmperf(server=BASE, **W)
 def test_base(llmperf, concurrency):
     llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
-'''
+"""
 
 INI = """
 [pytest]
@@ -61,8 +61,10 @@ llmperf_tolerances =
     mtp_speedup = 25%
 """
 
-WORDS = ("the model answers questions about cooking travel code history music and science while "
-         "users ask for help with essays plans bugs recipes poems and summaries of long documents").split()
+WORDS = (
+    "the model answers questions about cooking travel code history music and science while "
+    "users ask for help with essays plans bugs recipes poems and summaries of long documents"
+).split()
 
 
 def _sentence(rng, n):
@@ -74,9 +76,16 @@ def project(pytester, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.delenv("TINY_MTP_SIM_ARGS", raising=False)
     rng = random.Random(7)
-    data = [{"id": f"c{i}", "conversations": [
-        {"from": "human", "value": _sentence(rng, rng.randint(12, 40))},
-        {"from": "gpt", "value": _sentence(rng, rng.randint(30, 90))}]} for i in range(60)]
+    data = [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {"from": "human", "value": _sentence(rng, rng.randint(12, 40))},
+                {"from": "gpt", "value": _sentence(rng, rng.randint(30, 90))},
+            ],
+        }
+        for i in range(60)
+    ]
     pytester.path.joinpath("sharegpt.json").write_text(json.dumps(data))
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=SUITE)
@@ -117,10 +126,12 @@ def test_option_errors_are_usage_errors_with_the_fix(project, args, message):
 def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_servers(project):
     missing = run(project)
     missing.assert_outcomes(failed=3)
-    missing.stdout.fnmatch_lines([
-        "*MISSING BASELINE*",
-        "*record it with: pytest 'test_suite.py::test_base[[]4[]]' --llmperf-sim --update-baselines*",
-    ])
+    missing.stdout.fnmatch_lines(
+        [
+            "*MISSING BASELINE*",
+            "*record it with: pytest 'test_suite.py::test_base[[]4[]]' --llmperf-sim --update-baselines*",
+        ]
+    )
 
     recorded = record(project)
     recorded.stdout.fnmatch_lines(["*baselines recorded (review and commit them)*"])
@@ -128,7 +139,7 @@ def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_se
     assert files == ["tiny-mtp.json", "tiny.json"]
     text = (project.path / "baselines" / "sim" / "tiny-mtp.json").read_text()
     doc = json.loads(text)
-    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"    # deterministic layout
+    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"  # deterministic layout
     metrics = doc["concurrency"]["4"]["metrics"]
     assert {"decode_tok_s", "acceptance_rate", "mtp_speedup"} <= set(metrics)
     assert doc["concurrency"]["4"]["workload"]["max_tokens"] == 48
@@ -137,8 +148,8 @@ def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_se
     passed = run(project, "--llmperf-report", str(report))
     passed.assert_outcomes(passed=3)
     data = json.loads(report.read_text())
-    assert data["servers_started"] == ["tiny", "tiny-mtp"]      # each once, base first
-    assert len(data["runs"]) == 2                                 # speedup reused both runs
+    assert data["servers_started"] == ["tiny", "tiny-mtp"]  # each once, base first
+    assert len(data["runs"]) == 2  # speedup reused both runs
     assert all(len(run["results"][0]["records"]) == 12 for run in data["runs"])
     passed.stdout.fnmatch_lines(["*servers started (one at a time): tiny, tiny-mtp*"])
 
@@ -150,7 +161,7 @@ def test_injected_acceptance_drop_fails_the_acceptance_test_naming_the_metric(pr
     assert outcomes.get("failed", 0) >= 1
     result.stdout.fnmatch_lines(["*acceptance_rate*REGRESSED*"])
     result.stdout.fnmatch_lines(["FAILED test_suite.py::test_mtp[[]4[]]*"])
-    assert "session.py:" not in result.stdout.str()   # the table, not a traceback through the plugin
+    assert "session.py:" not in result.stdout.str()  # the table, not a traceback through the plugin
     assert "FAILED test_suite.py::test_base" not in result.stdout.str()
 
 
@@ -175,10 +186,12 @@ def test_baseline_from_another_workload_is_refused_saying_what_differs(project):
     record(project)
     result = run(project, "--llmperf-profile", "smoke")
     result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines([
-        "*recorded under a different workload or hardware*",
-        "*max_seconds: baseline null, measured 60.0*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*recorded under a different workload or hardware*",
+            "*max_seconds: baseline null, measured 60.0*",
+        ]
+    )
 
 
 def test_xdist_never_runs_gpu_servers_side_by_side(project):
@@ -200,13 +213,21 @@ def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
     result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines")
     result.assert_outcomes(passed=3)
     doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
-    assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]   # speedup found both runs cached
+    assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]  # speedup found both runs cached
 
 
 def test_runs_land_in_pytest_benchmark_json_without_requiring_its_fixture(project):
     pytest.importorskip("pytest_benchmark")
-    result = project.runpytest("-p", "no:cacheprovider", "--llmperf-sim", "--update-baselines",
-                               "--benchmark-json", "bench.json", "-k", "test_base")
+    result = project.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--llmperf-sim",
+        "--update-baselines",
+        "--benchmark-json",
+        "bench.json",
+        "-k",
+        "test_base",
+    )
     result.assert_outcomes(passed=1)
     bench = json.loads((project.path / "bench.json").read_text())
     (entry,) = bench["benchmarks"]

@@ -38,19 +38,20 @@ def page(drafts, draft_tokens, accepted, per_pos, generation=None, engine="0", c
         "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
     ]
     lines += [
-        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {v}'
-        for i, v in enumerate(per_pos)
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {v}' for i, v in enumerate(per_pos)
     ]
     if generation is not None:
-        lines += ["# TYPE vllm:generation_tokens_total counter",
-                  f"vllm:generation_tokens_total{{{lab}}} {generation}"]
+        lines += ["# TYPE vllm:generation_tokens_total counter", f"vllm:generation_tokens_total{{{lab}}} {generation}"]
     if created:
-        lines += ["# TYPE vllm:spec_decode_num_drafts_created gauge",
-                  f"vllm:spec_decode_num_drafts_created{{{lab}}} 1.7960097062460635e+09"]
+        lines += [
+            "# TYPE vllm:spec_decode_num_drafts_created gauge",
+            f"vllm:spec_decode_num_drafts_created{{{lab}}} 1.7960097062460635e+09",
+        ]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- parse_snapshot
+
 
 def test_full_real_page_keeps_totals_not_created_timestamps():
     snap = parse_snapshot(FULL_PAGE.read_text())
@@ -102,7 +103,7 @@ NUM_SPEC_TOKENS = 3  # the captured server ran ngram with num_speculative_tokens
 
 def _counter_lines():
     """The real counters printed after the log lines in the capture."""
-    lines = [l for l in LOG_EXCERPT.read_text().splitlines() if l.startswith("vllm:")]
+    lines = [line for line in LOG_EXCERPT.read_text().splitlines() if line.startswith("vllm:")]
     return "\n".join(lines) + "\n"
 
 
@@ -111,13 +112,15 @@ def _log_windows():
     for line in LOG_EXCERPT.read_text().splitlines():
         m = LOG_RE.search(line)
         if m:
-            windows.append({
-                "length": float(m["len"]),
-                "accepted": int(m["acc"]),
-                "drafted": int(m["drafted"]),
-                "per_pos": [float(x) for x in m["pos"].split(",")],
-                "rate": float(m["rate"]) / 100,
-            })
+            windows.append(
+                {
+                    "length": float(m["len"]),
+                    "accepted": int(m["acc"]),
+                    "drafted": int(m["drafted"]),
+                    "per_pos": [float(x) for x in m["pos"].split(",")],
+                    "rate": float(m["rate"]) / 100,
+                }
+            )
     return windows
 
 
@@ -167,15 +170,16 @@ def test_seed_like_figures_from_deltas_not_totals():
     before = page(1000, 3000, 2000, [900, 700, 400], generation=5000)
     after = page(1000 + 500, 3000 + 1500, 2000 + 1005, [900 + 420, 700 + 330, 400 + 255], generation=6500)
     stats = spec_decode_delta(before, after)
-    assert stats.acceptance_rate == pytest.approx(1005 / 1500)      # 0.67
+    assert stats.acceptance_rate == pytest.approx(1005 / 1500)  # 0.67
     assert stats.acceptance_length == pytest.approx(1 + 1005 / 500)  # 3.01
     assert stats.per_position == pytest.approx([0.84, 0.66, 0.51])
 
 
 # ---------------------------------------------------------------- the other outcomes
 
+
 def test_not_a_speculative_server():
-    text = "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\"} 10\n"
+    text = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} 10\n'
     stats = spec_decode_delta(text, text)
     assert stats.status == prom.NOT_SPECULATIVE
     assert stats.acceptance_rate is None and "not a speculative" in stats.note

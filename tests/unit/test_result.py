@@ -10,8 +10,14 @@ import pytest
 from pytest_llmperf.workload.records import RequestRecord
 from pytest_llmperf.workload.result import RunResult
 
-CONFIG = {"dataset": "sharegpt.json", "seed": 0, "num_prompts": 4, "max_tokens": 8,
-          "concurrency": 2, "max_seconds": 300.0}
+CONFIG = {
+    "dataset": "sharegpt.json",
+    "seed": 0,
+    "num_prompts": 4,
+    "max_tokens": 8,
+    "concurrency": 2,
+    "max_seconds": 300.0,
+}
 
 
 def spec_page(drafts, tokens, accepted, pos, generation):
@@ -24,8 +30,7 @@ def spec_page(drafts, tokens, accepted, pos, generation):
         "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
         f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {accepted}",
         "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
-        *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {v}'
-          for i, v in enumerate(pos)),
+        *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {v}' for i, v in enumerate(pos)),
         "# TYPE vllm:generation_tokens_total counter",
         f"vllm:generation_tokens_total{{{lab}}} {generation}",
     ]
@@ -36,24 +41,53 @@ def records(scale=1.0):
     """Two requests of 6 and 6 tokens; chunk times multiplied by `scale`."""
     t0 = 12345.678901234567  # perf_counter-like value: must survive JSON exactly
     return [
-        RequestRecord(index=0, send_time=t0, chunk_times=[t0 + 0.1 * scale, t0 + 0.35 * scale, t0 + 0.6 * scale],
-                      end_time=t0 + 0.6 * scale, prompt_tokens=11, completion_tokens=6, finish_reason="length",
-                      status=200, output_text="a b c d e f", expected_prompt_len=11),
-        RequestRecord(index=1, send_time=t0, chunk_times=[t0 + 0.2 * scale, t0 + 0.7 * scale],
-                      end_time=t0 + 0.7 * scale, prompt_tokens=9, completion_tokens=6, finish_reason="length",
-                      status=200, output_text="ü ∑ 😀", expected_prompt_len=9),
-        RequestRecord(index=2, send_time=t0, chunk_times=[], end_time=t0 + 0.05, status=500,
-                      error="HTTP 500: boom", expected_prompt_len=30),
+        RequestRecord(
+            index=0,
+            send_time=t0,
+            chunk_times=[t0 + 0.1 * scale, t0 + 0.35 * scale, t0 + 0.6 * scale],
+            end_time=t0 + 0.6 * scale,
+            prompt_tokens=11,
+            completion_tokens=6,
+            finish_reason="length",
+            status=200,
+            output_text="a b c d e f",
+            expected_prompt_len=11,
+        ),
+        RequestRecord(
+            index=1,
+            send_time=t0,
+            chunk_times=[t0 + 0.2 * scale, t0 + 0.7 * scale],
+            end_time=t0 + 0.7 * scale,
+            prompt_tokens=9,
+            completion_tokens=6,
+            finish_reason="length",
+            status=200,
+            output_text="ü ∑ 😀",
+            expected_prompt_len=9,
+        ),
+        RequestRecord(
+            index=2,
+            send_time=t0,
+            chunk_times=[],
+            end_time=t0 + 0.05,
+            status=500,
+            error="HTTP 500: boom",
+            expected_prompt_len=30,
+        ),
     ]
 
 
 def make(duration=4.0, scale=1.0, config=CONFIG, before=None, after=None, recs=None):
     return RunResult(
-        config=dict(config), records=recs if recs is not None else records(scale), duration=duration,
-        attempted=3, stop_reason="max_seconds",
+        config=dict(config),
+        records=recs if recs is not None else records(scale),
+        duration=duration,
+        attempted=3,
+        stop_reason="max_seconds",
         metrics_before=before if before is not None else spec_page(100, 300, 150, [70, 50, 30], 1000),
         metrics_after=after if after is not None else spec_page(104, 312, 158, [4 + 70, 3 + 50, 1 + 30], 1012),
-        started_at="2026-11-30T04:30:00Z", provenance={"vllm": "0.32.0"},
+        started_at="2026-11-30T04:30:00Z",
+        provenance={"vllm": "0.32.0"},
     )
 
 
@@ -73,7 +107,7 @@ def test_stats_disabled_server_is_explained_not_zero():
     s = make(before=frozen, after=frozen).summary()
     assert s.spec_status == "stats_not_moving"
     assert s.acceptance_rate is None
-    assert any("12 tokens" in n for n in s.notes)   # from the client's usage counts
+    assert any("12 tokens" in n for n in s.notes)  # from the client's usage counts
 
 
 def test_unreadable_metrics_page_does_not_lose_the_summary():
@@ -85,11 +119,11 @@ def test_json_round_trip_keeps_raw_records_and_recomputes_the_same_summary():
     original = make()
     text = original.to_json()
     back = RunResult.from_json(text)
-    assert back == original                      # every raw field, floats bit-exact
+    assert back == original  # every raw field, floats bit-exact
     assert back.records[0].send_time == 12345.678901234567
     assert back.records[1].output_text == "ü ∑ 😀"
     assert back.summary() == original.summary()
-    assert back.to_json() == text                # stable formatting
+    assert back.to_json() == text  # stable formatting
 
 
 def test_json_has_sorted_keys_and_a_readable_summary():
@@ -108,14 +142,17 @@ def test_summary_in_the_file_is_not_trusted_on_load():
     assert RunResult.from_dict(d).summary().decode_tok_s == pytest.approx(3.0)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(format="something-else"), "not a pytest-llmperf run result"),
-    (lambda d: d.update(version=99), "version 99"),
-    (lambda d: d.pop("records"), "missing \\['records'\\]"),
-    (lambda d: d.update(stop_reason="bored"), "stop_reason 'bored'"),
-    (lambda d: d.update(duration="long"), "duration 'long'"),
-    (lambda d: d["records"][0].update(bogus=1), "malformed request record"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.update(format="something-else"), "not a pytest-llmperf run result"),
+        (lambda d: d.update(version=99), "version 99"),
+        (lambda d: d.pop("records"), "missing \\['records'\\]"),
+        (lambda d: d.update(stop_reason="bored"), "stop_reason 'bored'"),
+        (lambda d: d.update(duration="long"), "duration 'long'"),
+        (lambda d: d["records"][0].update(bogus=1), "malformed request record"),
+    ],
+)
 def test_from_dict_rejects_bad_files_clearly(mutate, message):
     d = json.loads(make().to_json())
     mutate(d)
@@ -136,14 +173,16 @@ def test_nan_cannot_be_written_silently():
 
 
 def test_speedup_is_the_decode_throughput_ratio():
-    base = make(duration=4.0)   # 12 tokens / 4 s
-    mtp = make(duration=2.5)    # 12 tokens / 2.5 s
+    base = make(duration=4.0)  # 12 tokens / 4 s
+    mtp = make(duration=2.5)  # 12 tokens / 2.5 s
     assert mtp.speedup_over(base) == pytest.approx(4.0 / 2.5)
     assert base.speedup_over(mtp) == pytest.approx(2.5 / 4.0)
 
 
-@pytest.mark.parametrize("key, value", [("seed", 1), ("max_tokens", 256), ("concurrency", 8),
-                                        ("num_prompts", 500), ("dataset", "other.json")])
+@pytest.mark.parametrize(
+    "key, value",
+    [("seed", 1), ("max_tokens", 256), ("concurrency", 8), ("num_prompts", 500), ("dataset", "other.json")],
+)
 def test_speedup_refuses_different_workloads(key, value):
     base, mtp = make(), make(config={**CONFIG, key: value})
     with pytest.raises(ValueError, match=f"{key}: {value!r} vs base"):

@@ -12,13 +12,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
 
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, ServerUnreachable, run_benchmark
 from pytest_llmperf.workload.schedule import arrival_offsets
-
-from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
 
 
 @pytest.fixture
@@ -27,61 +26,79 @@ def server():
         yield srv
 
 
-
-
 def test_completed_run_excludes_warmup_and_scrapes_metrics(server):
     t0 = time.perf_counter()
-    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=8 dt=0.002", 24),
-                        RunConfig(concurrency=4, warmup_requests=3, progress=False))
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("ok n=8 dt=0.002", 24),
+        RunConfig(concurrency=4, warmup_requests=3, progress=False),
+    )
     wall = time.perf_counter() - t0
     assert res.stop_reason == "completed" and not res.partial
     assert res.attempted == 24 and res.completed == 24 and res.failed == 0
     assert [r.index for r in res.records] == list(range(24))
-    assert len(server.requests) == 27                      # 3 warm-ups were sent, not recorded
+    assert len(server.requests) == 27  # 3 warm-ups were sent, not recorded
     warmup_last_chunk = max(req["send_times"][-1] for req in server.requests[:3])
     assert min(r.send_time for r in res.records) > warmup_last_chunk  # warm-up done before measuring
     assert res.metrics_before == res.metrics_after == server.metrics
     assert 0 < res.duration < wall
     assert res.config["concurrency"] == 4 and res.config["warmup_requests"] == 3
     datetime.fromisoformat(res.started_at)
-    assert max_overlap(res.records) == 4                  # the concurrency is reached, never passed
+    assert max_overlap(res.records) == 4  # the concurrency is reached, never passed
 
 
 def test_duration_spans_first_dispatch_to_last_completion(server):
-    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=5 dt=0.01", 6),
-                        RunConfig(concurrency=2, warmup_requests=0, progress=False))
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("ok n=5 dt=0.01", 6),
+        RunConfig(concurrency=2, warmup_requests=0, progress=False),
+    )
     first_send = min(r.send_time for r in res.records)
     last_end = max(r.end_time for r in res.records)
     assert res.duration == pytest.approx(last_end - first_send, abs=0.005)
 
 
 def test_num_prompts_caps_the_run(server):
-    res = run_benchmark(server.base_url, "m", scripted_requests("ok", 50),
-                        RunConfig(concurrency=3, num_prompts=7, warmup_requests=0, progress=False))
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("ok", 50),
+        RunConfig(concurrency=3, num_prompts=7, warmup_requests=0, progress=False),
+    )
     assert res.attempted == 7 and res.stop_reason == "completed"
 
 
 def test_max_tokens_none_uses_expected_output_len(server):
-    run_benchmark(server.base_url, "m", scripted_requests("ok", 2),
-                  RunConfig(max_tokens=None, warmup_requests=0, progress=False))
+    run_benchmark(
+        server.base_url, "m", scripted_requests("ok", 2), RunConfig(max_tokens=None, warmup_requests=0, progress=False)
+    )
     assert [r["max_tokens"] for r in server.requests] == [9, 9]
 
 
 def test_max_seconds_stops_dispatch_and_says_so(server):
-    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=10 dt=0.01", 200),
-                        RunConfig(concurrency=2, max_seconds=0.5, warmup_requests=0, progress=False))
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("ok n=10 dt=0.01", 200),
+        RunConfig(concurrency=2, max_seconds=0.5, warmup_requests=0, progress=False),
+    )
     assert res.stop_reason == "max_seconds"
     assert 2 <= res.attempted < 200
     first = min(r.send_time for r in res.records)
-    assert max(r.send_time for r in res.records) - first < 0.5 + 0.05   # nothing sent after the cap
-    assert res.failed == 0                                                # in-flight ones finished
+    assert max(r.send_time for r in res.records) - first < 0.5 + 0.05  # nothing sent after the cap
+    assert res.failed == 0  # in-flight ones finished
 
 
 def test_in_flight_requests_are_cut_after_the_grace_period(server):
     t0 = time.perf_counter()
-    res = run_benchmark(server.base_url, "m", scripted_requests("stall n=5", 10),
-                        RunConfig(concurrency=3, max_seconds=0.3, grace_seconds=0.3,
-                                  warmup_requests=0, progress=False))
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("stall n=5", 10),
+        RunConfig(concurrency=3, max_seconds=0.3, grace_seconds=0.3, warmup_requests=0, progress=False),
+    )
     assert res.stop_reason == "max_seconds" and res.attempted == 3
     assert all(r.error == "cut: still running 0.3 s after the 0.3 s cap" for r in res.records)
     assert 0.55 < res.duration < 1.5 and time.perf_counter() - t0 < 3
@@ -102,8 +119,12 @@ def test_server_without_metrics_gives_none():
 
 
 def test_chat_endpoint(server):
-    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=4", 3),
-                        RunConfig(endpoint="chat", warmup_requests=0, progress=False))
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("ok n=4", 3),
+        RunConfig(endpoint="chat", warmup_requests=0, progress=False),
+    )
     assert res.completed == 3 and all(len(r.chunk_times) == 4 for r in res.records)
     assert "messages" in server.requests[0]
 
@@ -132,17 +153,29 @@ def test_arrival_offsets_statistics():
     assert sum(gaps) / len(gaps) == pytest.approx(0.1, rel=0.03)
     bursty = [b - a for a, b in zip(*(lambda o: (o, o[1:]))(arrival_offsets(20001, 10.0, 0.25, seed=1)))]
     mean = sum(bursty) / len(bursty)
-    cv2 = sum((g - mean) ** 2 for g in bursty) / len(bursty) / mean ** 2
-    assert cv2 == pytest.approx(4.0, rel=0.15)          # gamma shape k: CV^2 = 1/k
+    cv2 = sum((g - mean) ** 2 for g in bursty) / len(bursty) / mean**2
+    assert cv2 == pytest.approx(4.0, rel=0.15)  # gamma shape k: CV^2 = 1/k
     assert arrival_offsets(5, 10.0, seed=7) == arrival_offsets(5, 10.0, seed=7)
     assert arrival_offsets(3, math.inf) == [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("field, value", [
-    ("concurrency", 0), ("concurrency", 2.5), ("num_prompts", 0), ("max_seconds", -1),
-    ("max_tokens", 0), ("warmup_requests", -1), ("endpoint", "embeddings"), ("request_rate", 0),
-    ("burstiness", 0), ("connect_timeout", 0), ("read_timeout", math.inf), ("grace_seconds", -1),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("concurrency", 0),
+        ("concurrency", 2.5),
+        ("num_prompts", 0),
+        ("max_seconds", -1),
+        ("max_tokens", 0),
+        ("warmup_requests", -1),
+        ("endpoint", "embeddings"),
+        ("request_rate", 0),
+        ("burstiness", 0),
+        ("connect_timeout", 0),
+        ("read_timeout", math.inf),
+        ("grace_seconds", -1),
+    ],
+)
 def test_bad_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=rf"RunConfig\.{field}="):
         RunConfig(**{field: value})
@@ -210,13 +243,15 @@ def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server, mon
     monkeypatch.setattr(runner_mod, "DEFER_DECODE_BYTES", 0)
     at_once = run_benchmark(server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg)
     for a, b in zip(deferred.records, at_once.records):
-        assert (a.ok, a.completion_tokens, len(a.chunk_times), a.output_text) == \
-               (b.ok, b.completion_tokens, len(b.chunk_times), b.output_text) == (True, 6, 3, a.output_text)
+        assert (
+            (a.ok, a.completion_tokens, len(a.chunk_times), a.output_text)
+            == (b.ok, b.completion_tokens, len(b.chunk_times), b.output_text)
+            == (True, 6, 3, a.output_text)
+        )
 
 
 def test_progress_counts_failures_and_tokens_during_the_run(server, capsys, monkeypatch):
     import pytest_llmperf.workload.progress as progress_mod
-
     import pytest_llmperf.workload.runner as runner_mod
 
     monkeypatch.setattr(progress_mod.Progress, "interval", property(lambda self: 0.05))
@@ -231,7 +266,7 @@ def test_warmup_uses_prompts_beyond_the_measured_ones(server):
     reqs = [SampledRequest(i, f"ok n=2 id={i}", 5, 2) for i in range(6)]
     res = run_benchmark(server.base_url, "m", reqs, RunConfig(num_prompts=4, warmup_requests=3, progress=False))
     sent = [r["prompt"] for r in server.requests]
-    assert sent[:3] == ["ok n=2 id=4", "ok n=2 id=5", "ok n=2 id=0"]   # spare ones first, then reuse
+    assert sent[:3] == ["ok n=2 id=4", "ok n=2 id=5", "ok n=2 id=0"]  # spare ones first, then reuse
     assert sorted(sent[3:]) == [f"ok n=2 id={i}" for i in range(4)]
     assert [r.index for r in res.records] == [0, 1, 2, 3]
 
@@ -242,13 +277,17 @@ def test_more_prompts_asked_than_given_is_an_error():
 
 
 def test_measured_requests_find_their_connections_open(server):
-    res = run_benchmark(server.base_url, "m", scripted_requests("ok n=3", 12),
-                        RunConfig(concurrency=5, warmup_requests=1, progress=False))
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("ok n=3", 12),
+        RunConfig(concurrency=5, warmup_requests=1, progress=False),
+    )
     assert res.completed == 12
-    first_measured = server.requests[1]["received"]            # after the one warm-up
+    first_measured = server.requests[1]["received"]  # after the one warm-up
     last_measured = server.requests[-1]["received"]
     late = [t for t in server.connect_times if first_measured < t < last_measured]
-    assert late == []                  # all 5 stream connections were open before measuring
+    assert late == []  # all 5 stream connections were open before measuring
 
 
 def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
@@ -259,8 +298,10 @@ def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
     async def main():
         with pytest.raises(RuntimeError, match="await run_benchmark_async"):
             run_benchmark(server.base_url, "m", scripted_requests("ok", 1), RunConfig(progress=False))
-        return await run_benchmark_async(server.base_url, "m", scripted_requests("ok n=4", 3),
-                                         RunConfig(warmup_requests=0, progress=False))
+        return await run_benchmark_async(
+            server.base_url, "m", scripted_requests("ok n=4", 3), RunConfig(warmup_requests=0, progress=False)
+        )
+
     res = asyncio.run(main())
     assert res.completed == 3 and res.stop_reason == "completed"
 
@@ -268,6 +309,9 @@ def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        await run_benchmark_async(f"http://127.0.0.1:{port}", "m", scripted_requests("ok", 1), RunConfig(connect_timeout=1))
+        await run_benchmark_async(
+            f"http://127.0.0.1:{port}", "m", scripted_requests("ok", 1), RunConfig(connect_timeout=1)
+        )
+
     with pytest.raises(ServerUnreachable):
         asyncio.run(unreachable())

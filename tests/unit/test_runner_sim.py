@@ -16,13 +16,18 @@ MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"
 @pytest.mark.slow
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 def test_client_agrees_with_sim_ground_truth_at_concurrency_32(endpoint):
-    cfg = SimConfig(model=MODEL, speculative_config={"method": "mtp", "num_speculative_tokens": 3},
-                    speed=5, max_num_seqs=32)
+    cfg = SimConfig(
+        model=MODEL, speculative_config={"method": "mtp", "num_speculative_tokens": 3}, speed=5, max_num_seqs=32
+    )
     # Distinct prompt lengths, so that each record finds its server entry by prompt_tokens.
     reqs = [SampledRequest(i, "hello " * (i + 3), i + 3, 64) for i in range(64)]
     with simulated_server(cfg, mode="process") as url:
-        res = run_benchmark(url, MODEL, reqs, RunConfig(concurrency=32, max_tokens=64, warmup_requests=0,
-                                                        endpoint=endpoint, progress=False))
+        res = run_benchmark(
+            url,
+            MODEL,
+            reqs,
+            RunConfig(concurrency=32, max_tokens=64, warmup_requests=0, endpoint=endpoint, progress=False),
+        )
         truth = httpx.get(url + "/sim/requests", timeout=10).json()
     assert res.stop_reason == "completed" and res.completed == 64, [r.error for r in res.records if r.error]
     by_prompt_tokens = {e["prompt_tokens"]: e for e in truth}
@@ -51,16 +56,23 @@ def _faulty_run(concurrency=4, n=8, **faults):
     cfg = SimConfig(model="m", speed=50, **faults)
     reqs = [SampledRequest(i, f"prompt number {i}", 4, 16) for i in range(n)]
     with simulated_server(cfg, mode="thread") as url:
-        return run_benchmark(url, "m", reqs, RunConfig(concurrency=concurrency, max_tokens=16, warmup_requests=0,
-                                                      read_timeout=1.0, progress=False))
+        return run_benchmark(
+            url,
+            "m",
+            reqs,
+            RunConfig(concurrency=concurrency, max_tokens=16, warmup_requests=0, read_timeout=1.0, progress=False),
+        )
 
 
-@pytest.mark.parametrize("faults, reason", [
-    ({"malformed_chunk_after": 2}, "malformed SSE data (not JSON): "),
-    ({"reset_after_chunks": 2}, "connection closed by server mid-response"),
-    ({"stall_seconds": 30.0, "stall_after_chunks": 2}, "read timeout after 1 s without data"),
-    ({"error_rate": 1.0}, "HTTP 500: Internal server error (injected"),
-])
+@pytest.mark.parametrize(
+    "faults, reason",
+    [
+        ({"malformed_chunk_after": 2}, "malformed SSE data (not JSON): "),
+        ({"reset_after_chunks": 2}, "connection closed by server mid-response"),
+        ({"stall_seconds": 30.0, "stall_after_chunks": 2}, "read timeout after 1 s without data"),
+        ({"error_rate": 1.0}, "HTTP 500: Internal server error (injected"),
+    ],
+)
 def test_sim_faults_are_failed_requests_and_the_run_goes_on(faults, reason):
     res = _faulty_run(**faults)
     assert res.attempted == 8 and res.stop_reason == "completed"

@@ -7,13 +7,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
 
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 from pytest_llmperf.workload.workers import split
-
-from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
-
-
 
 
 def test_split_shares_requests_schedule_and_concurrency():
@@ -27,8 +24,12 @@ def test_split_shares_requests_schedule_and_concurrency():
 @pytest.mark.slow
 def test_two_workers_run_every_request_within_the_concurrency():
     with FakeStreamServer() as srv:
-        res = run_benchmark(srv.base_url, "m", scripted_requests("ok n=10 dt=0.005", 40),
-                            RunConfig(concurrency=6, workers=2, warmup_requests=1, progress=False))
+        res = run_benchmark(
+            srv.base_url,
+            "m",
+            scripted_requests("ok n=10 dt=0.005", 40),
+            RunConfig(concurrency=6, workers=2, warmup_requests=1, progress=False),
+        )
     assert res.stop_reason == "completed" and res.completed == 40 and res.attempted == 40
     assert [r.index for r in res.records] == list(range(40))
     assert all(r.completion_tokens == 10 and len(r.chunk_times) == 10 for r in res.records)
@@ -41,8 +42,12 @@ def test_two_workers_run_every_request_within_the_concurrency():
 @pytest.mark.slow
 def test_workers_respect_max_seconds():
     with FakeStreamServer() as srv:
-        res = run_benchmark(srv.base_url, "m", scripted_requests("ok n=10 dt=0.01", 400),
-                            RunConfig(concurrency=4, workers=2, max_seconds=0.4, warmup_requests=0, progress=False))
+        res = run_benchmark(
+            srv.base_url,
+            "m",
+            scripted_requests("ok n=10 dt=0.01", 400),
+            RunConfig(concurrency=4, workers=2, max_seconds=0.4, warmup_requests=0, progress=False),
+        )
     assert res.stop_reason == "max_seconds" and 4 <= res.attempted < 400 and res.failed == 0
 
 

@@ -39,15 +39,23 @@ def make_result(decode_tok_s, n=4, tokens=100):
     """n requests of `tokens` output tokens over a duration giving `decode_tok_s`."""
     duration = n * tokens / decode_tok_s
     records = [
-        RequestRecord(index=i, send_time=0.0, chunk_times=[0.1 + k * 0.01 for k in range(tokens)], end_time=2.0,
-                      prompt_tokens=50, completion_tokens=tokens, finish_reason="length", status=200)
+        RequestRecord(
+            index=i,
+            send_time=0.0,
+            chunk_times=[0.1 + k * 0.01 for k in range(tokens)],
+            end_time=2.0,
+            prompt_tokens=50,
+            completion_tokens=tokens,
+            finish_reason="length",
+            status=200,
+        )
         for i in range(n)
     ]
     return RunResult(config={}, records=records, duration=duration, attempted=n, stop_reason="completed")
 
 
 def make_session(tmp_path, speeds, **cli):
-    cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}   # one run per speed given
+    cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}  # one run per speed given
     options = resolve_options(lambda d: cli.get(d), lambda n: "")
     target = FakeTarget()
     perf = PerfSession(options, target, tmp_path)
@@ -87,10 +95,10 @@ def test_missing_baseline_fails_with_the_record_command_then_update_records_and_
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
     recorded = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"]["metrics"]
-    assert {"decode_tok_s", "tpot_ms_median", "prefill_tok_s"} <= set(recorded)   # every figure, not just the asserted
+    assert {"decode_tok_s", "tpot_ms_median", "prefill_tok_s"} <= set(recorded)  # every figure, not just the asserted
     assert updater.gates[-1].outcome == "recorded"
 
-    again, _, _ = make_session(tmp_path, [97.0])   # -3%: within the default -5%
+    again, _, _ = make_session(tmp_path, [97.0])  # -3%: within the default -5%
     again.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
     assert again.gates[-1].outcome == "pass"
 
@@ -152,20 +160,28 @@ def test_ctrl_c_keeps_the_partial_run_and_stops_the_session(tmp_path):
     with pytest.raises(KeyboardInterrupt, match="interrupted during m @ concurrency 8"):
         perf.run(BASE, workload)
     kept = perf.runs[(BASE, workload)]
-    assert kept.results == [partial]          # no further repetition after the interrupt
+    assert kept.results == [partial]  # no further repetition after the interrupt
     perf.close()
 
 
 def jittered_result(ttfts, tokens=20):
     """Requests with the given TTFTs (s), one per wave of 1; decode speed fixed."""
     records = [
-        RequestRecord(index=i, send_time=float(i), chunk_times=[i + t + k * 0.01 for k in range(tokens)],
-                      end_time=i + t + 1.0, prompt_tokens=50, completion_tokens=tokens, finish_reason="length",
-                      status=200)
+        RequestRecord(
+            index=i,
+            send_time=float(i),
+            chunk_times=[i + t + k * 0.01 for k in range(tokens)],
+            end_time=i + t + 1.0,
+            prompt_tokens=50,
+            completion_tokens=tokens,
+            finish_reason="length",
+            status=200,
+        )
         for i, t in enumerate(ttfts)
     ]
-    return RunResult(config={}, records=records, duration=float(len(ttfts)), attempted=len(ttfts),
-                     stop_reason="completed")
+    return RunResult(
+        config={}, records=records, duration=float(len(ttfts)), attempted=len(ttfts), stop_reason="completed"
+    )
 
 
 def ttft_session(tmp_path, ttfts, **cli):
@@ -184,7 +200,8 @@ NOISY_TTFTS = [0.30, 0.10, 0.28, 0.12, 0.29, 0.11, 0.31, 0.10]
 def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t").assert_no_regression("ttft_ms_median")
+        "t"
+    ).assert_no_regression("ttft_ms_median")
     perf = ttft_session(tmp_path, NOISY_TTFTS)
     with pytest.warns(UserWarning, match="inconclusive"):
         perf.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
@@ -196,12 +213,14 @@ def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path
 def test_inconclusive_fails_or_passes_as_the_option_says(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t").assert_no_regression("ttft_ms_median")
+        "t"
+    ).assert_no_regression("ttft_ms_median")
     strict = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="fail")
     with pytest.raises(PerfFailure, match="inconclusive"):
         strict.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
     lenient = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="pass")
     import warnings as _warnings
+
     with _warnings.catch_warnings():
         _warnings.simplefilter("error")
         lenient.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
@@ -221,7 +240,8 @@ def test_baselines_keep_the_runs_request_lines(tmp_path):
 def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_a_note(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t").assert_no_regression("ttft_ms_median")
+        "t"
+    ).assert_no_regression("ttft_ms_median")
     path = tmp_path / "baselines" / "sim" / "m.json"
     doc = json.loads(path.read_text())
     del doc["concurrency"]["1"]["requests"]
@@ -252,12 +272,12 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     workload = resolve_workload({"num_prompts": 8}, 1)
     recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
     recorder.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median", "decode_tok_s")
-    assert len(recorded) == 5                           # the baseline knows the spread between runs
+    assert len(recorded) == 5  # the baseline knows the spread between runs
     assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 5
 
     decided, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
     decided.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
-    assert len(calls) == 1                              # decided at once: one run
+    assert len(calls) == 1  # decided at once: one run
 
     # Inconclusive, and about 1.5x the data would decide it: one more run, then decided.
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
@@ -285,7 +305,8 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
 def test_fixed_repetitions_never_add_runs(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t").assert_no_regression("ttft_ms_median")
+        "t"
+    ).assert_no_regression("ttft_ms_median")
     noisy, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_repetitions="1")
     with pytest.warns(UserWarning, match="inconclusive"):
         noisy.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")

@@ -31,7 +31,7 @@ def capture_sections() -> dict[str, tuple[int, str]]:
 
 
 def sse_events(body: str) -> list[str]:
-    return [line[len("data: "):] for line in body.splitlines() if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in body.splitlines() if line.startswith("data: ")]
 
 
 def key_tree(obj):
@@ -48,8 +48,15 @@ REFERENCE = capture_sections()
 
 @pytest.fixture(scope="module")
 def server():
-    config = SimConfig(model="/models/smollm2-135m-instruct", served_model_name=MODEL, max_model_len=2048,
-                       max_num_seqs=8, speculative_config=MTP, speed=50, seed=7)
+    config = SimConfig(
+        model="/models/smollm2-135m-instruct",
+        served_model_name=MODEL,
+        max_model_len=2048,
+        max_num_seqs=8,
+        speculative_config=MTP,
+        speed=50,
+        seed=7,
+    )
     with simulated_server(config) as url:
         with httpx.Client(base_url=url, timeout=30) as client:
             yield client
@@ -88,10 +95,22 @@ def test_tokenize_shape_and_count(server):
 
 
 def test_completion_stream_chunks_match_reference(server):
-    ref = [json.loads(e) for e in sse_events(REFERENCE[next(k for k in REFERENCE if k.startswith(
-        "POST /v1/completions stream"))][1]) if e != "[DONE]"]
-    events = stream(server, "/v1/completions", {"model": MODEL, "prompt": "Count: one two", "max_tokens": 40,
-                                               "stream": True, "stream_options": {"include_usage": True}})
+    ref = [
+        json.loads(e)
+        for e in sse_events(REFERENCE[next(k for k in REFERENCE if k.startswith("POST /v1/completions stream"))][1])
+        if e != "[DONE]"
+    ]
+    events = stream(
+        server,
+        "/v1/completions",
+        {
+            "model": MODEL,
+            "prompt": "Count: one two",
+            "max_tokens": 40,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     *token_chunks, usage = chunks
@@ -111,19 +130,30 @@ def test_completion_stream_chunks_match_reference(server):
 
 
 def test_chat_stream_chunks_match_reference(server):
-    ref = [json.loads(e) for e in sse_events(REFERENCE["POST /v1/chat/completions stream + include_usage"][1])
-           if e != "[DONE]"]
-    events = stream(server, "/v1/chat/completions", {
-        "model": MODEL, "messages": [{"role": "user", "content": "List three colours."}],
-        "max_completion_tokens": 30, "stream": True, "stream_options": {"include_usage": True}})
+    ref = [
+        json.loads(e)
+        for e in sse_events(REFERENCE["POST /v1/chat/completions stream + include_usage"][1])
+        if e != "[DONE]"
+    ]
+    events = stream(
+        server,
+        "/v1/chat/completions",
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "List three colours."}],
+            "max_completion_tokens": 30,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     chunks = [json.loads(e) for e in events[:-1]]
     assert events[-1] == "[DONE]"
-    assert key_tree(chunks[0]) == key_tree(ref[0])            # role chunk, empty content
+    assert key_tree(chunks[0]) == key_tree(ref[0])  # role chunk, empty content
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     for c in chunks[1:-2]:
         assert key_tree(c) == key_tree(ref[1])
-    assert key_tree(chunks[-2]) == key_tree(ref[-2])          # finishing chunk has stop_reason
-    assert key_tree(chunks[-1]) == key_tree(ref[-1])          # usage
+    assert key_tree(chunks[-2]) == key_tree(ref[-2])  # finishing chunk has stop_reason
+    assert key_tree(chunks[-1]) == key_tree(ref[-1])  # usage
     assert chunks[-1]["usage"]["completion_tokens"] == 30
     text = "".join(c["choices"][0]["delta"]["content"] for c in chunks[1:-1])
     assert server.post("/tokenize", json={"prompt": text}).json()["count"] == 30
@@ -137,16 +167,19 @@ def test_no_usage_chunk_without_include_usage(server):
 
 def test_non_streaming_completion_matches_reference(server):
     _, ref = REFERENCE["POST /v1/completions non-stream"]
-    got = server.post("/v1/completions", json={"model": MODEL, "prompt": "The capital of France is",
-                                               "max_tokens": 8, "temperature": 0}).json()
+    got = server.post(
+        "/v1/completions",
+        json={"model": MODEL, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0},
+    ).json()
     assert key_tree(got) == key_tree(json.loads(ref))
     assert got["usage"]["completion_tokens"] == 8
     assert server.post("/tokenize", json={"prompt": got["choices"][0]["text"]}).json()["count"] == 8
 
 
 def test_non_streaming_chat(server):
-    got = server.post("/v1/chat/completions", json={"model": MODEL, "max_tokens": 6,
-                                                    "messages": [{"role": "user", "content": "hi"}]}).json()
+    got = server.post(
+        "/v1/chat/completions", json={"model": MODEL, "max_tokens": 6, "messages": [{"role": "user", "content": "hi"}]}
+    ).json()
     assert got["object"] == "chat.completion"
     assert got["choices"][0]["message"]["role"] == "assistant"
     assert got["usage"]["completion_tokens"] == 6
@@ -172,14 +205,17 @@ def test_eos_varies_with_prompt_and_ignore_eos_runs_to_max_tokens(server):
         forced = server.post("/v1/completions", json={**body, "ignore_eos": True}).json()
         assert forced["usage"]["completion_tokens"] == 400
         assert forced["choices"][0]["finish_reason"] == "length"
-    assert reasons == {"stop", "length"}          # generic profile: median natural length 200
+    assert reasons == {"stop", "length"}  # generic profile: median natural length 200
     assert len(set(lengths)) > 10
 
 
-@pytest.mark.parametrize("title, body", [
-    ("error: unknown model", {"model": "nope", "prompt": "hi", "max_tokens": 5}),
-    ("error: prompt + max_tokens over max_model_len", {"model": MODEL, "prompt": "hi", "max_tokens": 5000}),
-])
+@pytest.mark.parametrize(
+    "title, body",
+    [
+        ("error: unknown model", {"model": "nope", "prompt": "hi", "max_tokens": 5}),
+        ("error: prompt + max_tokens over max_model_len", {"model": MODEL, "prompt": "hi", "max_tokens": 5000}),
+    ],
+)
 def test_errors_match_reference(server, title, body):
     status, ref = REFERENCE[title]
     r = server.post("/v1/completions", json=body)
@@ -202,7 +238,7 @@ def test_missing_route_matches_reference(server):
 
 
 def test_prompt_plus_max_tokens_over_limit(server):
-    prompt = " word" * 2000                         # 2000 tokens, under 2048 on its own
+    prompt = " word" * 2000  # 2000 tokens, under 2048 on its own
     r = server.post("/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 100})
     assert r.status_code == 400
     err = r.json()["error"]
@@ -212,15 +248,18 @@ def test_prompt_plus_max_tokens_over_limit(server):
     assert too_long.status_code == 400 and "maximum context length" in too_long.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("body, fragment", [
-    ({"model": MODEL}, "Field required"),
-    ({"model": MODEL, "prompt": "x", "max_tokens": -1}, "max_tokens"),
-    ({"model": MODEL, "prompt": "x", "max_tokens": "ten"}, "max_tokens"),
-    ({"model": MODEL, "prompt": "x", "temperature": -1}, "temperature"),
-    ({"model": MODEL, "prompt": "x", "stream": "yes"}, "stream"),
-    ({"model": MODEL, "prompt": 42}, "prompt"),
-    ({"model": MODEL, "prompt": "x", "stream_options": {"include_usage": True}}, "stream=True"),
-])
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ({"model": MODEL}, "Field required"),
+        ({"model": MODEL, "prompt": "x", "max_tokens": -1}, "max_tokens"),
+        ({"model": MODEL, "prompt": "x", "max_tokens": "ten"}, "max_tokens"),
+        ({"model": MODEL, "prompt": "x", "temperature": -1}, "temperature"),
+        ({"model": MODEL, "prompt": "x", "stream": "yes"}, "stream"),
+        ({"model": MODEL, "prompt": 42}, "prompt"),
+        ({"model": MODEL, "prompt": "x", "stream_options": {"include_usage": True}}, "stream=True"),
+    ],
+)
 def test_bad_requests_are_400_with_a_message(server, body, fragment):
     r = server.post("/v1/completions", json=body)
     assert r.status_code == 400

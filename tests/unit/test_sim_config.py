@@ -13,12 +13,29 @@ from pytest_llmperf.sim.profiles import GENERIC
 
 
 def test_parses_the_seed_command_line():
-    argv = ["Qwen/Qwen3.6-35B-A3B-FP8", "--host", "0.0.0.0", "--port", "8000", "--max-model-len", "65536",
-            "--gpu-memory-utilization", "0.85", "--max-num-seqs", "32",
-            "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
+    argv = [
+        "Qwen/Qwen3.6-35B-A3B-FP8",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--max-model-len",
+        "65536",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--max-num-seqs",
+        "32",
+        "--speculative-config",
+        '{"method":"mtp","num_speculative_tokens":3}',
+    ]
     c = SimConfig.from_vllm_argv(argv)
     assert (c.model, c.host, c.port, c.max_model_len, c.max_num_seqs) == (
-        "Qwen/Qwen3.6-35B-A3B-FP8", "0.0.0.0", 8000, 65536, 32)
+        "Qwen/Qwen3.6-35B-A3B-FP8",
+        "0.0.0.0",
+        8000,
+        65536,
+        32,
+    )
     assert c.speculative_config == {"method": "mtp", "num_speculative_tokens": 3}
     assert c.num_speculative_tokens == 3
     assert c.profile.name == "qwen3.6-35b-a3b-fp8"
@@ -26,28 +43,68 @@ def test_parses_the_seed_command_line():
 
 
 def test_accepts_a_server_spec_vllm_args():
-    spec = ServerSpec(name="x", model="Qwen/Qwen3.6-27B-FP8", args=["--max-num-seqs", "8", "--enforce-eager"],
-                      served_model_name="q27").with_speculative({"method": "mtp", "num_speculative_tokens": 3})
+    spec = ServerSpec(
+        name="x", model="Qwen/Qwen3.6-27B-FP8", args=["--max-num-seqs", "8", "--enforce-eager"], served_model_name="q27"
+    ).with_speculative({"method": "mtp", "num_speculative_tokens": 3})
     c = SimConfig.from_vllm_argv(spec.vllm_args(host="127.0.0.1", port=0))
     assert (c.model_id, c.max_num_seqs, c.num_speculative_tokens) == ("q27", 8, 3)
 
 
 def test_unknown_flags_are_logged_and_ignored(caplog):
     with caplog.at_level(logging.INFO, logger="pytest_llmperf.sim"):
-        c = SimConfig.from_vllm_argv(["serve", "m", "--trust-remote-code", "--tensor-parallel-size", "2",
-                                      "--kv-cache-dtype=fp8", "--max-num-seqs", "4"])
+        c = SimConfig.from_vllm_argv(
+            [
+                "serve",
+                "m",
+                "--trust-remote-code",
+                "--tensor-parallel-size",
+                "2",
+                "--kv-cache-dtype=fp8",
+                "--max-num-seqs",
+                "4",
+            ]
+        )
     assert c.max_num_seqs == 4
     assert c.ignored_args == ["--trust-remote-code", "--tensor-parallel-size 2", "--kv-cache-dtype=fp8"]
     assert "ignoring vLLM argument --tensor-parallel-size 2" in caplog.text
 
 
 def test_sim_flags_and_round_trip():
-    argv = ["m", "--served-model-name", "alias", "--disable-log-stats", "--seed", "9", "--max-model-len", "4k",
-            "--sim-speed", "20", "--sim-acceptance-scale", "0.8", "--sim-step-time-scale", "1.25",
-            "--sim-crash-after-requests", "5", "--sim-error-rate", "0.1", "--sim-stall-seconds", "2",
-            "--sim-stall-after-chunks", "3", "--sim-malformed-chunk-after", "4", "--sim-reset-after-chunks", "6",
-            "--sim-slow-start-seconds", "1.5", "--sim-crash-exit", "--sim-profile", "qwen3.6-27b-fp8",
-            "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 2})]
+    argv = [
+        "m",
+        "--served-model-name",
+        "alias",
+        "--disable-log-stats",
+        "--seed",
+        "9",
+        "--max-model-len",
+        "4k",
+        "--sim-speed",
+        "20",
+        "--sim-acceptance-scale",
+        "0.8",
+        "--sim-step-time-scale",
+        "1.25",
+        "--sim-crash-after-requests",
+        "5",
+        "--sim-error-rate",
+        "0.1",
+        "--sim-stall-seconds",
+        "2",
+        "--sim-stall-after-chunks",
+        "3",
+        "--sim-malformed-chunk-after",
+        "4",
+        "--sim-reset-after-chunks",
+        "6",
+        "--sim-slow-start-seconds",
+        "1.5",
+        "--sim-crash-exit",
+        "--sim-profile",
+        "qwen3.6-27b-fp8",
+        "--speculative-config",
+        json.dumps({"method": "mtp", "num_speculative_tokens": 2}),
+    ]
     c = SimConfig.from_vllm_argv(argv)
     assert (c.speed, c.acceptance_scale, c.step_time_scale, c.crash_after_requests) == (20, 0.8, 1.25, 5)
     assert (c.error_rate, c.stall_seconds, c.stall_after_chunks) == (0.1, 2.0, 3)
@@ -64,19 +121,22 @@ def test_defaults_round_trip():
     assert c.profile == GENERIC
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    ([], "no model given"),
-    (["m", "--max-num-seqs", "lots"], "--max-num-seqs expects an integer"),
-    (["m", "--speculative-config", "[1]"], "must be a JSON object"),
-    (["m", "--speculative-config", '{"method":"mtp"}'], "num_speculative_tokens"),
-    (["m", "--sim-speed", "0"], "speed must be > 0"),
-    (["m", "--sim-speed", "fast"], "--sim-speed expects a float"),
-    (["m", "--sim-error-rate", "1.5"], "error_rate must be a fraction"),
-    (["m", "--sim-profile", "gpt5"], "unknown sim profile"),
-    (["m", "other"], "unexpected argument"),
-    (["m", "--port"], "--port needs a value"),
-    (["m", "--max-model-len", "big"], "--max-model-len expects a length"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        ([], "no model given"),
+        (["m", "--max-num-seqs", "lots"], "--max-num-seqs expects an integer"),
+        (["m", "--speculative-config", "[1]"], "must be a JSON object"),
+        (["m", "--speculative-config", '{"method":"mtp"}'], "num_speculative_tokens"),
+        (["m", "--sim-speed", "0"], "speed must be > 0"),
+        (["m", "--sim-speed", "fast"], "--sim-speed expects a float"),
+        (["m", "--sim-error-rate", "1.5"], "error_rate must be a fraction"),
+        (["m", "--sim-profile", "gpt5"], "unknown sim profile"),
+        (["m", "other"], "unexpected argument"),
+        (["m", "--port"], "--port needs a value"),
+        (["m", "--max-model-len", "big"], "--max-model-len expects a length"),
+    ],
+)
 def test_bad_arguments_say_what_is_wrong(argv, fragment):
     with pytest.raises(ValueError, match=fragment):
         SimConfig.from_vllm_argv(argv)

@@ -40,17 +40,21 @@ def test_tokens_emitted_are_one_plus_accepted_per_step():
         now += step.duration
         for em in engine.complete(step, now):
             per_step.append(len(em.pieces))
-    assert per_step[0] == 1                             # the prefill step samples one token
+    assert per_step[0] == 1  # the prefill step samples one token
     assert set(per_step[1:-1]) <= {1, 2, 3, 4}
     assert sum(per_step) == 1000
 
 
-@pytest.mark.parametrize("model, published", [
-    ("Qwen/Qwen3.6-35B-A3B-FP8", (0.84, 0.66, 0.51)),
-    ("Qwen/Qwen3.6-27B-FP8", (0.86, 0.69, 0.53)),
-])
+@pytest.mark.parametrize(
+    "model, published",
+    [
+        ("Qwen/Qwen3.6-35B-A3B-FP8", (0.84, 0.66, 0.51)),
+        ("Qwen/Qwen3.6-27B-FP8", (0.86, 0.69, 0.53)),
+    ],
+)
 def test_qwen_profiles_reproduce_published_per_position_acceptance(model, published):
     from pytest_llmperf.sim.calibration import synthetic_prompt_lens
+
     config = SimConfig(model=model, speculative_config=MTP, max_num_seqs=32, max_model_len=65536)
     r = run_virtual(config, synthetic_prompt_lens(600), concurrency=32, max_tokens=256)
     for observed, expected in zip(r.per_position, published):
@@ -108,8 +112,9 @@ def test_decode_step_grows_with_batch_and_prefill():
 
 def test_speed_divides_time_and_keeps_ratios():
     def run(speed: float, spec):
-        c = SimConfig(model="Qwen/Qwen3.6-27B-FP8", speculative_config=spec, max_num_seqs=8, speed=speed,
-                      max_model_len=65536)
+        c = SimConfig(
+            model="Qwen/Qwen3.6-27B-FP8", speculative_config=spec, max_num_seqs=8, speed=speed, max_model_len=65536
+        )
         return run_virtual(c, lens(40), concurrency=8, max_tokens=128)
 
     slow, fast = run(1.0, MTP), run(25.0, MTP)
@@ -166,6 +171,7 @@ def test_profiles_land_within_ten_percent_of_every_seed_figure():
         simulate_target,
         synthetic_prompt_lens,
     )
+
     lens = synthetic_prompt_lens(1000)
     runs: dict[tuple, object] = {}
     for t in SEED_TARGETS:
@@ -179,14 +185,15 @@ def test_profiles_land_within_ten_percent_of_every_seed_figure():
 def test_run_noise_draws_one_factor_per_server_start_seeded():
     quiet = Engine(SimConfig(model="Qwen/Qwen3.6-27B-FP8"))
     assert quiet.run_factors == (1.0, 1.0)
-    cfg = SimConfig(model="Qwen/Qwen3.6-27B-FP8", speculative_config=MTP, run_noise=0.05, acceptance_noise=0.02,
-                    noise_seed=7)
+    cfg = SimConfig(
+        model="Qwen/Qwen3.6-27B-FP8", speculative_config=MTP, run_noise=0.05, acceptance_noise=0.02, noise_seed=7
+    )
     a, b = Engine(cfg), Engine(cfg)
-    assert a.run_factors == b.run_factors != (1.0, 1.0)             # same seed, same start
+    assert a.run_factors == b.run_factors != (1.0, 1.0)  # same seed, same start
     other = Engine(cfg.with_(noise_seed=8))
     assert other.run_factors != a.run_factors
     unseeded = {Engine(cfg.with_(noise_seed=None)).run_factors for _ in range(5)}
-    assert len(unseeded) == 5                                         # every start its own draw
+    assert len(unseeded) == 5  # every start its own draw
     factors = [Engine(cfg.with_(noise_seed=s)).run_factors[0] for s in range(400)]
     rms = (sum(math.log(f) ** 2 for f in factors) / len(factors)) ** 0.5
     assert rms == pytest.approx(0.05, rel=0.2)
@@ -201,8 +208,9 @@ def test_run_noise_moves_the_whole_runs_speed():
 
 
 def test_run_noise_flags_are_validated_and_parsed():
-    cfg = SimConfig.from_vllm_argv(["m", "--sim-run-noise", "0.02", "--sim-acceptance-noise", "0.01",
-                                    "--sim-noise-seed", "5"])
+    cfg = SimConfig.from_vllm_argv(
+        ["m", "--sim-run-noise", "0.02", "--sim-acceptance-noise", "0.01", "--sim-noise-seed", "5"]
+    )
     assert (cfg.run_noise, cfg.acceptance_noise, cfg.noise_seed) == (0.02, 0.01, 5)
     assert SimConfig.from_vllm_argv(cfg.to_vllm_argv()).run_noise == 0.02
     with pytest.raises(ValueError, match="run_noise"):

@@ -12,8 +12,14 @@ from pytest_llmperf.sim import SimConfig, simulated_server
 
 
 def body(i: int = 0, max_tokens: int = 20, stream: bool = True) -> dict:
-    return {"model": "m", "prompt": f"fault test prompt {i}", "max_tokens": max_tokens, "stream": stream,
-            "ignore_eos": True, "stream_options": {"include_usage": True} if stream else None}
+    return {
+        "model": "m",
+        "prompt": f"fault test prompt {i}",
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True} if stream else None,
+    }
 
 
 def read_stream(url: str, i: int = 0, max_tokens: int = 20) -> tuple[list[str], list[float]]:
@@ -40,7 +46,7 @@ def test_crash_after_requests():
 
 
 def test_crash_after_seconds_cuts_streams_in_flight():
-    config = SimConfig(model="m", speed=1, crash_after_seconds=0.4)   # 20 ms steps: 500 tokens take ~10 s
+    config = SimConfig(model="m", speed=1, crash_after_seconds=0.4)  # 20 ms steps: 500 tokens take ~10 s
     with simulated_server(config) as url:
         got: list[str] = []
         with pytest.raises(httpx.HTTPError):
@@ -72,7 +78,7 @@ def test_stall_mid_stream():
         lines, times = read_stream(url, 0, 10)
     assert lines[-1] == "[DONE]"
     gaps = [b - a for a, b in zip(times, times[1:])]
-    assert gaps[2] >= 0.55                           # between chunk 3 and chunk 4
+    assert gaps[2] >= 0.55  # between chunk 3 and chunk 4
     assert max(gaps[:2] + gaps[3:]) < 0.3
 
 
@@ -96,13 +102,13 @@ def test_malformed_chunk_once_then_the_stream_goes_on():
 def test_connection_reset_mid_stream():
     with simulated_server(SimConfig(model="m", speed=50, reset_after_chunks=3)) as url:
         got: list[str] = []
-        with pytest.raises(httpx.HTTPError):          # RemoteProtocolError: body cut short
+        with pytest.raises(httpx.HTTPError):  # RemoteProtocolError: body cut short
             with httpx.stream("POST", f"{url}/v1/completions", json=body(0, 20), timeout=30) as r:
                 for line in r.iter_lines():
                     if line:
                         got.append(line)
         assert len(got) == 3
-        assert httpx.get(f"{url}/health").status_code == 200     # the server itself lives on
+        assert httpx.get(f"{url}/health").status_code == 200  # the server itself lives on
         log = httpx.get(f"{url}/sim/requests").json()
     assert log[0]["error"] == "reset"
 
@@ -135,7 +141,8 @@ def test_step_time_scale_slows_the_served_stream():
     def tpot(scale: float) -> float:
         with simulated_server(SimConfig(model="m", speed=2, step_time_scale=scale)) as url:
             _, times = read_stream(url, 0, 30)
-        return (times[-3] - times[0]) / 29           # token chunks only (usage, [DONE] last)
+        return (times[-3] - times[0]) / 29  # token chunks only (usage, [DONE] last)
+
     fast, slow = tpot(1.0), tpot(2.0)
     assert slow > 1.5 * fast
 
@@ -144,18 +151,24 @@ def test_acceptance_scale_shows_in_the_served_counters():
     from prometheus_client.parser import text_string_to_metric_families
 
     def per_position(scale: float) -> list[float]:
-        config = SimConfig(model="m", speed=50, acceptance_scale=scale, acceptance_spread=0.0,
-                           speculative_config={"method": "mtp", "num_speculative_tokens": 3})
+        config = SimConfig(
+            model="m",
+            speed=50,
+            acceptance_scale=scale,
+            acceptance_spread=0.0,
+            speculative_config={"method": "mtp", "num_speculative_tokens": 3},
+        )
         with simulated_server(config) as url:
             for i in range(4):
                 httpx.post(f"{url}/v1/completions", json=body(i, 300, stream=False), timeout=30)
             text = httpx.get(f"{url}/metrics").text
-        values = {(s.name, s.labels.get("position")): s.value
-                  for f in text_string_to_metric_families(text) for s in f.samples}
+        values = {
+            (s.name, s.labels.get("position")): s.value for f in text_string_to_metric_families(text) for s in f.samples
+        }
         drafts = values[("vllm:spec_decode_num_drafts_total", None)]
         return [values[("vllm:spec_decode_num_accepted_tokens_per_pos_total", str(i))] / drafts for i in range(3)]
 
     full, half = per_position(1.0), per_position(0.5)
-    for f, h, configured in zip(full, half, (0.8, 0.6, 0.45)):   # the generic profile's rates
+    for f, h, configured in zip(full, half, (0.8, 0.6, 0.45)):  # the generic profile's rates
         assert abs(f - configured) < 0.08
         assert abs(h - configured / 2) < 0.08

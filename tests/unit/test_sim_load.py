@@ -13,14 +13,22 @@ from pytest_llmperf.sim import SimConfig, simulated_server
 async def _stream_all(url: str, n: int, max_tokens: int) -> list[int]:
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
         async def one(i: int) -> int:
-            body = {"model": "m", "prompt": f"load {i}", "max_tokens": max_tokens, "ignore_eos": True,
-                    "stream": True, "stream_options": {"include_usage": True}}
+            body = {
+                "model": "m",
+                "prompt": f"load {i}",
+                "max_tokens": max_tokens,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             async with client.stream("POST", "/v1/completions", json=body) as r:
                 assert r.status_code == 200
                 text = (await r.aread()).decode()
             assert text.endswith("data: [DONE]\n\n")
             return text.count('"text"')
+
         return await asyncio.gather(*(one(i) for i in range(n)))
 
 
@@ -37,7 +45,7 @@ def test_requests_beyond_max_num_seqs_queue_and_never_fail():
     # Two slots: the 3rd and 4th requests start only after the first two finished.
     assert firsts[2] >= lasts[0] - 1e-6
     assert firsts[4] >= lasts[2] - 1e-6
-    queued = [l for l in metrics.splitlines() if l.startswith("vllm:request_queue_time_seconds_sum")]
+    queued = [line for line in metrics.splitlines() if line.startswith("vllm:request_queue_time_seconds_sum")]
     assert float(queued[0].split()[-1]) > 0
 
 
@@ -56,9 +64,12 @@ def test_256_concurrent_streams():
 def test_client_leaving_mid_stream_frees_its_slot():
     config = SimConfig(model="m", max_num_seqs=1, speed=1)
     with simulated_server(config) as url:
-        with httpx.stream("POST", f"{url}/v1/completions", timeout=10,
-                          json={"model": "m", "prompt": "x", "max_tokens": 5000, "stream": True,
-                                "ignore_eos": True}) as r:
+        with httpx.stream(
+            "POST",
+            f"{url}/v1/completions",
+            timeout=10,
+            json={"model": "m", "prompt": "x", "max_tokens": 5000, "stream": True, "ignore_eos": True},
+        ) as r:
             lines = r.iter_lines()
             next(lines)
         # The only slot must come free: the next request completes.

@@ -16,9 +16,16 @@ REF = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "vllm-0.3
 MTP = {"method": "mtp", "num_speculative_tokens": 3}
 # The families DESIGN.md and the issue name; each must exist in the real page too.
 REQUIRED = {
-    "vllm:prompt_tokens", "vllm:generation_tokens", "vllm:num_requests_running", "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc", "vllm:request_success", "vllm:time_to_first_token_seconds",
-    "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
+    "vllm:prompt_tokens",
+    "vllm:generation_tokens",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:request_success",
+    "vllm:time_to_first_token_seconds",
+    "vllm:spec_decode_num_drafts",
+    "vllm:spec_decode_num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens",
     "vllm:spec_decode_num_accepted_tokens_per_pos",
 }
 
@@ -68,13 +75,19 @@ def test_spec_counters_expose_total_and_created(mtp_server):
         assert f'vllm:spec_decode_num_{name}_total{{engine="0",model_name="m"}}' in text
         assert f"vllm:spec_decode_num_{name}_created{{" in text
     for pos in range(3):
-        assert f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{pos}"}}' \
-               in text
+        assert (
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{pos}"}}' in text
+        )
 
 
 def _stream_one(url: str, i: int) -> tuple[int, int, int, str]:
-    body = {"model": "m", "prompt": f"prompt number {i}: tell me about item {i}", "max_tokens": 30 + i,
-            "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "m",
+        "prompt": f"prompt number {i}: tell me about item {i}",
+        "max_tokens": 30 + i,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     chunks, usage, reason = 0, None, None
     with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=60) as r:
         for line in r.iter_lines():
@@ -93,7 +106,7 @@ def test_counters_match_what_was_streamed(mtp_server):
     url = str(mtp_server.base_url).rstrip("/")
     before = samples(mtp_server.get("/metrics").text)
     mtp_server.delete("/sim/requests")
-    with ThreadPoolExecutor(10) as pool:            # more than max_num_seqs: some queue
+    with ThreadPoolExecutor(10) as pool:  # more than max_num_seqs: some queue
         results = list(pool.map(lambda i: _stream_one(url, i), range(10)))
     after = samples(mtp_server.get("/metrics").text)
 

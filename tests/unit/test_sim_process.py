@@ -18,11 +18,12 @@ MTP = {"method": "mtp", "num_speculative_tokens": 3}
 
 
 def start_cli(*args: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_llmperf.sim", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_llmperf.sim", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     line = proc.stdout.readline()
     assert "http://" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
-    return proc, line[line.index("http://"):].split()[0]
+    return proc, line[line.index("http://") :].split()[0]
 
 
 def alive(pid: int) -> bool:
@@ -35,10 +36,26 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_takes_vllm_argv_and_exits_cleanly_on_signal(sig):
-    proc, url = start_cli("Qwen/Qwen3.6-27B-FP8", "--host", "127.0.0.1", "--port", "0",
-                          "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "8",
-                          "--enforce-eager", "--speculative-config", json.dumps(MTP),
-                          "--served-model-name", "qwen27", "--sim-speed", "100")
+    proc, url = start_cli(
+        "Qwen/Qwen3.6-27B-FP8",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--max-model-len",
+        "65536",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--max-num-seqs",
+        "8",
+        "--enforce-eager",
+        "--speculative-config",
+        json.dumps(MTP),
+        "--served-model-name",
+        "qwen27",
+        "--sim-speed",
+        "100",
+    )
     try:
         models = httpx.get(f"{url}/v1/models", timeout=10).json()
         assert models["data"][0]["id"] == "qwen27"
@@ -59,17 +76,23 @@ def test_cli_takes_vllm_argv_and_exits_cleanly_on_signal(sig):
 
 
 def test_cli_rejects_bad_arguments_with_a_message():
-    r = subprocess.run([sys.executable, "-m", "pytest_llmperf.sim", "m", "--speculative-config", "{bad"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest_llmperf.sim", "m", "--speculative-config", "{bad"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 2 and "--speculative-config is not valid JSON" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "pytest_llmperf.sim", "m", "--sim-nope", "1"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest_llmperf.sim", "m", "--sim-nope", "1"], capture_output=True, text=True, timeout=30
+    )
     assert r.returncode == 2 and "unknown simulator flag --sim-nope" in r.stderr
 
 
 def test_crash_exit_ends_the_process_with_code_1():
-    proc, url = start_cli("m", "--port", "0", "--sim-speed", "50", "--sim-crash-after-requests", "0",
-                          "--sim-crash-exit")
+    proc, url = start_cli(
+        "m", "--port", "0", "--sim-speed", "50", "--sim-crash-after-requests", "0", "--sim-crash-exit"
+    )
     try:
         r = httpx.post(f"{url}/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 2}, timeout=10)
         assert r.status_code == 500
@@ -114,8 +137,12 @@ def test_thread_mode_cleans_up_when_the_body_raises():
 
 def test_thread_mode_stops_with_a_stream_in_flight():
     with simulated_server(SimConfig(model="m", speed=1)) as url:
-        with httpx.stream("POST", f"{url}/v1/completions", timeout=10,
-                          json={"model": "m", "prompt": "x", "max_tokens": 5000, "stream": True}) as r:
+        with httpx.stream(
+            "POST",
+            f"{url}/v1/completions",
+            timeout=10,
+            json={"model": "m", "prompt": "x", "max_tokens": 5000, "stream": True},
+        ) as r:
             next(r.iter_lines())
     # Leaving the block with an unfinished stream did not hang and left no thread.
     assert not [t for t in threading.enumerate() if t.name.startswith("sim-server")]

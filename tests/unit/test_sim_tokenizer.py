@@ -19,12 +19,14 @@ def test_ids_are_deterministic_and_in_vocab():
 
 
 def test_english_prose_is_near_a_bpe_count():
-    prose = ("Could you explain how a transformer model processes a sentence, and why attention lets it "
-             "relate words that are far apart? I am writing a short report for my class and would like "
-             "a clear example, with the main steps in order.") * 3
+    prose = (
+        "Could you explain how a transformer model processes a sentence, and why attention lets it "
+        "relate words that are far apart? I am writing a short report for my class and would like "
+        "a clear example, with the main steps in order."
+    ) * 3
     words = len(prose.split())
     ratio = tokenizer.count_tokens(prose) / words
-    assert 1.15 <= ratio <= 1.5          # a BPE gives ~1.33 tokens per English word
+    assert 1.15 <= ratio <= 1.5  # a BPE gives ~1.33 tokens per English word
 
 
 def test_generated_text_retokenises_to_the_same_pieces():

@@ -13,8 +13,14 @@ from pytest_llmperf.workload.records import RequestRecord
 
 def rec(index, send, chunks, out, prompt, error=None):
     return RequestRecord(
-        index=index, send_time=send, chunk_times=chunks, end_time=chunks[-1] if chunks else send,
-        prompt_tokens=prompt, completion_tokens=out, status=200 if error is None else 500, error=error,
+        index=index,
+        send_time=send,
+        chunk_times=chunks,
+        end_time=chunks[-1] if chunks else send,
+        prompt_tokens=prompt,
+        completion_tokens=out,
+        status=200 if error is None else 500,
+        error=error,
     )
 
 
@@ -38,7 +44,7 @@ def test_counts_and_throughput_from_usage():
     assert (s.total_prompt_tokens, s.total_output_tokens) == (35, 12)
     assert s.request_throughput == pytest.approx(3 / 4)
     assert s.prefill_tok_s == pytest.approx(35 / 4)
-    assert s.decode_tok_s == pytest.approx(12 / 4)      # usage tokens, not 7 chunks
+    assert s.decode_tok_s == pytest.approx(12 / 4)  # usage tokens, not 7 chunks
     assert s.total_tok_s == pytest.approx(47 / 4)
 
 
@@ -75,8 +81,16 @@ def test_tpot_and_itl_differ_under_multi_token_chunks():
 def test_empty_run_is_well_defined():
     s = summarize([], duration=0.0)
     assert (s.completed, s.failed, s.total_output_tokens) == (0, 0, 0)
-    for name in ("request_throughput", "decode_tok_s", "prefill_tok_s", "per_stream_tok_s",
-                 "ttft_ms_mean", "tpot_ms_p99", "itl_ms_median", "e2el_ms_p90"):
+    for name in (
+        "request_throughput",
+        "decode_tok_s",
+        "prefill_tok_s",
+        "per_stream_tok_s",
+        "ttft_ms_mean",
+        "tpot_ms_p99",
+        "itl_ms_median",
+        "e2el_ms_p90",
+    ):
         assert getattr(s, name) is None, name
 
 
@@ -118,9 +132,18 @@ def test_to_dict_is_flat_with_baseline_keys():
     spec = SpecDecodeStats("ok", None, 2, 6, 3, 0.5, 2.5, [1.0, 0.5, 0.0])
     d = summarize(RECORDS, 4.0, spec).to_dict()
     assert d["acceptance_per_position"] == [1.0, 0.5, 0.0] and d["acceptance_rate"] == 0.5
-    for key in ("completed", "failed", "duration_s", "request_throughput", "prefill_tok_s",
-                "decode_tok_s", "per_stream_tok_s", "acceptance_rate", "acceptance_length",
-                "acceptance_per_position"):
+    for key in (
+        "completed",
+        "failed",
+        "duration_s",
+        "request_throughput",
+        "prefill_tok_s",
+        "decode_tok_s",
+        "per_stream_tok_s",
+        "acceptance_rate",
+        "acceptance_length",
+        "acceptance_per_position",
+    ):
         assert key in d
     for metric in ("ttft", "tpot", "itl", "e2el"):
         for stat in ("mean", "median", "p90", "p99"):

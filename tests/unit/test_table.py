@@ -50,7 +50,7 @@ def test_format_change_never_prints_the_limit_beside_a_crossed_verdict():
     assert rate.status == "regressed"
     assert format_change(rate).startswith("-0.0301 ")
     at_limit = compare("decode_tok_s", 100.0, 95.0, REL5, "higher")
-    assert format_change(at_limit) == "-5.0% (-5.0)"          # passing: no extra digits
+    assert format_change(at_limit) == "-5.0% (-5.0)"  # passing: no extra digits
 
 
 def test_verdict_table_has_header_numbers_and_words():
@@ -77,7 +77,7 @@ def test_verdict_table_columns_are_aligned():
     header, rule, *rows = rows_of(text)[:4]
     # the verdict column starts at the same offset on every line
     start = header.index("verdict")
-    assert rule[start - 2:start] == "  " and rule[start] == "-"
+    assert rule[start - 2 : start] == "  " and rule[start] == "-"
     assert all(r[start:].strip() in ("!! REGRESSED", "pass") for r in rows)
     # numbers are right-aligned under their header
     end = header.index("baseline") + len("baseline")
@@ -100,11 +100,11 @@ def test_server_table_groups_by_concurrency_and_shows_published_reference():
     assert lines[0] == "llmperf: qwen3.6-35b-a3b-fp8-mtp"
     assert PUBLISHED_HEADER in lines[1]
     body = lines[3:6]
-    assert body[0].split()[:2] == ["8", "acceptance_rate"]       # sorted by concurrency
+    assert body[0].split()[:2] == ["8", "acceptance_rate"]  # sorted by concurrency
     assert body[1].split()[:2] == ["32", "decode_tok_s"]
-    assert body[2].split()[0] == "acceptance_rate"               # concurrency not repeated
+    assert body[2].split()[0] == "acceptance_rate"  # concurrency not repeated
     assert body[1].split()[-1] == "407.9" and "REGRESSED" in body[1]
-    assert body[0].split()[-1] == "-"                            # no published figure there
+    assert body[0].split()[-1] == "-"  # no published figure there
     assert "never gating" in text
 
 

@@ -17,9 +17,16 @@ from pytest_llmperf.workload.records import RequestRecord
 def record(index, send, ttft, tokens=10, chunks=None, gap=0.01, ok=True):
     chunks = chunks or tokens
     times = [send + ttft + k * gap for k in range(chunks)]
-    return RequestRecord(index=index, send_time=send, chunk_times=times, end_time=times[-1],
-                         prompt_tokens=20, completion_tokens=tokens, status=200,
-                         error=None if ok else "boom")
+    return RequestRecord(
+        index=index,
+        send_time=send,
+        chunk_times=times,
+        end_time=times[-1],
+        prompt_tokens=20,
+        completion_tokens=tokens,
+        status=200,
+        error=None if ok else "boom",
+    )
 
 
 def rows(ttfts, tokens=10, chunks=None, gap_ms=10.0):
@@ -59,8 +66,9 @@ def test_blocks_are_one_wave_but_at_least_three(n, concurrency, length):
 def test_identical_runs_have_no_noise():
     base = rows(np.linspace(100, 900, 40))
     figures = {"decode_tok_s": 100.0, "acceptance_rate": 0.6}
-    errors = paired_errors(base, base, figures, figures, ["ttft_ms_median", "tpot_ms_mean", "decode_tok_s"],
-                           concurrency=8)
+    errors = paired_errors(
+        base, base, figures, figures, ["ttft_ms_median", "tpot_ms_mean", "decode_tok_s"], concurrency=8
+    )
     assert errors == {"ttft_ms_median": 0.0, "tpot_ms_mean": 0.0, "decode_tok_s": 0.0}
 
 
@@ -103,20 +111,24 @@ def test_acceptance_noise_comes_from_each_requests_chunks():
     # 3 spec tokens: 100 tokens in 40 chunks is 39 drafts and 60 accepted
     chunks = [40] * 20
     base = rows([100.0] * 20, tokens=100, chunks=chunks)
-    same = paired_errors(base, base, {"acceptance_rate": 0.5}, {"acceptance_rate": 0.5},
-                         ["acceptance_rate", "acceptance_length"])
-    assert same == {"acceptance_rate": 0.0}          # no acceptance_length figure given: no estimate
+    same = paired_errors(
+        base, base, {"acceptance_rate": 0.5}, {"acceptance_rate": 0.5}, ["acceptance_rate", "acceptance_length"]
+    )
+    assert same == {"acceptance_rate": 0.0}  # no acceptance_length figure given: no estimate
     varied = rows([100.0] * 20, tokens=100, chunks=[30, 50] * 10)
-    errors = paired_errors(base, varied, {"acceptance_rate": 0.5, "acceptance_length": 2.5},
-                           {"acceptance_rate": 0.5, "acceptance_length": 2.5},
-                           ["acceptance_rate", "acceptance_length"])
+    errors = paired_errors(
+        base,
+        varied,
+        {"acceptance_rate": 0.5, "acceptance_length": 2.5},
+        {"acceptance_rate": 0.5, "acceptance_length": 2.5},
+        ["acceptance_rate", "acceptance_length"],
+    )
     assert errors["acceptance_rate"] > 0 and errors["acceptance_length"] > 0
 
 
 def test_zero_drafts_give_no_acceptance_estimate():
     base = rows([100.0] * 10, tokens=1, chunks=1)
-    assert paired_errors(base, base, {"acceptance_rate": 0.0}, {"acceptance_rate": 0.0},
-                         ["acceptance_rate"]) == {}
+    assert paired_errors(base, base, {"acceptance_rate": 0.0}, {"acceptance_rate": 0.0}, ["acceptance_rate"]) == {}
 
 
 def test_the_bootstrap_is_deterministic():

@@ -23,7 +23,7 @@ def status(baseline, measured, error, tol=REL5, direction="higher", **kw):
 
 
 def test_without_noise_the_rule_is_the_plain_tolerance_check():
-    assert status(100.0, 95.0, None) == "pass"          # exactly at the limit passes
+    assert status(100.0, 95.0, None) == "pass"  # exactly at the limit passes
     assert status(100.0, 94.9, None) == "regressed"
     assert status(100.0, 105.1, None) == "improved"
     assert status(100.0, 95.0, 0.0) == "pass"
@@ -57,7 +57,7 @@ def test_noise_wider_than_tolerance_is_inconclusive_even_without_a_change():
 
 
 def test_small_change_with_small_noise_passes():
-    assert status(100.0, 98.0, 1.0) == "pass"           # 2 + 1.96 <= 5
+    assert status(100.0, 98.0, 1.0) == "pass"  # 2 + 1.96 <= 5
 
 
 def test_improvement_needs_to_clear_the_noise_too():
@@ -79,9 +79,9 @@ def test_absolute_tolerance_uses_the_noise_in_metric_units():
 
 def test_few_independent_blocks_widen_the_interval_by_students_t():
     # 2 degrees of freedom: t = 4.30 instead of 1.96
-    assert status(100.0, 90.0, Noise(2.5)) == "regressed"            # 10 - 4.9 > 0
+    assert status(100.0, 90.0, Noise(2.5)) == "regressed"  # 10 - 4.9 > 0
     v = compare("decode_tok_s", 100.0, 90.0, REL5, "higher", error=Noise(2.5, dof=2))
-    assert v.status == "inconclusive" and v.noise == pytest.approx(4.303 * 2.5, rel=1e-3)   # 10 - 10.8 < 0
+    assert v.status == "inconclusive" and v.noise == pytest.approx(4.303 * 2.5, rel=1e-3)  # 10 - 10.8 < 0
 
 
 @pytest.mark.parametrize("dof, exact", [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)])
@@ -104,12 +104,12 @@ def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
     sd = 2.0
     # the median of 3 runs varies pi/2 times as much as their mean; of 1 run, as that run
     assert noise.sigma == pytest.approx(math.sqrt(sd**2 * math.pi / 6 + sd**2 / 1))
-    assert noise.dof == pytest.approx(2.0)   # both parts rest on the baseline's 3 repetitions
+    assert noise.dof == pytest.approx(2.0)  # both parts rest on the baseline's 3 repetitions
 
 
 def test_change_error_combines_paired_and_repetitions_by_welch_satterthwaite():
     noise = change_error(1.0, [100.0, 102.0], [100.0, 102.0], paired_dof=9)
-    parts = [(1.0, 9), (2.0 / 2, 1), (2.0 / 2, 1)]     # variances: paired, sd^2/2 per side
+    parts = [(1.0, 9), (2.0 / 2, 1), (2.0 / 2, 1)]  # variances: paired, sd^2/2 per side
     total = sum(v for v, _ in parts)
     assert noise.sigma == pytest.approx(math.sqrt(total))
     assert noise.dof == pytest.approx(total**2 / sum(v**2 / d for v, d in parts))
@@ -122,17 +122,23 @@ def test_identical_repetitions_carry_no_noise():
 
 
 def test_compare_metrics_takes_errors_and_notes_per_metric():
-    recorded = {"decode_tok_s": {"value": 100.0, "samples": [100.0], "direction": "higher"},
-                "acceptance_rate": {"value": 0.67, "samples": [0.67], "direction": "higher"}}
-    verdicts = compare_metrics(["decode_tok_s", "acceptance_rate"], recorded,
-                               {"decode_tok_s": 93.0, "acceptance_rate": 0.60},
-                               errors={"decode_tok_s": Noise(4.0)},
-                               notes={"acceptance_rate": "the baseline has no per-request figures"})
+    recorded = {
+        "decode_tok_s": {"value": 100.0, "samples": [100.0], "direction": "higher"},
+        "acceptance_rate": {"value": 0.67, "samples": [0.67], "direction": "higher"},
+    }
+    verdicts = compare_metrics(
+        ["decode_tok_s", "acceptance_rate"],
+        recorded,
+        {"decode_tok_s": 93.0, "acceptance_rate": 0.60},
+        errors={"decode_tok_s": Noise(4.0)},
+        notes={"acceptance_rate": "the baseline has no per-request figures"},
+    )
     assert [v.status for v in verdicts] == ["inconclusive", "regressed"]
     assert verdicts[1].note == "the baseline has no per-request figures"
 
 
 def test_zero_drafts_are_no_data_whatever_the_noise():
-    v = compare("acceptance_rate", 0.67, None, ABS003, "higher", error=Noise(0.01),
-                no_data_reason="drafts did not move")
+    v = compare(
+        "acceptance_rate", 0.67, None, ABS003, "higher", error=Noise(0.01), no_data_reason="drafts did not move"
+    )
     assert v.status == "no-data" and "drafts did not move" in v.hint
