@@ -22,7 +22,7 @@ from pytest_llmperf.workload.token_counts import (
     token_counter_for,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sharegpt"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sharegpt"
 
 
 # -- the approximation --------------------------------------------------------------

@@ -18,7 +18,7 @@ from pytest_llmperf.workload.dataset import (
 )
 from pytest_llmperf.workload.json_stream import JSONArrayError, JSONArrayStream
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sharegpt"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sharegpt"
 
 
 def expected_conversations(records: list[dict]) -> list[tuple[str, str, str]]:

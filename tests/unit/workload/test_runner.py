@@ -4,20 +4,16 @@ import io
 import json
 import math
 import socket
-import subprocess
-import sys
-import textwrap
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
-from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
 
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, ServerUnreachable, run_benchmark
 from pytest_llmperf.workload.schedule import arrival_offsets
+from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests
 
 
 @pytest.fixture
@@ -208,28 +204,7 @@ def test_progress_line_counts():
 
 
 def test_ctrl_c_returns_a_partial_result(tmp_path):
-    script = textwrap.dedent("""
-        import os, signal, sys, threading, time, json
-        sys.path.insert(0, sys.argv[1])
-        from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
-        from pytest_llmperf.workload.records import SampledRequest
-        from pytest_llmperf.workload.runner import RunConfig, run_benchmark
-        reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
-        with FakeStreamServer() as srv:
-            def press_ctrl_c():
-                while len(srv.requests) < 8:
-                    time.sleep(0.01)
-                time.sleep(0.1)
-                os.kill(os.getpid(), signal.SIGINT)
-            threading.Thread(target=press_ctrl_c, daemon=True).start()
-            res = run_benchmark(srv.base_url, "m", reqs, RunConfig(concurrency=4, warmup_requests=0, progress=False))
-        print(json.dumps({"stop": res.stop_reason, "attempted": res.attempted, "completed": res.completed,
-                          "errors": sorted({r.error for r in res.records if r.error})}))
-    """)
-    here = str(Path(__file__).parent)
-    proc = subprocess.run([sys.executable, "-c", script, here], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = interrupted_run(workers=1)
     assert out["stop"] == "interrupted"
     assert out["completed"] == 4 and out["attempted"] == 8
     assert out["errors"] == ["interrupted (Ctrl-C)"]

@@ -12,7 +12,7 @@ from pytest_llmperf.servers.gpu_info import (
     parse_nvidia_smi_csv,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
 
 
 def fixture(name: str) -> str:

@@ -19,7 +19,7 @@ from pytest_llmperf.workload.dataset import (
 )
 from pytest_llmperf.workload.records import SampledRequest
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sharegpt"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sharegpt"
 
 
 def words(texts: list[str]) -> list[int]:

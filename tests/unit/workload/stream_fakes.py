@@ -213,3 +213,41 @@ def max_overlap(records) -> int:
         live += step
         peak = max(peak, live)
     return peak
+
+
+_CTRL_C_SCRIPT = """
+import json, os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from stream_fakes import FakeStreamServer
+from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
+if __name__ == "__main__":
+    with FakeStreamServer() as srv:
+        def press_ctrl_c():
+            while len(srv.requests) < 8:
+                time.sleep(0.01)
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=press_ctrl_c, daemon=True).start()
+        config = RunConfig(concurrency=4, workers=int(sys.argv[2]), warmup_requests=0, progress=False)
+        res = run_benchmark(srv.base_url, "m", reqs, config)
+    print(json.dumps({"stop": res.stop_reason, "attempted": res.attempted, "completed": res.completed,
+                      "errors": sorted({r.error for r in res.records if r.error})}))
+"""
+
+
+def interrupted_run(workers: int = 1) -> dict:
+    """Run 40 requests (4 quick, the rest stalling) at concurrency 4 in a fresh process and
+    press Ctrl-C once 8 have started; what the runner returned, as a dict."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_SCRIPT, here, str(workers)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_llmperf.sim import SimConfig, simulated_server
 
-REF = Path(__file__).resolve().parents[1] / "fixtures" / "reference"
+REF = Path(__file__).resolve().parents[2] / "fixtures" / "reference"
 MODEL = "smollm2"
 MTP = {"method": "mtp", "num_speculative_tokens": 3}
 

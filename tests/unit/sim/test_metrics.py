@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_llmperf.sim import SimConfig, simulated_server
 
-REF = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "vllm-0.32-cpu-ngram-metrics.txt"
+REF = Path(__file__).resolve().parents[2] / "fixtures" / "reference" / "vllm-0.32-cpu-ngram-metrics.txt"
 MTP = {"method": "mtp", "num_speculative_tokens": 3}
 # The families DESIGN.md and the issue name; each must exist in the real page too.
 REQUIRED = {

@@ -4,10 +4,10 @@ import asyncio
 import socket
 
 import pytest
-from stream_fakes import FakeStreamServer
 
 from pytest_llmperf.workload.client import StreamingClient, build_payload, error_message
 from pytest_llmperf.workload.records import SampledRequest
+from tests.unit.workload.stream_fakes import FakeStreamServer
 
 
 @pytest.fixture

@@ -1,16 +1,10 @@
 """Streams spread over worker processes (RunConfig.workers > 1)."""
 
-import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
-from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
 
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 from pytest_llmperf.workload.workers import split
+from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests
 
 
 def test_split_shares_requests_schedule_and_concurrency():
@@ -59,29 +53,6 @@ def test_bad_workers(workers):
 
 @pytest.mark.slow
 def test_ctrl_c_with_workers_returns_a_partial_result():
-    script = textwrap.dedent("""
-        import os, signal, sys, threading, time, json
-        sys.path.insert(0, sys.argv[1])
-        from stream_fakes import FakeStreamServer, max_overlap, scripted_requests
-        from pytest_llmperf.workload.records import SampledRequest
-        from pytest_llmperf.workload.runner import RunConfig, run_benchmark
-        reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
-        if __name__ == "__main__":
-            with FakeStreamServer() as srv:
-                def press_ctrl_c():
-                    while len(srv.requests) < 8:
-                        time.sleep(0.01)
-                    time.sleep(0.2)
-                    os.kill(os.getpid(), signal.SIGINT)
-                threading.Thread(target=press_ctrl_c, daemon=True).start()
-                res = run_benchmark(srv.base_url, "m", reqs,
-                                    RunConfig(concurrency=4, workers=2, warmup_requests=0, progress=False))
-            print(json.dumps({"stop": res.stop_reason, "attempted": res.attempted, "completed": res.completed,
-                              "errors": sorted({r.error for r in res.records if r.error})}))
-    """)
-    here = str(Path(__file__).parent)
-    proc = subprocess.run([sys.executable, "-c", script, here], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = interrupted_run(workers=2)
     assert out["stop"] == "interrupted" and out["completed"] == 4 and out["attempted"] == 8
     assert out["errors"] == ["interrupted (Ctrl-C)"]

@@ -20,7 +20,7 @@ from pytest_llmperf.metrics.prometheus import (
     spec_decode_delta,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
 FULL_PAGE = FIXTURES / "vllm-0.32-cpu-ngram-metrics.txt"
 LOG_EXCERPT = FIXTURES / "vllm-0.32-cpu-specdecode-log.txt"
 
