@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE, change_error, compare  # noqa: E402
-from pytest_llmperf.baselines.tolerances import DEFAULT_TOLERANCES, DIRECTIONS  # noqa: E402
+from pytest_llmperf.metrics import registry  # noqa: E402
 from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
@@ -157,7 +157,15 @@ def judge(
             sb = [r.figures.get(name) for r in mtp_b]
             sm = [r.figures.get(name) for r in mtp_m]
         noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1))
-        out[name] = compare(name, b, m, DEFAULT_TOLERANCES[name], DIRECTIONS[name], error=noise, confidence=confidence)
+        out[name] = compare(
+            name,
+            b,
+            m,
+            registry.metric(name).tolerance,
+            registry.metric(name).direction,
+            error=noise,
+            confidence=confidence,
+        )
     return out
 
 
@@ -219,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                 if scenario == "none":
                     device_nightly += sum(r.result.duration for r in mtp_m) * 2
                     reps_used[c].append(len(mtp_m))
-                for metric, verdict in verdicts.items():
-                    bucket = counts[scenario][metric]
+                for name, verdict in verdicts.items():
+                    bucket = counts[scenario][name]
                     bucket[verdict.status] = bucket.get(verdict.status, 0) + 1
         n = args.trials
         for metric in METRICS:

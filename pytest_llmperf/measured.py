@@ -1,36 +1,26 @@
 """MeasuredRun: what `llmperf.run()` returns — one server, one concurrency, one workload.
 
-It holds the raw RunResults (one per repetition) and their summaries in real time;
-assertions hand the figures to the session's gate, which owns baselines and verdicts.
+A plain value: the raw RunResults (one per repetition) and their figures in real time.
+Its assertions hand the figures to `judge`, a callable the llmperf fixture binds to one
+test (its id and marker tolerances); the session behind it owns baselines and verdicts.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
+from pytest_llmperf.metrics.registry import check_names
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.spec import Workload
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pytest_llmperf.session import PerfSession
-
-
-def flatten_summary(summary: Mapping[str, Any]) -> dict[str, float | None]:
-    """Scalar figures only; the per-position list becomes acceptance_pos1..k."""
-    flat: dict[str, float | None] = {}
-    for key, value in summary.items():
-        if isinstance(value, (list, tuple)):
-            for i, v in enumerate(value, start=1):
-                flat[f"acceptance_pos{i}" if key.startswith("acceptance") else f"{key}_{i}"] = v
-        elif isinstance(value, bool):
-            continue
-        elif value is None or isinstance(value, (int, float)):
-            flat[key] = value
-    return flat
+Samples = Mapping[str, list[float | None]]
+# judge(run, collect, tolerances, base): judge (or record) the samples `collect()` returns;
+# auto repetitions call `collect` again after each run they add.
+Judge = Callable[["MeasuredRun", Callable[[], Samples], Mapping[str, str], Optional["MeasuredRun"]], None]
 
 
 @dataclass
@@ -45,9 +35,7 @@ class MeasuredRun:
     rows: list[tuple] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. "spec-decode counters did not move"
     published: dict[str, float] = field(default_factory=dict)
-    _session: PerfSession | None = field(default=None, repr=False, compare=False)
-    _nodeid: str = field(default="", repr=False, compare=False)
-    _tolerances: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # the marker's
+    judge: Judge | None = field(default=None, repr=False, compare=False)
 
     @property
     def concurrency(self) -> int:
@@ -88,26 +76,28 @@ class MeasuredRun:
         return [a / b if a is not None and b else None for a, b in zip(ours, theirs)]
 
     def speedup_over(self, base: MeasuredRun) -> float | None:
+        """Median over repetitions of this run's decode tok/s over `base`'s."""
         values = [v for v in self.speedup_samples(base) if v is not None]
         return statistics.median(values) if values else None
 
     def assert_no_regression(self, *metrics: str, tolerances: Mapping[str, str] | None = None) -> None:
-        """Compare the named metrics (default: the marker's `metrics`, else decode tok/s)
-        with the baseline; fail with a table on a regression; record under --update-baselines."""
+        """Compare the named metrics (default: decode tok/s, and acceptance for a speculative
+        server) with the baseline; fail with a table on a regression; record under
+        --update-baselines."""
         names = self._metrics(metrics)
-        self._require_session().gate(
-            self, lambda: {m: self.samples.get(m, [None]) for m in names}, {**self._tolerances, **(tolerances or {})}
-        )
+        check_names(names, "assert_no_regression: ")
+        self._judge(lambda: {m: self.samples.get(m, [None]) for m in names}, tolerances or {}, None)
 
     def assert_speedup_over(self, base: MeasuredRun, tolerance: str | None = None) -> None:
         """Gate `mtp_speedup` (this run's decode tok/s / the base run's) against the baseline."""
         self.speedup_samples(base)  # refuses a different workload or model before anything is judged
-        tolerances = {**self._tolerances, **({"mtp_speedup": tolerance} if tolerance else {})}
-        self._require_session().gate(self, lambda: {"mtp_speedup": self.speedup_samples(base)}, tolerances, base=base)
+        tolerances = {"mtp_speedup": tolerance} if tolerance else {}
+        self._judge(lambda: {"mtp_speedup": self.speedup_samples(base)}, tolerances, base)
 
-    def bound_to(self, nodeid: str, tolerances: Mapping[str, str] | None = None) -> MeasuredRun:
-        """A view of this (cached, shared) run for one test: its id and marker tolerances."""
-        return replace(self, _nodeid=nodeid, _tolerances=dict(tolerances or {}))
+    def _judge(self, collect: Callable[[], Samples], tolerances: Mapping[str, str], base: MeasuredRun | None) -> None:
+        if self.judge is None:
+            raise RuntimeError("this run is not bound to a test; assert through the llmperf fixture's runs")
+        self.judge(self, collect, tolerances, base)
 
     def _metrics(self, metrics: tuple[str, ...]) -> tuple[str, ...]:
         if metrics:
@@ -117,8 +107,3 @@ class MeasuredRun:
         if self.spec.is_speculative:
             return ("decode_tok_s", "acceptance_rate", "acceptance_length")
         return ("decode_tok_s",)
-
-    def _require_session(self) -> PerfSession:
-        if self._session is None:
-            raise RuntimeError("this run is not attached to a pytest session; use the llmperf fixture")
-        return self._session

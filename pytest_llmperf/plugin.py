@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
 from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
@@ -54,6 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
         options = resolve_options(config.getoption, config.getini)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
+    try:
+        parse_tolerance_overrides("\n".join(config.getini("llmperf_tolerances")))
+    except ValueError as exc:
+        raise pytest.UsageError(f"ini llmperf_tolerances: {exc}") from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SESSION_KEY] = None
     _check_xdist(config, options)
@@ -110,6 +115,10 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
         value = marker.kwargs.get(key)
         if value is not None and not isinstance(value, ServerSpec):
             raise pytest.UsageError(f"{item.nodeid}: llmperf {key}= must be a ServerSpec, got {value!r}")
+    try:
+        parse_tolerances(marker.kwargs.get("tolerances") or {}, f"{item.nodeid}: llmperf tolerances: ")
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     return dict(marker.kwargs)
 
 
@@ -186,7 +195,7 @@ class LlmperfFixture:
             self._benchmark = None  # pytest-benchmark times one call per test
         else:
             measured = self._perf.run(spec, resolved)
-        return measured.bound_to(self._nodeid, self._kwargs.get("tolerances") or {})
+        return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"))
 
 
 def _run_under_benchmark(benchmark: Any, run: Callable[..., Any], spec: ServerSpec, workload: Any) -> Any:

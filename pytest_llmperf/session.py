@@ -6,6 +6,7 @@ it can be tested without pytest.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import os
@@ -26,8 +27,8 @@ from pytest_llmperf.baselines.compare import (
 )
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
-from pytest_llmperf.measured import MeasuredRun, flatten_summary
-from pytest_llmperf.metrics.timescale import to_real_time
+from pytest_llmperf.measured import MeasuredRun, Samples
+from pytest_llmperf.metrics.registry import flatten
 from pytest_llmperf.metrics.uncertainty import (
     decode_rows,
     encode_rows,
@@ -126,7 +127,6 @@ class PerfSession:
             samples={},
             provenance=self._provenance(spec, endpoint),
             published=self._published(spec, workload.concurrency),
-            _session=self,
         )
         for _ in range(self.planned_repetitions):
             self._repeat(measured, endpoint, requests, speed)
@@ -160,10 +160,11 @@ class PerfSession:
         """One more repetition of `measured`'s workload, added to it in place."""
         rep = len(measured.results)
         result = self._execute(endpoint, requests, measured.workload, speed)
+        result.clock_speed = speed  # its summary is in real time from here on
         measured.results.append(result)
         summary = result.summary()
         measured.notes += [note for note in summary.notes if note not in measured.notes]
-        flat = to_real_time(flatten_summary(summary.to_dict()), speed)
+        flat = flatten(summary.to_dict())
         for name in set(flat) | set(measured.samples):
             measured.samples.setdefault(name, [None] * rep).append(flat.get(name))
         if rep == 0:
@@ -292,23 +293,32 @@ class PerfSession:
         extra = f" --llmperf-profile {self.options.profile}" if self.options.profile != "full" else ""
         return f"pytest '{nodeid}' {flag}{extra} --update-baselines".replace("  ", " ")
 
+    def bind(self, run: MeasuredRun, nodeid: str, marker_tolerances: Mapping[str, str] | None = None) -> MeasuredRun:
+        """`run` (cached, shared between tests) as one test sees it: its assertions are
+        judged for `nodeid` with the test's marker tolerances."""
+        judge = functools.partial(self.gate, nodeid=nodeid, marker_tolerances=dict(marker_tolerances or {}))
+        return dataclasses.replace(run, judge=judge)
+
     def gate(
         self,
         run: MeasuredRun,
-        samples: Mapping[str, list[float | None]] | Callable[[], Mapping[str, list[float | None]]],
+        collect: Callable[[], Samples],
         tolerances: Mapping[str, str] | None = None,
-        *,
         base: MeasuredRun | None = None,
+        *,
+        nodeid: str,
+        marker_tolerances: Mapping[str, str] | None = None,
     ) -> None:
-        """Judge (or record) the gated metrics' samples. `samples` may be a callable that
-        collects them afresh: auto repetitions call it again after each added run."""
-        collect = samples if callable(samples) else (lambda: samples)
+        """Judge (or record) for test `nodeid` the gated metrics' samples that `collect()`
+        returns; auto repetitions call it again after each added run. `tolerances` (the
+        assertion's) take precedence over `marker_tolerances` (the test's marker)."""
+        tolerances = {**(marker_tolerances or {}), **(tolerances or {})}
         samples = collect()
         target = self.target_name(run)
         path = self.store.path_for(target, run.spec.name)
         workload = self.workload_identity(run)
-        command = self.update_command(run._nodeid or "<test>")
-        record = GateRecord(run._nodeid, run.spec.name, run.concurrency, _relative(path, self.rootdir))
+        command = self.update_command(nodeid)
+        record = GateRecord(nodeid, run.spec.name, run.concurrency, _relative(path, self.rootdir))
         self.gates.append(record)
 
         if self.options.update_baselines:

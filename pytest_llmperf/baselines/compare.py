@@ -30,7 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.baselines.tolerances import Direction, Tolerance, direction_for, tolerance_for
+from pytest_llmperf.baselines.tolerances import tolerance_for
+from pytest_llmperf.metrics import registry
+from pytest_llmperf.metrics.registry import Direction, Tolerance
 
 STATUSES = ("pass", "improved", "regressed", "inconclusive", "missing-baseline", "no-data")
 PASSING = frozenset({"pass", "improved"})
@@ -307,13 +309,13 @@ def compare_metrics(
     `overrides`: tolerance layers, most specific first (marker, then ini).
     `errors`: the standard error of each metric's change (see change_error); `notes`: how
     it was estimated, where that needs saying.
-    An unknown metric without a tolerance raises ValueError (from tolerance_for).
+    An unknown metric raises UnknownMetric, one without a tolerance ValueError (from tolerance_for).
     """
     layers = tuple(overrides)
     verdicts = []
     for name in names:
         recorded = (baseline_metrics or {}).get(name)
-        direction = direction_for(name, recorded.get("direction") if recorded else None)
+        direction = registry.metric(name).direction
         tolerance = tolerance_for(name, *layers)
         reason = (no_data_reasons or {}).get(name)
         if reason is None and name not in measured:

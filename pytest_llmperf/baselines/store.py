@@ -54,7 +54,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 from pytest_llmperf.baselines.compare import check_compatible
-from pytest_llmperf.baselines.tolerances import DIRECTIONS, Direction, direction_for
+from pytest_llmperf.metrics.registry import Direction, UnknownMetric, metric
 from pytest_llmperf.metrics.uncertainty import decode_rows
 
 FORMAT = 1
@@ -303,10 +303,12 @@ def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
         direction = Direction.parse(m["direction"])
     except ValueError as exc:
         raise BaselineError(path, f"{where}.direction: {exc}") from None
-    if name in DIRECTIONS and direction is not DIRECTIONS[name]:
-        raise BaselineError(
-            path, f"{where}.direction is {direction.value!r} but {name} is {DIRECTIONS[name].value}-is-better"
-        )
+    try:
+        known = metric(name).direction
+    except UnknownMetric as exc:
+        raise BaselineError(path, f"{where}: {exc}") from None
+    if direction is not known:
+        raise BaselineError(path, f"{where}.direction is {direction.value!r} but {name} is {known.value}-is-better")
     median = statistics.median(samples)
     if not math.isclose(m["value"], median, rel_tol=1e-5, abs_tol=1e-9):
         raise BaselineError(
@@ -443,7 +445,6 @@ class BaselineStore:
         workload: Mapping[str, Any],
         provenance: Mapping[str, Any],
         *,
-        directions: Mapping[str, Direction | str] | None = None,
         requests: list[str] | None = None,
     ) -> BaselineFile:
         """Record one concurrency's metrics and write the file; other concurrencies are kept.
@@ -453,18 +454,15 @@ class BaselineStore:
         left is not recorded. Within a concurrency, metrics recorded earlier under the same
         workload and hardware are kept (so mtp_speedup can be added after decode_tok_s);
         a different workload or hardware replaces the whole entry.
-        `directions` is needed only for metrics whose direction cannot be inferred.
         `requests`: the run's per-request lines (metrics/uncertainty.encode_rows); when
         None, lines recorded earlier under the same workload and hardware are kept.
         """
         concurrency = _positive_concurrency(concurrency)
         path = self.path_for(target, server)
         with _directory_lock(path.parent):
-            return self._record_locked(
-                path, target, server, concurrency, metrics, workload, provenance, directions, requests
-            )
+            return self._record_locked(path, target, server, concurrency, metrics, workload, provenance, requests)
 
-    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, directions, requests):
+    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, requests):
         try:
             current = self.load(target, server)
         except BaselineError as exc:
@@ -484,8 +482,7 @@ class BaselineStore:
                 samples = [stable_float(s) for s in samples]
             except ValueError as exc:
                 raise ValueError(f"metric {name}: {exc}") from None
-            hint = (directions or {}).get(name)
-            direction = Direction.parse(hint) if hint is not None else direction_for(name)
+            direction = metric(name).direction
             median, spread = summarize_samples(samples)
             new_metrics[name] = {
                 "direction": direction.value,

@@ -1,12 +1,12 @@
-"""Tolerances and directions: how far a metric may move before it is a regression.
+"""Tolerances: how far a metric may move before it is a regression.
 
-A tolerance is a magnitude; the metric's direction says which way is worse.
-"5%" on decode tok/s (higher is better) allows measured >= baseline * 0.95;
+A tolerance is a magnitude; the metric's direction (metrics/registry.py) says which way
+is worse. "5%" on decode tok/s (higher is better) allows measured >= baseline * 0.95;
 "10%" on TTFT (lower is better) allows measured <= baseline * 1.10;
 "0.03" on acceptance rate allows measured >= baseline - 0.03.
 The same magnitude in the better direction is the "improved" threshold.
 
-Precedence for a metric's tolerance: per-test marker > project ini > DEFAULT_TOLERANCES.
+Precedence for a metric's tolerance: per-test marker > project ini > the registry's default.
 """
 
 from __future__ import annotations
@@ -14,92 +14,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-
-class Direction(str, Enum):
-    HIGHER = "higher"  # higher is better (throughput, acceptance)
-    LOWER = "lower"  # lower is better (latency)
-
-    @classmethod
-    def parse(cls, value: Direction | str) -> Direction:
-        if isinstance(value, Direction):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"direction must be 'higher' or 'lower', got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    kind: str  # "relative" (limit is a fraction: 0.05 = 5%) or "absolute" (metric units)
-    limit: float  # non-negative magnitude
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("relative", "absolute"):
-            raise ValueError(f"tolerance kind must be 'relative' or 'absolute', got {self.kind!r}")
-        if isinstance(self.limit, bool) or not isinstance(self.limit, (int, float)):
-            raise ValueError(f"tolerance limit must be a number, got {self.limit!r}")
-        if not math.isfinite(self.limit) or self.limit < 0:
-            raise ValueError(f"tolerance limit must be a finite number >= 0, got {self.limit!r}")
-        object.__setattr__(self, "limit", float(self.limit))
-
-    def allowed(self, direction: Direction | str) -> str:
-        """Human form with the sign of the allowed (worse) move: "-5%", "+10%", "-0.03"."""
-        sign = "-" if Direction.parse(direction) is Direction.HIGHER else "+"
-        if self.kind == "relative":
-            return f"{sign}{_trim(self.limit * 100)}%"
-        return f"{sign}{_trim(self.limit)}"
-
-    def __str__(self) -> str:
-        return f"{_trim(self.limit * 100)}%" if self.kind == "relative" else _trim(self.limit)
-
-
-def _trim(x: float) -> str:
-    """Shortest readable form: 5.0 -> "5", 0.030000000000000002 -> "0.03"."""
-    return f"{x:.6g}"
-
-
-DIRECTIONS: dict[str, Direction] = {
-    "decode_tok_s": Direction.HIGHER,
-    "prefill_tok_s": Direction.HIGHER,
-    "request_throughput": Direction.HIGHER,
-    "acceptance_length": Direction.HIGHER,
-    "acceptance_rate": Direction.HIGHER,
-    "mtp_speedup": Direction.HIGHER,
-    "ttft_ms_median": Direction.LOWER,
-    "tpot_ms_median": Direction.LOWER,
-    "itl_ms_median": Direction.LOWER,
-    "e2el_ms_median": Direction.LOWER,
-}
-
-DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    "decode_tok_s": Tolerance("relative", 0.05),
-    "prefill_tok_s": Tolerance("relative", 0.05),
-    "request_throughput": Tolerance("relative", 0.05),
-    "acceptance_length": Tolerance("relative", 0.05),
-    "acceptance_rate": Tolerance("absolute", 0.03),
-    "mtp_speedup": Tolerance("relative", 0.05),
-    "ttft_ms_median": Tolerance("relative", 0.10),
-    "tpot_ms_median": Tolerance("relative", 0.10),
-    "itl_ms_median": Tolerance("relative", 0.10),
-    "e2el_ms_median": Tolerance("relative", 0.10),
-}
-
-# Directions for metrics outside the table (ttft_ms_p99, per_stream_tok_s, ...),
-# inferred from the summary's naming scheme. First match wins.
-_DIRECTION_PATTERNS: tuple[tuple[re.Pattern[str], Direction], ...] = (
-    (re.compile(r"tok_s|throughput|speedup"), Direction.HIGHER),  # before "_s": tok_s is a rate
-    (re.compile(r"^acceptance"), Direction.HIGHER),
-    (re.compile(r"(^|_)ms(_|$)"), Direction.LOWER),
-    (re.compile(r"(^|_)s$"), Direction.LOWER),  # durations in seconds
-    # The summary's counters: under a time cap, more done is better, failures worse.
-    (re.compile(r"^completed$|tokens$"), Direction.HIGHER),
-    (re.compile(r"^failed$|errors?$"), Direction.LOWER),
-)
+from pytest_llmperf.metrics.registry import Tolerance, check_names, metric
 
 _ACCEPTED_FORMS = (
     'accepted forms: "5%" or "-5%" or "+10%" (relative to the baseline), '
@@ -147,6 +64,7 @@ def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
         name = name.strip()
         if not name:
             raise ValueError(f"invalid tolerance override {item!r}: the metric name is empty")
+        check_names([name], "tolerance override: ")
         try:
             out[name] = parse_tolerance(value)
         except ValueError as exc:
@@ -154,34 +72,37 @@ def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
     return out
 
 
-def direction_for(metric: str, recorded: Direction | str | None = None) -> Direction:
-    """The metric's direction: the table, then the naming scheme, then what a baseline recorded."""
-    if metric in DIRECTIONS:
-        return DIRECTIONS[metric]
-    for pattern, direction in _DIRECTION_PATTERNS:
-        if pattern.search(metric):
-            return direction
-    if recorded is not None:
-        return Direction.parse(recorded)
-    raise ValueError(f"unknown metric {metric!r}: no direction known; known metrics: {', '.join(sorted(DIRECTIONS))}")
-
-
-def tolerance_for(metric: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
+def tolerance_for(name: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
     """The tolerance for a metric: the first override layer that names it, else the default.
 
     Pass layers most specific first: tolerance_for(m, marker_tolerances, ini_tolerances).
-    Values may be Tolerance objects or strings ("5%", "0.03").
+    Values may be Tolerance objects or strings ("5%", "0.03"). An unknown metric raises
+    UnknownMetric with the nearest known names.
     """
+    entry = metric(name)
     for layer in overrides:
-        if layer and metric in layer:
+        if layer and name in layer:
             try:
-                return parse_tolerance(layer[metric])
+                return parse_tolerance(layer[name])
             except ValueError as exc:
-                raise ValueError(f"tolerance for {metric}: {exc}") from None
-    if metric in DEFAULT_TOLERANCES:
-        return DEFAULT_TOLERANCES[metric]
+                raise ValueError(f"tolerance for {name}: {exc}") from None
+    if entry.tolerance is not None:
+        return entry.tolerance
     raise ValueError(
-        f"unknown metric {metric!r}: no default tolerance; give one for it per test "
-        f'(marker) or per project (ini), e.g. "{metric} = 5%"; '
-        f"metrics with defaults: {', '.join(sorted(DEFAULT_TOLERANCES))}"
+        f"{name} has no default tolerance; give one for it per test (marker "
+        f'tolerances={{"{name}": "5%"}}) or per project (ini llmperf_tolerances = "{name} = 5%")'
     )
+
+
+def parse_tolerances(values: Mapping[str, Any], where: str = "") -> dict[str, Tolerance]:
+    """A marker's `tolerances={...}`: known metric names, each a valid tolerance."""
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{where}tolerances must be a dict of metric -> tolerance, got {values!r}")
+    check_names(values, where)
+    out = {}
+    for name, value in values.items():
+        try:
+            out[name] = parse_tolerance(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}tolerance for {name}: {exc}") from None
+    return out

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_llmperf.baselines.compare import Verdict
+from pytest_llmperf.metrics.registry import format_value
 
 VERDICT_WORDS = {
     "pass": "pass",
@@ -26,15 +27,6 @@ PUBLISHED_NOTE = (
     "never gating, hardware and workload may differ"
 )
 
-_DECIMALS = (  # first matching name fragment wins
-    ("acceptance_rate", 3),
-    ("acceptance_length", 2),
-    ("speedup", 3),
-    ("request_throughput", 3),
-    ("tok_s", 1),
-    ("_ms", 1),
-)
-
 
 @dataclass(frozen=True)
 class SummaryRow:
@@ -43,18 +35,6 @@ class SummaryRow:
     concurrency: int
     verdict: Verdict
     published: float | None = None
-
-
-def format_value(metric: str, value: float | None) -> str:
-    """A metric value with precision that suits it: 407.9 tok/s, 0.670 rate, 624.0 ms."""
-    if value is None:
-        return "-"
-    for fragment, decimals in _DECIMALS:
-        if fragment in metric:
-            return f"{value:.{decimals}f}"
-    magnitude = abs(value)
-    decimals = 1 if magnitude >= 100 else 2 if magnitude >= 1 else 3
-    return f"{value:.{decimals}f}"
 
 
 def _decimals_of(text: str) -> int:
@@ -147,25 +127,28 @@ def _hints(verdicts: Iterable[Verdict]) -> list[str]:
     return [f"  - {h}" for h in dict.fromkeys(seen)]
 
 
+_COLUMNS = ["metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
+
+
+def _cells(v: Verdict) -> list[str]:
+    """One verdict as the cells of _COLUMNS."""
+    return [
+        v.metric,
+        format_value(v.metric, v.baseline),
+        format_value(v.metric, v.measured),
+        format_change(v),
+        format_noise(v),
+        v.allowed,
+        verdict_word(v.status),
+    ]
+
+
 def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) -> str:
     """metric | baseline | measured | change | noise | allowed | verdict, then counts and hints.
 
     noise: the half-width of the change's interval at the rule's confidence."""
-    header = ["metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
-    rows = [
-        [
-            v.metric,
-            format_value(v.metric, v.baseline),
-            format_value(v.metric, v.measured),
-            format_change(v),
-            format_noise(v),
-            v.allowed,
-            verdict_word(v.status),
-        ]
-        for v in verdicts
-    ]
     lines = [title] if title else []
-    lines += render_columns(header, rows, right={1, 2, 3, 4, 5})
+    lines += render_columns(_COLUMNS, [_cells(v) for v in verdicts], right={1, 2, 3, 4, 5})
     if verdicts:
         lines.append(f"({_counts(verdicts)})")
     hints = _hints(verdicts)
@@ -174,37 +157,23 @@ def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) 
     return "\n".join(lines)
 
 
-def _as_row(row: SummaryRow | tuple) -> SummaryRow:
-    return row if isinstance(row, SummaryRow) else SummaryRow(*row)
-
-
-def format_server_table(server: str, rows: Iterable[SummaryRow | tuple]) -> str:
+def format_server_table(server: str, rows: Iterable[SummaryRow]) -> str:
     """The terminal summary for one server: concurrency x metric, baseline, change, verdict.
 
-    `rows` are SummaryRow or (concurrency, verdict[, published]) tuples. The published
-    column appears only when some row has a published figure, and is labelled as such.
+    The published column appears only when some row has a published figure, and is
+    labelled as such.
     """
-    items = sorted((_as_row(r) for r in rows), key=lambda r: r.concurrency)  # stable: metric order kept
+    items = sorted(rows, key=lambda r: r.concurrency)  # stable: metric order kept
     with_published = any(r.published is not None for r in items)
-    header = ["conc", "metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
+    header = ["conc", *_COLUMNS]
     if with_published:
         header.append(PUBLISHED_HEADER)
     table = []
     previous = None
     for r in items:
-        v = r.verdict
-        cells = [
-            "" if r.concurrency == previous else str(r.concurrency),
-            v.metric,
-            format_value(v.metric, v.baseline),
-            format_value(v.metric, v.measured),
-            format_change(v),
-            format_noise(v),
-            v.allowed,
-            verdict_word(v.status),
-        ]
+        cells = ["" if r.concurrency == previous else str(r.concurrency), *_cells(r.verdict)]
         if with_published:
-            cells.append(format_value(v.metric, r.published))
+            cells.append(format_value(r.verdict.metric, r.published))
         table.append(cells)
         previous = r.concurrency
     right = {0, 2, 3, 4, 5, 6} | ({8} if with_published else set())

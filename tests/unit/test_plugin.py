@@ -123,6 +123,43 @@ def test_option_errors_are_usage_errors_with_the_fix(project, args, message):
     result.stderr.fnmatch_lines([message])
 
 
+TYPO_IN_MARKER = """
+import pytest
+from conftest import BASE
+
+@pytest.mark.llmperf(server=BASE, num_prompts=4, tolerances={"decode_toks": "5%"})
+def test_typo(llmperf):
+    llmperf.run(concurrency=1).assert_no_regression()
+"""
+
+
+def test_an_unknown_metric_in_a_marker_or_the_ini_stops_collection_naming_the_nearest(project):
+    project.makepyfile(test_suite=TYPO_IN_MARKER)
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*test_typo: llmperf tolerances: unknown metric 'decode_toks'; did you mean decode_tok_s?"]
+    )
+    assert "servers started" not in result.stdout.str()
+
+    project.makeini(INI.replace("mtp_speedup = 25%", "mtp_speedup = 25%\n    ttft_median = 20%"))
+    project.makepyfile(test_suite=SUITE)
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*ini llmperf_tolerances: tolerance override: unknown metric 'ttft_median'; did you mean ttft_ms_median*"]
+    )
+
+
+def test_an_unknown_metric_in_an_assertion_fails_that_test_naming_the_nearest(project):
+    project.makepyfile(
+        test_suite=SUITE.replace('assert_no_regression("decode_tok_s")', 'assert_no_regression("decode_toks")')
+    )
+    result = run(project, "-k", "test_base")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*assert_no_regression: unknown metric 'decode_toks'; did you mean decode_tok_s?*"])
+
+
 def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_servers(project):
     missing = run(project)
     missing.assert_outcomes(failed=3)

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
-from pytest_llmperf.baselines.tolerances import Tolerance
+from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.options import resolve_options
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.session import PerfFailure, PerfSession
@@ -85,7 +85,7 @@ def test_runs_are_cached_and_servers_start_once_one_at_a_time(tmp_path):
 def test_missing_baseline_fails_with_the_record_command_then_update_records_and_passes(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0])
-    run = perf.run(BASE, workload).bound_to("tests/test_x.py::test_decode[8]")
+    run = perf.bind(perf.run(BASE, workload), "tests/test_x.py::test_decode[8]")
     with pytest.raises(PerfFailure) as failure:
         run.assert_no_regression("decode_tok_s")
     message = str(failure.value)
@@ -93,53 +93,57 @@ def test_missing_baseline_fails_with_the_record_command_then_update_records_and_
     assert "pytest 'tests/test_x.py::test_decode[8]' --llmperf-sim --update-baselines" in message
 
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    updater.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     recorded = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"]["metrics"]
     assert {"decode_tok_s", "tpot_ms_median", "prefill_tok_s"} <= set(recorded)  # every figure, not just the asserted
     assert updater.gates[-1].outcome == "recorded"
 
     again, _, _ = make_session(tmp_path, [97.0])  # -3%: within the default -5%
-    again.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    again.bind(again.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert again.gates[-1].outcome == "pass"
 
 
 def test_regression_fails_with_a_table_and_improvement_passes_with_a_hint(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    updater.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
     slow, _, _ = make_session(tmp_path, [90.0])
     with pytest.raises(PerfFailure) as failure:
-        slow.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+        slow.bind(slow.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     table = str(failure.value)
     for word in ("decode_tok_s", "100.0", "90.0", "-5%", "REGRESSED"):
         assert word in table
 
     fast, _, _ = make_session(tmp_path, [120.0])
-    fast.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    fast.bind(fast.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert fast.gates[-1].verdicts[0].status == "improved"
     assert "--update-baselines" in fast.gates[-1].message
 
     loose, _, _ = make_session(tmp_path, [90.0])
-    loose.run(BASE, workload).bound_to("t", {"decode_tok_s": "15%"}).assert_no_regression("decode_tok_s")
+    loose.bind(loose.run(BASE, workload), "t", {"decode_tok_s": "15%"}).assert_no_regression("decode_tok_s")
 
 
 def test_baseline_from_another_workload_is_refused_naming_the_difference(tmp_path):
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    updater.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 256}, 8)).bound_to("t").assert_no_regression()
+    updater.bind(
+        updater.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 256}, 8)), "t"
+    ).assert_no_regression()
     other, _, _ = make_session(tmp_path, [100.0])
     with pytest.raises(PerfFailure, match="max_tokens: baseline 256, measured 128"):
-        other.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 128}, 8)).bound_to("t").assert_no_regression()
+        other.bind(
+            other.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 128}, 8)), "t"
+        ).assert_no_regression()
     assert other.gates[-1].outcome == "refused"
 
 
 def test_speedup_is_gated_against_its_own_baseline(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     rec, _, _ = make_session(tmp_path, [100.0, 150.0], llmperf_update_baselines=True)
-    base, mtp = rec.run(BASE, workload), rec.run(MTP, workload).bound_to("t")
+    base, mtp = rec.run(BASE, workload), rec.bind(rec.run(MTP, workload), "t")
     mtp.assert_speedup_over(base)
     slower, _, _ = make_session(tmp_path, [100.0, 120.0])
-    base, mtp = slower.run(BASE, workload), slower.run(MTP, workload).bound_to("t")
+    base, mtp = slower.run(BASE, workload), slower.bind(slower.run(MTP, workload), "t")
     with pytest.raises(PerfFailure, match="mtp_speedup"):
         mtp.assert_speedup_over(base)
 
@@ -148,7 +152,7 @@ def test_acceptance_without_counters_is_no_data_not_zero(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0])
     with pytest.raises(PerfFailure, match="NO DATA"):
-        perf.run(MTP, workload).bound_to("t").assert_no_regression("acceptance_rate")
+        perf.bind(perf.run(MTP, workload), "t").assert_no_regression("acceptance_rate")
 
 
 def test_ctrl_c_keeps_the_partial_run_and_stops_the_session(tmp_path):
@@ -197,14 +201,17 @@ BASE_TTFTS = [0.10, 0.30, 0.12, 0.28, 0.11, 0.29, 0.10, 0.31]
 NOISY_TTFTS = [0.30, 0.10, 0.28, 0.12, 0.29, 0.11, 0.31, 0.10]
 
 
+def record_ttft_baseline(tmp_path, workload):
+    recorder = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
+    recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+
+
 def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
-    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t"
-    ).assert_no_regression("ttft_ms_median")
+    record_ttft_baseline(tmp_path, workload)
     perf = ttft_session(tmp_path, NOISY_TTFTS)
     with pytest.warns(UserWarning, match="inconclusive"):
-        perf.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     gate = perf.gates[-1]
     assert gate.outcome == "warn" and gate.verdicts[0].status == "inconclusive"
     assert "the data would decide it" in gate.message or "boundary" in gate.message
@@ -212,25 +219,23 @@ def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path
 
 def test_inconclusive_fails_or_passes_as_the_option_says(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
-    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t"
-    ).assert_no_regression("ttft_ms_median")
+    record_ttft_baseline(tmp_path, workload)
     strict = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="fail")
     with pytest.raises(PerfFailure, match="inconclusive"):
-        strict.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+        strict.bind(strict.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     lenient = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="pass")
     import warnings as _warnings
 
     with _warnings.catch_warnings():
         _warnings.simplefilter("error")
-        lenient.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+        lenient.bind(lenient.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert lenient.gates[-1].outcome == "pass"
 
 
 def test_baselines_keep_the_runs_request_lines(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     perf = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
-    perf.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     entry = perf.store.load("sim", "m").entry(1)
     assert len(entry["requests"]) == 8
     index, prompt, out, chunks, ttft, e2el = entry["requests"][1].split()
@@ -239,16 +244,14 @@ def test_baselines_keep_the_runs_request_lines(tmp_path):
 
 def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_a_note(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
-    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t"
-    ).assert_no_regression("ttft_ms_median")
+    record_ttft_baseline(tmp_path, workload)
     path = tmp_path / "baselines" / "sim" / "m.json"
     doc = json.loads(path.read_text())
     del doc["concurrency"]["1"]["requests"]
     path.write_text(json.dumps(doc))
     slower = ttft_session(tmp_path, [t * 1.5 for t in BASE_TTFTS])
     with pytest.raises(PerfFailure) as failure:
-        slower.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+        slower.bind(slower.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert "REGRESSED" in str(failure.value)
     assert "no per-request figures" in str(failure.value)
 
@@ -271,32 +274,32 @@ def counting_ttft_session(tmp_path, ttfts, **cli):
 def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
-    recorder.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median", "decode_tok_s")
+    recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median", "decode_tok_s")
     assert len(recorded) == 5  # the baseline knows the spread between runs
     assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 5
 
     decided, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
-    decided.run(BASE, workload).bound_to("t").assert_no_regression("decode_tok_s")
+    decided.bind(decided.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert len(calls) == 1  # decided at once: one run
 
     # Inconclusive, and about 1.5x the data would decide it: one more run, then decided.
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
     hopeful, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
     hopeful._verdicts = lambda *args: next(steps)
-    hopeful.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+    hopeful.bind(hopeful.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2 and "(2 repetitions)" in hopeful.gates[-1].message
 
     # Still inconclusive each time: runs are added while runs x 1.5 stays within the budget of 4.
     stuck, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
     stuck._verdicts = lambda *args: [replace(INCONCLUSIVE, more_data=1.5)]
     with pytest.warns(UserWarning, match="inconclusive"):
-        stuck.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+        stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 3
 
     # Hopeless (far more data than the budget, or a change on the boundary): no run is added.
     hopeless, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
     with pytest.warns(UserWarning, match="inconclusive"):
-        hopeless.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+        hopeless.bind(hopeless.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     verdict = hopeless.gates[-1].verdicts[0]
     assert len(calls) == 1 and verdict.status == "inconclusive"
     assert verdict.more_data is None or verdict.more_data > 5
@@ -304,10 +307,8 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
 
 def test_fixed_repetitions_never_add_runs(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
-    ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True).run(BASE, workload).bound_to(
-        "t"
-    ).assert_no_regression("ttft_ms_median")
+    record_ttft_baseline(tmp_path, workload)
     noisy, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_repetitions="1")
     with pytest.warns(UserWarning, match="inconclusive"):
-        noisy.run(BASE, workload).bound_to("t").assert_no_regression("ttft_ms_median")
+        noisy.bind(noisy.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 1

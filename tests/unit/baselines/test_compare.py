@@ -8,7 +8,7 @@ from pytest_llmperf.baselines.compare import (
     compare_metrics,
     incompatibility_message,
 )
-from pytest_llmperf.baselines.tolerances import Direction, Tolerance
+from pytest_llmperf.metrics.registry import Direction, Tolerance
 
 REL5 = Tolerance("relative", 0.05)
 REL10 = Tolerance("relative", 0.10)
@@ -166,11 +166,11 @@ def test_compare_metrics_without_baseline_entry_is_missing():
     assert verdicts[0].status == "missing-baseline"
 
 
-def test_compare_metrics_unknown_metric_without_tolerance_is_an_error():
+def test_compare_metrics_unknown_metric_is_an_error_even_with_a_tolerance():
     with pytest.raises(ValueError, match="unknown metric 'joules'"):
-        compare_metrics(["joules"], None, {"joules": 1.0})
+        compare_metrics(["joules"], None, {"joules": 1.0}, overrides=[{"joules": "10%"}])
     v = compare_metrics(
-        ["joules"], {"joules": {"value": 10.0, "direction": "lower"}}, {"joules": 12.0}, overrides=[{"joules": "10%"}]
+        ["ttft_ms_p99"], {"ttft_ms_p99": {"value": 10.0}}, {"ttft_ms_p99": 12.0}, overrides=[{"ttft_ms_p99": "10%"}]
     )[0]
     assert v.status == "regressed" and v.direction is Direction.LOWER
 

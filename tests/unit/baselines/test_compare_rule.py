@@ -12,7 +12,7 @@ from pytest_llmperf.baselines.compare import (
     t_quantile,
     z_value,
 )
-from pytest_llmperf.baselines.tolerances import Tolerance
+from pytest_llmperf.metrics.registry import Tolerance
 
 REL5 = Tolerance("relative", 0.05)
 ABS003 = Tolerance("absolute", 0.03)

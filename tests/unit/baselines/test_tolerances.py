@@ -1,15 +1,12 @@
 import pytest
 
 from pytest_llmperf.baselines.tolerances import (
-    DEFAULT_TOLERANCES,
-    DIRECTIONS,
-    Direction,
-    Tolerance,
-    direction_for,
     parse_tolerance,
     parse_tolerance_overrides,
+    parse_tolerances,
     tolerance_for,
 )
+from pytest_llmperf.metrics.registry import METRICS, Direction, Tolerance, UnknownMetric
 
 
 @pytest.mark.parametrize(
@@ -61,22 +58,18 @@ def test_allowed_text_carries_the_direction_of_the_worse_move():
 
 
 def test_defaults_match_issue_4():
-    assert DEFAULT_TOLERANCES["decode_tok_s"] == Tolerance("relative", 0.05)
-    assert DEFAULT_TOLERANCES["acceptance_rate"] == Tolerance("absolute", 0.03)
-    assert DEFAULT_TOLERANCES["mtp_speedup"] == Tolerance("relative", 0.05)
+    defaults = {name: m.tolerance for name, m in METRICS.items() if m.tolerance is not None}
+    assert defaults == {
+        "decode_tok_s": Tolerance("relative", 0.05),
+        "prefill_tok_s": Tolerance("relative", 0.05),
+        "request_throughput": Tolerance("relative", 0.05),
+        "acceptance_length": Tolerance("relative", 0.05),
+        "acceptance_rate": Tolerance("absolute", 0.03),
+        "mtp_speedup": Tolerance("relative", 0.05),
+        **{f"{m}_ms_median": Tolerance("relative", 0.10) for m in ("ttft", "tpot", "itl", "e2el")},
+    }
     for m in ("ttft_ms_median", "tpot_ms_median", "itl_ms_median", "e2el_ms_median"):
-        assert DEFAULT_TOLERANCES[m] == Tolerance("relative", 0.10)
-        assert DIRECTIONS[m] is Direction.LOWER
-    for m in (
-        "decode_tok_s",
-        "prefill_tok_s",
-        "request_throughput",
-        "acceptance_length",
-        "acceptance_rate",
-        "mtp_speedup",
-    ):
-        assert DIRECTIONS[m] is Direction.HIGHER
-    assert set(DEFAULT_TOLERANCES) == set(DIRECTIONS)
+        assert METRICS[m].direction is Direction.LOWER
 
 
 def test_tolerance_for_precedence_marker_over_ini_over_default():
@@ -88,10 +81,22 @@ def test_tolerance_for_precedence_marker_over_ini_over_default():
     assert tolerance_for("acceptance_rate", None) == Tolerance("absolute", 0.03)
 
 
-def test_unknown_metric_needs_a_tolerance():
-    with pytest.raises(ValueError, match="unknown metric 'gpu_joules'"):
-        tolerance_for("gpu_joules")
-    assert tolerance_for("gpu_joules", {"gpu_joules": "7%"}) == Tolerance("relative", 0.07)
+def test_unknown_metric_is_an_error_and_a_known_one_without_default_needs_a_tolerance():
+    with pytest.raises(UnknownMetric, match="unknown metric 'gpu_joules'"):
+        tolerance_for("gpu_joules", {"gpu_joules": "7%"})
+    with pytest.raises(ValueError, match="ttft_ms_p99 has no default tolerance; give one"):
+        tolerance_for("ttft_ms_p99")
+    assert tolerance_for("ttft_ms_p99", {"ttft_ms_p99": "7%"}) == Tolerance("relative", 0.07)
+
+
+def test_marker_tolerances_are_checked_by_name_and_form():
+    assert parse_tolerances({"decode_tok_s": "3%"}) == {"decode_tok_s": Tolerance("relative", 0.03)}
+    with pytest.raises(UnknownMetric, match="t.py: unknown metric 'decode_tok'; did you mean decode_tok_s"):
+        parse_tolerances({"decode_tok": "3%"}, "t.py: ")
+    with pytest.raises(ValueError, match="tolerance for decode_tok_s: invalid tolerance 'lots'"):
+        parse_tolerances({"decode_tok_s": "lots"})
+    with pytest.raises(ValueError, match="must be a dict"):
+        parse_tolerances(["decode_tok_s"])
 
 
 def test_bad_override_names_the_metric():
@@ -99,20 +104,8 @@ def test_bad_override_names_the_metric():
         tolerance_for("decode_tok_s", {"decode_tok_s": "lots"})
 
 
-def test_direction_for_table_then_naming_then_recorded():
-    assert direction_for("decode_tok_s") is Direction.HIGHER
-    assert direction_for("ttft_ms_p99") is Direction.LOWER
-    assert direction_for("per_stream_tok_s") is Direction.HIGHER  # "_s" of a rate, not seconds
-    assert direction_for("total_tok_s") is Direction.HIGHER
-    assert direction_for("duration_s") is Direction.LOWER
-    assert direction_for("acceptance_pos1") is Direction.HIGHER
-    assert direction_for("completed") is Direction.HIGHER
-    assert direction_for("total_output_tokens") is Direction.HIGHER
-    assert direction_for("failed") is Direction.LOWER
-    assert direction_for("acceptance_per_pos_0") is Direction.HIGHER
-    assert direction_for("weird_metric", "lower") is Direction.LOWER
-    with pytest.raises(ValueError, match="no direction known"):
-        direction_for("weird_metric")
+def test_direction_parse():
+    assert Direction.parse(" Lower") is Direction.LOWER
     with pytest.raises(ValueError, match="'higher' or 'lower'"):
         Direction.parse("up")
 
@@ -134,16 +127,5 @@ def test_parse_tolerance_overrides_ini_form():
         parse_tolerance_overrides("decode_tok_s 3%")
     with pytest.raises(ValueError, match="tolerance override for decode_tok_s"):
         parse_tolerance_overrides("decode_tok_s = x")
-
-
-def test_every_scalar_of_the_run_summary_has_a_direction():
-    # --update-baselines records every figure of a run; none may be unrecordable.
-    import dataclasses
-
-    from pytest_llmperf.metrics.summary import Summary
-
-    non_scalar = {"acceptance_per_position", "spec_status", "notes"}
-    names = [f.name for f in dataclasses.fields(Summary) if f.name not in non_scalar]
-    assert "decode_tok_s" in names
-    for name in names + ["acceptance_pos1", "mtp_speedup"]:
-        assert isinstance(direction_for(name), Direction), name
+    with pytest.raises(UnknownMetric, match="tolerance override: unknown metric 'tpot_median'; did you mean"):
+        parse_tolerance_overrides("tpot_median = 5%")

@@ -1,5 +1,7 @@
+import pytest
+
 from pytest_llmperf.baselines.compare import compare
-from pytest_llmperf.baselines.tolerances import Tolerance
+from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.report.table import (
     PUBLISHED_HEADER,
     SummaryRow,
@@ -30,8 +32,9 @@ def test_format_value_precision_per_metric():
     assert format_value("acceptance_length", 3.04) == "3.04"
     assert format_value("mtp_speedup", 1.42622) == "1.426"
     assert format_value("ttft_ms_median", 624.04) == "624.0"
-    assert format_value("something_else", 1234.56) == "1234.6"
-    assert format_value("something_else", 0.012345) == "0.012"
+    assert format_value("completed", 118) == "118"
+    with pytest.raises(ValueError, match="unknown metric 'something_else'"):
+        format_value("something_else", 1234.56)
     assert format_value("decode_tok_s", None) == "-"
 
 
@@ -92,8 +95,8 @@ def test_passing_table_has_no_hints_section():
 def test_server_table_groups_by_concurrency_and_shows_published_reference():
     rows = [
         SummaryRow(32, REGRESSED, published=407.9),
-        (8, OK_RATE),
-        (32, OK_RATE, 0.67),
+        SummaryRow(8, OK_RATE),
+        SummaryRow(32, OK_RATE, 0.67),
     ]
     text = format_server_table("qwen3.6-35b-a3b-fp8-mtp", rows)
     lines = rows_of(text)
@@ -109,6 +112,6 @@ def test_server_table_groups_by_concurrency_and_shows_published_reference():
 
 
 def test_server_table_without_published_figures_has_no_published_column():
-    text = format_server_table("sim-base", [(1, OK_RATE)])
+    text = format_server_table("sim-base", [SummaryRow(1, OK_RATE)])
     assert "published" not in text
     assert "0.670" in text and "pass" in text
