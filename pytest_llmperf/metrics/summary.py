@@ -15,18 +15,22 @@ Definitions follow vLLM's `vllm bench serve` (DESIGN.md "Measurement definitions
 
 Figures that cannot be computed (no successful request, zero duration, no TPOT sample)
 are None, never 0 and never a ZeroDivisionError.
+
+Records measured on a clock `clock_speed` times faster than real (the simulator) give
+figures in real time: the scaling is the registry's, applied here once.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from pytest_llmperf.metrics.prometheus import SpecDecodeStats
+from pytest_llmperf.metrics.registry import to_real_time
 from pytest_llmperf.workload.records import RequestRecord
 
 STATS = ("mean", "median", "p90", "p99")
@@ -100,6 +104,7 @@ def summarize(
     records: Iterable[RequestRecord],
     duration: float,
     spec: SpecDecodeStats | None = None,
+    clock_speed: float = 1.0,
 ) -> Summary:
     records = list(records)
     duration = _check_duration(duration)
@@ -156,4 +161,7 @@ def summarize(
         summary.acceptance_per_position = list(spec.per_position) if spec.per_position else None
         if spec.note:
             summary.notes.append(spec.note)
+    if clock_speed != 1.0:
+        figures = {k: v for k, v in summary.to_dict().items() if k != "acceptance_per_position"}
+        summary = replace(summary, **to_real_time(figures, clock_speed))
     return summary

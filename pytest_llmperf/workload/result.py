@@ -48,6 +48,9 @@ class RunResult:
     metrics_after: str | None = None  # raw /metrics text after the window
     started_at: str = ""  # ISO-8601 wall-clock time of the first dispatch
     provenance: dict[str, Any] = field(default_factory=dict)
+    # How many times faster than real the server's clock ran (the simulator's speed):
+    # the records and duration are on that clock, every figure derived is in real time.
+    clock_speed: float = 1.0
 
     @property
     def partial(self) -> bool:
@@ -74,10 +77,10 @@ class RunResult:
             return SpecDecodeStats("unparseable", f"could not read the captured /metrics pages: {exc}")
 
     def summary(self) -> Summary:
-        """Every aggregate, recomputed from the raw records and /metrics pages."""
+        """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
 
-        return summarize(self.records, self.duration, self.spec_decode())
+        return summarize(self.records, self.duration, self.spec_decode(), clock_speed=self.clock_speed)
 
     def speedup_over(self, base: RunResult) -> float:
         """Decode tok/s of this run over `base`'s; ValueError unless the workloads match."""
@@ -122,6 +125,7 @@ class RunResult:
             "metrics_after": self.metrics_after,
             "started_at": self.started_at,
             "provenance": dict(self.provenance),
+            "clock_speed": self.clock_speed,
             "summary": summary.to_dict(),
             "notes": list(summary.notes),
             "spec_decode": self.spec_decode().to_dict(),
@@ -164,6 +168,7 @@ class RunResult:
             metrics_after=d.get("metrics_after"),
             started_at=d.get("started_at", ""),
             provenance=dict(d.get("provenance") or {}),
+            clock_speed=_clock_speed(d.get("clock_speed", 1.0)),
         )
 
     @classmethod
@@ -173,3 +178,9 @@ class RunResult:
         except json.JSONDecodeError as exc:
             raise ValueError(f"run result is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
+
+
+def _clock_speed(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"run result clock_speed {value!r} is not a positive number")
+    return float(value)

@@ -102,6 +102,22 @@ def test_summary_combines_records_and_counter_deltas():
     assert s.acceptance_per_position == pytest.approx([1.0, 0.75, 0.25])
 
 
+def test_a_result_from_a_faster_clock_summarises_in_real_time_and_keeps_its_clock_in_json():
+    real = make().summary().to_dict()
+    # The same run on a clock 10 times faster: every time a tenth, the duration too.
+    fast = replace(make(duration=0.4, scale=0.1), clock_speed=10.0)
+    fast_summary = fast.summary().to_dict()
+    for name in ("decode_tok_s", "request_throughput", "ttft_ms_median", "tpot_ms_mean", "duration_s"):
+        assert fast_summary[name] == pytest.approx(real[name]), name
+    assert fast_summary["acceptance_per_position"] == real["acceptance_per_position"]
+    written = fast.to_dict()
+    assert written["clock_speed"] == 10.0 and written["summary"] == fast_summary
+    again = RunResult.from_dict(json.loads(fast.to_json()))
+    assert again.clock_speed == 10.0 and again.summary().to_dict() == fast_summary
+    with pytest.raises(ValueError, match="clock_speed 0 is not a positive number"):
+        RunResult.from_dict({**written, "clock_speed": 0})
+
+
 def test_stats_disabled_server_is_explained_not_zero():
     frozen = spec_page(0, 0, 0, [0, 0, 0], 1000)
     s = make(before=frozen, after=frozen).summary()
