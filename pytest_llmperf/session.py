@@ -15,11 +15,13 @@ import warnings
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import __version__
 from pytest_llmperf.baselines.compare import (
+    Status,
     change_error,
     check_compatible,
     compare_metrics,
@@ -57,6 +59,19 @@ class InconclusiveWarning(UserWarning):
     """A gated metric the noise could not decide (--llmperf-inconclusive warn)."""
 
 
+class Outcome(str, Enum):
+    """What one assertion came to."""
+
+    PASS = "pass"
+    WARN = "warn"  # inconclusive under --llmperf-inconclusive warn
+    FAIL = "fail"
+    RECORDED = "recorded"  # --update-baselines
+    REFUSED = "refused"  # the baseline was recorded under another workload or hardware
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class GateRecord:
     """One assertion's outcome, for the terminal summary and the JSON report."""
@@ -66,7 +81,7 @@ class GateRecord:
     concurrency: int
     baseline_path: str
     verdicts: list[Any] = field(default_factory=list)
-    outcome: str = "pass"  # pass | warn (inconclusive) | fail | recorded | refused
+    outcome: Outcome = Outcome.PASS
     message: str = ""
 
 
@@ -178,7 +193,8 @@ class PerfSession:
             return False
         runs, budget = len(run.results), self.options.max_repetitions
         return any(
-            v.status == "inconclusive" and v.more_data is not None and runs * v.more_data <= budget for v in verdicts
+            v.status is Status.INCONCLUSIVE and v.more_data is not None and runs * v.more_data <= budget
+            for v in verdicts
         )
 
     def extend(self, measured: MeasuredRun) -> bool:
@@ -340,7 +356,10 @@ class PerfSession:
                 provenance,
                 requests=encode_rows(run.rows) if base is None else None,
             )
-            record.outcome, record.message = "recorded", f"recorded {', '.join(samples)} in {record.baseline_path}"
+            record.outcome, record.message = (
+                Outcome.RECORDED,
+                f"recorded {', '.join(samples)} in {record.baseline_path}",
+            )
             return
 
         baseline = self.store.load(target, run.spec.name)
@@ -348,7 +367,7 @@ class PerfSession:
         if entry is not None:
             differences = check_compatible(entry["workload"], workload, entry["provenance"], run.provenance)
             if differences:
-                record.outcome = "refused"
+                record.outcome = Outcome.REFUSED
                 record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
                 raise PerfFailure(record.message)
         while True:
@@ -360,14 +379,14 @@ class PerfSession:
         if len(run.results) > 1:
             title += f" ({len(run.results)} repetitions)"
         record.message = format_verdict_table(verdicts, title=title)
-        undecided = [v for v in verdicts if v.status == "inconclusive"]
+        undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
         policy = self.options.inconclusive
-        failing = [v for v in verdicts if not v.ok and (v.status != "inconclusive" or policy == "fail")]
+        failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
         if failing:
-            record.outcome = "fail"
+            record.outcome = Outcome.FAIL
             raise PerfFailure(record.message)
         if undecided and policy == "warn":
-            record.outcome = "warn"
+            record.outcome = Outcome.WARN
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
 
     def _verdicts(

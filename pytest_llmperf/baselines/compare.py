@@ -28,14 +28,29 @@ import numbers
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from pytest_llmperf.baselines.tolerances import tolerance_for
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.registry import Direction, Tolerance
 
-STATUSES = ("pass", "improved", "regressed", "inconclusive", "missing-baseline", "no-data")
-PASSING = frozenset({"pass", "improved"})
+
+class Status(str, Enum):
+    """A verdict's status; compares equal to its value ("regressed" == Status.REGRESSED)."""
+
+    PASS = "pass"
+    IMPROVED = "improved"
+    REGRESSED = "regressed"
+    INCONCLUSIVE = "inconclusive"
+    MISSING_BASELINE = "missing-baseline"
+    NO_DATA = "no-data"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PASSING = frozenset({Status.PASS, Status.IMPROVED})
 DEFAULT_CONFIDENCE = 0.95
 
 DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
@@ -63,7 +78,7 @@ class Verdict:
     measured: float | None
     change: Change | None  # None unless both values exist
     allowed: str  # "-5%", "+10%", "-0.03"
-    status: str  # one of STATUSES
+    status: Status
     hint: str = ""
     direction: Direction = Direction.HIGHER
     tolerance: Tolerance | None = None
@@ -222,11 +237,11 @@ def compare(
     # No data beats missing baseline: recording would not help, the run must be fixed.
     if meas is None:
         reason = no_data_reason or f"the run produced no value for {metric}"
-        return Verdict(change=None, status="no-data", hint=f"{metric}: no data: {reason}", **common)
+        return Verdict(change=None, status=Status.NO_DATA, hint=f"{metric}: no data: {reason}", **common)
     if base is None:
         return Verdict(
             change=None,
-            status="missing-baseline",
+            status=Status.MISSING_BASELINE,
             hint=f"{metric}: no baseline recorded; record it with: {update_command}",
             **common,
         )
@@ -251,7 +266,7 @@ def compare(
 
     if _beyond(amount, limit) and amount - half > 0:
         return Verdict(
-            status="regressed",
+            status=Status.REGRESSED,
             hint=(
                 f"{metric}: worse than the baseline by more than the allowed {allowed}, beyond the "
                 f"noise ({level} confidence); if that is expected and accepted, re-record with: "
@@ -261,7 +276,7 @@ def compare(
         )
     if _beyond(-amount, limit) and amount + half < 0:
         return Verdict(
-            status="improved",
+            status=Status.IMPROVED,
             hint=(
                 f"{metric}: better than the baseline by more than {allowed.lstrip('+-')}; "
                 f"if this is the new normal, record it with: {update_command}"
@@ -269,9 +284,9 @@ def compare(
             **common,
         )
     if not _beyond(amount + half, limit):
-        return Verdict(status="pass", **common)
+        return Verdict(status=Status.PASS, **common)
     text, factor = _resolution(amount, limit, half, level)
-    return Verdict(status="inconclusive", hint=f"{metric}: inconclusive: {text}", more_data=factor, **common)
+    return Verdict(status=Status.INCONCLUSIVE, hint=f"{metric}: inconclusive: {text}", more_data=factor, **common)
 
 
 def _resolution(amount: float, limit: float, half: float, level: str) -> tuple[str, float | None]:

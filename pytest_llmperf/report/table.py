@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pytest_llmperf.baselines.compare import Verdict
+from pytest_llmperf.baselines.compare import Status, Verdict
 from pytest_llmperf.metrics.registry import format_value
 
 VERDICT_WORDS = {
-    "pass": "pass",
-    "improved": "improved",
-    "regressed": "!! REGRESSED",
-    "inconclusive": "? inconclusive",
-    "missing-baseline": "MISSING BASELINE",
-    "no-data": "NO DATA",
+    Status.PASS: "pass",
+    Status.IMPROVED: "improved",
+    Status.REGRESSED: "!! REGRESSED",
+    Status.INCONCLUSIVE: "? inconclusive",
+    Status.MISSING_BASELINE: "MISSING BASELINE",
+    Status.NO_DATA: "NO DATA",
 }
 
 PUBLISHED_HEADER = "published (ref only)"
@@ -58,7 +58,7 @@ def format_change(v: Verdict) -> str:
     """The move, in the tolerance's own terms first: "-5.0% (-20.4)" or "-0.030 (-4.5%)"."""
     if v.change is None:
         return "-"
-    crossed = v.status in ("regressed", "improved") and v.tolerance is not None
+    crossed = v.status in (Status.REGRESSED, Status.IMPROVED) and v.tolerance is not None
     is_absolute = v.tolerance is not None and v.tolerance.kind == "absolute"
     abs_decimals = _decimals_of(format_value(v.metric, v.change.absolute))
     absolute = _signed(v.change.absolute, abs_decimals, v.tolerance.limit if crossed and is_absolute else None)
@@ -101,22 +101,25 @@ def _counts(verdicts: Iterable[Verdict]) -> str:
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
-    order = ["regressed", "no-data", "missing-baseline", "inconclusive", "improved", "pass"]
+    order = [Status.REGRESSED, Status.NO_DATA, Status.MISSING_BASELINE, Status.INCONCLUSIVE, Status.IMPROVED]
+    order.append(Status.PASS)
     return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
 
 
 _RECORD_WORDS = {
-    "regressed": "if the new level is expected and accepted, re-record {metrics} with: {command}",
-    "missing-baseline": "no baseline for {metrics}; record it with: {command}",
-    "improved": "{metrics} improved beyond tolerance; if this is the new normal, record it with: {command}",
+    Status.REGRESSED: "if the new level is expected and accepted, re-record {metrics} with: {command}",
+    Status.MISSING_BASELINE: "no baseline for {metrics}; record it with: {command}",
+    Status.IMPROVED: "{metrics} improved beyond tolerance; if this is the new normal, record it with: {command}",
 }
 
 
 def _hints(verdicts: Iterable[Verdict]) -> list[str]:
     """The no-data reasons, then each record command once (the rows already say what moved)."""
     verdicts = list(verdicts)
-    seen: list[str] = [v.hint for v in verdicts if v.status in ("no-data", "inconclusive") and v.hint]
-    seen += [f"{v.metric}: {v.note}" for v in verdicts if v.note and v.status in ("regressed", "inconclusive")]
+    seen: list[str] = [v.hint for v in verdicts if v.status in (Status.NO_DATA, Status.INCONCLUSIVE) and v.hint]
+    seen += [
+        f"{v.metric}: {v.note}" for v in verdicts if v.note and v.status in (Status.REGRESSED, Status.INCONCLUSIVE)
+    ]
     for status, words in _RECORD_WORDS.items():
         for command in dict.fromkeys(v.command for v in verdicts if v.status == status):
             metrics = ", ".join(v.metric for v in verdicts if v.status == status and v.command == command)
