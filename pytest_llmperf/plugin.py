@@ -115,11 +115,20 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = order_items(items, marker_kwargs)
-    if getattr(config.option, "numprocesses", None):
-        for item in items:
-            kwargs = marker_kwargs(item)
-            if kwargs and kwargs.get("server") is not None:
-                item.add_marker(pytest.mark.xdist_group(f"llmperf-{kwargs['server'].model}"))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """--dist loadgroup: a model's tests form one xdist group, so its servers start on one
+    worker, one at a time. Here rather than in the ordering hook: the groups are read on
+    the workers (xdist's own collection hook, which may run before ours, and with -n
+    cleared there), and each item passes here before any collection hook sees it."""
+    option = item.config.option
+    if not (getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup"):
+        return
+    marker = item.get_closest_marker("llmperf")
+    server = marker.kwargs.get("server") if marker is not None else None
+    if isinstance(server, ServerSpec):  # a bad marker is reported by the ordering hook
+        item.add_marker(pytest.mark.xdist_group(f"llmperf-{server.model}"))
 
 
 def _perf_session(config: pytest.Config) -> Any:

@@ -7,6 +7,7 @@ decided by the injection, not by noise.
 
 import json
 import random
+import re
 
 # Imported here so pytester's in-process runs find them loaded: numpy refuses to be
 # imported twice in one process, and pytester would drop modules first loaded inside a run.
@@ -210,8 +211,16 @@ def test_xdist_on_the_simulator_needs_loadgroup(project):
 
 def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
     pytest.importorskip("xdist")
-    result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines")
+    result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines", "-v")
     result.assert_outcomes(passed=3)
+    # "[gw1] [ 33%] PASSED test_suite.py::test_base[4]@llmperf-org/tiny": the model's group, on one worker.
+    ran = re.findall(r"\[(gw\d+)\].*PASSED (\S+)", result.stdout.str())
+    assert sorted(test for _, test in ran) == [
+        "test_suite.py::test_base[4]@llmperf-org/tiny",
+        "test_suite.py::test_mtp[4]@llmperf-org/tiny",
+        "test_suite.py::test_speedup[4]@llmperf-org/tiny",
+    ]
+    assert len({worker for worker, _ in ran}) == 1
     doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
     assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]  # speedup found both runs cached
 
