@@ -21,6 +21,7 @@ from pytest_llmperf.workload.spec import WORKLOAD_KEYS, resolve_workload
 
 SESSION_KEY = pytest.StashKey["PerfSession | None"]()
 OPTIONS_KEY = pytest.StashKey["Any"]()
+REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
 MARKER_KEYS = ("server", "base", "tolerances", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
@@ -267,30 +268,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    perf = session.config.stash.get(SESSION_KEY, None)
+    config = session.config
+    perf = config.stash.get(SESSION_KEY, None)
     if perf is None:
         return
+    from pytest_llmperf.report.document import build_report
+
     perf.close()
-    report_path = session.config.stash[OPTIONS_KEY].report
+    document = config.stash[REPORT_KEY] = build_report(perf)
+    report_path = config.stash[OPTIONS_KEY].report
     if report_path:
         from pytest_llmperf.report.json_report import write_report
 
-        write_report(perf, Path(report_path))
+        write_report(document, Path(report_path))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    perf = config.stash.get(SESSION_KEY, None)
     options = config.stash.get(OPTIONS_KEY, None)
-    if options is None or (perf is None and options.target is None):
+    document = config.stash.get(REPORT_KEY, None)
+    if options is None or (document is None and options.target is None):
         return
     from pytest_llmperf.report.summary import summary_lines
 
     terminalreporter.write_sep("=", "llmperf summary")
     terminalreporter.write_line(f"target: {options.target_description()}")
-    if perf is None:
+    if document is None:
         terminalreporter.write_line("no performance test ran")
         return
-    for line in summary_lines(perf):
+    for line in summary_lines(document):
         terminalreporter.write_line(line)
     if options.report:
         terminalreporter.write_line(f"full report: {options.report}")
