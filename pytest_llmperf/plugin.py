@@ -6,6 +6,7 @@ connects them to pytest.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -22,6 +23,9 @@ from pytest_llmperf.workload.spec import WORKLOAD_KEYS, resolve_workload
 SESSION_KEY = pytest.StashKey["PerfSession | None"]()
 OPTIONS_KEY = pytest.StashKey["Any"]()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
+# xdist controller: worker id -> the report document it sent (None: went down without one).
+WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
+WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
 MARKER_KEYS = ("server", "base", "tolerances", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
@@ -267,23 +271,56 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     return report
 
 
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return not _is_xdist_worker(config) and config.pluginmanager.hasplugin("dsession")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     perf = config.stash.get(SESSION_KEY, None)
-    if perf is None:
-        return
-    from pytest_llmperf.report.document import build_report
+    document = None
+    if perf is not None:
+        from pytest_llmperf.report.document import build_report
 
-    perf.close()
-    document = config.stash[REPORT_KEY] = build_report(perf)
+        perf.close()
+        document = build_report(perf)
+    if _is_xdist_worker(config):
+        # The controller prints the summary and writes the report, from every worker's runs.
+        if document is not None:
+            config.workeroutput[WORKEROUTPUT_KEY] = json.dumps(document)
+        return
+    if _is_xdist_controller(config):
+        from pytest_llmperf.report.document import merge_reports
+
+        document = merge_reports(config.stash.get(WORKER_REPORTS_KEY, {}))
+    config.stash[REPORT_KEY] = document
     report_path = config.stash[OPTIONS_KEY].report
-    if report_path:
+    if report_path and document is not None:
         from pytest_llmperf.report.json_report import write_report
 
         write_report(document, Path(report_path))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: keep the report document a worker sent in its workeroutput. A
+    worker that went down with an error and no document is remembered as lost."""
+    reports = node.config.stash.setdefault(WORKER_REPORTS_KEY, {})
+    worker = str(node.workerinput["workerid"])
+    text = (getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_KEY)
+    if text is not None:
+        reports[worker] = json.loads(text)
+    elif error is not None and reports.get(worker) is None:
+        reports[worker] = None  # no runs from it; the summary says so
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if _is_xdist_worker(config):
+        return
     options = config.stash.get(OPTIONS_KEY, None)
     document = config.stash.get(REPORT_KEY, None)
     if options is None or (document is None and options.target is None):
