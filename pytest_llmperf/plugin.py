@@ -6,6 +6,7 @@ connects them to pytest.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -22,6 +23,10 @@ from pytest_llmperf.workload.spec import WORKLOAD_KEYS, resolve_workload
 
 SESSION_KEY = pytest.StashKey["PerfSession | None"]()
 OPTIONS_KEY = pytest.StashKey["Any"]()
+REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
+# xdist controller: worker id -> the report document it sent (None: went down without one).
+WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
+WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
 MARKER_KEYS = ("server", "base", "tolerances", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
@@ -124,11 +129,20 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = order_items(items, marker_kwargs)
-    if getattr(config.option, "numprocesses", None):
-        for item in items:
-            kwargs = marker_kwargs(item)
-            if kwargs and kwargs.get("server") is not None:
-                item.add_marker(pytest.mark.xdist_group(f"llmperf-{kwargs['server'].model}"))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """--dist loadgroup: a model's tests form one xdist group, so its servers start on one
+    worker, one at a time. Here rather than in the ordering hook: the groups are read on
+    the workers (xdist's own collection hook, which may run before ours, and with -n
+    cleared there), and each item passes here before any collection hook sees it."""
+    option = item.config.option
+    if not (getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup"):
+        return
+    marker = item.get_closest_marker("llmperf")
+    server = marker.kwargs.get("server") if marker is not None else None
+    if isinstance(server, ServerSpec):  # a bad marker is reported by the ordering hook
+        item.add_marker(pytest.mark.xdist_group(f"llmperf-{server.model}"))
 
 
 def _perf_session(config: pytest.Config) -> Any:
@@ -266,31 +280,68 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     return report
 
 
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return not _is_xdist_worker(config) and config.pluginmanager.hasplugin("dsession")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    perf = session.config.stash.get(SESSION_KEY, None)
-    if perf is None:
+    config = session.config
+    perf = config.stash.get(SESSION_KEY, None)
+    document = None
+    if perf is not None:
+        from pytest_llmperf.report.document import build_report
+
+        perf.close()
+        document = build_report(perf)
+    if _is_xdist_worker(config):
+        # The controller prints the summary and writes the report, from every worker's runs.
+        if document is not None:
+            config.workeroutput[WORKEROUTPUT_KEY] = json.dumps(document)
         return
-    perf.close()
-    report_path = session.config.stash[OPTIONS_KEY].report
-    if report_path:
+    if _is_xdist_controller(config):
+        from pytest_llmperf.report.document import merge_reports
+
+        document = merge_reports(config.stash.get(WORKER_REPORTS_KEY, {}))
+    config.stash[REPORT_KEY] = document
+    report_path = config.stash[OPTIONS_KEY].report
+    if report_path and document is not None:
         from pytest_llmperf.report.json_report import write_report
 
-        write_report(perf, Path(report_path))
+        write_report(document, Path(report_path))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: keep the report document a worker sent in its workeroutput. A
+    worker that went down with an error and no document is remembered as lost."""
+    reports = node.config.stash.setdefault(WORKER_REPORTS_KEY, {})
+    worker = str(node.workerinput["workerid"])
+    text = (getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_KEY)
+    if text is not None:
+        reports[worker] = json.loads(text)
+    elif error is not None and reports.get(worker) is None:
+        reports[worker] = None  # no runs from it; the summary says so
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    perf = config.stash.get(SESSION_KEY, None)
+    if _is_xdist_worker(config):
+        return
     options = config.stash.get(OPTIONS_KEY, None)
-    if options is None or (perf is None and options.target is None):
+    document = config.stash.get(REPORT_KEY, None)
+    if options is None or (document is None and options.target is None):
         return
     from pytest_llmperf.report.summary import summary_lines
 
     terminalreporter.write_sep("=", "llmperf summary")
     terminalreporter.write_line(f"target: {options.target_description()}")
-    if perf is None:
+    if document is None:
         terminalreporter.write_line("no performance test ran")
         return
-    for line in summary_lines(perf):
+    for line in summary_lines(document):
         terminalreporter.write_line(line)
     if options.report:
         terminalreporter.write_line(f"full report: {options.report}")

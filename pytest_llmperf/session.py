@@ -42,6 +42,7 @@ from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
 from pytest_llmperf.report.table import format_verdict_table
 from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.gpu_info import combine_peaks
 from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.records import SampledRequest
@@ -174,8 +175,10 @@ class PerfSession:
     def _repeat(self, measured: MeasuredRun, endpoint: Endpoint, requests: list[SampledRequest], speed: float) -> None:
         """One more repetition of `measured`'s workload, added to it in place."""
         rep = len(measured.results)
-        result = self._execute(endpoint, requests, measured.workload, speed)
+        with endpoint.sample_peak_memory() as peak:  # empty where the target has no GPUs
+            result = self._execute(endpoint, requests, measured.workload, speed)
         result.clock_speed = speed  # its summary is in real time from here on
+        measured.provenance.update(combine_peaks(measured.provenance, peak))  # the highest of the repetitions
         measured.results.append(result)
         summary = result.summary()
         measured.notes += [note for note in summary.notes if note not in measured.notes]
@@ -193,7 +196,7 @@ class PerfSession:
             return False
         runs, budget = len(run.results), self.options.max_repetitions
         return any(
-            v.status is Status.INCONCLUSIVE and v.more_data is not None and runs * v.more_data <= budget
+            v.status == Status.INCONCLUSIVE and v.more_data is not None and runs * v.more_data <= budget
             for v in verdicts
         )
 

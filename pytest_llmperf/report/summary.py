@@ -1,9 +1,15 @@
-"""The terminal summary: what was measured per server, then the verdicts."""
+"""The terminal summary: what was measured per server, then the verdicts.
+
+It renders a report document (report/document.py), never a live session: the same
+lines come from one process or from the merged documents of pytest-xdist workers.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmperf.report.document import verdict_from_dict
 from pytest_llmperf.report.table import SummaryRow, format_server_table, format_value, render_columns
 
 # (column header, metric) for the measured-figures table; the seeds' headline figures.
@@ -16,87 +22,113 @@ FIGURES = (
     ("accept len", "acceptance_length"),
 )
 
+Doc = Mapping[str, Any]
 
-def _completed(run: Any) -> str:
-    text = f"{run.completed}/{run.attempted}"
-    reasons = {r.stop_reason for r in run.results}
+
+def _name(run: Doc) -> str:
+    return run["server"]["name"]
+
+
+def _concurrency(run: Doc) -> int:
+    return run["workload"]["concurrency"]
+
+
+def _completed(run: Doc) -> str:
+    text = f"{run['completed']}/{run['attempted']}"
+    reasons = set(run.get("stop_reasons", ()))
     if "max_seconds" in reasons:
         text += " (time cap)"
     if "interrupted" in reasons:
         text += " (interrupted)"
-    failed = sum(r.failed for r in run.results)
+    failed = run.get("failed", 0)
     return text + (f", {failed} failed" if failed else "")
 
 
-def measured_table(runs: list[Any]) -> list[str]:
+def measured_table(runs: list[Doc]) -> list[str]:
     header = ["server", "conc", "completed", *(h for h, _ in FIGURES)]
     rows = []
     for run in runs:
+        figures = run.get("summary", {})
         rows.append(
-            [run.spec.name, str(run.concurrency), _completed(run), *(format_value(m, run.value(m)) for _, m in FIGURES)]
+            [
+                _name(run),
+                str(_concurrency(run)),
+                _completed(run),
+                *(format_value(m, figures.get(m)) for _, m in FIGURES),
+            ]
         )
-        published = {m: run.published.get(m) for _, m in FIGURES}
+        published = {m: run.get("published_reference", {}).get(m) for _, m in FIGURES}
         if any(v is not None for v in published.values()):
             rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in FIGURES)])
     return render_columns(header, rows, right=set(range(1, 3 + len(FIGURES))))
 
 
-def summary_lines(perf: Any) -> list[str]:
+def _started(doc: Doc) -> str:
+    workers = doc.get("workers") or []
+    where = "one at a time" if len(workers) < 2 else f"one at a time on each of {len(workers)} xdist workers"
+    return f"servers started ({where}): " + ", ".join(doc["servers_started"])
+
+
+def summary_lines(doc: Doc) -> list[str]:
+    """The summary of a report document (build_report's, or merge_reports')."""
     lines: list[str] = []
-    runs = list(perf.runs.values())
-    if perf.pool.starts:
-        lines.append("servers started (one at a time): " + ", ".join(perf.pool.starts))
+    if doc.get("servers_started"):
+        lines.append(_started(doc))
+    for worker in doc.get("lost_workers") or []:
+        lines.append(f"xdist worker {worker} went down without reporting: its runs are missing here and in the report")
+    runs = list(doc.get("runs", []))
     if not runs:
         return lines + ["no workload ran"]
     lines += ["", *measured_table(runs)]
     for run in runs:
-        for note in run.notes:
-            if run.spec.is_speculative or "speculative" not in note:  # base servers: expected
-                lines.append(f"note: {run.spec.name} @ {run.concurrency}: {note}")
+        speculative = bool(run["server"].get("speculative_config"))
+        for note in run.get("notes", []):
+            if speculative or "speculative" not in note:  # base servers: expected
+                lines.append(f"note: {_name(run)} @ {_concurrency(run)}: {note}")
 
+    gates = list(doc.get("verdicts", []))
     by_server: dict[str, list[SummaryRow]] = {}
     recorded: list[str] = []
-    for gate in perf.gates:
-        if gate.outcome == "recorded":
-            recorded.append(f"{gate.server} @ {gate.concurrency}: {gate.message}")
+    for gate in gates:
+        if gate["outcome"] == "recorded":
+            recorded.append(f"{gate['server']} @ {gate['concurrency']}: {gate['message']}")
             continue
-        if gate.outcome == "refused":
+        if gate["outcome"] == "refused":
             lines.append(
-                f"REFUSED {gate.server} @ {gate.concurrency}: baseline recorded under another workload "
-                f"or hardware ({gate.baseline_path})"
+                f"REFUSED {gate['server']} @ {gate['concurrency']}: baseline recorded under another workload "
+                f"or hardware ({gate['baseline']})"
             )
             continue
-        published = _published_for(perf, gate.server, gate.concurrency)
-        for verdict in gate.verdicts:
-            by_server.setdefault(gate.server, []).append(
-                SummaryRow(gate.concurrency, verdict, published.get(verdict.metric))
+        published = _published_for(runs, gate["server"], gate["concurrency"])
+        for verdict in gate["verdicts"]:
+            by_server.setdefault(gate["server"], []).append(
+                SummaryRow(gate["concurrency"], verdict_from_dict(verdict), published.get(verdict["metric"]))
             )
     for server, rows in by_server.items():
         lines += ["", format_server_table(server, rows)]
-    hints = [
-        f"{gate.server} @ {gate.concurrency}: {v.hint}"
-        for gate in perf.gates
-        for v in gate.verdicts
-        if v.status == "improved"
-    ]
+    hints = _hints(gates, "improved")
     if hints:
         lines += ["", "improvements beyond tolerance:", *hints]
-    undecided = [
-        f"{gate.server} @ {gate.concurrency}: {v.hint}"
-        for gate in perf.gates
-        for v in gate.verdicts
-        if v.status == "inconclusive"
-    ]
+    undecided = _hints(gates, "inconclusive")
     if undecided:
-        policy = getattr(perf.options, "inconclusive", "warn")
+        policy = doc.get("inconclusive") or "warn"
         lines += ["", f"inconclusive: the noise is too wide to tell (--llmperf-inconclusive {policy}):", *undecided]
     if recorded:
         lines += ["", "baselines recorded (review and commit them):", *recorded]
     return lines
 
 
-def _published_for(perf: Any, server: str, concurrency: int) -> dict[str, float]:
-    for run in perf.runs.values():
-        if run.spec.name == server and run.concurrency == concurrency:
-            return run.published
+def _hints(gates: list[Doc], status: str) -> list[str]:
+    return [
+        f"{gate['server']} @ {gate['concurrency']}: {v.get('hint', '')}"
+        for gate in gates
+        for v in gate["verdicts"]
+        if v["status"] == status
+    ]
+
+
+def _published_for(runs: list[Doc], server: str, concurrency: int) -> dict[str, float]:
+    for run in runs:
+        if _name(run) == server and _concurrency(run) == concurrency:
+            return run.get("published_reference", {})
     return {}

@@ -13,6 +13,7 @@ so `pytest -l` (locals in tracebacks) cannot print them either.
 from __future__ import annotations
 
 import atexit
+import functools
 import ipaddress
 import os
 import re
@@ -32,9 +33,9 @@ from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import (
     NVIDIA_SMI_QUERY,
-    PeakMemorySampler,
     gpu_provenance,
     parse_nvidia_smi_csv,
+    sampling_peak_memory,
 )
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import REDACTED, ServerSpec
@@ -555,14 +556,9 @@ class DockerTarget:
             )
         launched: list[Any] = []  # the container, as soon as it exists, for the teardown
         try:
-            endpoint, sampler = self._launch(spec, environment, secrets, launched)
+            endpoint = self._launch(spec, environment, secrets, launched)
             self._say(f"llmperf: {spec.name} ready at {endpoint.base_url}", secrets)
-            try:
-                yield endpoint
-            finally:
-                if sampler is not None:
-                    # The dict is the Endpoint's: the peak lands where results read provenance.
-                    endpoint.provenance.update(sampler.stop())
+            yield endpoint
         finally:
             try:
                 for container in launched:
@@ -571,9 +567,7 @@ class DockerTarget:
                 if self.gpu:
                     _GPU_SLOT.release()
 
-    def _launch(
-        self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
-    ) -> tuple[Endpoint, PeakMemorySampler | None]:
+    def _launch(self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]) -> Endpoint:
         import docker.errors
 
         failure = None
@@ -591,7 +585,7 @@ class DockerTarget:
 
     def _launch_steps(
         self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
-    ) -> tuple[Endpoint, PeakMemorySampler | None]:
+    ) -> Endpoint:
         client = self.client()
         if self.gpu:
             self._check_no_other_gpu_server(client)
@@ -624,16 +618,22 @@ class DockerTarget:
             raise ServerStartError(f"{spec.name} did not start: {death}")
         self._wait_ready(container, spec, base_url, secrets)
         provenance = self._provenance(client, image, ref, container, base_url)
-        sampler = None
+        memory_sampler = None
         if self.gpu:
             try:
                 provenance.update(gpu_provenance(parse_nvidia_smi_csv(self._nvidia_smi(container))))
             except Exception as exc:  # noqa: BLE001 - provenance must not fail the run
                 provenance["gpu_error"] = redact(f"{type(exc).__name__}: {exc}", secrets)
-            sampler = PeakMemorySampler(lambda: self._nvidia_smi(container), interval=self.gpu_sample_interval)
-            sampler.start()
-        endpoint = Endpoint(base_url=base_url, model=spec.model_id, target=self.name, provenance=provenance)
-        return endpoint, sampler
+            # The session opens one window per run: the peak belongs to that run's provenance.
+            read = functools.partial(self._nvidia_smi, container)
+            memory_sampler = functools.partial(sampling_peak_memory, read, interval=self.gpu_sample_interval)
+        return Endpoint(
+            base_url=base_url,
+            model=spec.model_id,
+            target=self.name,
+            provenance=provenance,
+            memory_sampler=memory_sampler,
+        )
 
     def _remove(self, container: Any) -> None:
         import docker.errors

@@ -8,7 +8,8 @@ only parses text and keeps the peak, so it is tested without a GPU.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,3 +150,40 @@ class PeakMemorySampler:
                 "peak_gpu_memory_per_gpu_mib": list(self.peak_per_gpu_mib),
                 "gpu_memory_samples": self.samples,
             }
+
+
+@contextmanager
+def sampling_peak_memory(read: Callable[[], str], interval: float = 2.0) -> Iterator[dict[str, Any]]:
+    """Sample while the block runs (one run of a workload); the yielded dict receives
+    the peak figures (`PeakMemorySampler.result()`) when the block exits, however it exits."""
+    figures: dict[str, Any] = {}
+    sampler = PeakMemorySampler(read, interval=interval).start()
+    try:
+        yield figures
+    finally:
+        figures.update(sampler.stop())
+
+
+def combine_peaks(*windows: Mapping[str, Any]) -> dict[str, Any]:
+    """The peak figures of several sampling windows (the repetitions of one run) as one:
+    the highest peak, per GPU too, and all their samples. A mapping that never sampled
+    (a target without GPUs; a provenance dict before the first run) counts for nothing,
+    so the result is empty where nothing sampled; a peak no sample could read stays out."""
+    sampled = [w for w in windows if "gpu_memory_samples" in w]
+    if not sampled:
+        return {}
+    per_gpu: list[int] = []
+    for window in sampled:
+        for i, used in enumerate(window.get("peak_gpu_memory_per_gpu_mib") or []):
+            if i < len(per_gpu):
+                per_gpu[i] = max(per_gpu[i], used)
+            else:
+                per_gpu.append(used)
+    combined: dict[str, Any] = {
+        "peak_gpu_memory_per_gpu_mib": per_gpu,
+        "gpu_memory_samples": sum(int(w["gpu_memory_samples"]) for w in sampled),
+    }
+    peaks = [w["peak_gpu_memory_mib"] for w in sampled if w.get("peak_gpu_memory_mib") is not None]
+    if peaks:
+        combined["peak_gpu_memory_mib"] = max(peaks)
+    return combined

@@ -1,8 +1,8 @@
 """The --llmperf-gpu provenance path in a real container, without a GPU: the image gets
 a stand-in `nvidia-smi` printing an H200 whose used memory grows on every call, and the
 device request is left out (the engine here has no NVIDIA runtime). What is proven:
-nvidia-smi runs inside the container, its answer becomes gpu_name/driver/count, and the
-sampler's peak lands in the endpoint's provenance when the server stops."""
+nvidia-smi runs inside the container, its answer becomes gpu_name/driver/count, and a
+sampling window opened around a run reads the peak of that window."""
 
 from __future__ import annotations
 
@@ -47,10 +47,12 @@ def test_gpu_provenance_and_peak_memory_from_nvidia_smi_in_the_container(make_ta
         assert prov["gpu_count"] == 1
         assert prov["gpu_memory_total_mib"] == 143771
         assert dk._GPU_SLOT.locked()  # one GPU server at a time
-        time.sleep(1.0)  # a few samples
-    samples = endpoint.provenance["gpu_memory_samples"]
+        with endpoint.sample_peak_memory() as peak:  # what the session opens around each run
+            time.sleep(1.0)  # a few samples
+        assert "peak_gpu_memory_mib" not in endpoint.provenance  # the run's figure, not the server's
+    samples = peak["gpu_memory_samples"]
     assert samples >= 3
     # Call 1 was the provenance query; the sampler's calls were 2 .. samples+1.
-    assert endpoint.provenance["peak_gpu_memory_mib"] == (samples + 1) * 1000
-    assert endpoint.provenance["peak_gpu_memory_per_gpu_mib"] == [(samples + 1) * 1000]
+    assert peak["peak_gpu_memory_mib"] == (samples + 1) * 1000
+    assert peak["peak_gpu_memory_per_gpu_mib"] == [(samples + 1) * 1000]
     assert not dk._GPU_SLOT.locked()

@@ -7,6 +7,7 @@ decided by the injection, not by noise.
 
 import json
 import random
+import re
 
 # Imported here so pytester's in-process runs find them loaded: numpy refuses to be
 # imported twice in one process, and pytester would drop modules first loaded inside a run.
@@ -247,10 +248,66 @@ def test_xdist_on_the_simulator_needs_loadgroup(project):
 
 def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
     pytest.importorskip("xdist")
-    result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines")
+    result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines", "-v")
     result.assert_outcomes(passed=3)
+    # "[gw1] [ 33%] PASSED test_suite.py::test_base[4]@llmperf-org/tiny": the model's group, on one worker.
+    ran = re.findall(r"\[(gw\d+)\].*PASSED (\S+)", result.stdout.str())
+    assert sorted(test for _, test in ran) == [
+        "test_suite.py::test_base[4]@llmperf-org/tiny",
+        "test_suite.py::test_mtp[4]@llmperf-org/tiny",
+        "test_suite.py::test_speedup[4]@llmperf-org/tiny",
+    ]
+    assert len({worker for worker, _ in ran}) == 1
     doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
     assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]  # speedup found both runs cached
+
+
+OTHER_MODEL_SUITE = """
+import pytest
+from pytest_llmperf import ServerSpec
+
+OTHER = ServerSpec(name="other", model="org/other", args=("--max-num-seqs", "8"))
+
+@pytest.mark.parametrize("concurrency", [2, 4])
+@pytest.mark.llmperf(server=OTHER, num_prompts=8, max_tokens=32, warmup=1)
+def test_other(llmperf, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+"""
+
+
+def test_xdist_workers_send_their_runs_to_the_controller_for_one_summary_and_one_report(project):
+    pytest.importorskip("xdist")
+    project.makepyfile(test_other=OTHER_MODEL_SUITE)  # a second model: a second group, so a second worker
+    report = project.path / "report.json"
+    result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines", "--llmperf-report", str(report))
+    result.assert_outcomes(passed=5)
+
+    data = json.loads(report.read_text())
+    runs = {(r["server"]["name"], r["workload"]["concurrency"]): r for r in data["runs"]}
+    assert sorted(runs) == [("other", 2), ("other", 4), ("tiny", 4), ("tiny-mtp", 4)]  # every worker's runs
+    assert sorted(data["servers_started"]) == ["other", "tiny", "tiny-mtp"]
+    assert data["workers"] == ["gw0", "gw1"] and data["lost_workers"] == []
+    assert {r["worker"] for r in data["runs"]} == {"gw0", "gw1"}
+    assert runs["tiny", 4]["worker"] == runs["tiny-mtp", 4]["worker"] != runs["other", 2]["worker"]
+    assert all(len(r["results"][0]["records"]) == r["workload"]["num_prompts"] for r in data["runs"])
+    # Node ids as xdist reports them under loadgroup: with the group after an "@".
+    assert {v["test"].partition("@")[2] for v in data["verdicts"]} == {"llmperf-org/tiny", "llmperf-org/other"}
+    assert sorted(v["test"].partition("@")[0] for v in data["verdicts"]) == [
+        "test_other.py::test_other[2]",
+        "test_other.py::test_other[4]",
+        "test_suite.py::test_base[4]",
+        "test_suite.py::test_mtp[4]",
+        "test_suite.py::test_speedup[4]",
+    ]
+    assert {v["outcome"] for v in data["verdicts"]} == {"recorded"}
+
+    out = result.stdout.str()
+    assert "no workload ran" not in out
+    summary = out[out.index("llmperf summary") :]
+    assert "servers started (one at a time on each of 2 xdist workers)" in summary
+    for name, concurrency in runs:
+        assert re.search(rf"^{re.escape(name)}\s+{concurrency}\s+\d+/\d+", summary, re.M), (name, concurrency)
+    result.stdout.fnmatch_lines(["*baselines recorded (review and commit them)*", "*other @ 2: recorded*"])
 
 
 def test_runs_land_in_pytest_benchmark_json_without_requiring_its_fixture(project):
@@ -271,3 +328,21 @@ def test_runs_land_in_pytest_benchmark_json_without_requiring_its_fixture(projec
     assert entry["extra_info"]["llmperf_server"] == "tiny"
     assert entry["extra_info"]["llmperf_metrics"]["decode_tok_s"] > 0
     assert bench["machine_info"]["llmperf_target"] == "sim"
+
+
+def test_the_controller_keeps_each_workers_document_and_remembers_a_worker_lost_without_one():
+    import types
+
+    from pytest_llmperf import plugin
+
+    config = types.SimpleNamespace(stash=pytest.Stash())
+
+    def node(worker, output=None):
+        return types.SimpleNamespace(config=config, workerinput={"workerid": worker}, workeroutput=output or {})
+
+    doc = {"runs": [{"server": {"name": "a"}}]}
+    plugin.pytest_testnodedown(node("gw0", {plugin.WORKEROUTPUT_KEY: json.dumps(doc)}), None)
+    plugin.pytest_testnodedown(node("gw0"), "keyboard-interrupt")  # xdist reports a Ctrl-C'd worker twice
+    plugin.pytest_testnodedown(node("gw1"), "worker crashed")
+    plugin.pytest_testnodedown(node("gw2"), None)  # ran no performance test: nothing to report
+    assert config.stash[plugin.WORKER_REPORTS_KEY] == {"gw0": doc, "gw1": None}

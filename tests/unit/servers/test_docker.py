@@ -189,7 +189,7 @@ class FakeContainers:
 
     def create(self, image: str, **kwargs: Any) -> FakeContainer:
         self.create_kwargs.append({"image": image, **kwargs})
-        c = FakeContainer(self.client, kwargs["name"], kwargs["labels"], self.client.fail_start)
+        c = self.client.container_class(self.client, kwargs["name"], kwargs["labels"], self.client.fail_start)
         self.items.append(c)
         return c
 
@@ -206,6 +206,8 @@ class FakeImages:
 
 
 class FakeClient:
+    container_class: type[FakeContainer] = FakeContainer
+
     def __init__(self, fail_start: bool = True) -> None:
         self.fail_start = fail_start
         self.containers = FakeContainers(self)
@@ -291,6 +293,84 @@ def test_gpu_slot_held_while_a_gpu_server_runs():
                 pass
     finally:
         dk._GPU_SLOT.release()
+
+
+# ----------------------------------------------------------------------------- peak GPU memory
+
+GPU_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
+IDLE = (GPU_FIXTURES / "nvidia-smi-h200-idle.csv").read_text()  # real captures
+LOADED = (GPU_FIXTURES / "nvidia-smi-h200-4gpu-loaded.csv").read_text()  # 124115 + 124099 + 4 + 4 MiB
+
+
+class GpuContainer(FakeContainer):
+    """A container that starts, publishes port 8000 and answers `nvidia-smi` with `memory`."""
+
+    memory = IDLE
+
+    def start(self) -> None:
+        self.attrs = {"State": {"Status": "running"}, "NetworkSettings": {"Ports": {"8000/tcp": [{"HostPort": "1"}]}}}
+
+    def exec_run(self, cmd: list[str]) -> tuple[int, bytes]:
+        assert cmd[0] == "nvidia-smi"
+        return 0, self.memory.encode()
+
+
+def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: str, memory_per_run: list[str]):
+    """A PerfSession on a --llmperf-gpu DockerTarget over the fake engine; the n-th run
+    makes the container's nvidia-smi read memory_per_run[n] until the next run."""
+    from pytest_llmperf.options import resolve_options
+    from pytest_llmperf.session import PerfSession
+    from tests.unit.test_session import make_result
+
+    monkeypatch.setattr(dk, "wait_until_ready", lambda *args, **kwargs: None)
+    monkeypatch.setattr(dk.httpx, "get", lambda *args, **kwargs: (_ for _ in ()).throw(dk.httpx.ConnectError("no")))
+    client = FakeClient(fail_start=False)
+    client.container_class = GpuContainer
+    # A long interval: each run's window samples at its start and once more as it closes.
+    target = dk.DockerTarget(client=client, gpu=True, environ={}, gpu_sample_interval=3600)
+    cli = {"llmperf_gpu": True, "llmperf_repetitions": repetitions, "llmperf_update_baselines": True}
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path)
+    perf._requests_for = lambda endpoint, workload: []
+    runs = iter(memory_per_run)
+
+    def execute(endpoint, requests, workload, speed):
+        (container,) = client.containers.items
+        container.memory = next(runs)  # the load this run puts on the GPUs
+        return make_result(100.0)
+
+    perf._execute = execute
+    return perf, client
+
+
+def test_peak_gpu_memory_of_each_run_reaches_the_run_and_its_baseline(tmp_path, monkeypatch):
+    from pytest_llmperf.workload.spec import resolve_workload
+
+    lighter = "".join(f"NVIDIA H200, 570.133.20, {mib}, 143771\n" for mib in (130000, 90000, 7, 4))
+    perf, client = gpu_session(tmp_path, monkeypatch, "2", [LOADED, lighter])
+    run = perf.run(SEED, resolve_workload({"num_prompts": 4}, 8))
+    # While the server still runs: the figure is the run's, not the server's at its stop.
+    assert run.provenance["peak_gpu_memory_mib"] == 124115 + 124099 + 4 + 4  # the heavier repetition
+    assert run.provenance["peak_gpu_memory_per_gpu_mib"] == [130000, 124099, 7, 4]  # per GPU over both
+    assert run.provenance["gpu_memory_samples"] >= 2  # at least the closing sample of each repetition
+    assert run.provenance["gpu_name"] == "NVIDIA H200"
+
+    perf.bind(run, "t").assert_no_regression("decode_tok_s")  # --update-baselines: records
+    perf.close()
+    assert client.containers.items == []
+    baseline = json.loads((tmp_path / "baselines" / "NVIDIA-H200" / f"{SEED.name}.json").read_text())
+    recorded = baseline["concurrency"]["8"]["provenance"]
+    assert recorded["peak_gpu_memory_mib"] == 248222
+    assert recorded["peak_gpu_memory_per_gpu_mib"] == [130000, 124099, 7, 4]
+
+
+def test_without_gpus_no_peak_is_sampled(tmp_path, monkeypatch):
+    from pytest_llmperf.workload.spec import resolve_workload
+
+    perf, _ = gpu_session(tmp_path, monkeypatch, "1", [LOADED])
+    perf.target.gpu = False  # plain --llmperf-docker: no GPUs to watch
+    run = perf.run(SEED, resolve_workload({"num_prompts": 4}, 8))
+    perf.close()
+    assert not any(key.startswith(("peak_gpu", "gpu_memory")) for key in run.provenance)
 
 
 def test_find_and_cleanup_leftovers_by_label_skip_own_session():

@@ -5,11 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import (
     GpuInfo,
     PeakMemorySampler,
+    combine_peaks,
     gpu_provenance,
     parse_nvidia_smi_csv,
+    sampling_peak_memory,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
@@ -108,3 +111,34 @@ def test_sampler_thread_samples_until_stopped():
 def test_sampler_rejects_bad_interval():
     with pytest.raises(ValueError, match="interval"):
         PeakMemorySampler(lambda: "", interval=0)
+
+
+def test_sampling_window_fills_its_dict_when_the_block_exits_even_on_error():
+    reading = ["GPU, 1, 100, 1000\n"]
+    with pytest.raises(KeyboardInterrupt):
+        with sampling_peak_memory(lambda: reading[0], interval=3600) as peak:
+            assert peak == {}  # nothing until the window closes
+            reading[0] = "GPU, 1, 700, 1000\n"  # the run's load; the closing sample sees it
+            raise KeyboardInterrupt
+    assert peak["peak_gpu_memory_mib"] == 700 and peak["gpu_memory_samples"] >= 1
+
+
+def test_combine_peaks_keeps_the_highest_and_counts_every_sample():
+    first = {"peak_gpu_memory_mib": 310, "peak_gpu_memory_per_gpu_mib": [300, 10], "gpu_memory_samples": 2}
+    second = {"peak_gpu_memory_mib": 290, "peak_gpu_memory_per_gpu_mib": [200, 90], "gpu_memory_samples": 3}
+    provenance = {"gpu_name": "NVIDIA H200"}  # before the first run: nothing sampled yet
+    assert combine_peaks(provenance, first) == first
+    assert combine_peaks(first, second) == {
+        "peak_gpu_memory_mib": 310,
+        "peak_gpu_memory_per_gpu_mib": [300, 90],
+        "gpu_memory_samples": 5,
+    }
+    unreadable = {"peak_gpu_memory_mib": None, "peak_gpu_memory_per_gpu_mib": [], "gpu_memory_samples": 0}
+    assert combine_peaks(provenance, unreadable) == {"peak_gpu_memory_per_gpu_mib": [], "gpu_memory_samples": 0}
+    assert combine_peaks(provenance, {}) == {}  # no GPUs: nothing to add
+
+
+def test_an_endpoint_without_gpus_samples_nothing():
+    with Endpoint("http://127.0.0.1:1", "m", "sim").sample_peak_memory() as peak:
+        pass
+    assert peak == {}

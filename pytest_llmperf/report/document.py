@@ -1,0 +1,132 @@
+"""The report document: one plain dict per pytest session, the one thing reports read.
+
+`build_report` makes it from a session's runs and gate records once, at the end;
+`merge_reports` joins the documents of pytest-xdist workers on the controller; the
+terminal summary (summary.py) and `--llmperf-report` (json_report.py) render it.
+Plain means what `json.loads` returns (str-keyed dicts, lists, str, numbers, bool,
+None), so a document crosses xdist's channel and a file unchanged.
+
+Shape (keys of the JSON report; tools read them, so they are only ever added to):
+
+    plugin_version, target, profile    what ran
+    inconclusive                       the --llmperf-inconclusive policy
+    servers_started                    server names in start order
+    runs[]                             server (ServerSpec.describe()), workload, provenance,
+                                       summary (median per metric), samples (per repetition),
+                                       notes, published_reference, results (raw RunResults),
+                                       completed, attempted, failed, stop_reasons
+    verdicts[]                         test, server, concurrency, baseline, outcome,
+                                       message, verdicts (Verdict fields)
+    workers, lost_workers              merged documents only: the xdist workers that
+                                       reported, those that went down without a report;
+                                       each run and verdict then names its `worker`
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_llmperf import __version__
+from pytest_llmperf.baselines.compare import Change, Verdict
+from pytest_llmperf.metrics.registry import Direction, Tolerance
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    raise TypeError(f"{type(value).__name__} does not belong in a report document: {value!r}")
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON gives it back: dataclasses as dicts, tuples as lists, str enums as
+    their values, keys as strings."""
+    return json.loads(json.dumps(value, default=_encode))
+
+
+def build_report(perf: Any) -> dict[str, Any]:
+    """The document of one session (a PerfSession, read only here)."""
+    return plain(
+        {
+            "plugin_version": __version__,
+            "target": perf.options.target,
+            "profile": perf.options.profile,
+            "inconclusive": perf.options.inconclusive,
+            "servers_started": list(perf.pool.starts),
+            "runs": [_run(run) for run in perf.runs.values()],
+            "verdicts": [
+                {
+                    "test": gate.nodeid,
+                    "server": gate.server,
+                    "concurrency": gate.concurrency,
+                    "baseline": gate.baseline_path,
+                    "outcome": gate.outcome,
+                    "message": gate.message,
+                    "verdicts": gate.verdicts,
+                }
+                for gate in perf.gates
+            ],
+        }
+    )
+
+
+def _run(run: Any) -> dict[str, Any]:
+    return {
+        "server": run.spec.describe(),
+        "workload": run.workload.to_dict(),
+        "provenance": run.provenance,
+        "summary": run.summary,
+        "samples": run.samples,
+        "notes": run.notes,
+        "published_reference": run.published,
+        "results": [result.to_dict() for result in run.results],
+        "completed": sum(r.completed for r in run.results),
+        "attempted": sum(r.attempted for r in run.results),
+        "failed": sum(r.failed for r in run.results),
+        "stop_reasons": sorted({r.stop_reason for r in run.results}),
+    }
+
+
+def _worker_order(worker: str) -> tuple[int, str]:
+    return len(worker), worker  # gw2 before gw10
+
+
+def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """One document from the xdist workers' (worker id -> its document; None for a worker
+    that went down without one). Runs, verdicts and started servers are concatenated in
+    worker order, each run and verdict naming its worker. None when no worker reported."""
+    workers = sorted((w for w, doc in reports.items() if doc is not None), key=_worker_order)
+    if not workers:
+        return None
+    first = reports[workers[0]]
+    assert first is not None
+    merged: dict[str, Any] = {
+        **{key: first.get(key) for key in ("plugin_version", "target", "profile", "inconclusive")},
+        "servers_started": [],
+        "runs": [],
+        "verdicts": [],
+        "workers": workers,
+        "lost_workers": sorted((w for w, doc in reports.items() if doc is None), key=_worker_order),
+    }
+    for worker in workers:
+        doc = reports[worker]
+        assert doc is not None
+        merged["servers_started"] += doc.get("servers_started", [])
+        merged["runs"] += [{**run, "worker": worker} for run in doc.get("runs", [])]
+        merged["verdicts"] += [{**gate, "worker": worker} for gate in doc.get("verdicts", [])]
+    return merged
+
+
+_VERDICT_FIELDS = {f.name for f in dataclasses.fields(Verdict)}
+
+
+def verdict_from_dict(data: Mapping[str, Any]) -> Verdict:
+    """A Verdict again from its document form, for the tables that format one."""
+    fields = {k: v for k, v in data.items() if k in _VERDICT_FIELDS}
+    change, tolerance = fields.get("change"), fields.get("tolerance")
+    fields["change"] = Change(**change) if change else None
+    fields["tolerance"] = Tolerance(**tolerance) if tolerance else None
+    fields["direction"] = Direction.parse(fields.get("direction", Direction.HIGHER))
+    return Verdict(**fields)

@@ -1,0 +1,69 @@
+"""The terminal summary, rendered from plain report documents (one process or merged workers)."""
+
+from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.metrics.registry import Tolerance
+from pytest_llmperf.report.document import merge_reports
+from pytest_llmperf.report.summary import summary_lines
+from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
+
+MTP_CONFIG = {"method": "mtp", "num_speculative_tokens": 3}
+
+
+def test_no_runs_says_so_after_the_servers_started():
+    assert summary_lines(document([], [], [])) == ["no workload ran"]
+    assert summary_lines(document([], [], ["m"])) == ["servers started (one at a time): m", "no workload ran"]
+
+
+def test_measured_table_counts_notes_and_published_reference():
+    runs = [
+        run_entry("m", 8, 407.9, published_reference={"decode_tok_s": 407.9}),
+        run_entry("m-mtp", 8, 600.0, speculative_config=MTP_CONFIG, notes=["spec-decode counters did not move"]),
+        run_entry("m", 32, 300.0, completed=118, attempted=500, failed=2, stop_reasons=["max_seconds"]),
+        run_entry("m", 1, 50.0, notes=["not speculative: no acceptance figures"]),  # base: expected, not shown
+    ]
+    lines = summary_lines(document(runs, [], ["m", "m-mtp"]))
+    assert lines[0] == "servers started (one at a time): m, m-mtp"
+    text = "\n".join(lines)
+    assert lines[2].startswith("server ") and "decode tok/s" in lines[2] and "accept len" in lines[2]
+    assert lines[4].split() == ["m", "8", "4/4", "407.9", "-", "40.0", "-", "-", "-"]
+    assert "  published (ref only)" in text
+    assert "118/500 (time cap), 2 failed" in text
+    assert "note: m-mtp @ 8: spec-decode counters did not move" in lines
+    assert not any("not speculative" in line for line in lines)
+
+
+def test_verdicts_become_server_tables_with_hints_and_recorded_and_refused_lines():
+    noisy = compare("ttft_ms_median", 40.0, 41.0, Tolerance("relative", 0.05), "lower", error=5.0)
+    assert noisy.status == "inconclusive"
+    runs = [run_entry("m", 8, 80.0, published_reference={"decode_tok_s": 97.96}), run_entry("n", 4, 130.0)]
+    gates = [
+        gate_entry("t::a", "m", 8, [REGRESSED, noisy], outcome="fail"),
+        gate_entry("t::b", "n", 4, [IMPROVED]),
+        gate_entry("t::c", "n", 2, [], outcome="recorded", message="recorded decode_tok_s in baselines/sim/n.json"),
+        gate_entry("t::d", "o", 1, [], outcome="refused"),
+    ]
+    lines = summary_lines(document(runs, gates, ["m", "n"], inconclusive="fail"))
+    text = "\n".join(lines)
+    assert "REFUSED o @ 1: baseline recorded under another workload or hardware (baselines/sim/o.json)" in lines
+    assert "llmperf: m\n" in text and "llmperf: n\n" in text
+    m_table = text[text.index("llmperf: m") : text.index("llmperf: n")]
+    assert "!! REGRESSED" in m_table and "? inconclusive" in m_table and "97.96" not in m_table
+    assert "98.0" in m_table  # the published figure beside the decode row (ref only)
+    assert lines.index("improvements beyond tolerance:") < lines.index(
+        "inconclusive: the noise is too wide to tell (--llmperf-inconclusive fail):"
+    )
+    assert f"n @ 4: {IMPROVED.hint}" in lines and f"m @ 8: {noisy.hint}" in lines
+    assert lines[-2:] == [
+        "baselines recorded (review and commit them):",
+        "n @ 2: recorded decode_tok_s in baselines/sim/n.json",
+    ]
+
+
+def test_a_merged_document_names_the_workers_and_any_lost_one():
+    gw0 = document([run_entry("a", 1, 10.0)], [gate_entry("t::a", "a", 1, [REGRESSED], outcome="fail")], ["a"])
+    gw1 = document([run_entry("b", 1, 20.0)], [], ["b"])
+    lines = summary_lines(merge_reports({"gw0": gw0, "gw1": gw1, "gw2": None}))
+    assert lines[0] == "servers started (one at a time on each of 2 xdist workers): a, b"
+    assert lines[1].startswith("xdist worker gw2 went down without reporting")
+    assert sum(line.startswith(("a ", "b ")) for line in lines) == 2  # both workers' runs in one table
+    assert "llmperf: a\n" in "\n".join(lines)
