@@ -145,6 +145,14 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.xdist_group(f"llmperf-{server.model}"))
 
 
+def _plain_nodeid(item: pytest.Item) -> str:
+    """The test's id as a command line takes it: --dist loadgroup appends "@<group>"."""
+    marker = item.get_closest_marker("xdist_group")
+    group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
+    suffix = f"@{group}" if group else ""
+    return item.nodeid.removesuffix(suffix) if suffix else item.nodeid
+
+
 def _perf_session(config: pytest.Config) -> Any:
     from pytest_llmperf.servers.targets import build_target
     from pytest_llmperf.session import PerfSession
@@ -254,7 +262,7 @@ def llmperf(request: pytest.FixtureRequest) -> LlmperfFixture:
     return LlmperfFixture(
         _perf_session(request.config),
         kwargs,
-        request.node.nodeid,
+        _plain_nodeid(request.node),
         options.profile,
         benchmark=_benchmark_factory(request),
     )
