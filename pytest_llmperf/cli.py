@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.workload.result import RunResult
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
@@ -123,11 +124,6 @@ def default_output_name(now: _dt.datetime | None = None) -> str:
     return f"llmperf-bench-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
 
 
-def default_token_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pytest-llmperf" / "tokens"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmperf", description="LLM serving performance tools")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -159,7 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="count prompt tokens with the built-in estimate instead of the server's /tokenize",
     )
-    bench.add_argument("--token-cache", default=None, help=f"token count cache dir (default {default_token_cache()})")
+    bench.add_argument(
+        "--token-cache",
+        default=None,
+        help=f"token count cache dir (default {token_counts_dir()}, shared with the plugin)",
+    )
     bench.set_defaults(func=cmd_bench)
 
     show = sub.add_parser("show", help="recompute and print the figures of a saved result")
@@ -188,7 +188,7 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     info = file.describe()
     if args.approx_tokens:
         return ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed), info
-    cache = Path(args.token_cache) if args.token_cache else default_token_cache()
+    cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
     with ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256) as counter:
         try:
             reqs = ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed, count_tokens=counter)
@@ -229,10 +229,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for key in ("seed", "num_prompts", "max_tokens", "concurrency", "max_seconds", "endpoint"):
         result.config.setdefault(key, getattr(args, key))
     print(format_report(result))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(result.to_json() + "\n", encoding="utf-8")
-    os.replace(tmp, output)  # never leave a half-written result behind
+    atomic_write_text(output, result.to_json() + "\n")  # never leave a half-written result behind
     print(f"Result written to {output}")
     return EXIT_OK if result.completed else EXIT_NO_COMPLETIONS
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
 import subprocess
 import warnings
 from collections.abc import Callable, Mapping
@@ -41,6 +40,7 @@ from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.files import token_counts_dir
 from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.spec import Workload
 
@@ -238,7 +238,7 @@ class PerfSession:
             counter, source = token_counter_for(
                 endpoint.base_url,
                 endpoint.model,
-                cache_dir=cache_root() / "token-counts",
+                cache_dir=token_counts_dir(),
                 dataset_id=self._dataset.sha256,
             )
             self.token_count_source = source
@@ -442,11 +442,6 @@ class PerfSession:
 
     def close(self) -> None:
         self.pool.stop()
-
-
-def cache_root() -> Path:
-    """$LLMPERF_CACHE_DIR or ~/.cache/pytest-llmperf: token counts, prepared engines."""
-    return Path(os.environ.get("LLMPERF_CACHE_DIR") or Path.home() / ".cache" / "pytest-llmperf")
 
 
 def _median(values: list[float | None]) -> float | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import __version__
-from pytest_llmperf.baselines.store import atomic_write_text
+from pytest_llmperf.util.files import atomic_write_text
 
 
 def _plain(value: Any) -> Any:

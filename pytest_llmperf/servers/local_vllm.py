@@ -27,6 +27,7 @@ from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.files import cache_root
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
@@ -45,12 +46,6 @@ DEFAULT_ENV = {
     "VLLM_DO_NOT_TRACK": "1",
 }
 LOG_TAIL_LINES = 100
-
-
-def cache_root() -> Path:
-    """Where prepared environments live: $LLMPERF_CACHE_DIR or ~/.cache/pytest-llmperf."""
-    env = os.environ.get("LLMPERF_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "pytest-llmperf"
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,14 @@ import json
 import math
 import os
 import re
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from pytest_llmperf.util.files import atomic_write_text
 
 # -- the approximation ------------------------------------------------------------------
 
@@ -142,16 +143,8 @@ class TokenCountCache:
             if not self._dirty:
                 return
             merged = {**self._read(), **self.counts}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             body = {"model": self.model, "dataset": self.dataset_id, "counts": merged}
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tokens-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(body, f, sort_keys=True, separators=(",", ":"))
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            atomic_write_text(self.path, json.dumps(body, sort_keys=True, separators=(",", ":")))
             self.counts = merged
             self._dirty = False
 
