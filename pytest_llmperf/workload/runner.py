@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from pytest_llmperf.util.secrets import REDACTED
 from pytest_llmperf.workload.client import ENDPOINTS, PendingRecord, StreamingClient
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
@@ -94,7 +95,7 @@ class RunConfig:
         """asdict, with the API key redacted (results are written to files)."""
         d = asdict(self)
         if d["api_key"]:
-            d["api_key"] = "***"
+            d["api_key"] = REDACTED
         for k in ("request_rate", "burstiness"):
             if isinstance(d[k], float) and math.isinf(d[k]):
                 d[k] = "inf"  # JSON has no infinity
