@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
+from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.result import RunResult
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
@@ -112,11 +113,11 @@ def _seconds(text: str) -> float | None:
 
 
 def _url(text: str) -> str:
-    if not text.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"expected an http(s):// URL, got {text!r}")
     # The seeds pass the server root; tolerate a trailing /v1 the way users type it.
-    text = text.rstrip("/")
-    return text[: -len("/v1")] if text.endswith("/v1") else text
+    try:
+        return server_root(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def default_output_name(now: _dt.datetime | None = None) -> str:

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import (
@@ -38,6 +36,7 @@ from pytest_llmperf.servers.gpu_info import (
 )
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.http import PageError, fetch_version
 from pytest_llmperf.util.secrets import RedactedEnv, Secrets, is_secret_name, redact
 
 LABEL_PLUGIN = "io.pytest-llmperf.plugin"
@@ -483,10 +482,8 @@ class DockerTarget:
         except Exception:  # noqa: BLE001 - provenance is best effort
             info["docker_engine_version"] = None
         try:
-            answer = httpx.get(f"{base_url}/version", timeout=5.0)
-            if answer.status_code == 200:
-                info["vllm_version"] = answer.json().get("version")
-        except (httpx.HTTPError, ValueError):
+            info["vllm_version"] = fetch_version(base_url, timeout=5.0)
+        except PageError:
             pass
         return info
 

@@ -21,13 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import cache_root
+from pytest_llmperf.util.http import PageError, fetch_version
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
@@ -233,12 +232,10 @@ class LocalVllmTarget:
             "server": spec.describe(),
         }
         try:
-            answer = httpx.get(f"{base_url}/version", timeout=10.0)
-            answer.raise_for_status()
-            prov["vllm_version"] = answer.json()["version"]
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            prov["vllm_version"] = fetch_version(base_url, timeout=10.0)
+        except PageError as exc:
             prov["vllm_version"] = None
-            prov["vllm_version_error"] = f"GET /version failed: {exc!r}"
+            prov["vllm_version_error"] = str(exc)
         return prov
 
 

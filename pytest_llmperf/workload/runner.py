@@ -20,8 +20,7 @@ from datetime import datetime, timezone
 from time import perf_counter
 from typing import Any
 
-import httpx
-
+from pytest_llmperf.util.http import fetch_metrics_page, server_root
 from pytest_llmperf.util.secrets import REDACTED
 from pytest_llmperf.workload.client import ENDPOINTS, PendingRecord, StreamingClient
 from pytest_llmperf.workload.http1 import Origin
@@ -113,16 +112,6 @@ def check_reachable(base_url: str, timeout: float) -> None:
             f"cannot reach the server at {base_url} within {timeout:g} s "
             f"({type(exc).__name__}: {exc}); is it running and listening on that host and port?"
         ) from exc
-
-
-async def scrape_metrics(base_url: str, timeout: float = 10.0) -> str | None:
-    """The raw /metrics page, or None when the server has none (404) or cannot answer."""
-    try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
-            resp = await client.get(f"{base_url.rstrip('/')}/metrics")
-    except httpx.HTTPError:
-        return None
-    return resp.text if resp.status_code == 200 else None
 
 
 # Runs shorter than this print no progress line.
@@ -261,7 +250,7 @@ async def run_benchmark_async(
 async def _run_benchmark(
     base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig, install_sigint: bool
 ) -> RunResult:
-    base_url = base_url.rstrip("/")
+    base_url = server_root(base_url)
     measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
     # Warm-up prompts come from beyond the measured ones when the list has them, so a
     # prefix cache does not make measured prompts faster; else the list is reused.
@@ -300,7 +289,7 @@ async def _run_benchmark(
             if not run.interrupted and config.workers == 1:
                 # send times exclude connecting; so must TTFT: connect before measuring
                 await client.open_connections(config.concurrency)
-            metrics_before = None if run.interrupted else await scrape_metrics(base_url)
+            metrics_before = None if run.interrupted else await fetch_metrics_page(base_url)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             if config.workers > 1 and not run.interrupted:
                 offsets = arrival_offsets(len(measured), config.request_rate, config.burstiness, config.seed)
@@ -319,7 +308,7 @@ async def _run_benchmark(
                     progress.close()
                 records = []
             # Scraped before decoding, right after the last measured completion.
-            metrics_after = await scrape_metrics(base_url) if metrics_before is not None else None
+            metrics_after = await fetch_metrics_page(base_url) if metrics_before is not None else None
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)

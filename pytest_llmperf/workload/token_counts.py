@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from pytest_llmperf.util.files import atomic_write_text
+from pytest_llmperf.util.http import server_root
 
 # -- the approximation ------------------------------------------------------------------
 
@@ -179,11 +180,9 @@ class ServerTokenCounter:
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ):
-        if not base_url or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = server_root(base_url)
         self.model = model
         self.concurrency = concurrency
         self.cache = TokenCountCache(cache_dir, model, dataset_id) if cache_dir is not None else None
