@@ -190,12 +190,12 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     if args.approx_tokens:
         return ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed), info
     cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
-    with ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256) as counter:
-        try:
-            reqs = ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed, count_tokens=counter)
-        except TokenizeUnavailable as exc:
-            print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
-            reqs = ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed)
+    counter = ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256)
+    try:
+        reqs = ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed, count_tokens=counter)
+    except TokenizeUnavailable as exc:
+        print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
+        reqs = ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed)
     return reqs, info
 
 
@@ -224,11 +224,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     requests, dataset_info = _sample(args)
     print(f"Sampled {len(requests)} prompts (seed {args.seed}) from {dataset_info['path']}", flush=True)
     result = _run(args, requests)
-    # The workload identity speedup_over checks, whatever the runner recorded.
+    # Which prompts, beside the runner's config (concurrency, caps, seed, endpoint).
     result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
     result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
-    for key in ("seed", "num_prompts", "max_tokens", "concurrency", "max_seconds", "endpoint"):
-        result.config.setdefault(key, getattr(args, key))
     print(format_report(result))
     atomic_write_text(output, result.to_json() + "\n")  # never leave a half-written result behind
     print(f"Result written to {output}")

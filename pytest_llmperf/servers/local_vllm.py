@@ -217,20 +217,15 @@ class LocalVllmTarget:
                     raise
                 raise ServerStartError(f"{exc}; last lines of {log_path}:\n{read_tail(log_path)}") from None
             yield Endpoint(
-                base_url=base_url, model=spec.model_id, target=self.name, provenance=self._provenance(base_url, spec)
+                base_url=base_url, model=spec.model_id, target=self.name, provenance=self._provenance(base_url)
             )
         finally:
             self.current = None
             stop_process_group(process, self.stop_grace)
 
-    def _provenance(self, base_url: str, spec: ServerSpec) -> dict:
-        prov: dict = {
-            "target": self.name,
-            "platform": "cpu",
-            "cpu_count": os.cpu_count(),
-            "cpu_model": _cpu_model(),
-            "server": spec.describe(),
-        }
+    def _provenance(self, base_url: str) -> dict:
+        # The session adds the target's name and the spec's description to every run.
+        prov: dict = {"platform": "cpu", "cpu_count": os.cpu_count(), "cpu_model": _cpu_model()}
         try:
             prov["vllm_version"] = fetch_version(base_url, timeout=10.0)
         except PageError as exc:

@@ -193,7 +193,7 @@ class ServerTokenCounter:
 
     def _client(self) -> httpx.Client:
         # A client per batch, closed with it: a counter kept for a whole session holds
-        # no sockets between batches and needs no close().
+        # no sockets between batches, so there is nothing to close.
         return httpx.Client(
             base_url=self.base_url,
             timeout=self._timeout,
@@ -245,15 +245,6 @@ class ServerTokenCounter:
             self.cache.put(text, n)
         return n
 
-    def close(self) -> None:
-        """Nothing stays open between calls; kept so `with` and close() read naturally."""
-
-    def __enter__(self) -> ServerTokenCounter:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
 
 def _count_from(resp: httpx.Response) -> int:
     try:
@@ -284,6 +275,5 @@ def token_counter_for(
     try:
         counter.tokenize("Hello")
     except TokenizeUnavailable:
-        counter.close()
         return approx_count_tokens, "approx"
     return counter, "server"

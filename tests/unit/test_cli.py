@@ -198,7 +198,7 @@ def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsy
     assert "Completed 2/500, 0 errors (hit the 300 s cap)" in printed
     assert f"Result written to {out}" in printed
     saved = RunResult.from_json(out.read_text())
-    assert saved.config["dataset"] == "sharegpt.json" and saved.config["seed"] == 3
+    assert saved.config["dataset"] == "sharegpt.json"  # beside the runner's own config (seed, caps, ...)
     assert len(saved.config["dataset_sha256"]) == 64
     assert saved.summary().decode_tok_s == pytest.approx(25.6)
 
