@@ -205,20 +205,10 @@ class PerfSession:
             raise KeyboardInterrupt(f"interrupted during {measured.spec.name} @ concurrency {measured.concurrency}")
 
     def _execute(self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float):
-        from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+        from pytest_llmperf.workload.runner import run_benchmark
 
-        config = RunConfig(
-            concurrency=workload.concurrency,
-            num_prompts=workload.num_prompts,
-            # The simulator's clock runs `speed` times faster: so does the cap.
-            max_seconds=workload.max_seconds / speed if workload.max_seconds else None,
-            max_tokens=workload.max_tokens,
-            warmup_requests=workload.warmup,
-            endpoint=workload.endpoint,
-            seed=workload.seed,
-            ignore_eos=workload.ignore_eos,
-            progress=True,
-        )
+        # The simulator's clock runs `speed` times faster: so does the cap.
+        config = workload.run_config(clock_speed=speed)
         self.log(f"{endpoint.model} @ concurrency {workload.concurrency}: {workload.num_prompts} prompts")
         with self.live_output():
             return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
