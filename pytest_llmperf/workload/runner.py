@@ -50,12 +50,7 @@ def check_reachable(base_url: str, timeout: float) -> None:
 
 
 async def run_benchmark_async(
-    base_url: str,
-    model: str,
-    requests: Sequence[SampledRequest],
-    config: RunConfig,
-    *,
-    tuning: RunTuning | None = None,
+    base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig, *, tuning: RunTuning | None = None
 ) -> RunResult:
     """`run_benchmark` for callers that already run an event loop (no Ctrl-C handling)."""
     _check_arguments(base_url, requests, config)
@@ -164,12 +159,7 @@ def _check_arguments(base_url: str, requests: Sequence[SampledRequest], config: 
 
 
 def run_benchmark(
-    base_url: str,
-    model: str,
-    requests: Sequence[SampledRequest],
-    config: RunConfig,
-    *,
-    tuning: RunTuning | None = None,
+    base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig, *, tuning: RunTuning | None = None
 ) -> RunResult:
     """Run `requests` against the server and return the measured result.
 

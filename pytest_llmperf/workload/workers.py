@@ -38,38 +38,6 @@ def split(
     return shares
 
 
-async def _share(
-    pipe: Pipe,
-    base_url: str,
-    model: str,
-    config: RunConfig,
-    tuning: RunTuning,
-    requests: list[SampledRequest],
-    offsets: list[float],
-) -> tuple[list[RequestRecord], str]:
-    """One worker's share of a measured run: connect, say "ready", start at the time the
-    parent sends with "go", stop early on "stop"."""
-    loop = asyncio.get_running_loop()
-    async with streaming_client(base_url, model, config) as client:
-        await client.open_connections(config.concurrency)
-        pipe.send(("ready",))
-        msg = await loop.run_in_executor(None, pipe.recv)
-        run = Dispatcher(client, config, tuning)
-        if msg[0] != "go":
-            return [], "interrupted"
-
-        def on_message() -> None:
-            if pipe.poll() and pipe.recv()[0] == "stop" and not run.interrupted:
-                run.interrupt()
-
-        loop.add_reader(pipe.fileno(), on_message)
-        try:
-            pending, stop, _ = await run.run(requests, capped=True, offsets=offsets, start_at=msg[1])
-        finally:
-            loop.remove_reader(pipe.fileno())
-    return [p.finish() for p in pending], stop
-
-
 def _worker(
     pipe: Pipe,
     base_url: str,
@@ -79,11 +47,34 @@ def _worker(
     requests: list[SampledRequest],
     offsets: list[float],
 ) -> None:
-    """A worker process's entry point."""
+    """A worker process: connect, say "ready", start at the time the parent sends with
+    "go", stop early on "stop", send back the finished records (or the error)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+
+    async def share() -> tuple[list[RequestRecord], str]:
+        loop = asyncio.get_running_loop()
+        async with streaming_client(base_url, model, config) as client:
+            await client.open_connections(config.concurrency)
+            pipe.send(("ready",))
+            msg = await loop.run_in_executor(None, pipe.recv)
+            run = Dispatcher(client, config, tuning)
+            if msg[0] != "go":
+                return [], "interrupted"
+
+            def on_message() -> None:
+                if pipe.poll() and pipe.recv()[0] == "stop" and not run.interrupted:
+                    run.interrupt()
+
+            loop.add_reader(pipe.fileno(), on_message)
+            try:
+                pending, stop, _ = await run.run(requests, capped=True, offsets=offsets, start_at=msg[1])
+            finally:
+                loop.remove_reader(pipe.fileno())
+        return [p.finish() for p in pending], stop
+
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         try:
-            pipe.send(("done", *runner.run(_share(pipe, base_url, model, config, tuning, requests, offsets))))
+            pipe.send(("done", *runner.run(share())))
         except BaseException as exc:  # reported, so the parent never waits forever
             pipe.send(("error", f"{type(exc).__name__}: {exc}"))
 
