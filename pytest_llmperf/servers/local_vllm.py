@@ -27,6 +27,7 @@ from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import cache_root
 from pytest_llmperf.util.http import PageError, fetch_version
+from pytest_llmperf.util.secrets import redact_args
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
@@ -195,7 +196,7 @@ class LocalVllmTarget:
         argv = self.command(spec, port)
         base_url = f"http://{self.host}:{port}"
         with open(log_path, "wb") as log:
-            log.write(("$ " + " ".join(argv) + "\n").encode())
+            log.write(("$ " + " ".join(redact_args(argv)) + "\n").encode())  # its tail goes into errors
             log.flush()
             process = subprocess.Popen(
                 argv,
