@@ -24,7 +24,8 @@ def server_root(url: str) -> str:
 
 
 def fetch_version(base_url: str, *, timeout: float = 5.0, client: httpx.Client | None = None) -> str:
-    """vLLM's version from `GET {base_url}/version`; PageError when there is none."""
+    """vLLM's version from `GET {base_url}/version`; PageError when there is none.
+    `client`: an open httpx client to reuse (its own timeout applies)."""
     url = f"{base_url}/version"
     try:
         answer = client.get(url) if client is not None else httpx.get(url, timeout=timeout)
