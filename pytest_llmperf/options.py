@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from pytest_llmperf.util.http import server_root
+
 PROFILES = ("smoke", "nightly", "full")
 INCONCLUSIVE = ("warn", "fail", "pass")
 TARGET_FLAGS = {
@@ -289,9 +291,7 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
     if base_url is not None:
         if not base_url.startswith(("http://", "https://")):
             raise OptionError(f"--llmperf-base-url: expected http://HOST:PORT, got {base_url!r}")
-        base_url = base_url.rstrip("/")
-        if base_url.endswith("/v1"):
-            base_url = base_url[: -len("/v1")]
+        base_url = server_root(base_url)
     if values["llmperf_repetitions"] is None:
         values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
     if not 0.5 <= values["llmperf_confidence"] <= 0.999:

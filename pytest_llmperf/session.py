@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import os
 import subprocess
 import warnings
 from collections.abc import Callable, Mapping
@@ -45,6 +44,7 @@ from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import combine_peaks
 from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.files import token_counts_dir
 from pytest_llmperf.workload.records import SampledRequest
 from pytest_llmperf.workload.spec import Workload
 
@@ -225,20 +225,10 @@ class PerfSession:
             raise KeyboardInterrupt(f"interrupted during {measured.spec.name} @ concurrency {measured.concurrency}")
 
     def _execute(self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float):
-        from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+        from pytest_llmperf.workload.runner import run_benchmark
 
-        config = RunConfig(
-            concurrency=workload.concurrency,
-            num_prompts=workload.num_prompts,
-            # The simulator's clock runs `speed` times faster: so does the cap.
-            max_seconds=workload.max_seconds / speed if workload.max_seconds else None,
-            max_tokens=workload.max_tokens,
-            warmup_requests=workload.warmup,
-            endpoint=workload.endpoint,
-            seed=workload.seed,
-            ignore_eos=workload.ignore_eos,
-            progress=True,
-        )
+        # The simulator's clock runs `speed` times faster: so does the cap.
+        config = workload.run_config(clock_speed=speed)
         self.log(f"{endpoint.model} @ concurrency {workload.concurrency}: {workload.num_prompts} prompts")
         with self.live_output():
             return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
@@ -258,7 +248,7 @@ class PerfSession:
             counter, source = token_counter_for(
                 endpoint.base_url,
                 endpoint.model,
-                cache_dir=cache_root() / "token-counts",
+                cache_dir=token_counts_dir(),
                 dataset_id=self._dataset.sha256,
             )
             self.token_count_source = source
@@ -474,11 +464,6 @@ class PerfSession:
 
     def close(self) -> None:
         self.pool.stop()
-
-
-def cache_root() -> Path:
-    """$LLMPERF_CACHE_DIR or ~/.cache/pytest-llmperf: token counts, prepared engines."""
-    return Path(os.environ.get("LLMPERF_CACHE_DIR") or Path.home() / ".cache" / "pytest-llmperf")
 
 
 def _median(values: list[float | None]) -> float | None:

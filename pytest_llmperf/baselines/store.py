@@ -42,7 +42,6 @@ import numbers
 import os
 import re
 import statistics
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,11 +55,12 @@ except ImportError:  # pragma: no cover - Windows
 from pytest_llmperf.baselines.compare import check_compatible
 from pytest_llmperf.metrics.registry import Direction, UnknownMetric, metric
 from pytest_llmperf.metrics.uncertainty import decode_rows
+from pytest_llmperf.util.files import atomic_write_text
+from pytest_llmperf.util.secrets import strip_secrets
 
 FORMAT = 1
 SIG_DIGITS = 6
 PUBLISHED_DIR = "published"
-REDACTED = "***"
 
 
 class BaselineError(Exception):
@@ -104,58 +104,6 @@ def summarize_samples(samples: list[float]) -> tuple[float, float | None]:
     if med == 0:
         return med, None
     return med, (max(samples) - min(samples)) / abs(med)
-
-
-# --- secrets -------------------------------------------------------------------------
-
-_SECRET_KEY_PARTS = {
-    "TOKEN",
-    "SECRET",
-    "SECRETS",
-    "PASSWORD",
-    "PASSWD",
-    "CREDENTIAL",
-    "CREDENTIALS",
-    "AUTH",
-    "AUTHORIZATION",
-    "COOKIE",
-    "APIKEY",
-}
-_SECRET_KEY_INFIXES = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY")
-_SECRET_VALUE = re.compile(
-    r"\bhf_[A-Za-z0-9]{20,}"  # Hugging Face token
-    r"|\bsk-[A-Za-z0-9_-]{16,}"  # OpenAI-style key
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub token
-    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key id
-    r"|(?i:\bbearer\s+[A-Za-z0-9._~+/-]{8,})"
-    r"|(?i:(token|secret|password|api_key)=(?!\*\*\*)\S+)"
-)
-
-
-def _secret_key(key: str) -> bool:
-    upper = str(key).upper()
-    parts = set(re.split(r"[^A-Z0-9]+", upper))  # "max_tokens" -> MAX, TOKENS: not a secret
-    return bool(parts & _SECRET_KEY_PARTS) or any(s in upper for s in _SECRET_KEY_INFIXES)
-
-
-def strip_secrets(value: Any) -> Any:
-    """Drop keys that name or hold secrets; mask secret-looking list items.
-
-    Defence in depth: targets are meant to redact already (ServerSpec.describe()).
-    A key holding the redaction marker itself ("***") is kept; it shows a secret was set.
-    """
-    if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if _secret_key(k) and v not in (REDACTED, None):
-                continue
-            if isinstance(v, str) and _SECRET_VALUE.search(v):
-                continue
-            out[str(k)] = strip_secrets(v)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [REDACTED if isinstance(v, str) and _SECRET_VALUE.search(v) else strip_secrets(v) for v in value]
-    return value
 
 
 # --- deterministic JSON ------------------------------------------------------------
@@ -204,24 +152,6 @@ def _directory_lock(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory + os.replace: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 # --- validation on load -------------------------------------------------------------

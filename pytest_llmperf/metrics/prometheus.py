@@ -192,21 +192,3 @@ def spec_decode_delta(
         acceptance_length=1.0 + accepted / drafts,
         per_position=per_position,
     )
-
-
-def fetch_metrics(base_url: str, client: Any = None, timeout: float = 10.0) -> str | None:
-    """GET {base_url}/metrics; None when the server has no /metrics (404)."""
-    import httpx
-
-    url = base_url.rstrip("/") + "/metrics"
-    owns = client is None
-    client = client or httpx.Client(timeout=timeout)
-    try:
-        resp = client.get(url)
-    finally:
-        if owns:
-            client.close()
-    if resp.status_code == 404:
-        return None
-    resp.raise_for_status()
-    return resp.text

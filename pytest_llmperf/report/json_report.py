@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.baselines.store import atomic_write_text
+from pytest_llmperf.util.files import atomic_write_text
 
 
 def report_text(doc: Mapping[str, Any]) -> str:

@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import (
@@ -38,7 +36,9 @@ from pytest_llmperf.servers.gpu_info import (
     sampling_peak_memory,
 )
 from pytest_llmperf.servers.readiness import wait_until_ready
-from pytest_llmperf.servers.spec import REDACTED, ServerSpec
+from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.http import PageError, fetch_version
+from pytest_llmperf.util.secrets import RedactedEnv, Secrets, is_secret_name, redact
 
 LABEL_PLUGIN = "io.pytest-llmperf.plugin"
 LABEL_SESSION = "io.pytest-llmperf.session"
@@ -57,46 +57,7 @@ LOG_TAIL_LINES = 100
 ProgressFn = Callable[[str], None]
 
 
-# --------------------------------------------------------------------------- secrets
-
-
-class Secrets:
-    """Secret values to scrub from text. Its repr never shows them."""
-
-    def __init__(self, values: Iterable[str | None] = ()) -> None:
-        # Longest first so a secret that contains another is replaced whole.
-        self._values = sorted({v for v in values if v}, key=len, reverse=True)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        return f"Secrets(<{len(self._values)} redacted>)"
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of every secret value replaced by `***`."""
-    for value in secrets:
-        if value:
-            text = text.replace(value, REDACTED)
-    return text
-
-
-class RedactedEnv(dict):
-    """The container environment; its repr masks the values of secret names."""
-
-    def __init__(self, values: Mapping[str, str], secret_names: Iterable[str]) -> None:
-        super().__init__(values)
-        self.secret_names = frozenset(secret_names)
-
-    def __repr__(self) -> str:
-        shown = {k: (REDACTED if k in self.secret_names else v) for k, v in self.items()}
-        return f"RedactedEnv({shown!r})"
-
-    __str__ = __repr__
+# --------------------------------------------------------------------------- environment
 
 
 def build_environment(
@@ -116,7 +77,7 @@ def build_environment(
             env[name] = environ[name]
         else:
             missing.append(name)
-    names = spec.secret_names() | {n for n in pass_env if n in spec.secret_names()}
+    names = spec.secret_names() | {n for n in pass_env if is_secret_name(n)}
     values = [env.get(n) for n in names] + [environ.get(n) for n in names]
     return RedactedEnv(env, names), Secrets(values), missing
 
@@ -522,10 +483,8 @@ class DockerTarget:
         except Exception:  # noqa: BLE001 - provenance is best effort
             info["docker_engine_version"] = None
         try:
-            answer = httpx.get(f"{base_url}/version", timeout=5.0)
-            if answer.status_code == 200:
-                info["vllm_version"] = answer.json().get("version")
-        except (httpx.HTTPError, ValueError):
+            info["vllm_version"] = fetch_version(base_url, timeout=5.0)
+        except PageError:
             pass
         return info
 

@@ -9,13 +9,14 @@ from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.provenance import server_provenance
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.http import server_root
 
 
 class ExternalTarget:
     name = "external"
 
     def __init__(self, base_url: str, ready_timeout: float = 30.0) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = server_root(base_url)
         self.ready_timeout = ready_timeout
 
     @contextmanager

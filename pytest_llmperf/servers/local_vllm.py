@@ -21,12 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.files import cache_root
+from pytest_llmperf.util.http import PageError, fetch_version
+from pytest_llmperf.util.secrets import redact_args
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
@@ -45,12 +46,6 @@ DEFAULT_ENV = {
     "VLLM_DO_NOT_TRACK": "1",
 }
 LOG_TAIL_LINES = 100
-
-
-def cache_root() -> Path:
-    """Where prepared environments live: $LLMPERF_CACHE_DIR or ~/.cache/pytest-llmperf."""
-    env = os.environ.get("LLMPERF_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "pytest-llmperf"
 
 
 @dataclass(frozen=True)
@@ -201,7 +196,7 @@ class LocalVllmTarget:
         argv = self.command(spec, port)
         base_url = f"http://{self.host}:{port}"
         with open(log_path, "wb") as log:
-            log.write(("$ " + " ".join(argv) + "\n").encode())
+            log.write(("$ " + " ".join(redact_args(argv)) + "\n").encode())  # its tail goes into errors
             log.flush()
             process = subprocess.Popen(
                 argv,
@@ -223,27 +218,20 @@ class LocalVllmTarget:
                     raise
                 raise ServerStartError(f"{exc}; last lines of {log_path}:\n{read_tail(log_path)}") from None
             yield Endpoint(
-                base_url=base_url, model=spec.model_id, target=self.name, provenance=self._provenance(base_url, spec)
+                base_url=base_url, model=spec.model_id, target=self.name, provenance=self._provenance(base_url)
             )
         finally:
             self.current = None
             stop_process_group(process, self.stop_grace)
 
-    def _provenance(self, base_url: str, spec: ServerSpec) -> dict:
-        prov: dict = {
-            "target": self.name,
-            "platform": "cpu",
-            "cpu_count": os.cpu_count(),
-            "cpu_model": _cpu_model(),
-            "server": spec.describe(),
-        }
+    def _provenance(self, base_url: str) -> dict:
+        # The session adds the target's name and the spec's description to every run.
+        prov: dict = {"platform": "cpu", "cpu_count": os.cpu_count(), "cpu_model": _cpu_model()}
         try:
-            answer = httpx.get(f"{base_url}/version", timeout=10.0)
-            answer.raise_for_status()
-            prov["vllm_version"] = answer.json()["version"]
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            prov["vllm_version"] = fetch_version(base_url, timeout=10.0)
+        except PageError as exc:
             prov["vllm_version"] = None
-            prov["vllm_version_error"] = f"GET /version failed: {exc!r}"
+            prov["vllm_version_error"] = str(exc)
         return prov
 
 

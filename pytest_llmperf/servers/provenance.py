@@ -6,15 +6,18 @@ from typing import Any
 
 import httpx
 
+from pytest_llmperf.util.http import PageError, fetch_version
+
 
 def server_provenance(base_url: str, timeout: float = 5.0) -> dict[str, Any]:
     """vLLM's version from GET /version (absent: "unknown"), and max_model_len from /v1/models."""
     info: dict[str, Any] = {"vllm_version": "unknown"}
     try:
         with httpx.Client(timeout=timeout) as client:
-            version = client.get(f"{base_url}/version")
-            if version.status_code == 200:
-                info["vllm_version"] = str(version.json().get("version", "unknown"))
+            try:
+                info["vllm_version"] = fetch_version(base_url, client=client)
+            except PageError:
+                pass
             models = client.get(f"{base_url}/v1/models")
             if models.status_code == 200:
                 data = models.json().get("data") or [{}]

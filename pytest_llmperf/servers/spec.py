@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-REDACTED = "***"
+from pytest_llmperf.util.secrets import ALWAYS_SECRET_ENV, is_secret_name, redact_args, redact_env
 
 
 @dataclass(frozen=True)
@@ -78,19 +78,18 @@ class ServerSpec:
         return argv
 
     def secret_names(self) -> set[str]:
-        names = {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", *self.secret_env}
-        names.update(k for k in self.env if any(s in k.upper() for s in ("TOKEN", "SECRET", "PASSWORD", "API_KEY")))
-        return names
+        """The variables whose values must never be shown: HF_TOKEN and its alias, the
+        spec's `secret_env`, and every `env` name that says it holds a secret."""
+        return {*ALWAYS_SECRET_ENV, *self.secret_env, *(k for k in self.env if is_secret_name(k))}
 
     def describe(self) -> dict[str, Any]:
-        """A JSON-able description with secret values redacted."""
-        secrets = self.secret_names()
+        """A JSON-able description with secret values (env and args) redacted."""
         return {
             "name": self.name,
             "model": self.model,
             "image": self.image,
-            "args": list(self.args),
+            "args": redact_args(self.args),
             "speculative_config": dict(self.speculative_config) if self.speculative_config else None,
             "served_model_name": self.served_model_name,
-            "env": {k: (REDACTED if (k in secrets and v is not None) else v) for k, v in sorted(self.env.items())},
+            "env": redact_env(self.env, self.secret_names()),
         }

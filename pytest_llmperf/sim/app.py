@@ -342,52 +342,11 @@ def build_app(config: SimConfig) -> Starlette:
                 "tool_calls": [],
                 "reasoning": None,
             }
-            choice = {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": req.finish_reason,
-                "stop_reason": None,
-                "token_ids": None,
-            }
-            body = {
-                "id": req.rid,
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": served,
-                "choices": [choice],
-                "service_tier": None,
-                "system_fingerprint": SYSTEM_FINGERPRINT,
-                "usage": usage,
-                "prompt_logprobs": None,
-                "prompt_token_ids": None,
-                "kv_transfer_params": None,
-            }
+            body = _full_body(req, served, "chat.completion", {"message": message}, {}, usage, _CHAT_BODY_TAIL)
         else:
-            choice = {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": req.finish_reason,
-                "stop_reason": None,
-                "token_ids": None,
-                "prompt_logprobs": None,
-                "prompt_token_ids": None,
-                "routed_experts": None,
-            }
-            body = {
-                "id": req.rid,
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": served,
-                "choices": [choice],
-                "service_tier": None,
-                "system_fingerprint": SYSTEM_FINGERPRINT,
-                "usage": usage,
-                "kv_transfer_params": None,
-                "ec_transfer_params": None,
-                "metrics": None,
-            }
+            body = _full_body(
+                req, served, "text_completion", {"text": text}, _COMPLETION_CHOICE_TAIL, usage, _COMPLETION_BODY_TAIL
+            )
         return Response(_DUMPS(body), media_type="application/json")
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
@@ -407,6 +366,45 @@ def build_app(config: SimConfig) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: not_found})
     app.state.service = service
     return app
+
+
+# The keys vLLM 0.32 puts after the common ones of a non-streamed answer (reference
+# captures), in its order: a completion's choice, a completion, a chat completion.
+_COMPLETION_CHOICE_TAIL = {"prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None}
+_COMPLETION_BODY_TAIL = {"kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
+_CHAT_BODY_TAIL = {"prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None}
+
+
+def _full_body(
+    req: SimRequest,
+    served: str,
+    kind: str,
+    content: dict[str, Any],
+    choice_tail: dict[str, Any],
+    usage: dict[str, Any],
+    body_tail: dict[str, Any],
+) -> dict[str, Any]:
+    """A non-streamed completion or chat completion, keys in vLLM's order."""
+    choice = {
+        "index": 0,
+        **content,
+        "logprobs": None,
+        "finish_reason": req.finish_reason,
+        "stop_reason": None,
+        "token_ids": None,
+        **choice_tail,
+    }
+    return {
+        "id": req.rid,
+        "object": kind,
+        "created": int(time.time()),
+        "model": served,
+        "choices": [choice],
+        "service_tier": None,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "usage": usage,
+        **body_tail,
+    }
 
 
 def _usage(req: SimRequest) -> dict[str, int]:

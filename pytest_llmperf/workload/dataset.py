@@ -331,15 +331,3 @@ def _check_int(name: str, value: Any, minimum: int | None) -> None:
         raise DatasetError(f"{name} must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise DatasetError(f"{name} must be >= {minimum}, got {value}")
-
-
-# -- endpoints ----------------------------------------------------------------------
-
-
-def as_chat_messages(req: SampledRequest) -> list[dict[str, str]]:
-    """The prompt as one user message, for /v1/chat/completions.
-
-    The chat template adds a few tokens the sampled `prompt_len` does not count (vLLM's
-    bench does the same); the server's usage reports the real prompt tokens.
-    """
-    return [{"role": "user", "content": req.prompt}]

@@ -398,10 +398,6 @@ class ConnectionPool:
         self._all.add(conn)
         return conn, False
 
-    @property
-    def idle_count(self) -> int:
-        return len(self._idle)
-
     async def fill(self, n: int) -> None:
         """Open connections until `n` are idle, so that no measured request pays for a
         TCP (or TLS) handshake. Failures are left for the requests to report."""

@@ -11,7 +11,14 @@ from typing import TextIO
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool = True, stream: TextIO | None = None, quiet_for: float = 3.0) -> None:
+    def __init__(
+        self,
+        total: int,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        quiet_for: float = 3.0,
+        interval: float | None = None,
+    ) -> None:
         self.total = total
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
@@ -22,11 +29,8 @@ class Progress:
         self.start = perf_counter()
         self._printed = False
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
-
-    @property
-    def interval(self) -> float:
-        """How often `tick` is worth calling: often on a terminal, sparingly in logs."""
-        return 1.0 if self._tty else 10.0
+        # How often `tick` is worth calling: often on a terminal, sparingly in logs.
+        self.interval = interval if interval is not None else (1.0 if self._tty else 10.0)
 
     def add(self, ok: bool, completion_tokens: int | None) -> None:
         self.done += 1

@@ -22,18 +22,6 @@ STOP_REASONS = ("completed", "max_seconds", "interrupted")
 JSON_FORMAT = "pytest-llmperf/run-result"
 JSON_VERSION = 1
 
-# Config keys that must agree before two runs' throughputs may be divided.
-SAME_WORKLOAD_KEYS = (
-    "dataset",
-    "seed",
-    "num_prompts",
-    "max_tokens",
-    "concurrency",
-    "max_seconds",
-    "endpoint",
-    "ignore_eos",
-    "temperature",
-)
 _REQUIRED_KEYS = ("config", "records", "duration", "attempted", "stop_reason")
 
 
@@ -81,32 +69,6 @@ class RunResult:
         from pytest_llmperf.metrics.summary import summarize
 
         return summarize(self.records, self.duration, self.spec_decode(), clock_speed=self.clock_speed)
-
-    def speedup_over(self, base: RunResult) -> float:
-        """Decode tok/s of this run over `base`'s; ValueError unless the workloads match."""
-        if not isinstance(base, RunResult):
-            raise TypeError(f"speedup_over expects a RunResult, got {type(base).__name__}")
-        diffs = [
-            f"{key}: {self.config.get(key)!r} vs base {base.config.get(key)!r}"
-            for key in SAME_WORKLOAD_KEYS
-            if self.config.get(key) != base.config.get(key)
-        ]
-        # The same seed must have produced the same prompts: compare the lengths the
-        # sampler recorded for every prompt index both runs sent.
-        ours = {r.index: r.expected_prompt_len for r in self.records}
-        for r in base.records:
-            mine = ours.get(r.index)
-            if mine is not None and r.expected_prompt_len is not None and mine != r.expected_prompt_len:
-                diffs.append(f"prompt {r.index}: {mine} tokens vs base {r.expected_prompt_len}")
-                break
-        if diffs:
-            raise ValueError("speedup needs the same workload on both runs; they differ in " + "; ".join(diffs))
-        mine_tps, base_tps = self.summary().decode_tok_s, base.summary().decode_tok_s
-        if not base_tps:
-            raise ValueError(f"speedup undefined: the base run has no decode throughput ({base_tps!r})")
-        if mine_tps is None:
-            raise ValueError("speedup undefined: this run has no decode throughput (no successful request)")
-        return mine_tps / base_tps
 
     # ------------------------------------------------------------------ JSON
 

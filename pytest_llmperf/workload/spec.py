@@ -4,16 +4,25 @@ A marker declares the workload the way the seeds ran it (num_prompts, max_tokens
 max_seconds, possibly different per concurrency). The profile scales it: `full` is
 the declaration, `nightly` and `smoke` shrink the number of prompts and the time cap
 but keep max_tokens, so per-request behaviour (TPOT, acceptance) stays comparable.
+
+A `Workload` is what both the plugin and `llmperf bench` run: `run_config()` turns it
+into the runner's `RunConfig`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_llmperf.workload.config import RunConfig
 
 # Keys a `@pytest.mark.llmperf(...)` may carry besides servers and tolerances.
 WORKLOAD_KEYS = ("num_prompts", "max_tokens", "max_seconds", "warmup", "endpoint", "seed", "ignore_eos")
+
+# Warm-up requests before the measured window, unless the marker or --warmup says otherwise.
+DEFAULT_WARMUP = 2
 
 # profile -> (prompts per concurrent stream, minimum prompts, time cap in seconds)
 PROFILE_SCALE = {
@@ -28,7 +37,7 @@ class Workload:
     num_prompts: int
     max_tokens: int
     max_seconds: float | None
-    warmup: int = 2
+    warmup: int = DEFAULT_WARMUP
     endpoint: str = "completions"
     seed: int = 0
     ignore_eos: bool = False
@@ -36,6 +45,34 @@ class Workload:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def prompts_needed(self) -> int:
+        """Prompts to sample: the measured ones, then distinct ones for the warm-up (the
+        runner takes warm-up prompts from beyond the measured ones, so a prefix cache
+        does not speed up measured prompts)."""
+        return self.num_prompts + self.warmup
+
+    def run_config(self, clock_speed: float = 1.0, progress: bool = True) -> RunConfig:
+        """The runner's config for this workload on a server whose clock runs `clock_speed`
+        times faster than real time (the simulator's): the time cap shrinks with it.
+
+        The sampling seed also seeds the arrival pacing, so the result's config["seed"]
+        is the seed that chose the prompts.
+        """
+        from pytest_llmperf.workload.config import RunConfig
+
+        return RunConfig(
+            concurrency=self.concurrency,
+            num_prompts=self.num_prompts,
+            max_seconds=self.max_seconds / clock_speed if self.max_seconds else None,
+            max_tokens=self.max_tokens,
+            warmup_requests=self.warmup,
+            endpoint=self.endpoint,
+            seed=self.seed,
+            ignore_eos=self.ignore_eos,
+            progress=progress,
+        )
 
 
 def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
@@ -82,7 +119,7 @@ def resolve_workload(declared: Mapping[str, Any], concurrency: int, profile: str
         num_prompts=num_prompts,
         max_tokens=max_tokens,
         max_seconds=max_seconds,
-        warmup=int(values.get("warmup", 2)),
+        warmup=int(values.get("warmup", DEFAULT_WARMUP)),
         endpoint=endpoint,
         seed=int(values.get("seed", 0)),
         ignore_eos=bool(values.get("ignore_eos", False)),

@@ -18,13 +18,15 @@ import json
 import math
 import os
 import re
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from pytest_llmperf.util.files import atomic_write_text
+from pytest_llmperf.util.http import server_root
 
 # -- the approximation ------------------------------------------------------------------
 
@@ -142,16 +144,8 @@ class TokenCountCache:
             if not self._dirty:
                 return
             merged = {**self._read(), **self.counts}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             body = {"model": self.model, "dataset": self.dataset_id, "counts": merged}
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tokens-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(body, f, sort_keys=True, separators=(",", ":"))
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            atomic_write_text(self.path, json.dumps(body, sort_keys=True, separators=(",", ":")))
             self.counts = merged
             self._dirty = False
 
@@ -186,11 +180,9 @@ class ServerTokenCounter:
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ):
-        if not base_url or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = server_root(base_url)
         self.model = model
         self.concurrency = concurrency
         self.cache = TokenCountCache(cache_dir, model, dataset_id) if cache_dir is not None else None
@@ -201,7 +193,7 @@ class ServerTokenCounter:
 
     def _client(self) -> httpx.Client:
         # A client per batch, closed with it: a counter kept for a whole session holds
-        # no sockets between batches and needs no close().
+        # no sockets between batches, so there is nothing to close.
         return httpx.Client(
             base_url=self.base_url,
             timeout=self._timeout,
@@ -253,15 +245,6 @@ class ServerTokenCounter:
             self.cache.put(text, n)
         return n
 
-    def close(self) -> None:
-        """Nothing stays open between calls; kept so `with` and close() read naturally."""
-
-    def __enter__(self) -> ServerTokenCounter:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
 
 def _count_from(resp: httpx.Response) -> int:
     try:
@@ -292,6 +275,5 @@ def token_counter_for(
     try:
         counter.tokenize("Hello")
     except TokenizeUnavailable:
-        counter.close()
         return approx_count_tokens, "approx"
     return counter, "server"

@@ -15,10 +15,12 @@ import asyncio
 import multiprocessing
 import signal
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection as Pipe
 from time import perf_counter
-from typing import Any
 
+from pytest_llmperf.workload.config import RunConfig, RunTuning
+from pytest_llmperf.workload.dispatch import Dispatcher, event_loop_factory, streaming_client
 from pytest_llmperf.workload.records import RequestRecord, SampledRequest
 
 READY_TIMEOUT_S = 120.0
@@ -37,14 +39,42 @@ def split(
 
 
 def _worker(
-    pipe: Pipe, base_url: str, model: str, config: Any, requests: list[SampledRequest], offsets: list[float]
+    pipe: Pipe,
+    base_url: str,
+    model: str,
+    config: RunConfig,
+    tuning: RunTuning,
+    requests: list[SampledRequest],
+    offsets: list[float],
 ) -> None:
+    """A worker process: connect, say "ready", start at the time the parent sends with
+    "go", stop early on "stop", send back the finished records (or the error)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    from pytest_llmperf.workload.runner import _loop_factory, worker_main
 
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    async def share() -> tuple[list[RequestRecord], str]:
+        loop = asyncio.get_running_loop()
+        async with streaming_client(base_url, model, config) as client:
+            await client.open_connections(config.concurrency)
+            pipe.send(("ready",))
+            msg = await loop.run_in_executor(None, pipe.recv)
+            run = Dispatcher(client, config, tuning)
+            if msg[0] != "go":
+                return [], "interrupted"
+
+            def on_message() -> None:
+                if pipe.poll() and pipe.recv()[0] == "stop" and not run.interrupted:
+                    run.interrupt()
+
+            loop.add_reader(pipe.fileno(), on_message)
+            try:
+                pending, stop, _ = await run.run(requests, capped=True, offsets=offsets, start_at=msg[1])
+            finally:
+                loop.remove_reader(pipe.fileno())
+        return [p.finish() for p in pending], stop
+
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         try:
-            pipe.send(("done", *runner.run(worker_main(pipe, base_url, model, config, requests, offsets))))
+            pipe.send(("done", *runner.run(share())))
         except BaseException as exc:  # reported, so the parent never waits forever
             pipe.send(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -53,17 +83,22 @@ class WorkerPool:
     """The worker processes of one measured run."""
 
     def __init__(
-        self, base_url: str, model: str, config: Any, requests: Sequence[SampledRequest], offsets: Sequence[float]
+        self,
+        base_url: str,
+        model: str,
+        config: RunConfig,
+        requests: Sequence[SampledRequest],
+        offsets: Sequence[float],
+        tuning: RunTuning | None = None,
     ) -> None:
-        from dataclasses import replace
-
+        tuning = tuning or RunTuning()
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with a running loop
         self.pipes: list[Pipe] = []
         self.procs = []
         for reqs, offs, conc in split(requests, offsets, config.concurrency, config.workers):
             parent_end, child_end = ctx.Pipe()
             cfg = replace(config, concurrency=conc, workers=1, progress=False)
-            proc = ctx.Process(target=_worker, args=(child_end, base_url, model, cfg, reqs, offs), daemon=True)
+            proc = ctx.Process(target=_worker, args=(child_end, base_url, model, cfg, tuning, reqs, offs), daemon=True)
             proc.start()
             child_end.close()
             self.pipes.append(parent_end)

@@ -50,7 +50,7 @@ def test_ready_endpoint_provenance_and_clean_stop(tmp_path):
         assert ep.target == "local-vllm" and ep.model == "fake-model"
         assert ep.base_url == f"http://127.0.0.1:{server.port}"
         assert ep.provenance["vllm_version"] == "0.0.0-fake"
-        assert ep.provenance["server"]["name"] == "fake"
+        assert ep.provenance["platform"] == "cpu" and ep.provenance["cpu_count"] >= 1
         assert len(group_members(server.pgid)) >= 2  # the server and its "engine core"
         assert httpx.get(f"{ep.base_url}/health").status_code == 200
     assert t.current is None

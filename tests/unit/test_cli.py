@@ -9,6 +9,7 @@ import pytest
 from pytest_llmperf import cli
 from pytest_llmperf.workload.records import RequestRecord
 from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.spec import resolve_workload
 
 SPEC_BEFORE = """\
 # TYPE vllm:spec_decode_num_drafts_total counter
@@ -193,12 +194,12 @@ def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsy
         ]
     )
     assert rc == 0
-    assert len(seen["requests"]) == 5 and seen["args"].concurrency == 2
+    assert len(seen["requests"]) == 5 + 2 and seen["args"].concurrency == 2  # 2 warm-up prompts of their own
     printed = capsys.readouterr().out
     assert "Completed 2/500, 0 errors (hit the 300 s cap)" in printed
     assert f"Result written to {out}" in printed
     saved = RunResult.from_json(out.read_text())
-    assert saved.config["dataset"] == "sharegpt.json" and saved.config["seed"] == 3
+    assert saved.config["dataset"] == "sharegpt.json"  # beside the runner's own config (seed, caps, ...)
     assert len(saved.config["dataset_sha256"]) == 64
     assert saved.summary().decode_tok_s == pytest.approx(25.6)
 
@@ -248,3 +249,13 @@ def test_bench_with_no_successful_request_exits_3_but_keeps_the_result(tmp_path,
     assert "Completed 0/500, 2 errors" in printed and "Decode tok/s: n/a" in printed
     assert "Error: HTTP 503: overloaded" in printed
     assert len(RunResult.from_json(out.read_text()).records) == 2
+
+
+def test_bench_runs_the_plugins_workload_with_the_same_defaults():
+    args = cli.build_parser().parse_args(
+        ["bench", "--base-url", "http://h", "--model", "m", "--max-seconds", "300", "--concurrency", "8"]
+    )
+    marker = resolve_workload(dict(num_prompts=500, max_seconds=300, max_tokens=256), 8)
+    assert cli.bench_workload(args) == marker
+    assert cli.bench_workload(args).run_config() == marker.run_config()
+    assert marker.run_config().warmup_requests == 2

@@ -9,9 +9,9 @@ from pytest_llmperf.baselines.store import (
     BaselineStore,
     sanitize_name,
     stable_float,
-    strip_secrets,
     summarize_samples,
 )
+from pytest_llmperf.util.secrets import strip_secrets
 
 SERVER = "qwen3.6-35b-a3b-fp8-mtp"
 WORKLOAD = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 
 from pytest_llmperf.metrics import prometheus as prom
@@ -15,7 +14,6 @@ from pytest_llmperf.metrics.prometheus import (
     DRAFT_TOKENS,
     DRAFTS,
     GENERATION_TOKENS,
-    fetch_metrics,
     parse_snapshot,
     spec_decode_delta,
 )
@@ -220,21 +218,6 @@ def test_counter_going_backwards_is_a_note_not_a_negative_rate():
     assert stats.status == prom.COUNTER_RESET
     assert stats.acceptance_rate is None
     assert "backwards" in stats.note and DRAFTS in stats.note
-
-
-def test_fetch_metrics_uses_the_metrics_path_and_handles_404():
-    seen = []
-
-    def handler(request):
-        seen.append(request.url.path)
-        if request.url.host == "nometrics":
-            return httpx.Response(404)
-        return httpx.Response(200, text="vllm:x_total 1\n")
-
-    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
-        assert fetch_metrics("http://srv:8000/", client=client) == "vllm:x_total 1\n"
-        assert fetch_metrics("http://nometrics", client=client) is None
-    assert seen == ["/metrics", "/metrics"]
 
 
 def test_full_real_page_from_a_fresh_server():

@@ -15,6 +15,7 @@ import pytest
 from pytest_llmperf.servers import docker as dk
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.secrets import Secrets
 
 TOKEN = "hf_unit_SECRET_value_42"
 
@@ -27,21 +28,7 @@ SEED = ServerSpec(
 ).with_speculative({"method": "mtp", "num_speculative_tokens": 3}, name="qwen3.6-27b-fp8-mtp")
 
 
-# ----------------------------------------------------------------------------- secrets
-
-
-def test_redact_replaces_every_occurrence_and_longest_first():
-    secrets = dk.Secrets(["abc", "abcdef", None, ""])
-    assert dk.redact("x abcdef y abc z abcdef", secrets) == "x *** y *** z ***"
-    assert list(secrets) == ["abcdef", "abc"]
-
-
-def test_secret_holders_never_show_values_in_repr():
-    env = dk.RedactedEnv({"HF_TOKEN": TOKEN, "VLLM_LOGGING_LEVEL": "DEBUG"}, {"HF_TOKEN"})
-    assert TOKEN not in repr(env) and TOKEN not in str(env)
-    assert "'VLLM_LOGGING_LEVEL': 'DEBUG'" in repr(env)
-    assert env["HF_TOKEN"] == TOKEN  # the engine still gets the real value
-    assert TOKEN not in repr(dk.Secrets([TOKEN]))
+# ---------------------------------------------------- environment (redaction: tests/unit/util/test_secrets.py)
 
 
 def test_build_environment_passes_by_name_and_collects_secret_values():
@@ -59,6 +46,15 @@ def test_token_in_callers_environment_is_scrubbed_even_when_not_passed():
     spec = ServerSpec(name="s", model="m")
     env, secrets, _ = dk.build_environment(spec, (), {"HF_TOKEN": TOKEN})
     assert dict(env) == {} and list(secrets) == [TOKEN]
+
+
+def test_a_passed_through_variable_with_a_secret_name_is_scrubbed():
+    spec = ServerSpec(name="s", model="m")
+    env, secrets, _ = dk.build_environment(
+        spec, ("VLLM_API_KEY", "VLLM_LOGGING_LEVEL"), {"VLLM_API_KEY": "k-9876543", "VLLM_LOGGING_LEVEL": "DEBUG"}
+    )
+    assert dict(env) == {"VLLM_API_KEY": "k-9876543", "VLLM_LOGGING_LEVEL": "DEBUG"}
+    assert list(secrets) == ["k-9876543"] and "k-9876543" not in repr(env)
 
 
 # ----------------------------------------------------------------------------- remote engines
@@ -323,7 +319,10 @@ def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: st
     from tests.unit.test_session import make_result
 
     monkeypatch.setattr(dk, "wait_until_ready", lambda *args, **kwargs: None)
-    monkeypatch.setattr(dk.httpx, "get", lambda *args, **kwargs: (_ for _ in ()).throw(dk.httpx.ConnectError("no")))
+    def no_version(*args, **kwargs):
+        raise dk.PageError("no /version")
+
+    monkeypatch.setattr(dk, "fetch_version", no_version)
     client = FakeClient(fail_start=False)
     client.container_class = GpuContainer
     # A long interval: each run's window samples at its start and once more as it closes.
@@ -475,7 +474,7 @@ def test_missing_image_is_pulled_with_progress():
     client = pulling_client(events)
     lines: list[str] = []
     target = dk.DockerTarget(client=client, progress=lines.append, progress_interval=0.0, environ={})
-    image = target.ensure_image(client, "vllm/vllm-openai:cu130-nightly", dk.Secrets())
+    image = target.ensure_image(client, "vllm/vllm-openai:cu130-nightly", Secrets())
     assert image.id == "sha256:feed"
     assert client.api.pulled == ["vllm/vllm-openai:cu130-nightly"]
     assert lines[0] == "llmperf: pulling image vllm/vllm-openai:cu130-nightly ..."
@@ -486,7 +485,7 @@ def test_pull_error_in_the_stream_names_the_image():
     client = pulling_client([{"error": "pull access denied for vllm/vllm-openai, repository does not exist"}])
     target = dk.DockerTarget(client=client, environ={})
     with pytest.raises(ServerStartError) as info:
-        target.ensure_image(client, "vllm/vllm-openai:nope", dk.Secrets())
+        target.ensure_image(client, "vllm/vllm-openai:nope", Secrets())
     message = str(info.value)
     assert "image 'vllm/vllm-openai:nope' is not present on the Docker engine and could not be pulled" in message
     assert "pull access denied" in message and "--llmperf-image" in message
@@ -496,5 +495,5 @@ def test_no_pull_when_pulling_is_off():
     client = pulling_client([])
     target = dk.DockerTarget(client=client, pull=False, environ={})
     with pytest.raises(ServerStartError, match="'img:1' is not present .* pulling is off"):
-        target.ensure_image(client, "img:1", dk.Secrets())
+        target.ensure_image(client, "img:1", Secrets())
     assert client.api.pulled == []

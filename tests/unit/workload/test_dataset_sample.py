@@ -13,11 +13,9 @@ from pytest_llmperf.workload.dataset import (
     Conversation,
     DatasetError,
     NotEnoughPromptsError,
-    as_chat_messages,
     load_sharegpt,
     sample_requests,
 )
-from pytest_llmperf.workload.records import SampledRequest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sharegpt"
 
@@ -223,8 +221,3 @@ def test_bad_arguments(kwargs, match):
 def test_no_conversations():
     with pytest.raises(DatasetError, match="no conversations"):
         sample_requests([], 1)
-
-
-def test_chat_messages_carry_the_prompt_unchanged():
-    req = SampledRequest(0, "Hello «there»\n", 3, 10)
-    assert as_chat_messages(req) == [{"role": "user", "content": "Hello «there»\n"}]

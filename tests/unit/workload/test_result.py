@@ -1,4 +1,4 @@
-"""RunResult: summary from raw data, JSON round trip, speedup with workload checks."""
+"""RunResult: summary from raw data, JSON round trip."""
 
 from __future__ import annotations
 
@@ -186,37 +186,3 @@ def test_from_json_rejects_non_json():
 def test_nan_cannot_be_written_silently():
     with pytest.raises(ValueError, match="NaN"):
         make(recs=[replace(records()[0], send_time=float("nan"))]).to_json()
-
-
-def test_speedup_is_the_decode_throughput_ratio():
-    base = make(duration=4.0)  # 12 tokens / 4 s
-    mtp = make(duration=2.5)  # 12 tokens / 2.5 s
-    assert mtp.speedup_over(base) == pytest.approx(4.0 / 2.5)
-    assert base.speedup_over(mtp) == pytest.approx(2.5 / 4.0)
-
-
-@pytest.mark.parametrize(
-    "key, value",
-    [("seed", 1), ("max_tokens", 256), ("concurrency", 8), ("num_prompts", 500), ("dataset", "other.json")],
-)
-def test_speedup_refuses_different_workloads(key, value):
-    base, mtp = make(), make(config={**CONFIG, key: value})
-    with pytest.raises(ValueError, match=f"{key}: {value!r} vs base"):
-        mtp.speedup_over(base)
-
-
-def test_speedup_refuses_different_prompts_under_the_same_config():
-    other = records()
-    other[1] = replace(other[1], expected_prompt_len=99)
-    with pytest.raises(ValueError, match="prompt 1: 99 tokens vs base 9"):
-        make(recs=other).speedup_over(make())
-
-
-def test_speedup_refuses_a_base_without_throughput():
-    failed = [replace(r, error="refused", chunk_times=[]) for r in records()]
-    with pytest.raises(ValueError, match="base run has no decode throughput"):
-        make().speedup_over(make(recs=failed))
-    with pytest.raises(ValueError, match="this run has no decode throughput"):
-        make(recs=failed).speedup_over(make())
-    with pytest.raises(TypeError, match="RunResult"):
-        make().speedup_over(3.0)

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.records import SampledRequest
-from pytest_llmperf.workload.runner import RunConfig, ServerUnreachable, run_benchmark
+from pytest_llmperf.workload.runner import RunConfig, RunTuning, ServerUnreachable, run_benchmark
 from pytest_llmperf.workload.schedule import arrival_offsets
 from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests
 
@@ -210,13 +210,12 @@ def test_ctrl_c_returns_a_partial_result(tmp_path):
     assert out["errors"] == ["interrupted (Ctrl-C)"]
 
 
-def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server, monkeypatch):
-    import pytest_llmperf.workload.runner as runner_mod
-
+def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server):
     cfg = RunConfig(concurrency=3, warmup_requests=0, progress=False)
     deferred = run_benchmark(server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg)
-    monkeypatch.setattr(runner_mod, "DEFER_DECODE_BYTES", 0)
-    at_once = run_benchmark(server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg)
+    at_once = run_benchmark(
+        server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg, tuning=RunTuning(defer_decode_bytes=0)
+    )
     for a, b in zip(deferred.records, at_once.records):
         assert (
             (a.ok, a.completion_tokens, len(a.chunk_times), a.output_text)
@@ -225,14 +224,10 @@ def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server, mon
         )
 
 
-def test_progress_counts_failures_and_tokens_during_the_run(server, capsys, monkeypatch):
-    import pytest_llmperf.workload.progress as progress_mod
-    import pytest_llmperf.workload.runner as runner_mod
-
-    monkeypatch.setattr(progress_mod.Progress, "interval", property(lambda self: 0.05))
-    monkeypatch.setattr(runner_mod, "PROGRESS_QUIET_SECONDS", 0.0)
+def test_progress_counts_failures_and_tokens_during_the_run(server, capsys):
     reqs = [SampledRequest(i, "http500" if i == 0 else "ok n=10 dt=0.01", 5, 9) for i in range(6)]
-    run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=2, warmup_requests=0, progress=True))
+    often = RunTuning(progress_quiet_seconds=0.0, progress_interval=0.05)
+    run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=2, warmup_requests=0, progress=True), tuning=often)
     err = capsys.readouterr().err.strip().splitlines()
     assert err and err[-1].startswith("llmperf: 6/6 done, 1 failed, ")
 

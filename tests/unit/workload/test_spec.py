@@ -40,3 +40,20 @@ def test_bad_declarations(declared, message):
 def test_workloads_are_hashable_cache_keys():
     assert resolve_workload(SEED, 8) == resolve_workload(dict(SEED), 8)
     assert len({resolve_workload(SEED, 8), resolve_workload(SEED, 8, "smoke")}) == 2
+
+
+def test_run_config_is_the_workload_with_the_cap_on_the_servers_clock():
+    w = resolve_workload(dict(SEED, warmup=3, endpoint="chat", seed=7, ignore_eos=True), 8)
+    real = w.run_config()
+    assert (real.concurrency, real.num_prompts, real.max_seconds, real.max_tokens) == (8, 500, 300.0, 256)
+    assert (real.warmup_requests, real.endpoint, real.seed, real.ignore_eos, real.progress) == (
+        3,
+        "chat",
+        7,
+        True,
+        True,
+    )
+    sim = w.run_config(clock_speed=10.0, progress=False)
+    assert sim.max_seconds == pytest.approx(30.0) and sim.progress is False
+    assert resolve_workload(SEED, 32).run_config(clock_speed=10.0).max_seconds is None  # no cap stays no cap
+    assert w.prompts_needed == 503  # distinct warm-up prompts after the measured ones

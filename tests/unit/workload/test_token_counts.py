@@ -106,37 +106,37 @@ def counter(fake, cache_dir=None, **kw):
 def test_counts_come_from_the_server_in_input_order():
     fake = FakeTokenizer()
     texts = ["one", "two words", "three words here", "two words"]
-    with counter(fake) as c:
-        assert c(texts) == [1, 2, 3, 2]
-        assert c.requests_sent == 3  # the duplicate was sent once
+    c = counter(fake)
+    assert c(texts) == [1, 2, 3, 2]
+    assert c.requests_sent == 3  # the duplicate was sent once
     assert {p["model"] for p in fake.seen} == {"Qwen/Qwen3.6-35B-A3B-FP8"}
     assert sorted(p["prompt"] for p in fake.seen) == sorted(set(texts))
 
 
 def test_requests_run_concurrently_within_the_pool_bound():
     fake = FakeTokenizer(delay=0.02)
-    with counter(fake, concurrency=8) as c:
-        c([f"text number {i}" for i in range(64)])
+    c = counter(fake, concurrency=8)
+    c([f"text number {i}" for i in range(64)])
     assert 2 <= fake.max_in_flight <= 8
 
 
 def test_disk_cache_spares_a_second_run_and_is_keyed_by_model_and_dataset(tmp_path):
     texts = [f"prompt {i} " * (i + 1) for i in range(20)]
     fake = FakeTokenizer()
-    with counter(fake, tmp_path, dataset_id="abc123") as c:
-        first = c(texts)
+    c = counter(fake, tmp_path, dataset_id="abc123")
+    first = c(texts)
     assert len(fake.seen) == 20
-    with counter(fake, tmp_path, dataset_id="abc123") as c2:
-        assert c2(texts) == first
-        assert c2.requests_sent == 0  # all from disk
+    c2 = counter(fake, tmp_path, dataset_id="abc123")
+    assert c2(texts) == first
+    assert c2.requests_sent == 0  # all from disk
     assert len(fake.seen) == 20
-    with counter(fake, tmp_path, dataset_id="other") as c3:
-        c3(texts)
+    c3 = counter(fake, tmp_path, dataset_id="other")
+    c3(texts)
     assert len(fake.seen) == 40  # another dataset: its own cache
-    with ServerTokenCounter(
+    c4 = ServerTokenCounter(
         "http://server.test", "another/model", tmp_path, dataset_id="abc123", transport=httpx.MockTransport(fake)
-    ) as c4:
-        c4(texts[:5])
+    )
+    c4(texts[:5])
     assert len(fake.seen) == 45  # another model: recounted
     assert len(list(tmp_path.glob("tokens-*.json"))) == 3
 
@@ -173,17 +173,17 @@ def test_counts_already_fetched_are_saved_when_a_request_fails(tmp_path):
                 return httpx.Response(500, text="engine died")
             return super().__call__(request)
 
-    with counter(FlakyAfter(), tmp_path, concurrency=1) as c:
-        with pytest.raises(TokenizeError, match="HTTP 500: engine died"):
-            c(["fine text", "boom"])
+    c = counter(FlakyAfter(), tmp_path, concurrency=1)
+    with pytest.raises(TokenizeError, match="HTTP 500: engine died"):
+        c(["fine text", "boom"])
     assert TokenCountCache(tmp_path, c.model, "").get("fine text") == 2
 
 
 @pytest.mark.parametrize("status", [404, 405, 501])
 def test_no_tokenize_endpoint(status):
-    with counter(FakeTokenizer(status=status, body=b'{"detail":"Not Found"}')) as c:
-        with pytest.raises(TokenizeUnavailable, match=f"HTTP {status}"):
-            c(["text"])
+    c = counter(FakeTokenizer(status=status, body=b'{"detail":"Not Found"}'))
+    with pytest.raises(TokenizeUnavailable, match=f"HTTP {status}"):
+        c(["text"])
 
 
 @pytest.mark.parametrize(
@@ -196,23 +196,23 @@ def test_no_tokenize_endpoint(status):
     ],
 )
 def test_bad_tokenize_answers(body, match):
-    with counter(FakeTokenizer(body=body)) as c:
-        with pytest.raises(TokenizeError, match=match):
-            c(["text"])
+    c = counter(FakeTokenizer(body=body))
+    with pytest.raises(TokenizeError, match=match):
+        c(["text"])
 
 
 def test_tokens_list_is_used_when_count_is_absent():
-    with counter(FakeTokenizer(body=b'{"tokens": [5, 6, 7]}')) as c:
-        assert c(["anything"]) == [3]
+    c = counter(FakeTokenizer(body=b'{"tokens": [5, 6, 7]}'))
+    assert c(["anything"]) == [3]
 
 
 def test_unreachable_server_is_a_tokenize_error():
     def refuse(request):
         raise httpx.ConnectError("connection refused", request=request)
 
-    with ServerTokenCounter("http://server.test", "m", transport=httpx.MockTransport(refuse)) as c:
-        with pytest.raises(TokenizeError, match="failed"):
-            c(["x"])
+    c = ServerTokenCounter("http://server.test", "m", transport=httpx.MockTransport(refuse))
+    with pytest.raises(TokenizeError, match="failed"):
+        c(["x"])
 
 
 @pytest.mark.parametrize("url", ["", "server:8000", "ftp://x"])
@@ -232,7 +232,6 @@ def test_token_counter_for_falls_back_to_the_approximation():
     assert source == "approx" and fn is approx_count_tokens
     fn, source = token_counter_for("http://server.test", "m", transport=httpx.MockTransport(FakeTokenizer()))
     assert source == "server" and fn(["a b c"]) == [3]
-    fn.close()
 
 
 # -- a real loopback server, as the sampler sees it -----------------------------------
@@ -276,11 +275,11 @@ def tokenize_server():
 def test_sampling_with_a_real_tokenize_server_and_cache(tokenize_server, tmp_path):
     url = f"http://127.0.0.1:{tokenize_server.server_address[1]}"
     convs = [Conversation(i, f"c{i}", "word " * (5 + i % 50), "reply " * (5 + i % 70)) for i in range(300)]
-    with ServerTokenCounter(url, "m", tmp_path, dataset_id="d") as c:
-        first = sample_requests(convs, 200, seed=1, count_tokens=c)
+    c = ServerTokenCounter(url, "m", tmp_path, dataset_id="d")
+    first = sample_requests(convs, 200, seed=1, count_tokens=c)
     hits = tokenize_server.hits
     assert hits > 0
     assert all(r.prompt_len == len(r.prompt.split()) for r in first)
-    with ServerTokenCounter(url, "m", tmp_path, dataset_id="d") as c:
-        again = sample_requests(convs, 200, seed=1, count_tokens=c)
+    c = ServerTokenCounter(url, "m", tmp_path, dataset_id="d")
+    again = sample_requests(convs, 200, seed=1, count_tokens=c)
     assert again == first and tokenize_server.hits == hits  # second run: no requests

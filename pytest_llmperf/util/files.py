@@ -1,0 +1,38 @@
+"""Files and cache folders."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+CACHE_DIR_ENV = "LLMPERF_CACHE_DIR"
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` (UTF-8, "\\n" line ends) via a temp file in the same folder, fsync and
+    `os.replace`: a reader sees the old file or the new one, never half of one. Creates
+    the folder; leaves no temp file behind on failure."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cache_root() -> Path:
+    """$LLMPERF_CACHE_DIR, else ~/.cache/pytest-llmperf: token counts, prepared vLLM builds."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "pytest-llmperf"
+
+
+def token_counts_dir() -> Path:
+    """Where `/tokenize` counts are cached, for the plugin and `llmperf bench` alike."""
+    return cache_root() / "token-counts"

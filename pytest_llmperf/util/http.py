@@ -1,0 +1,47 @@
+"""A server's base URL, and the pages read off the hot path: `GET /version`, `GET /metrics`.
+
+The streaming requests themselves go through workload/http1.py; everything here uses
+httpx (design decision: httpx for everything off the per-chunk path).
+"""
+
+from __future__ import annotations
+
+import httpx
+
+
+class PageError(RuntimeError):
+    """A server page could not be read; the message says which and why."""
+
+
+def server_root(url: str) -> str:
+    """The server root of a base URL as users type it: "http://h:8000/v1/" -> "http://h:8000".
+
+    ValueError unless it is an http(s):// URL.
+    """
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"expected an http(s):// URL, got {url!r}")
+    return url.rstrip("/").removesuffix("/v1")
+
+
+def fetch_version(base_url: str, *, timeout: float = 5.0, client: httpx.Client | None = None) -> str:
+    """vLLM's version from `GET {base_url}/version`; PageError when there is none.
+    `client`: an open httpx client to reuse (its own timeout applies)."""
+    url = f"{base_url}/version"
+    try:
+        answer = client.get(url) if client is not None else httpx.get(url, timeout=timeout)
+        answer.raise_for_status()
+        version = answer.json()["version"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        raise PageError(f"GET {url} failed: {exc!r}") from exc
+    return str(version)
+
+
+async def fetch_metrics_page(base_url: str, *, timeout: float = 10.0) -> str | None:
+    """The raw Prometheus page from `GET {base_url}/metrics`, or None when the server has
+    none (any status but 200) or cannot answer."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            answer = await client.get(f"{base_url}/metrics")
+    except httpx.HTTPError:
+        return None
+    return answer.text if answer.status_code == 200 else None

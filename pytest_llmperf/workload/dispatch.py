@@ -1,0 +1,170 @@
+"""The dispatch loop shared by the runner and its worker processes: caps, pacing and the
+concurrency limit over one `StreamingClient`, and the event loop they run on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Sequence
+from time import perf_counter
+from typing import Any
+
+from pytest_llmperf.workload.client import PendingRecord, StreamingClient
+from pytest_llmperf.workload.config import RunConfig, RunTuning
+from pytest_llmperf.workload.progress import Progress
+from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.schedule import arrival_offsets
+
+
+def streaming_client(base_url: str, model: str, config: RunConfig) -> StreamingClient:
+    """The client a run's config asks for (use it as `async with`)."""
+    return StreamingClient(
+        base_url,
+        model,
+        endpoint=config.endpoint,
+        max_tokens=config.max_tokens or 256,
+        ignore_eos=config.ignore_eos,
+        api_key=config.api_key,
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+    )
+
+
+def event_loop_factory() -> Any:
+    """uvloop when installed (its socket reads cost about half of asyncio's), unless
+    PYTEST_LLMPERF_EVENT_LOOP=asyncio asks for the standard loop."""
+    choice = os.environ.get("PYTEST_LLMPERF_EVENT_LOOP", "auto")
+    if choice not in ("auto", "uvloop", "asyncio"):
+        raise ValueError(f"PYTEST_LLMPERF_EVENT_LOOP={choice!r}: use auto, uvloop or asyncio")
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ValueError(
+                "PYTEST_LLMPERF_EVENT_LOOP=uvloop but uvloop is not installed: pip install uvloop"
+            ) from None
+        return None
+    return uvloop.new_event_loop
+
+
+class Dispatcher:
+    """The dispatch loop of one run (or of one worker's share of it); `interrupt()` may
+    be called from a signal handler."""
+
+    def __init__(self, client: StreamingClient, config: RunConfig, tuning: RunTuning | None = None) -> None:
+        self.client = client
+        self.config = config
+        self.tuning = tuning or RunTuning()
+        self.loop = asyncio.get_running_loop()
+        self.interrupted = False
+        self._wake: asyncio.Future[None] | None = None
+        self._in_flight = 0
+        self._kept_bytes = 0
+
+    def interrupt(self) -> None:
+        if self.interrupted:  # a second Ctrl-C: stop waiting for the wind-down
+            raise KeyboardInterrupt
+        self.interrupted = True
+        self.client.cut_all("interrupted (Ctrl-C)")
+        self._kick()
+
+    def _kick(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def _nap(self, until: float) -> None:
+        """Sleep until perf_counter() reaches `until`, or something changes."""
+        delay = until - perf_counter()
+        if delay <= 0:
+            return
+        self._wake = self.loop.create_future()
+        handle = self.loop.call_later(delay, self._kick) if delay < math.inf else None
+        try:
+            await self._wake
+        finally:
+            if handle is not None:
+                handle.cancel()
+
+    async def run(
+        self,
+        requests: Sequence[SampledRequest],
+        *,
+        capped: bool,
+        progress: Progress | None = None,
+        offsets: Sequence[float] | None = None,
+        start_at: float | None = None,
+    ) -> tuple[list[PendingRecord], str, float]:
+        """Returns (requests in dispatch order, stop reason, time of the first dispatch).
+
+        Streams are decoded by the caller, after the last one ends (once the raw bytes kept
+        pass `RunTuning.defer_decode_bytes`, each as it ends): requests of equal length
+        finish together, and decoding each as it ends would stall the event loop right
+        when the others' last chunks arrive, inflating their TPOT by several percent at
+        high concurrency (benchmarks/client_overhead.py).
+
+        `offsets` (arrival times after the start) and `start_at` (a perf_counter time to
+        start at) let worker processes share one schedule.
+        """
+        cfg = self.config
+        if offsets is None:
+            offsets = (
+                arrival_offsets(len(requests), cfg.request_rate, cfg.burstiness, cfg.seed)
+                if capped
+                else [0.0] * len(requests)
+            )
+        while start_at is not None and not self.interrupted and perf_counter() < start_at:
+            await self._nap(start_at)
+        start = perf_counter() if start_at is None else start_at
+        deadline = start + cfg.max_seconds if (capped and cfg.max_seconds) else math.inf
+        tasks: list[asyncio.Task[PendingRecord]] = []
+        stop = "completed"
+        self._kept_bytes = 0
+
+        def finished(task: asyncio.Task[PendingRecord]) -> None:
+            self._in_flight -= 1
+            if not task.cancelled() and task.exception() is None:
+                pending = task.result()
+                if progress is not None:
+                    progress.add(not pending.failed_hint, pending.completion_tokens_hint)
+                if pending.response is not None:
+                    self._kept_bytes += pending.response.bytes_seen
+                    if self._kept_bytes > self.tuning.defer_decode_bytes:
+                        pending.finish()
+            self._kick()
+
+        for req, offset in zip(requests, offsets):
+            while (
+                not self.interrupted
+                and perf_counter() < deadline
+                and (self._in_flight >= cfg.concurrency or perf_counter() < start + offset)
+            ):
+                wake_at = start + offset if self._in_flight < cfg.concurrency else deadline
+                await self._nap(min(wake_at, deadline))
+            if self.interrupted:
+                break
+            if perf_counter() >= deadline:
+                stop = "max_seconds"
+                break
+            self._in_flight += 1
+            max_tokens = cfg.max_tokens or req.expected_output_len
+            task = self.loop.create_task(self.client.stream(req, max_tokens))
+            task.add_done_callback(finished)
+            tasks.append(task)
+        if tasks:
+            cut_at = deadline + cfg.grace_seconds
+            while not self.interrupted and self._in_flight and perf_counter() < cut_at:
+                await self._nap(cut_at)
+            if self._in_flight:
+                if not self.interrupted:
+                    stop = "max_seconds"
+                    self.client.cut_all(
+                        f"cut: still running {cfg.grace_seconds:g} s after the {cfg.max_seconds:g} s cap"
+                    )
+                await asyncio.wait(tasks)
+        if self.interrupted:
+            stop = "interrupted"
+        return [t.result() for t in tasks], stop, start

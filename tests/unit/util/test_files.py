@@ -1,0 +1,33 @@
+"""util.files: atomic writes and the one cache root."""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.util import files
+
+
+def test_atomic_write_creates_the_folder_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "a" / "b" / "x.json"
+    files.atomic_write_text(path, "one\n")
+    files.atomic_write_text(path, "two\n")
+    assert path.read_text(encoding="utf-8") == "two\n"
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "x.txt"
+    files.atomic_write_text(path, "old")
+    with pytest.raises(TypeError):
+        files.atomic_write_text(path, 42)  # type: ignore[arg-type]
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_cache_root_and_token_counts_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
+    assert files.cache_root() == tmp_path
+    assert files.token_counts_dir() == tmp_path / "token-counts"
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", "~/llmperf-cache")
+    assert files.cache_root() == Path.home() / "llmperf-cache"
+    monkeypatch.delenv("LLMPERF_CACHE_DIR")
+    assert files.cache_root() == Path.home() / ".cache" / "pytest-llmperf"
