@@ -88,7 +88,7 @@ def virtual_check(targets: list[SeedTarget]) -> None:
 
 def http_prompts(n: int):
     """(prompts, source): ShareGPT through the project's sampler, else synthetic text."""
-    from pytest_llmperf.workload.records import SampledRequest
+    from pytest_llmperf.workload.requests import SampledRequest
 
     try:
         from pytest_llmperf.workload.dataset import (

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import httpx
 
-from pytest_llmperf.workload.records import RequestRecord, SampledRequest
+from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 
 HERE = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ from typing import Any
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.spec import DEFAULT_WARMUP, Workload
+from pytest_llmperf.workload.workload import DEFAULT_WARMUP, Workload
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3

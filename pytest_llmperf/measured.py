@@ -15,7 +15,7 @@ from typing import Any, Optional
 from pytest_llmperf.metrics.registry import check_names
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.spec import Workload
+from pytest_llmperf.workload.workload import Workload
 
 Samples = Mapping[str, list[float | None]]
 # judge(run, collect, tolerances, base): judge (or record) the samples `collect()` returns;
@@ -25,7 +25,7 @@ Judge = Callable[["MeasuredRun", Callable[[], Samples], Mapping[str, str], Optio
 
 @dataclass
 class MeasuredRun:
-    spec: ServerSpec
+    server: ServerSpec
     workload: Workload
     results: list[RunResult]
     samples: dict[str, list[float | None]]  # metric -> one value per repetition (real time)
@@ -47,7 +47,8 @@ class MeasuredRun:
         return statistics.median(values) if values else None
 
     @property
-    def summary(self) -> dict[str, float | None]:
+    def figures(self) -> dict[str, float | None]:
+        """Every figure of the run: the median over repetitions, by metric name."""
         return {name: self.value(name) for name in self.samples}
 
     @property
@@ -62,11 +63,11 @@ class MeasuredRun:
         """This run's decode tok/s over `base`'s, repetition by repetition."""
         if base.workload != self.workload:
             raise ValueError(
-                f"speedup needs the same workload: {self.spec.name} ran {self.workload.to_dict()}, "
-                f"{base.spec.name} ran {base.workload.to_dict()}"
+                f"speedup needs the same workload: {self.server.name} ran {self.workload.to_dict()}, "
+                f"{base.server.name} ran {base.workload.to_dict()}"
             )
-        if base.spec.model != self.spec.model:
-            raise ValueError(f"speedup compares one model: {self.spec.model} vs {base.spec.model}")
+        if base.server.model != self.server.model:
+            raise ValueError(f"speedup compares one model: {self.server.model} vs {base.server.model}")
         ours, theirs = self.samples.get("decode_tok_s", []), base.samples.get("decode_tok_s", [])
         if len(ours) != len(theirs):
             # Auto repetitions added runs to one side only: each over the other's median.
@@ -104,6 +105,6 @@ class MeasuredRun:
             return metrics
         # Speculative: the length too. The rate alone can rise while the length falls
         # (real vLLM CPU, ngram k 3 -> 1: rate 0.756 -> 0.842, length 3.26 -> 1.84).
-        if self.spec.is_speculative:
+        if self.server.is_speculative:
             return ("decode_tok_s", "acceptance_rate", "acceptance_length")
         return ("decode_tok_s",)

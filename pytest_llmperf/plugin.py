@@ -19,7 +19,7 @@ from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse
 from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.workload.spec import WORKLOAD_KEYS, resolve_workload
+from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
 
 SESSION_KEY = pytest.StashKey["PerfSession | None"]()
 OPTIONS_KEY = pytest.StashKey["Any"]()
@@ -88,7 +88,7 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     options = session.config.stash[OPTIONS_KEY]
     if options.cleanup and not hasattr(session.config, "workerinput"):  # xdist: the controller cleans
-        from pytest_llmperf.servers.targets import cleanup_leftover_containers
+        from pytest_llmperf.targets import cleanup_leftover_containers
 
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
@@ -154,8 +154,8 @@ def _plain_nodeid(item: pytest.Item) -> str:
 
 
 def _perf_session(config: pytest.Config) -> Any:
-    from pytest_llmperf.servers.targets import build_target
     from pytest_llmperf.session import PerfSession
+    from pytest_llmperf.targets import build_target
 
     perf = config.stash[SESSION_KEY]
     if perf is None:
@@ -227,7 +227,7 @@ def _run_under_benchmark(benchmark: Any, run: Callable[..., Any], spec: ServerSp
         llmperf_server=spec.name,
         llmperf_concurrency=workload.concurrency,
         llmperf_workload=workload.to_dict(),
-        llmperf_metrics={k: v for k, v in measured.summary.items() if v is not None},
+        llmperf_metrics={k: v for k, v in measured.figures.items() if v is not None},
         llmperf_vllm_version=measured.provenance.get("vllm_version"),
     )
     return measured
@@ -342,14 +342,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     document = config.stash.get(REPORT_KEY, None)
     if options is None or (document is None and options.target is None):
         return
-    from pytest_llmperf.report.summary import summary_lines
+    from pytest_llmperf.report.terminal import terminal_lines
 
     terminalreporter.write_sep("=", "llmperf summary")
     terminalreporter.write_line(f"target: {options.target_description()}")
     if document is None:
         terminalreporter.write_line("no performance test ran")
         return
-    for line in summary_lines(document):
+    for line in terminal_lines(document):
         terminalreporter.write_line(line)
     if options.report:
         terminalreporter.write_line(f"full report: {options.report}")

@@ -45,8 +45,8 @@ from pytest_llmperf.servers.gpu_info import combine_peaks
 from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import token_counts_dir
-from pytest_llmperf.workload.records import SampledRequest
-from pytest_llmperf.workload.spec import Workload
+from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.workload import Workload
 
 # Auto repetitions record this many runs: enough for the spread between runs to be known.
 RECORD_REPETITIONS = 5
@@ -86,7 +86,7 @@ class GateRecord:
     message: str = ""
 
 
-def default_target_name(kind: str, provenance: Mapping[str, Any]) -> str:
+def default_baseline_folder(kind: str, provenance: Mapping[str, Any]) -> str:
     """Where baselines live: per GPU model for GPUs, else per kind of target."""
     if provenance.get("gpu_name"):
         return str(provenance["gpu_name"])
@@ -137,7 +137,7 @@ class PerfSession:
         requests = self._requests_for(endpoint, workload)
         speed = float(endpoint.provenance.get("clock_speed", 1.0))
         measured = MeasuredRun(
-            spec=spec,
+            server=spec,
             workload=workload,
             results=[],
             samples={},
@@ -207,10 +207,10 @@ class PerfSession:
             return False
         if any(r.partial for r in measured.results):
             return False
-        endpoint = self.pool.endpoint(measured.spec)
+        endpoint = self.pool.endpoint(measured.server)
         requests = self._requests_for(endpoint, measured.workload)
         self.log(
-            f"{measured.spec.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
+            f"{measured.server.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
             f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
         )
         self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
@@ -222,7 +222,7 @@ class PerfSession:
         if any(result.partial for result in measured.results):
             # The runner turned Ctrl-C into a partial result; keep it for the report, then
             # stop the session as pytest does on Ctrl-C instead of moving to the next test.
-            raise KeyboardInterrupt(f"interrupted during {measured.spec.name} @ concurrency {measured.concurrency}")
+            raise KeyboardInterrupt(f"interrupted during {measured.server.name} @ concurrency {measured.concurrency}")
 
     def _execute(self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float):
         from pytest_llmperf.workload.runner import run_benchmark
@@ -260,7 +260,7 @@ class PerfSession:
     def workload_identity(self, run: MeasuredRun) -> dict[str, Any]:
         """What must match for two runs to be comparable (hardware aside)."""
         identity = dict(run.workload.to_dict())
-        identity["model"] = run.spec.model
+        identity["model"] = run.server.model
         if self._dataset is not None:
             identity["dataset"] = f"{self._dataset.path.name} sha256:{self._dataset.sha256[:12]}"
         if "clock_speed" in run.provenance:
@@ -292,8 +292,10 @@ class PerfSession:
 
     # -- judging -----------------------------------------------------------------
 
-    def target_name(self, run: MeasuredRun) -> str:
-        return self.options.target_name or default_target_name(self.target.name, run.provenance)
+    def baseline_folder(self, run: MeasuredRun) -> str:
+        """The folder of baselines/ this run is judged in: --llmperf-target-name, else per GPU
+        model, else the target kind."""
+        return self.options.target_name or default_baseline_folder(self.target.name, run.provenance)
 
     def update_command(self, nodeid: str) -> str:
         flag = TARGET_FLAGS.get(self.options.target or "", "")
@@ -323,18 +325,18 @@ class PerfSession:
         assertion's) take precedence over `marker_tolerances` (the test's marker)."""
         tolerances = {**(marker_tolerances or {}), **(tolerances or {})}
         samples = collect()
-        target = self.target_name(run)
-        path = self.store.path_for(target, run.spec.name)
+        target = self.baseline_folder(run)
+        path = self.store.path_for(target, run.server.name)
         workload = self.workload_identity(run)
         command = self.update_command(nodeid)
-        record = GateRecord(nodeid, run.spec.name, run.concurrency, _relative(path, self.rootdir))
+        record = GateRecord(nodeid, run.server.name, run.concurrency, _relative(path, self.rootdir))
         self.gates.append(record)
 
         if self.options.update_baselines:
             provenance = dict(run.provenance)
             if base is not None:
                 provenance["speedup_base"] = {
-                    "server": base.spec.name,
+                    "server": base.server.name,
                     "vllm_version": base.provenance.get("vllm_version"),
                 }
             # A run's own figures are all recorded, so later assertions on any of them find a
@@ -342,7 +344,7 @@ class PerfSession:
             metrics = dict(samples) if base is not None else {**run.samples, **samples}
             self.store.record(
                 target,
-                run.spec.name,
+                run.server.name,
                 run.concurrency,
                 metrics,
                 workload,
@@ -355,7 +357,7 @@ class PerfSession:
             )
             return
 
-        baseline = self.store.load(target, run.spec.name)
+        baseline = self.store.load(target, run.server.name)
         entry = baseline.entry(run.concurrency) if baseline else None
         if entry is not None:
             differences = check_compatible(entry["workload"], workload, entry["provenance"], run.provenance)
@@ -368,7 +370,7 @@ class PerfSession:
             if not self._worth_another(run, verdicts) or not self.extend(run):
                 break
         record.verdicts = verdicts
-        title = f"{run.spec.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
+        title = f"{run.server.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
         if len(run.results) > 1:
             title += f" ({len(run.results)} repetitions)"
         record.message = format_verdict_table(verdicts, title=title)
@@ -420,7 +422,7 @@ class PerfSession:
         if base is None:
             paired, blocks = self._paired(run, entry, list(samples))
         else:  # the speedup: each server's decode change against its own baseline
-            base_file = self.store.load(target, base.spec.name)
+            base_file = self.store.load(target, base.server.name)
             mine, blocks = self._paired(run, entry, ["decode_tok_s"])
             theirs, base_blocks = self._paired(
                 base, base_file.entry(base.concurrency) if base_file else None, ["decode_tok_s"]
@@ -459,7 +461,7 @@ class PerfSession:
             return {}, 0
         rows = decode_rows(entry["requests"])
         figures = {name: m["value"] for name, m in entry["metrics"].items()}
-        errors = paired_errors(rows, run.rows, figures, run.summary, names, concurrency=run.concurrency)
+        errors = paired_errors(rows, run.rows, figures, run.figures, names, concurrency=run.concurrency)
         return errors, independent_blocks(rows, run.rows, run.concurrency)
 
     def close(self) -> None:

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.metrics.prometheus import SpecDecodeStats
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import to_real_time
-from pytest_llmperf.workload.records import RequestRecord
 
 STATS = ("mean", "median", "p90", "p99")
 _PERCENTILE = {"median": 50, "p90": 90, "p99": 99}

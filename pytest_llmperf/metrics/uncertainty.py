@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pytest_llmperf.workload.records import RequestRecord
+from pytest_llmperf.metrics.records import RequestRecord
 
 RESAMPLES = 1000
 SEED = 20261201

@@ -74,10 +74,10 @@ def build_report(perf: Any) -> dict[str, Any]:
 
 def _run(run: Any) -> dict[str, Any]:
     return {
-        "server": run.spec.describe(),
+        "server": run.server.describe(),
         "workload": run.workload.to_dict(),
         "provenance": run.provenance,
-        "summary": run.summary,
+        "summary": run.figures,
         "samples": run.samples,
         "notes": run.notes,
         "published_reference": run.published,

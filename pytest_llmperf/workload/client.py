@@ -11,8 +11,9 @@ import json
 from time import perf_counter
 from typing import Any
 
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.workload.http1 import Connection, ConnectionPool, HTTPProtocolError, Origin, Response
-from pytest_llmperf.workload.records import RequestRecord, SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.sse import SSESplitter, decode_events
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}

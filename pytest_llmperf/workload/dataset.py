@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.workload.json_stream import JSONArrayError, JSONArrayStream
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.token_counts import (  # noqa: F401  (re-exported API)
     ServerTokenCounter,
     approx_count_tokens,

@@ -14,7 +14,7 @@ from typing import Any
 from pytest_llmperf.workload.client import PendingRecord, StreamingClient
 from pytest_llmperf.workload.config import RunConfig, RunTuning
 from pytest_llmperf.workload.progress import Progress
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.schedule import arrival_offsets
 
 

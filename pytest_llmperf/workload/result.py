@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.workload.records import RequestRecord
+from pytest_llmperf.metrics.records import RequestRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.metrics.summary import Summary

@@ -24,7 +24,7 @@ from pytest_llmperf.workload.config import RunConfig, RunTuning
 from pytest_llmperf.workload.dispatch import Dispatcher, event_loop_factory, streaming_client
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.schedule import arrival_offsets
 from pytest_llmperf.workload.workers import WorkerPool

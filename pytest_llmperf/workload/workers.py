@@ -19,9 +19,10 @@ from dataclasses import replace
 from multiprocessing.connection import Connection as Pipe
 from time import perf_counter
 
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
 from pytest_llmperf.workload.dispatch import Dispatcher, event_loop_factory, streaming_client
-from pytest_llmperf.workload.records import RequestRecord, SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 
 READY_TIMEOUT_S = 120.0
 START_MARGIN_S = 0.05

@@ -12,7 +12,7 @@ import pytest
 from pytest_llmperf.servers import docker as dk
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

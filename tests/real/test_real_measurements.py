@@ -24,7 +24,7 @@ from real_vllm_helpers import (
 )
 from specdecode_log import parse_lines, totals
 
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]

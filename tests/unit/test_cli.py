@@ -7,9 +7,9 @@ import json
 import pytest
 
 from pytest_llmperf import cli
-from pytest_llmperf.workload.records import RequestRecord
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.spec import resolve_workload
+from pytest_llmperf.workload.workload import resolve_workload
 
 SPEC_BEFORE = """\
 # TYPE vllm:spec_decode_num_drafts_total counter

@@ -8,13 +8,13 @@ import pytest
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.options import resolve_options
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.session import PerfFailure, PerfSession
-from pytest_llmperf.workload.records import RequestRecord
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.spec import resolve_workload
+from pytest_llmperf.workload.workload import resolve_workload
 
 BASE = ServerSpec(name="m", model="org/m")
 MTP = BASE.with_speculative({"method": "mtp", "num_speculative_tokens": 3})

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from pytest_llmperf.metrics.prometheus import SpecDecodeStats
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.summary import Summary, summarize
-from pytest_llmperf.workload.records import RequestRecord
 
 
 def rec(index, send, chunks, out, prompt, error=None):

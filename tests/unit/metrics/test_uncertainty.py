@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.uncertainty import (
     block_length,
     decode_rows,
@@ -11,7 +12,6 @@ from pytest_llmperf.metrics.uncertainty import (
     paired_errors,
     request_rows,
 )
-from pytest_llmperf.workload.records import RequestRecord
 
 
 def record(index, send, ttft, tokens=10, chunks=None, gap=0.01, ok=True):

@@ -9,7 +9,7 @@ from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.registry import Direction, Tolerance
 from pytest_llmperf.report.document import build_report, merge_reports, plain, verdict_from_dict
 from pytest_llmperf.session import GateRecord
-from pytest_llmperf.workload.spec import resolve_workload
+from pytest_llmperf.workload.workload import resolve_workload
 from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
 from tests.unit.test_session import make_result
 
@@ -19,7 +19,7 @@ SPEC = ServerSpec(name="m", model="org/m", env={"HF_TOKEN": "hf_secret"})
 def fake_session():
     results = [make_result(100.0), make_result(90.0)]
     run = MeasuredRun(
-        spec=SPEC,
+        server=SPEC,
         workload=resolve_workload({"num_prompts": 4}, 8),
         results=results,
         samples={"decode_tok_s": [100.0, 90.0]},

@@ -319,6 +319,7 @@ def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: st
     from tests.unit.test_session import make_result
 
     monkeypatch.setattr(dk, "wait_until_ready", lambda *args, **kwargs: None)
+
     def no_version(*args, **kwargs):
         raise dk.PageError("no /version")
 
@@ -342,7 +343,7 @@ def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: st
 
 
 def test_peak_gpu_memory_of_each_run_reaches_the_run_and_its_baseline(tmp_path, monkeypatch):
-    from pytest_llmperf.workload.spec import resolve_workload
+    from pytest_llmperf.workload.workload import resolve_workload
 
     lighter = "".join(f"NVIDIA H200, 570.133.20, {mib}, 143771\n" for mib in (130000, 90000, 7, 4))
     perf, client = gpu_session(tmp_path, monkeypatch, "2", [LOADED, lighter])
@@ -363,7 +364,7 @@ def test_peak_gpu_memory_of_each_run_reaches_the_run_and_its_baseline(tmp_path, 
 
 
 def test_without_gpus_no_peak_is_sampled(tmp_path, monkeypatch):
-    from pytest_llmperf.workload.spec import resolve_workload
+    from pytest_llmperf.workload.workload import resolve_workload
 
     perf, _ = gpu_session(tmp_path, monkeypatch, "1", [LOADED])
     perf.target.gpu = False  # plain --llmperf-docker: no GPUs to watch

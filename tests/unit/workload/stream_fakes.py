@@ -200,7 +200,7 @@ class FakeStreamServer:
 
 def scripted_requests(prompt: str, n: int) -> list:
     """n requests that all carry the same scripted prompt (see the module docstring)."""
-    from pytest_llmperf.workload.records import SampledRequest
+    from pytest_llmperf.workload.requests import SampledRequest
 
     return [SampledRequest(index=i, prompt=prompt, prompt_len=5, expected_output_len=9) for i in range(n)]
 
@@ -219,7 +219,7 @@ _CTRL_C_SCRIPT = """
 import json, os, signal, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 from stream_fakes import FakeStreamServer
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from pytest_llmperf.workload.client import StreamingClient, build_payload, error_message
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from tests.unit.workload.stream_fakes import FakeStreamServer
 
 

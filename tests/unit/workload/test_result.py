@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_llmperf.workload.records import RequestRecord
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.workload.result import RunResult
 
 CONFIG = {

@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from pytest_llmperf.workload.progress import Progress
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, RunTuning, ServerUnreachable, run_benchmark
 from pytest_llmperf.workload.schedule import arrival_offsets
 from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from pytest_llmperf.sim import SimConfig, simulated_server
-from pytest_llmperf.workload.records import SampledRequest
+from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 
 MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"

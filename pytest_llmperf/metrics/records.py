@@ -57,13 +57,3 @@ class RequestRecord:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         return cls(**d)
-
-
-@dataclass(frozen=True)
-class SampledRequest:
-    """One prompt chosen from the dataset, sent identically to base and MTP servers."""
-
-    index: int
-    prompt: str
-    prompt_len: int  # tokens, by the server's /tokenize or the documented estimate
-    expected_output_len: int  # the reference completion's length (vLLM's sampler keeps it)

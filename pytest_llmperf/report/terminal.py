@@ -69,7 +69,7 @@ def _started(doc: Doc) -> str:
     return f"servers started ({where}): " + ", ".join(doc["servers_started"])
 
 
-def summary_lines(doc: Doc) -> list[str]:
+def terminal_lines(doc: Doc) -> list[str]:
     """The summary of a report document (build_report's, or merge_reports')."""
     lines: list[str] = []
     if doc.get("servers_started"):

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_llmperf.workload.spec import resolve_workload
+from pytest_llmperf.workload.workload import resolve_workload
 
 SEED = dict(num_prompts={1: 500, 8: 500, 32: 1000}, max_seconds={1: 300, 8: 300, 32: None}, max_tokens=256)
 

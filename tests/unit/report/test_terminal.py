@@ -3,15 +3,15 @@
 from pytest_llmperf.baselines.compare import compare
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.report.document import merge_reports
-from pytest_llmperf.report.summary import summary_lines
+from pytest_llmperf.report.terminal import terminal_lines
 from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
 
 MTP_CONFIG = {"method": "mtp", "num_speculative_tokens": 3}
 
 
 def test_no_runs_says_so_after_the_servers_started():
-    assert summary_lines(document([], [], [])) == ["no workload ran"]
-    assert summary_lines(document([], [], ["m"])) == ["servers started (one at a time): m", "no workload ran"]
+    assert terminal_lines(document([], [], [])) == ["no workload ran"]
+    assert terminal_lines(document([], [], ["m"])) == ["servers started (one at a time): m", "no workload ran"]
 
 
 def test_measured_table_counts_notes_and_published_reference():
@@ -21,7 +21,7 @@ def test_measured_table_counts_notes_and_published_reference():
         run_entry("m", 32, 300.0, completed=118, attempted=500, failed=2, stop_reasons=["max_seconds"]),
         run_entry("m", 1, 50.0, notes=["not speculative: no acceptance figures"]),  # base: expected, not shown
     ]
-    lines = summary_lines(document(runs, [], ["m", "m-mtp"]))
+    lines = terminal_lines(document(runs, [], ["m", "m-mtp"]))
     assert lines[0] == "servers started (one at a time): m, m-mtp"
     text = "\n".join(lines)
     assert lines[2].startswith("server ") and "decode tok/s" in lines[2] and "accept len" in lines[2]
@@ -42,7 +42,7 @@ def test_verdicts_become_server_tables_with_hints_and_recorded_and_refused_lines
         gate_entry("t::c", "n", 2, [], outcome="recorded", message="recorded decode_tok_s in baselines/sim/n.json"),
         gate_entry("t::d", "o", 1, [], outcome="refused"),
     ]
-    lines = summary_lines(document(runs, gates, ["m", "n"], inconclusive="fail"))
+    lines = terminal_lines(document(runs, gates, ["m", "n"], inconclusive="fail"))
     text = "\n".join(lines)
     assert "REFUSED o @ 1: baseline recorded under another workload or hardware (baselines/sim/o.json)" in lines
     assert "llmperf: m\n" in text and "llmperf: n\n" in text
@@ -62,7 +62,7 @@ def test_verdicts_become_server_tables_with_hints_and_recorded_and_refused_lines
 def test_a_merged_document_names_the_workers_and_any_lost_one():
     gw0 = document([run_entry("a", 1, 10.0)], [gate_entry("t::a", "a", 1, [REGRESSED], outcome="fail")], ["a"])
     gw1 = document([run_entry("b", 1, 20.0)], [], ["b"])
-    lines = summary_lines(merge_reports({"gw0": gw0, "gw1": gw1, "gw2": None}))
+    lines = terminal_lines(merge_reports({"gw0": gw0, "gw1": gw1, "gw2": None}))
     assert lines[0] == "servers started (one at a time on each of 2 xdist workers): a, b"
     assert lines[1].startswith("xdist worker gw2 went down without reporting")
     assert sum(line.startswith(("a ", "b ")) for line in lines) == 2  # both workers' runs in one table
