@@ -58,18 +58,22 @@ Row = tuple[int, int, int, int, float, float]
 
 def request_rows(records: Iterable[RequestRecord], clock_speed: float = 1.0) -> list[Row]:
     """The successful requests' per-request figures, in dispatch order, in real-time ms."""
-    ok = sorted((r for r in records if r.ok and r.chunk_times), key=lambda r: r.send_time)
-    return [
-        (
-            int(r.index),
-            int(r.prompt_tokens or 0),
-            int(r.completion_tokens or 0),
-            len(r.chunk_times),
-            float(r.ttft) * 1000.0 * clock_speed,
-            float(r.e2el) * 1000.0 * clock_speed,
+    rows: list[Row] = []
+    for r in sorted((r for r in records if r.ok), key=lambda r: r.send_time):
+        ttft, e2el = r.ttft, r.e2el
+        if ttft is None or e2el is None:  # no chunk arrived
+            continue
+        rows.append(
+            (
+                int(r.index),
+                int(r.prompt_tokens or 0),
+                int(r.completion_tokens or 0),
+                len(r.chunk_times),
+                float(ttft) * 1000.0 * clock_speed,
+                float(e2el) * 1000.0 * clock_speed,
+            )
         )
-        for r in ok
-    ]
+    return rows
 
 
 def encode_rows(rows: Sequence[Row]) -> list[str]:
@@ -135,13 +139,17 @@ class _Side:
         prefix, _, stat = name.rpartition("_")
         if prefix in ("ttft_ms", "e2el_ms", "tpot_ms") and stat in _STATS:
             values = col[prefix][idx]
+            resampled: np.ndarray
             with np.errstate(all="ignore"):
                 if stat == "mean":
-                    return np.nanmean(values, axis=1)
-                return np.nanpercentile(values, _Q[stat], axis=1)
+                    resampled = np.nanmean(values, axis=1)
+                else:
+                    resampled = np.nanpercentile(values, _Q[stat], axis=1)
+            return resampled
         if name == "per_stream_tok_s":
             with np.errstate(all="ignore"):
-                return 1000.0 / np.nanpercentile(col["tpot_ms"][idx], 50, axis=1)
+                median_tpot: np.ndarray = np.nanpercentile(col["tpot_ms"][idx], 50, axis=1)
+                return 1000.0 / median_tpot
         figure = self.figures.get(name)
         if figure is None:
             return None
@@ -150,7 +158,8 @@ class _Side:
             num = sum((col[p] for p in parts), np.zeros(len(col["index"]))) if parts else np.ones(len(col["index"]))
             return self._scaled(figure, num, col["e2el_ms"], idx)
         if name == "acceptance_length":
-            return 1.0 + self._scaled(figure - 1.0, col["accepted"], col["drafts"], idx)
+            scaled = self._scaled(figure - 1.0, col["accepted"], col["drafts"], idx)
+            return None if scaled is None else 1.0 + scaled
         if name == "acceptance_rate" or name.startswith("acceptance_pos"):
             return self._scaled(figure, col["accepted"], col["drafts"], idx)
         return None
@@ -161,7 +170,7 @@ class _Side:
             return None
         d = den[idx].sum(axis=1)
         with np.errstate(all="ignore"):
-            ratio = (num[idx].sum(axis=1) / d) / (num.sum() / den.sum())
+            ratio: np.ndarray = (num[idx].sum(axis=1) / d) / (num.sum() / den.sum())
         return figure * ratio
 
 

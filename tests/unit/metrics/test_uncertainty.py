@@ -131,6 +131,14 @@ def test_zero_drafts_give_no_acceptance_estimate():
     assert paired_errors(base, base, {"acceptance_rate": 0.0}, {"acceptance_rate": 0.0}, ["acceptance_rate"]) == {}
 
 
+@pytest.mark.parametrize("tokens, chunks", [(1, 1), (10, 10)], ids=["no drafts", "nothing accepted"])
+def test_acceptance_length_without_drafts_or_acceptances_has_no_estimate(tokens, chunks):
+    # Once a TypeError (1.0 + None): an MTP run that accepted nothing broke its verdicts.
+    base = rows([100.0] * 10, tokens=tokens, chunks=chunks)
+    figures = {"acceptance_length": 1.0, "acceptance_rate": 0.0}
+    assert paired_errors(base, base, figures, figures, ["acceptance_length", "acceptance_rate"]) == {}
+
+
 def test_the_bootstrap_is_deterministic():
     rng = np.random.default_rng(2)
     a, b = rows(rng.uniform(100, 900, 50)), rows(rng.uniform(100, 900, 50))
