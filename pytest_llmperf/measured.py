@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from pytest_llmperf.metrics.registry import check_names
+from pytest_llmperf.metrics.uncertainty import Row
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import Workload
@@ -32,7 +33,7 @@ class MeasuredRun:
     provenance: dict[str, Any]
     # The first repetition's per-request figures (metrics/uncertainty.request_rows, real
     # time): what the verdict rule pairs with the baseline's to tell a change from noise.
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. "spec-decode counters did not move"
     published: dict[str, float] = field(default_factory=dict)
     judge: Judge | None = field(default=None, repr=False, compare=False)

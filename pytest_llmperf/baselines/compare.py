@@ -29,6 +29,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from pytest_llmperf.baselines.tolerances import tolerance_for
@@ -99,12 +100,12 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy scalars are Real
         raise TypeError(f"expected a number or None, got {value!r}")
-    value = float(value)
-    if math.isnan(value):
+    number = float(value)
+    if math.isnan(number):
         return None
-    if math.isinf(value):
-        raise ValueError(f"expected a finite number, got {value!r}")
-    return value
+    if math.isinf(number):
+        raise ValueError(f"expected a finite number, got {number!r}")
+    return number
 
 
 def _beyond(amount: float, limit: float) -> bool:
@@ -184,10 +185,12 @@ def change_error(
     variance = sum(v for v, _ in parts)
     if variance <= 0:
         return Noise(0.0)
-    if any(d is None for _, d in parts):
-        dof = None if all(d is None for _, d in parts) else min(d for _, d in parts if d is not None)
+    known = [(v, d) for v, d in parts if d is not None]
+    dof: float | None
+    if len(known) < len(parts):  # a part on normal quantiles: the fewest known degrees rule
+        dof = min((d for _, d in known), default=None)
     else:
-        dof = variance**2 / sum(v**2 / d for v, d in parts if v > 0)
+        dof = variance**2 / sum(v**2 / d for v, d in known if v > 0)
     return Noise(math.sqrt(variance), dof)
 
 
@@ -223,7 +226,8 @@ def compare(
     allowed = tolerance.allowed(direction)
     noise = error if isinstance(error, Noise) or error is None else Noise(float(error))
     z = z_value(confidence, noise.dof if noise else None)
-    common = dict(
+    verdict = partial(
+        Verdict,
         metric=metric,
         baseline=base,
         measured=meas,
@@ -237,13 +241,12 @@ def compare(
     # No data beats missing baseline: recording would not help, the run must be fixed.
     if meas is None:
         reason = no_data_reason or f"the run produced no value for {metric}"
-        return Verdict(change=None, status=Status.NO_DATA, hint=f"{metric}: no data: {reason}", **common)
+        return verdict(change=None, status=Status.NO_DATA, hint=f"{metric}: no data: {reason}")
     if base is None:
-        return Verdict(
+        return verdict(
             change=None,
             status=Status.MISSING_BASELINE,
             hint=f"{metric}: no baseline recorded; record it with: {update_command}",
-            **common,
         )
 
     sigma = abs(noise.sigma) if noise is not None and math.isfinite(noise.sigma) else 0.0
@@ -261,32 +264,33 @@ def compare(
     half = z * sigma_amount
     limit = tolerance.limit
     change = Change(absolute=delta, relative=relative)
-    common.update(change=change, noise=z * sigma, note=note)
+
+    def judged(status: Status, hint: str = "", more_data: float | None = None) -> Verdict:
+        return verdict(status=status, hint=hint, more_data=more_data, change=change, noise=z * sigma, note=note)
+
     level = f"{confidence:.0%}"
 
     if _beyond(amount, limit) and amount - half > 0:
-        return Verdict(
+        return judged(
             status=Status.REGRESSED,
             hint=(
                 f"{metric}: worse than the baseline by more than the allowed {allowed}, beyond the "
                 f"noise ({level} confidence); if that is expected and accepted, re-record with: "
                 f"{update_command}"
             ),
-            **common,
         )
     if _beyond(-amount, limit) and amount + half < 0:
-        return Verdict(
+        return judged(
             status=Status.IMPROVED,
             hint=(
                 f"{metric}: better than the baseline by more than {allowed.lstrip('+-')}; "
                 f"if this is the new normal, record it with: {update_command}"
             ),
-            **common,
         )
     if not _beyond(amount + half, limit):
-        return Verdict(status=Status.PASS, **common)
+        return judged(status=Status.PASS)
     text, factor = _resolution(amount, limit, half, level)
-    return Verdict(status=Status.INCONCLUSIVE, hint=f"{metric}: inconclusive: {text}", more_data=factor, **common)
+    return judged(status=Status.INCONCLUSIVE, hint=f"{metric}: inconclusive: {text}", more_data=factor)
 
 
 def _resolution(amount: float, limit: float, half: float, level: str) -> tuple[str, float | None]:
@@ -361,7 +365,7 @@ def _same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a == b
+    return bool(a == b)
 
 
 def _show(value: Any, present: bool) -> str:

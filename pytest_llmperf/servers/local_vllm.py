@@ -72,7 +72,7 @@ def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | No
 
 
 def target_from_prepared_env(
-    ready_timeout: float = 300.0, log_dir: str | os.PathLike | None = None, **kwargs
+    ready_timeout: float = 300.0, log_dir: str | os.PathLike[str] | None = None, **kwargs
 ) -> LocalVllmTarget:
     """A LocalVllmTarget on the environment `scripts/real_vllm_cpu.sh` prepared.
 
@@ -136,15 +136,15 @@ class LocalVllmTarget:
 
     def __init__(
         self,
-        python: str | os.PathLike,
+        python: str | os.PathLike[str],
         env: Mapping[str, str] | None = None,
         ready_timeout: float = 300.0,
-        log_dir: str | os.PathLike | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
         *,
         host: str = "127.0.0.1",
         stop_grace: float = 20.0,
         module: str = SERVER_MODULE,
-        model_paths: Mapping[str, str | os.PathLike] | None = None,
+        model_paths: Mapping[str, str | os.PathLike[str]] | None = None,
         on_progress: Callable[[float, str], None] | None = None,
     ) -> None:
         self.python = Path(python)

@@ -9,7 +9,7 @@ from pathlib import Path
 CACHE_DIR_ENV = "LLMPERF_CACHE_DIR"
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write `text` (UTF-8, "\\n" line ends) via a temp file in the same folder, fsync and
     `os.replace`: a reader sees the old file or the new one, never half of one. Creates
     the folder; leaves no temp file behind on failure."""

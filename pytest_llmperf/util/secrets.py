@@ -136,7 +136,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-class RedactedEnv(dict):
+class RedactedEnv(dict[str, str]):
     """An environment to hand to a process or container; its repr masks the values of
     secret names, so `pytest -l` (locals in tracebacks) cannot print them."""
 

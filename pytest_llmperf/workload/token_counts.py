@@ -103,7 +103,7 @@ class TokenCountCache:
     processes sharing the cache lose nothing but duplicated work.
     """
 
-    def __init__(self, cache_dir: str | os.PathLike, model: str, dataset_id: str = ""):
+    def __init__(self, cache_dir: str | os.PathLike[str], model: str, dataset_id: str = ""):
         if not model:
             raise ValueError("TokenCountCache needs the model name: counts are per tokenizer")
         self.model = model
@@ -173,7 +173,7 @@ class ServerTokenCounter:
         self,
         base_url: str,
         model: str,
-        cache_dir: str | os.PathLike | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
         *,
         dataset_id: str = "",
         concurrency: int = 16,
@@ -262,7 +262,7 @@ def _count_from(resp: httpx.Response) -> int:
 def token_counter_for(
     base_url: str,
     model: str,
-    cache_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
     *,
     dataset_id: str = "",
     **kwargs: Any,
