@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Coroutine, Sequence
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_llmperf.workload.client import PendingRecord, StreamingClient
 from pytest_llmperf.workload.config import RunConfig, RunTuning
@@ -49,6 +50,24 @@ def event_loop_factory() -> Any:
             ) from None
         return None
     return uvloop.new_event_loop
+
+
+T = TypeVar("T")
+
+
+def run_on_event_loop(main: Coroutine[Any, Any, T]) -> T:
+    """`main` run to completion on a new event loop of the kind event_loop_factory() picks,
+    closed after, as asyncio.run does. asyncio.Runner takes a loop factory from Python
+    3.11; on 3.10 uvloop.run does the same steps."""
+    factory = event_loop_factory()
+    if sys.version_info >= (3, 11):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(main)
+    if factory is None:
+        return asyncio.run(main)
+    import uvloop  # the factory is uvloop's
+
+    return uvloop.run(main, loop_factory=factory)
 
 
 class Dispatcher:

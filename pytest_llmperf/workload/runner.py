@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pytest_llmperf.util.http import fetch_metrics_page, server_root
 from pytest_llmperf.workload.client import PendingRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
-from pytest_llmperf.workload.dispatch import Dispatcher, event_loop_factory, streaming_client
+from pytest_llmperf.workload.dispatch import Dispatcher, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
@@ -177,5 +177,6 @@ def run_benchmark(
             "run_benchmark() cannot run inside an event loop; await run_benchmark_async(...) there instead"
         )
     check_reachable(base_url, config.connect_timeout)
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        return runner.run(_run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=True))
+    return run_on_event_loop(
+        _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=True)
+    )

@@ -21,7 +21,7 @@ from time import perf_counter
 
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
-from pytest_llmperf.workload.dispatch import Dispatcher, event_loop_factory, streaming_client
+from pytest_llmperf.workload.dispatch import Dispatcher, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.requests import SampledRequest
 
 READY_TIMEOUT_S = 120.0
@@ -73,11 +73,10 @@ def _worker(
                 loop.remove_reader(pipe.fileno())
         return [p.finish() for p in pending], stop
 
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        try:
-            pipe.send(("done", *runner.run(share())))
-        except BaseException as exc:  # reported, so the parent never waits forever
-            pipe.send(("error", f"{type(exc).__name__}: {exc}"))
+    try:
+        pipe.send(("done", *run_on_event_loop(share())))
+    except BaseException as exc:  # reported, so the parent never waits forever
+        pipe.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
 class WorkerPool:
