@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     url = base_url(sock)
     k = config.num_speculative_tokens
     print(
-        f"pytest-llmperf simulated vLLM serving {config.model_id!r} (profile {config.profile.name}, "
+        f"pytest-llmperf simulated vLLM serving {config.model_id!r} (profile {config.resolved_profile.name}, "
         f"{'k=' + str(k) + ' speculative' if k else 'no speculation'}, speed x{config.speed:g}) "
         f"on {url}",
         flush=True,

@@ -298,7 +298,12 @@ def build_app(config: SimConfig) -> Starlette:
                 finished = em.finished
             entry["finish_reason"] = req.finish_reason
             if include_usage:
-                usage = {**head, "choices": [], "usage": _usage(req), "system_fingerprint": SYSTEM_FINGERPRINT}
+                usage: dict[str, Any] = {
+                    **head,
+                    "choices": [],
+                    "usage": _usage(req),
+                    "system_fingerprint": SYSTEM_FINGERPRINT,
+                }
                 yield ("data: " + _DUMPS(usage) + "\n\n").encode()
             yield b"data: [DONE]\n\n"
         except EngineDead:
@@ -330,9 +335,9 @@ def build_app(config: SimConfig) -> Starlette:
             entry["finish_reason"] = req.finish_reason if finished else None
             service.request_log.append(entry)
         text = "".join(pieces)
-        usage = {**_usage(req), "prompt_tokens_details": None, "completion_tokens_details": None}
+        usage: dict[str, Any] = {**_usage(req), "prompt_tokens_details": None, "completion_tokens_details": None}
         if chat:
-            message = {
+            message: dict[str, Any] = {
                 "role": "assistant",
                 "content": text,
                 "refusal": None,
@@ -349,7 +354,9 @@ def build_app(config: SimConfig) -> Starlette:
             )
         return Response(_DUMPS(body), media_type="application/json")
 
-    async def not_found(request: Request, exc: HTTPException) -> Response:
+    async def not_found(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, HTTPException):  # registered for HTTPException only
+            raise exc
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
 
     routes = [

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pytest_llmperf.sim.config import SimConfig
 from pytest_llmperf.sim.profiles import Profile
@@ -156,11 +157,13 @@ def fit_profile(
     """
     cache: dict[tuple, float] = {}
 
-    def build(x) -> Profile:
-        p = replace(start, **{name: math.exp(v) for name, v in zip(free, x)})
+    def build(x: Sequence[float]) -> Profile:
+        # `free` names float fields of Profile at run time: no static check of the names
+        changes: dict[str, Any] = {name: math.exp(v) for name, v in zip(free, x)}
+        p = replace(start, **changes)
         return tied(p) if tied else p
 
-    def loss(x) -> float:
+    def loss(x: Sequence[float]) -> float:
         key = tuple(round(float(v), 6) for v in x)
         if key not in cache:
             prof = build(x)

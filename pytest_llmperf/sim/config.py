@@ -148,6 +148,11 @@ class SimConfig:
         return self.served_model_name or self.model
 
     @property
+    def resolved_profile(self) -> Profile:
+        """The profile: `profile` as resolved on init, or the model name's if it was unset since."""
+        return self.profile if self.profile is not None else resolve_profile(self.model)
+
+    @property
     def num_speculative_tokens(self) -> int:
         return int(self.speculative_config["num_speculative_tokens"]) if self.speculative_config else 0
 

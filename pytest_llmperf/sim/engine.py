@@ -92,7 +92,7 @@ def run_factors(config: SimConfig) -> tuple[float, float]:
 class Engine:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.profile = p = config.profile
+        self.profile = p = config.resolved_profile
         self.k = config.num_speculative_tokens
         self.run_factors = run_factors(config)
         step_factor, acceptance_factor = self.run_factors

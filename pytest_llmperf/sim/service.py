@@ -57,7 +57,8 @@ class EngineService:
         self.started_at = time.perf_counter()
         self._tasks.append(asyncio.create_task(self._loop(), name="sim-engine"))
         if self.config.crash_after_seconds is not None:
-            self._tasks.append(asyncio.create_task(self._crash_timer(), name="sim-crash-timer"))
+            crash = self._crash_timer(self.config.crash_after_seconds)
+            self._tasks.append(asyncio.create_task(crash, name="sim-crash-timer"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -88,9 +89,9 @@ class EngineService:
             q.put_nowait(None)
         self._queues.clear()
 
-    async def _crash_timer(self) -> None:
-        await asyncio.sleep(self.config.crash_after_seconds)
-        self.die(f"crash_after_seconds={self.config.crash_after_seconds}")
+    async def _crash_timer(self, after: float) -> None:
+        await asyncio.sleep(after)
+        self.die(f"crash_after_seconds={after}")
 
     # -- requests ------------------------------------------------------------------------
     def admit(self) -> str | None:

@@ -65,7 +65,9 @@ class _Counter:
     def on_admitted(self, req: SimRequest, now: float) -> None:
         pass
 
-    def on_step(self, emissions: list[Emission], num_tokens: int, spec, now: float) -> None:
+    def on_step(
+        self, emissions: list[Emission], num_tokens: int, spec: tuple[int, int, int, list[int]] | None, now: float
+    ) -> None:
         if spec:
             d, dt, a, pp = spec
             self.drafts += d
@@ -78,6 +80,14 @@ class _Counter:
 
     def on_finished(self, req: SimRequest, now: float) -> None:
         pass
+
+
+def _token_times(req: SimRequest) -> tuple[float, float]:
+    """(first token, last token) of a finished request: the engine sets both as it emits."""
+    first, last = req.first_token_at, req.last_token_at
+    if first is None or last is None:
+        raise RuntimeError(f"request {req.rid} finished without emitting a token")
+    return first, last
 
 
 def run_virtual(
@@ -139,19 +149,20 @@ def run_virtual(
                 done.append(em.request)
                 if sent < total and (max_seconds is None or now < max_seconds):
                     send()
-    ttfts = [r.first_token_at - r.arrival for r in done]
+    token_times = {r.rid: _token_times(r) for r in done}
+    ttfts = [token_times[r.rid][0] - r.arrival for r in done]
     rows = [
         (
             int(r.rid[1:]),
             r.prompt_tokens,
             r.generated,
             chunks.get(r.rid, 0),
-            (r.first_token_at - r.arrival) * 1000.0,
-            (r.last_token_at - r.arrival) * 1000.0,
+            (token_times[r.rid][0] - r.arrival) * 1000.0,
+            (token_times[r.rid][1] - r.arrival) * 1000.0,
         )
         for r in sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))
     ]
-    tpots = [(r.last_token_at - r.first_token_at) / (r.generated - 1) for r in done if r.generated > 1]
+    tpots = [(token_times[r.rid][1] - token_times[r.rid][0]) / (r.generated - 1) for r in done if r.generated > 1]
     return VirtualResult(
         completed=len(done),
         duration=now,
