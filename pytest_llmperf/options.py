@@ -249,16 +249,16 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
                 raise ValueError(f"expected a whole number >= 1, got {raw!r}")
             return value
         if opt.kind == "float":
-            value = float(raw)
-            if not value > 0:
+            number = float(raw)
+            if not number > 0:
                 raise ValueError(f"expected a number > 0, got {raw!r}")
-            return value
+            return number
         if opt.kind == "args":
             return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
-        value = str(raw).strip()
-        if opt.choices and value not in opt.choices:
+        text = str(raw).strip()
+        if opt.choices and text not in opt.choices:
             raise ValueError(f"expected one of {', '.join(opt.choices)}, got {raw!r}")
-        return value or opt.default
+        return text or opt.default
     except ValueError as exc:
         raise OptionError(f"{where}: {exc}") from None
 

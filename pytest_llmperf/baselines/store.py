@@ -42,7 +42,7 @@ import numbers
 import os
 import re
 import statistics
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ from typing import Any
 try:  # POSIX advisory locks; elsewhere writes are still atomic, just not serialized
     import fcntl
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # None: no locks on this platform
 
 from pytest_llmperf.baselines.compare import check_compatible
 from pytest_llmperf.metrics.registry import Direction, UnknownMetric, metric
@@ -371,7 +371,7 @@ class BaselineStore:
         target: str,
         server: str,
         concurrency: int,
-        metrics: Mapping[str, list[float] | float | None],
+        metrics: Mapping[str, Sequence[float | None] | float | None],
         workload: Mapping[str, Any],
         provenance: Mapping[str, Any],
         *,

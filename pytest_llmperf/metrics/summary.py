@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -82,14 +82,21 @@ class Summary:
         return d
 
 
-def _stats(prefix: str, values_s: list[float]) -> dict[str, float | None]:
+class _Stats(NamedTuple):
+    """One latency's STATS, in ms; all None without values."""
+
+    mean: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+
+def _stats(values_s: list[float]) -> _Stats:
     if not values_s:
-        return {f"{prefix}_{s}": None for s in STATS}
+        return _Stats()
     arr = np.asarray(values_s, dtype=float) * 1000.0
-    out = {f"{prefix}_mean": float(np.mean(arr))}
-    for name, q in _PERCENTILE.items():
-        out[f"{prefix}_{name}"] = float(np.percentile(arr, q))
-    return out
+    pct = {name: float(np.percentile(arr, q)) for name, q in _PERCENTILE.items()}
+    return _Stats(mean=float(np.mean(arr)), median=pct["median"], p90=pct["p90"], p99=pct["p99"])
 
 
 def _check_duration(duration: float) -> float:
@@ -135,8 +142,8 @@ def summarize(
     tpots = [r.tpot for r in ok if r.tpot is not None]
     itls = [gap for r in ok for gap in r.itls]
 
-    tpot = _stats("tpot_ms", tpots)
-    median_tpot_ms = tpot["tpot_ms_median"]
+    ttft, tpot, itl, e2el = _stats(ttfts), _stats(tpots), _stats(itls), _stats(e2els)
+    median_tpot_ms = tpot.median
     summary = Summary(
         completed=len(ok),
         failed=len(records) - len(ok),
@@ -148,10 +155,22 @@ def summarize(
         decode_tok_s=rate(output_tokens),
         total_tok_s=rate(prompt_tokens + output_tokens),
         per_stream_tok_s=1000.0 / median_tpot_ms if median_tpot_ms else None,
-        **_stats("ttft_ms", ttfts),
-        **tpot,
-        **_stats("itl_ms", itls),
-        **_stats("e2el_ms", e2els),
+        ttft_ms_mean=ttft.mean,
+        ttft_ms_median=ttft.median,
+        ttft_ms_p90=ttft.p90,
+        ttft_ms_p99=ttft.p99,
+        tpot_ms_mean=tpot.mean,
+        tpot_ms_median=tpot.median,
+        tpot_ms_p90=tpot.p90,
+        tpot_ms_p99=tpot.p99,
+        itl_ms_mean=itl.mean,
+        itl_ms_median=itl.median,
+        itl_ms_p90=itl.p90,
+        itl_ms_p99=itl.p99,
+        e2el_ms_mean=e2el.mean,
+        e2el_ms_median=e2el.median,
+        e2el_ms_p90=e2el.p90,
+        e2el_ms_p99=e2el.p99,
         notes=notes,
     )
     if spec is not None:

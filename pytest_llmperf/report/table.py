@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pytest_llmperf.baselines.compare import Status, Verdict
 from pytest_llmperf.metrics.registry import format_value
 
-VERDICT_WORDS = {
+VERDICT_WORDS: dict[str, str] = {
     Status.PASS: "pass",
     Status.IMPROVED: "improved",
     Status.REGRESSED: "!! REGRESSED",
@@ -58,13 +58,15 @@ def format_change(v: Verdict) -> str:
     """The move, in the tolerance's own terms first: "-5.0% (-20.4)" or "-0.030 (-4.5%)"."""
     if v.change is None:
         return "-"
-    crossed = v.status in (Status.REGRESSED, Status.IMPROVED) and v.tolerance is not None
-    is_absolute = v.tolerance is not None and v.tolerance.kind == "absolute"
+    tolerance = v.tolerance
+    crossed = v.status in (Status.REGRESSED, Status.IMPROVED)
+    limit = tolerance.limit if tolerance is not None and crossed else None  # shown where it was crossed
+    is_absolute = tolerance is not None and tolerance.kind == "absolute"
     abs_decimals = _decimals_of(format_value(v.metric, v.change.absolute))
-    absolute = _signed(v.change.absolute, abs_decimals, v.tolerance.limit if crossed and is_absolute else None)
+    absolute = _signed(v.change.absolute, abs_decimals, limit if is_absolute else None)
     if v.change.relative is None:
         return absolute
-    rel_limit = v.tolerance.limit * 100 if crossed and not is_absolute else None
+    rel_limit = limit * 100 if limit is not None and not is_absolute else None
     relative = _signed(v.change.relative * 100, 1, rel_limit, "%")
     if is_absolute:
         return f"{absolute} ({relative})"

@@ -73,8 +73,9 @@ class ServerSpec:
         argv = [self.model, "--host", host, "--port", str(port), *self.args]
         if self.served_model_name:
             argv += ["--served-model-name", self.served_model_name]
-        if self.speculative_config:
-            argv += ["--speculative-config", self.speculative_json]
+        speculative = self.speculative_json
+        if speculative is not None:
+            argv += ["--speculative-config", speculative]
         return argv
 
     def secret_names(self) -> set[str]:

@@ -122,7 +122,7 @@ def package_dataset_path() -> Path | None:
 
     if find_spec(PACKAGE_NAME) is None:
         return None
-    resource = resources.files(PACKAGE_NAME).joinpath("data", DATA_FILENAME)
+    resource = resources.files(PACKAGE_NAME).joinpath("data").joinpath(DATA_FILENAME)  # one part a call on 3.10
     # A regular (unzipped) install gives a real path; anything else is not usable as one.
     path = Path(str(resource))
     return path if path.is_file() else None

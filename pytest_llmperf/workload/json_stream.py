@@ -119,7 +119,9 @@ class _Reader:
     def peek(self) -> str:
         """Next non-whitespace character ('' at EOF), leaving pos on it."""
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()
+            ws = _WS.match(self.buf, self.pos)
+            assert ws is not None  # the pattern matches the empty string
+            self.pos = ws.end()
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if self.eof:

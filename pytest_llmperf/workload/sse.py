@@ -7,9 +7,11 @@ timing-critical path is a timestamp, a `find` and an append.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+_loads: Callable[[bytes], Any]
 try:  # orjson parses a vLLM chunk several times faster than json
     import orjson as _orjson
 
