@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,7 +21,10 @@ from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
 
-SESSION_KEY = pytest.StashKey["PerfSession | None"]()
+if TYPE_CHECKING:  # imported when a session starts
+    from pytest_llmperf.session import PerfSession
+
+SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
 OPTIONS_KEY = pytest.StashKey["Any"]()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
 # xdist controller: worker id -> the report document it sent (None: went down without one).
@@ -308,12 +311,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _is_xdist_worker(config):
         # The controller prints the summary and writes the report, from every worker's runs.
         if document is not None:
-            config.workeroutput[WORKEROUTPUT_KEY] = json.dumps(document)
+            workeroutput: dict[str, Any] = config.workeroutput  # type: ignore[attr-defined]  # xdist sets it on workers
+            workeroutput[WORKEROUTPUT_KEY] = json.dumps(document)
         return
     if _is_xdist_controller(config):
         from pytest_llmperf.report.document import merge_reports
 
-        document = merge_reports(config.stash.get(WORKER_REPORTS_KEY, {}))
+        reports = config.stash.get(WORKER_REPORTS_KEY, {})
+        document = merge_reports(reports)
     config.stash[REPORT_KEY] = document
     report_path = config.stash[OPTIONS_KEY].report
     if report_path and document is not None:

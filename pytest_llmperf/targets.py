@@ -18,6 +18,8 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
     if kind == "external":
         from pytest_llmperf.servers.external import ExternalTarget
 
+        if options.base_url is None:
+            raise ValueError("the external target needs a base URL (--llmperf-base-url)")
         return ExternalTarget(options.base_url)
     if kind in ("gpu", "docker"):
         from pytest_llmperf.servers.docker import DockerTarget
