@@ -253,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except BrokenPipeError:
         # `llmperf show r.json | head`: the reader left; not an error worth a message.
         # Point stdout at /dev/null so the interpreter's final flush does not fail again.

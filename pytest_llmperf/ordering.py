@@ -14,10 +14,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def perf_sort_key_factory() -> Callable[[Mapping[str, Any] | None], tuple]:
+SortKey = tuple[int] | tuple[int, int, int, str]  # unmarked tests first, then (group, phase, name)
+
+
+def perf_sort_key_factory() -> Callable[[Mapping[str, Any] | None], SortKey]:
     groups: dict[str, int] = {}
 
-    def key(marker: Mapping[str, Any] | None) -> tuple:
+    def key(marker: Mapping[str, Any] | None) -> SortKey:
         if marker is None or marker.get("server") is None:
             return (0,)
         server = marker["server"]

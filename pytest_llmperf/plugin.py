@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
 
 if TYPE_CHECKING:  # imported when a session starts
+    from pytest_llmperf.measured import MeasuredRun
     from pytest_llmperf.session import PerfSession
 
 SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
@@ -193,7 +194,12 @@ class LlmperfFixture:
     """What a performance test receives: `llmperf.run(concurrency=...)`."""
 
     def __init__(
-        self, perf: Any, kwargs: dict[str, Any], nodeid: str, profile: str, benchmark: Callable[[], Any] | None = None
+        self,
+        perf: PerfSession,
+        kwargs: dict[str, Any],
+        nodeid: str,
+        profile: str,
+        benchmark: Callable[[], Any] | None = None,
     ) -> None:
         self._perf = perf
         self._kwargs = kwargs
@@ -203,7 +209,7 @@ class LlmperfFixture:
         self.server: ServerSpec | None = kwargs.get("server")
         self.base: ServerSpec | None = kwargs.get("base")
 
-    def run(self, concurrency: int, server: ServerSpec | None = None, **workload: Any):
+    def run(self, concurrency: int, server: ServerSpec | None = None, **workload: Any) -> MeasuredRun:
         spec = server or self.server
         if spec is None:
             raise pytest.UsageError(
@@ -280,7 +286,9 @@ def llmperf_session(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     # A verdict table says everything: show it instead of a traceback through the plugin.
     if call.excinfo is not None and report.failed:

@@ -46,6 +46,7 @@ from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import token_counts_dir
 from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import Workload
 
 # Auto repetitions record this many runs: enough for the spread between runs to be known.
@@ -117,7 +118,7 @@ class PerfSession:
         self.gates: list[GateRecord] = []
         self._dataset: Any = None  # the loaded ShareGPTFile
         self.token_count_source = ""
-        self._requests: dict[tuple, list[SampledRequest]] = {}
+        self._requests: dict[tuple[str, int, int], list[SampledRequest]] = {}  # (model, seed, count)
 
     # -- measuring ---------------------------------------------------------------
 
@@ -224,7 +225,9 @@ class PerfSession:
             # stop the session as pytest does on Ctrl-C instead of moving to the next test.
             raise KeyboardInterrupt(f"interrupted during {measured.server.name} @ concurrency {measured.concurrency}")
 
-    def _execute(self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float):
+    def _execute(
+        self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float
+    ) -> RunResult:
         from pytest_llmperf.workload.runner import run_benchmark
 
         # The simulator's clock runs `speed` times faster: so does the cap.

@@ -392,7 +392,17 @@ class BaselineStore:
         with _directory_lock(path.parent):
             return self._record_locked(path, target, server, concurrency, metrics, workload, provenance, requests)
 
-    def _record_locked(self, path, target, server, concurrency, metrics, workload, provenance, requests):
+    def _record_locked(
+        self,
+        path: Path,
+        target: str,
+        server: str,
+        concurrency: int,
+        metrics: Mapping[str, Sequence[float | None] | float | None],
+        workload: Mapping[str, Any],
+        provenance: Mapping[str, Any],
+        requests: list[str] | None,
+    ) -> BaselineFile:
         try:
             current = self.load(target, server)
         except BaselineError as exc:
@@ -404,12 +414,12 @@ class BaselineStore:
 
         new_metrics = {}
         for name, raw in metrics.items():
-            samples = [raw] if not isinstance(raw, (list, tuple)) else list(raw)
-            samples = [s for s in samples if s is not None]
-            if not samples:
+            given: list[Any] = list(raw) if isinstance(raw, (list, tuple)) else [raw]  # stable_float checks each
+            present = [s for s in given if s is not None]
+            if not present:
                 continue
             try:
-                samples = [stable_float(s) for s in samples]
+                samples = [stable_float(s) for s in present]
             except ValueError as exc:
                 raise ValueError(f"metric {name}: {exc}") from None
             direction = metric(name).direction

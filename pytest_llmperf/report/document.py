@@ -48,7 +48,7 @@ def plain(value: Any) -> Any:
 
 def build_report(perf: Any) -> dict[str, Any]:
     """The document of one session (a PerfSession, read only here)."""
-    return plain(
+    document: dict[str, Any] = plain(
         {
             "plugin_version": __version__,
             "target": perf.options.target,
@@ -70,6 +70,7 @@ def build_report(perf: Any) -> dict[str, Any]:
             ],
         }
     )
+    return document
 
 
 def _run(run: Any) -> dict[str, Any]:

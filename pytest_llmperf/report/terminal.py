@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmperf.metrics.registry import format_value
 from pytest_llmperf.report.document import verdict_from_dict
-from pytest_llmperf.report.table import SummaryRow, format_server_table, format_value, render_columns
+from pytest_llmperf.report.table import SummaryRow, format_server_table, render_columns
 
 # (column header, metric) for the measured-figures table; the seeds' headline figures.
 FIGURES = (
@@ -26,11 +27,13 @@ Doc = Mapping[str, Any]
 
 
 def _name(run: Doc) -> str:
-    return run["server"]["name"]
+    name: str = run["server"]["name"]
+    return name
 
 
 def _concurrency(run: Doc) -> int:
-    return run["workload"]["concurrency"]
+    concurrency: int = run["workload"]["concurrency"]
+    return concurrency
 
 
 def _completed(run: Doc) -> str:
@@ -130,5 +133,6 @@ def _hints(gates: list[Doc], status: str) -> list[str]:
 def _published_for(runs: list[Doc], server: str, concurrency: int) -> dict[str, float]:
     for run in runs:
         if _name(run) == server and _concurrency(run) == concurrency:
-            return run.get("published_reference", {})
+            published: dict[str, float] = run.get("published_reference", {})
+            return published
     return {}

@@ -490,7 +490,7 @@ class DockerTarget:
 
     def _nvidia_smi(self, container: Any) -> str:
         code, output = container.exec_run(list(NVIDIA_SMI_QUERY))
-        text = output.decode("utf-8", errors="replace")
+        text: str = output.decode("utf-8", errors="replace")
         if code != 0:
             raise RuntimeError(f"nvidia-smi exited with {code}: {text.strip()[:200]}")
         return text

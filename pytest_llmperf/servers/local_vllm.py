@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
@@ -72,7 +73,7 @@ def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | No
 
 
 def target_from_prepared_env(
-    ready_timeout: float = 300.0, log_dir: str | os.PathLike[str] | None = None, **kwargs
+    ready_timeout: float = 300.0, log_dir: str | os.PathLike[str] | None = None, **kwargs: Any
 ) -> LocalVllmTarget:
     """A LocalVllmTarget on the environment `scripts/real_vllm_cpu.sh` prepared.
 
@@ -94,7 +95,8 @@ def target_from_prepared_env(
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -109,7 +111,7 @@ def read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 class RunningServer:
     """What the target knows about the server it is running (for tests and reports)."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     log_path: Path
     port: int
     argv: list[str]
@@ -224,9 +226,9 @@ class LocalVllmTarget:
             self.current = None
             stop_process_group(process, self.stop_grace)
 
-    def _provenance(self, base_url: str) -> dict:
+    def _provenance(self, base_url: str) -> dict[str, Any]:
         # The session adds the target's name and the spec's description to every run.
-        prov: dict = {"platform": "cpu", "cpu_count": os.cpu_count(), "cpu_model": _cpu_model()}
+        prov: dict[str, Any] = {"platform": "cpu", "cpu_count": os.cpu_count(), "cpu_model": _cpu_model()}
         try:
             prov["vllm_version"] = fetch_version(base_url, timeout=10.0)
         except PageError as exc:
@@ -235,7 +237,7 @@ class LocalVllmTarget:
         return prov
 
 
-def stop_process_group(process: subprocess.Popen, grace: float) -> None:
+def stop_process_group(process: subprocess.Popen[bytes], grace: float) -> None:
     """SIGTERM the whole group, SIGKILL what is left after `grace` s, reap the leader.
 
     The group is signalled even when the leader already exited: vLLM's engine-core

@@ -56,7 +56,8 @@ def _logit(p: float) -> float:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    y: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+    return y
 
 
 def solve_base_logits(survival: tuple[float, ...], spread: float, iters: int = 200) -> list[float]:

@@ -55,7 +55,7 @@ def _bad_request(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, "BadRequestError", param)
 
 
-def _validation_error(kind: str, loc: tuple, msg: str, value: Any) -> ApiError:
+def _validation_error(kind: str, loc: tuple[str | int, ...], msg: str, value: Any) -> ApiError:
     # vLLM turns FastAPI's RequestValidationError into this shape.
     err = {"type": kind, "loc": loc, "msg": msg, "input": value}
     return ApiError(400, f"1 validation error:\n  {err!r}", "Bad Request", ".".join(map(str, loc)))
@@ -211,7 +211,7 @@ def build_app(config: SimConfig) -> Starlette:
             return StreamingResponse(gen, media_type="text/event-stream; charset=utf-8")
         return await _complete(req, queue, chat, entry)
 
-    async def _emissions(req: SimRequest, queue: asyncio.Queue) -> AsyncIterator[Emission]:
+    async def _emissions(req: SimRequest, queue: asyncio.Queue[Emission | None]) -> AsyncIterator[Emission]:
         while True:
             em = await queue.get()
             if em is None:
@@ -221,7 +221,7 @@ def build_app(config: SimConfig) -> Starlette:
                 return
 
     async def _stream(
-        req: SimRequest, queue: asyncio.Queue, chat: bool, include_usage: bool, entry: dict[str, Any]
+        req: SimRequest, queue: asyncio.Queue[Emission | None], chat: bool, include_usage: bool, entry: dict[str, Any]
     ) -> AsyncIterator[bytes]:
         created_s = int(time.time())
         faulty = service.stream_faulty()
@@ -313,7 +313,9 @@ def build_app(config: SimConfig) -> Starlette:
             service.release(req, finished)
             service.request_log.append(entry)
 
-    async def _complete(req: SimRequest, queue: asyncio.Queue, chat: bool, entry: dict[str, Any]) -> Response:
+    async def _complete(
+        req: SimRequest, queue: asyncio.Queue[Emission | None], chat: bool, entry: dict[str, Any]
+    ) -> Response:
         pieces: list[str] = []
         finished = False
         try:

@@ -99,7 +99,7 @@ SEED_TARGETS: tuple[SeedTarget, ...] = (
 SEED_ACCEPTANCE = {A3B: (0.84, 0.66, 0.51), D27: (0.86, 0.69, 0.53)}
 
 
-def seed_config(target: SeedTarget, profile: Profile | None = None, **overrides) -> SimConfig:
+def seed_config(target: SeedTarget, profile: Profile | None = None, **overrides: Any) -> SimConfig:
     return SimConfig(
         model=target.model,
         max_num_seqs=target.concurrency,
@@ -155,7 +155,7 @@ def fit_profile(
     Uses scipy's Nelder-Mead when scipy is installed, else a pattern search. `tied`
     derives dependent fields (e.g. prefill cost = decode token cost) from free ones.
     """
-    cache: dict[tuple, float] = {}
+    cache: dict[tuple[float, ...], float] = {}
 
     def build(x: Sequence[float]) -> Profile:
         # `free` names float fields of Profile at run time: no static check of the names
@@ -167,7 +167,7 @@ def fit_profile(
         key = tuple(round(float(v), 6) for v in x)
         if key not in cache:
             prof = build(x)
-            runs: dict[tuple, VirtualResult] = {}
+            runs: dict[tuple[bool, int], VirtualResult] = {}
             total = 0.0
             for t in targets:
                 rk = (t.speculative, t.concurrency)

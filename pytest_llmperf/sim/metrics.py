@@ -7,6 +7,8 @@ servers can live in one process.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -55,7 +57,7 @@ class VllmMetrics:
         def gauge(name: str, doc: str) -> Gauge:
             return Gauge(name, doc, names, registry=r).labels(**lv)
 
-        def hist(name: str, doc: str, buckets) -> Histogram:
+        def hist(name: str, doc: str, buckets: Sequence[float]) -> Histogram:
             return Histogram(name, doc, names, buckets=buckets, registry=r).labels(**lv)
 
         self.spec_enabled = num_spec_tokens > 0
@@ -134,7 +136,9 @@ class VllmMetrics:
     def on_admitted(self, req: SimRequest, now: float) -> None:
         self.queue.observe(max(0.0, (req.scheduled_at or now) - req.arrival))
 
-    def on_step(self, emissions: list[Emission], num_tokens: int, spec, now: float) -> None:
+    def on_step(
+        self, emissions: list[Emission], num_tokens: int, spec: tuple[int, int, int, list[int]] | None, now: float
+    ) -> None:
         self.iteration.observe(num_tokens)
         generated = 0
         for em in emissions:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_llmperf.sim.config import SimConfig
-from pytest_llmperf.sim.engine import Engine, SimRequest
+from pytest_llmperf.sim.engine import Emission, Engine, SimRequest
 from pytest_llmperf.sim.metrics import VllmMetrics
 
 log = logging.getLogger("pytest_llmperf.sim")
@@ -46,10 +46,10 @@ class EngineService:
         self.request_log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.max_lag = 0.0  # how far behind real time the loop fell
         self._lag_warned_at = -1e9
-        self._queues: dict[int, asyncio.Queue] = {}
+        self._queues: dict[int, asyncio.Queue[Emission | None]] = {}  # None: the engine died
         self._fault_rng = random.Random(f"{config.seed}:faults")
         self._wake: asyncio.Event | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -109,9 +109,9 @@ class EngineService:
     def stream_faulty(self) -> bool:
         return self._fault_rng.random() < self.config.fault_request_rate
 
-    def submit(self, req: SimRequest) -> asyncio.Queue:
+    def submit(self, req: SimRequest) -> asyncio.Queue[Emission | None]:
         """Queue a request in the engine; its emissions arrive on the returned queue."""
-        q: asyncio.Queue = asyncio.Queue()
+        q: asyncio.Queue[Emission | None] = asyncio.Queue()
         self._queues[id(req)] = q
         self.engine.add(req)
         self._refresh_gauges()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import re
 import zlib
+from typing import Any
 
 VOCAB_SIZE = 151_643  # Qwen's vocabulary size: ids look plausible, nothing more
 
@@ -49,7 +50,7 @@ def encode(text: str) -> list[int]:
 _IM_START, _IM_END = "<|im_start|>", "<|im_end|>"
 
 
-def chat_prompt_tokens(messages: list[dict]) -> int:
+def chat_prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """Token count of `messages` rendered with ChatML plus the assistant header."""
     total = 0
     for m in messages:

@@ -38,11 +38,11 @@ from typing import Any
 
 from pytest_llmperf.workload.json_stream import JSONArrayError, JSONArrayStream
 from pytest_llmperf.workload.requests import SampledRequest
-from pytest_llmperf.workload.token_counts import (  # noqa: F401  (re-exported API)
-    ServerTokenCounter,
-    approx_count_tokens,
-    approx_token_count,
-)
+
+# Re-exported API (`X as X`: explicit for type checkers).
+from pytest_llmperf.workload.token_counts import ServerTokenCounter as ServerTokenCounter
+from pytest_llmperf.workload.token_counts import approx_count_tokens as approx_count_tokens
+from pytest_llmperf.workload.token_counts import approx_token_count as approx_token_count
 
 DATA_FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
 DEFAULT_RELATIVE_PATH = Path("benchmark_data") / DATA_FILENAME

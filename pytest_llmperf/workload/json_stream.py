@@ -19,7 +19,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 CHUNK_BYTES = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
@@ -68,7 +68,7 @@ class JSONArrayStream:
 class _Reader:
     """The parse state for one pass: a sliding text window over the file."""
 
-    def __init__(self, owner: JSONArrayStream, f):
+    def __init__(self, owner: JSONArrayStream, f: BinaryIO) -> None:
         self.owner = owner
         self.f = f
         self.decoder = codecs.getincrementaldecoder("utf-8")()

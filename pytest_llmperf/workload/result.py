@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmperf.metrics.records import RequestRecord
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_llmperf.metrics.prometheus import SpecDecodeStats
     from pytest_llmperf.metrics.summary import Summary
 
 STOP_REASONS = ("completed", "max_seconds", "interrupted")
@@ -54,7 +55,7 @@ class RunResult:
 
     # ------------------------------------------------------------------ figures
 
-    def spec_decode(self):
+    def spec_decode(self) -> SpecDecodeStats:
         """Spec-decode figures from the raw /metrics pages (never raises on a bad page)."""
         from pytest_llmperf.metrics.prometheus import SpecDecodeStats, spec_decode_delta
 

@@ -19,6 +19,7 @@ import math
 import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -266,7 +267,7 @@ def token_counter_for(
     *,
     dataset_id: str = "",
     **kwargs: Any,
-):
+) -> tuple[Callable[[list[str]], list[int]], str]:
     """The server's counter when it has /tokenize, else the approximation.
 
     Returns `(counter, source)` with source "server" or "approx", for provenance.
