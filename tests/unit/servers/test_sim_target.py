@@ -1,0 +1,93 @@
+"""SimTarget (--llmperf-sim): the spec's vLLM command line plus the simulator's flags,
+one server process per start, stopped with nothing left behind; the endpoint's
+provenance carries the clock speed its figures are scaled back by."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import httpx
+import pytest
+
+from pytest_llmperf.servers.sim_target import SimTarget
+from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.sim import SimConfig
+
+SPEC = ServerSpec(
+    name="qwen-small",
+    model="Qwen/Qwen3-0.6B",
+    args=("--max-model-len", "4096", "--max-num-seqs", "4"),
+    served_model_name="small",
+    sim_args=("--sim-acceptance-scale", "0.5"),
+)
+
+
+def test_argv_is_the_specs_vllm_command_then_the_simulators_flags():
+    target = SimTarget(speed=25.0, extra_args=["--sim-step-time-scale", "2"])
+    argv = target.argv(SPEC)
+    assert argv == [
+        *SPEC.vllm_args(host="127.0.0.1", port=0),
+        "--sim-speed",
+        "25.0",
+        "--sim-acceptance-scale",
+        "0.5",
+        "--sim-step-time-scale",
+        "2",
+    ]
+    config = SimConfig.from_vllm_argv(argv)
+    assert (config.model_id, config.max_model_len, config.max_num_seqs) == ("small", 4096, 4)
+    assert (config.speed, config.acceptance_scale, config.step_time_scale) == (25.0, 0.5, 2.0)
+    assert (config.host, config.port) == ("127.0.0.1", 0)
+
+
+def test_an_unknown_simulator_flag_is_refused_before_anything_starts():
+    threads = set(threading.enumerate())
+    with pytest.raises(ValueError, match=r"--sim-bogus.*--sim-speed"):
+        with SimTarget(extra_args=("--sim-bogus", "1")).start(SPEC):
+            pytest.fail("must not start")
+    assert set(threading.enumerate()) == threads
+
+
+def _pid(base_url: str) -> int:
+    return int(httpx.get(f"{base_url}/sim/state", timeout=5).json()["pid"])
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_start_serves_the_spec_in_its_own_process_and_stops_it_cleanly():
+    threads = set(threading.enumerate())
+    with SimTarget(speed=40.0).start(SPEC) as endpoint:
+        pid = _pid(endpoint.base_url)
+        models = httpx.get(f"{endpoint.base_url}/v1/models", timeout=5).json()["data"]
+        assert pid != os.getpid()  # not a thread of the measuring process
+        assert [m["id"] for m in models] == ["small"]
+        assert (endpoint.model, endpoint.target) == ("small", "sim")
+        assert endpoint.base_url.startswith("http://127.0.0.1:")
+        provenance = endpoint.provenance
+        assert provenance["clock_speed"] == 40.0
+        assert provenance["simulator"] is True
+        assert provenance["sim_args"] == ["--sim-acceptance-scale", "0.5"]
+        assert provenance["max_model_len"] == 4096
+        assert provenance["vllm_version"] not in ("", "unknown")
+    assert _gone(pid)
+    assert set(threading.enumerate()) == threads  # the output reader is joined too
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{endpoint.base_url}/health", timeout=2)
+
+
+def test_a_failing_test_body_still_stops_the_server():
+    threads = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="the test failed"):
+        with SimTarget(speed=40.0, extra_args=("--sim-step-time-scale", "3")).start(SPEC) as endpoint:
+            pid = _pid(endpoint.base_url)
+            assert endpoint.provenance["sim_args"] == ["--sim-acceptance-scale", "0.5", "--sim-step-time-scale", "3"]
+            raise RuntimeError("the test failed")
+    assert _gone(pid)
+    assert set(threading.enumerate()) == threads
