@@ -29,6 +29,7 @@ from pytest_llmperf.baselines.compare import (
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.measured import MeasuredRun, Samples
+from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
 from pytest_llmperf.metrics.registry import flatten
 from pytest_llmperf.metrics.uncertainty import (
     decode_rows,
@@ -181,7 +182,11 @@ class PerfSession:
         measured.provenance.update(combine_peaks(measured.provenance, peak))  # the highest of the repetitions
         measured.results.append(result)
         summary = result.summary()
-        measured.notes += [note for note in summary.notes if note not in measured.notes]
+        # Why acceptance is missing matters only where acceptance is expected: by status, a
+        # base server's "not speculative" is no news.
+        expected = measured.server.is_speculative or summary.spec_status not in (None, NOT_SPECULATIVE)
+        notes = [*summary.notes, *([summary.spec_note] if summary.spec_note and expected else [])]
+        measured.notes += [note for note in notes if note not in measured.notes]
         flat = flatten(summary.to_dict())
         for name in set(flat) | set(measured.samples):
             measured.samples.setdefault(name, [None] * rep).append(flat.get(name))

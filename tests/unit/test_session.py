@@ -312,3 +312,18 @@ def test_fixed_repetitions_never_add_runs(tmp_path):
     with pytest.warns(UserWarning, match="inconclusive"):
         noisy.bind(noisy.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 1
+
+
+ENGINE_PAGE = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} 0\n'
+
+
+def test_a_base_server_carries_no_not_speculative_note_and_a_speculative_one_does(tmp_path):
+    """Which notes a run keeps is decided by the spec-decode status, not by their text."""
+    perf, _, _ = make_session(tmp_path, [100.0, 150.0])
+    plain = lambda result: replace(result, metrics_before=ENGINE_PAGE, metrics_after=ENGINE_PAGE)  # noqa: E731
+    execute = perf._execute
+    perf._execute = lambda *args: plain(execute(*args))
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    assert perf.run(BASE, workload).notes == []
+    (note,) = perf.run(MTP, workload).notes
+    assert "not a speculative-decoding server" in note
