@@ -243,7 +243,7 @@ class PerfSession:
         from pytest_llmperf.workload.dataset import find_dataset, read_sharegpt, sample_requests
         from pytest_llmperf.workload.token_counts import token_counter_for
 
-        count = workload.num_prompts + workload.warmup
+        count = workload.prompts_needed
         key = (endpoint.model, workload.seed, count)
         if key not in self._requests:
             if self._dataset is None:
