@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.result import RunResult
@@ -67,11 +68,13 @@ def format_report(result: RunResult) -> str:
             f"Acceptance: rate {s.acceptance_rate * 100:.1f}%, mean length {s.acceptance_length:.2f}"
             + (f", per-position {per_pos}" if per_pos else "")
         )
-    elif s.spec_status == "not_speculative":
+    elif s.spec_status == NOT_SPECULATIVE:
         lines.append("Acceptance: n/a (not a speculative-decoding server)")
     else:
         lines.append("Acceptance: unknown")
-    lines += [f"Note: {n}" for n in s.notes if "not a speculative" not in n]
+    lines += [f"Note: {n}" for n in s.notes]
+    if s.spec_note and s.spec_status != NOT_SPECULATIVE:  # that one is said on the Acceptance line
+        lines.append(f"Note: {s.spec_note}")
     errors = sorted({r.error for r in result.records if r.error})
     lines += [f"Error: {e}" for e in errors[:5]]
     return "\n".join(lines)

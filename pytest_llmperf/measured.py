@@ -35,6 +35,7 @@ class MeasuredRun:
     # time): what the verdict rule pairs with the baseline's to tell a change from noise.
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. "spec-decode counters did not move"
+    spec_note: str | None = None  # why acceptance has no figures, whether or not that is news
     published: dict[str, float] = field(default_factory=dict)
     judge: Judge | None = field(default=None, repr=False, compare=False)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.util.http import server_root
 
 PROFILES = ("smoke", "nightly", "full")
@@ -33,7 +34,7 @@ class OptionError(ValueError):
 class Option:
     dest: str
     flags: tuple[str, ...]
-    kind: str  # "bool", "str", "int", "float", "args", "reps" (a count or auto)
+    kind: str  # "bool", "str", "int", "float", "args", "reps" (a count or auto), "budget"
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
@@ -149,6 +150,14 @@ OPTIONS: tuple[Option, ...] = (
         INCONCLUSIVE,
     ),
     Option(
+        "llmperf_error_budget",
+        ("--llmperf-error-budget",),
+        "budget",
+        ErrorBudget(0.0),
+        "failed requests a run may have and still be judged: a count ('0', the default) or a share ('5%'); "
+        "beyond it every gated metric reads invalid and nothing is recorded",
+    ),
+    Option(
         "llmperf_confidence",
         ("--llmperf-confidence",),
         "float",
@@ -208,6 +217,7 @@ class LlmperfOptions:
     max_repetitions: int = 5
     inconclusive: str = "warn"
     confidence: float = 0.95
+    error_budget: ErrorBudget = ErrorBudget(0.0)
     sim_speed: float = 10.0
     sim_args: tuple[str, ...] = ()
     ready_timeout: float = 1800.0
@@ -243,6 +253,8 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if value < 1:
                 raise ValueError(f"expected auto or a whole number >= 1, got {raw!r}")
             return value
+        if opt.kind == "budget":
+            return parse_budget(str(raw))
         if opt.kind == "int":
             value = int(raw)
             if value < 1:

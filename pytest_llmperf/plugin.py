@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
+from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
@@ -31,7 +32,7 @@ REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report 
 # xdist controller: worker id -> the report document it sent (None: went down without one).
 WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
 WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
-MARKER_KEYS = ("server", "base", "tolerances", *WORKLOAD_KEYS)
+MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
     "--llmperf-docker, --llmperf-real-cpu or --llmperf-base-url URL (or set the ini twin, e.g. llmperf_sim = true)"
@@ -126,6 +127,8 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
             raise pytest.UsageError(f"{item.nodeid}: llmperf {key}= must be a ServerSpec, got {value!r}")
     try:
         parse_tolerances(marker.kwargs.get("tolerances") or {}, f"{item.nodeid}: llmperf tolerances: ")
+        if marker.kwargs.get("error_budget") is not None:
+            parse_budget(marker.kwargs["error_budget"])
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     return dict(marker.kwargs)
@@ -226,7 +229,7 @@ class LlmperfFixture:
             self._benchmark = None  # pytest-benchmark times one call per test
         else:
             measured = self._perf.run(spec, resolved)
-        return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"))
+        return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"), self._kwargs.get("error_budget"))
 
 
 def _run_under_benchmark(benchmark: Any, run: Callable[..., Any], spec: ServerSpec, workload: Any) -> Any:

@@ -29,7 +29,9 @@ from pytest_llmperf.baselines.compare import (
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.measured import MeasuredRun, Samples
-from pytest_llmperf.metrics.registry import flatten
+from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, parse_budget
+from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
+from pytest_llmperf.metrics.registry import flatten, metric
 from pytest_llmperf.metrics.uncertainty import (
     decode_rows,
     encode_rows,
@@ -48,6 +50,8 @@ from pytest_llmperf.util.files import token_counts_dir
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import Workload
+
+NO_FAILURES = ErrorBudget(0.0)
 
 # Auto repetitions record this many runs: enough for the spread between runs to be known.
 RECORD_REPETITIONS = 5
@@ -182,7 +186,12 @@ class PerfSession:
         measured.provenance.update(combine_peaks(measured.provenance, peak))  # the highest of the repetitions
         measured.results.append(result)
         summary = result.summary()
-        measured.notes += [note for note in summary.notes if note not in measured.notes]
+        # Why acceptance is missing matters only where acceptance is expected: by status, a
+        # base server's "not speculative" is no news.
+        expected = measured.server.is_speculative or summary.spec_status not in (None, NOT_SPECULATIVE)
+        notes = [*summary.notes, *([summary.spec_note] if summary.spec_note and expected else [])]
+        measured.spec_note = summary.spec_note
+        measured.notes += [note for note in notes if note not in measured.notes]
         flat = flatten(summary.to_dict())
         for name in set(flat) | set(measured.samples):
             measured.samples.setdefault(name, [None] * rep).append(flat.get(name))
@@ -241,7 +250,7 @@ class PerfSession:
         from pytest_llmperf.workload.dataset import find_dataset, read_sharegpt, sample_requests
         from pytest_llmperf.workload.token_counts import token_counter_for
 
-        count = workload.num_prompts + workload.warmup
+        count = workload.prompts_needed
         key = (endpoint.model, workload.seed, count)
         if key not in self._requests:
             if self._dataset is None:
@@ -307,11 +316,36 @@ class PerfSession:
         extra = f" --llmperf-profile {self.options.profile}" if self.options.profile != "full" else ""
         return f"pytest '{nodeid}' {flag}{extra} --update-baselines".replace("  ", " ")
 
-    def bind(self, run: MeasuredRun, nodeid: str, marker_tolerances: Mapping[str, str] | None = None) -> MeasuredRun:
+    def bind(
+        self,
+        run: MeasuredRun,
+        nodeid: str,
+        marker_tolerances: Mapping[str, str] | None = None,
+        error_budget: ErrorBudget | str | None = None,
+    ) -> MeasuredRun:
         """`run` (cached, shared between tests) as one test sees it: its assertions are
-        judged for `nodeid` with the test's marker tolerances."""
-        judge = functools.partial(self.gate, nodeid=nodeid, marker_tolerances=dict(marker_tolerances or {}))
+        judged for `nodeid` with the test's marker tolerances and error budget (else
+        --llmperf-error-budget)."""
+        judge = functools.partial(
+            self.gate,
+            nodeid=nodeid,
+            marker_tolerances=dict(marker_tolerances or {}),
+            error_budget=self.options.error_budget if error_budget is None else parse_budget(error_budget),
+        )
         return dataclasses.replace(run, judge=judge)
+
+    @staticmethod
+    def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
+        """Why `run` cannot be judged, or None: failures beyond the budget, or nothing completed."""
+        broken = combine(failures(r.records, r.attempted) for r in run.results)
+        if broken.failed and not budget.allows(broken.failed, broken.attempted):
+            return (
+                f"{broken.describe()}; error budget {budget} (--llmperf-error-budget or the marker's "
+                "error_budget=); fix the server or the workload, the figures of a broken run judge nothing"
+            )
+        if not run.completed:
+            return f"no request completed ({broken.describe()})" if broken.failed else "no request completed"
+        return None
 
     def gate(
         self,
@@ -322,12 +356,17 @@ class PerfSession:
         *,
         nodeid: str,
         marker_tolerances: Mapping[str, str] | None = None,
+        error_budget: ErrorBudget = NO_FAILURES,
     ) -> None:
         """Judge (or record) for test `nodeid` the gated metrics' samples that `collect()`
         returns; auto repetitions call it again after each added run. `tolerances` (the
-        assertion's) take precedence over `marker_tolerances` (the test's marker)."""
+        assertion's) take precedence over `marker_tolerances` (the test's marker). A run
+        beyond its error budget is invalid: never recorded, never passed."""
         tolerances = {**(marker_tolerances or {}), **(tolerances or {})}
         samples = collect()
+        invalid = self.invalid_reason(run, error_budget) or (
+            self.invalid_reason(base, error_budget) if base is not None else None
+        )
         target = self.baseline_folder(run)
         path = self.store.path_for(target, run.server.name)
         workload = self.workload_identity(run)
@@ -336,6 +375,13 @@ class PerfSession:
         self.gates.append(record)
 
         if self.options.update_baselines:
+            if invalid:
+                record.outcome = Outcome.FAIL
+                record.message = (
+                    f"{run.server.name} @ concurrency {run.concurrency}: not recorded: invalid run: {invalid}"
+                )
+                raise PerfFailure(record.message)
+            missing = [name for name, values in samples.items() if all(v is None for v in values)]
             provenance = dict(run.provenance)
             if base is not None:
                 provenance["speedup_base"] = {
@@ -354,10 +400,14 @@ class PerfSession:
                 provenance,
                 requests=encode_rows(run.rows) if base is None else None,
             )
-            record.outcome, record.message = (
-                Outcome.RECORDED,
-                f"recorded {', '.join(samples)} in {record.baseline_path}",
-            )
+            recorded = [name for name in samples if name not in missing]
+            record.outcome = Outcome.RECORDED
+            record.message = f"recorded {', '.join(recorded) or 'nothing'} in {record.baseline_path}"
+            if missing:
+                record.outcome = Outcome.FAIL
+                reasons = "; ".join(f"{name}: {self._no_data_reason(run, name)}" for name in missing)
+                record.message += f"; not recorded, no data: {reasons}"
+                raise PerfFailure(record.message)
             return
 
         baseline = self.store.load(target, run.server.name)
@@ -369,8 +419,8 @@ class PerfSession:
                 record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
                 raise PerfFailure(record.message)
         while True:
-            verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target)
-            if not self._worth_another(run, verdicts) or not self.extend(run):
+            verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
+            if invalid or not self._worth_another(run, verdicts) or not self.extend(run):
                 break
         record.verdicts = verdicts
         title = f"{run.server.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
@@ -396,9 +446,10 @@ class PerfSession:
         command: str,
         base: MeasuredRun | None,
         target: str,
+        invalid: str | None = None,
     ) -> list[Any]:
         measured = {name: _median(values) for name, values in samples.items()}
-        no_data = {name: run.notes[0] for name in samples if measured.get(name) is None and run.notes}
+        no_data = {name: self._no_data_reason(run, name) for name in samples if measured.get(name) is None}
         return compare_metrics(
             list(samples),
             entry["metrics"] if entry else None,
@@ -407,8 +458,20 @@ class PerfSession:
             update_command=command,
             no_data_reasons=no_data,
             confidence=self.look_confidence,
+            invalid=invalid,
             **self._noise(run, entry, samples, base, target),
         )
+
+    @staticmethod
+    def _no_data_reason(run: MeasuredRun, name: str) -> str:
+        """Why this metric in particular has no value: each its own reason."""
+        if not run.completed:
+            return "no request completed"
+        if metric(name).name.startswith("acceptance"):
+            return run.spec_note or "the server's spec-decode counters gave no figure"
+        if name == "mtp_speedup":
+            return "decode tok/s is missing on this run or on its base run"
+        return "; ".join(run.notes) or f"the run produced no value for {name}"
 
     def _noise(
         self,

@@ -16,6 +16,8 @@ tolerance, `sigma` the standard error of the change (both sides' errors combined
   missing-baseline  nothing recorded yet; fails with the command that records it
   no-data           the run produced no value (e.g. spec-decode counters absent because the
                     server ran with --disable-log-stats); fails with the reason
+  invalid           the run cannot be judged (its failed requests exceed the error budget,
+                    or none completed); fails with the causes, never reads pass or regressed
 
 With no error known on either side (sigma 0) the rule is the plain tolerance check.
 """
@@ -46,6 +48,7 @@ class Status(str, Enum):
     INCONCLUSIVE = "inconclusive"
     MISSING_BASELINE = "missing-baseline"
     NO_DATA = "no-data"
+    INVALID = "invalid"
 
     def __str__(self) -> str:
         return self.value
@@ -212,6 +215,7 @@ def compare(
     error: Noise | float | None = None,
     note: str = "",
     confidence: float = DEFAULT_CONFIDENCE,
+    invalid: str | None = None,
 ) -> Verdict:
     """Judge one metric. `update_command` is what the hints tell the user to run.
 
@@ -219,6 +223,7 @@ def compare(
     with normal quantiles; see change_error); None judges the change on the tolerance
     alone. `note` says how the noise was estimated
     when that needs saying (e.g. an older baseline without per-request figures).
+    `invalid`: why the run cannot be judged at all; the verdict is then invalid.
     """
     direction = Direction.parse(direction)
     base = _number(baseline_value)
@@ -238,6 +243,8 @@ def compare(
         confidence=confidence,
     )
 
+    if invalid:
+        return Verdict(change=None, status=Status.INVALID, hint=f"invalid run: {invalid}", **common)
     # No data beats missing baseline: recording would not help, the run must be fixed.
     if meas is None:
         reason = no_data_reason or f"the run produced no value for {metric}"
@@ -322,6 +329,7 @@ def compare_metrics(
     errors: Mapping[str, Noise | float | None] | None = None,
     notes: Mapping[str, str] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
+    invalid: str | None = None,
 ) -> list[Verdict]:
     """Judge several metrics of one run against one baseline entry's "metrics" section.
 
@@ -351,6 +359,7 @@ def compare_metrics(
                 error=(errors or {}).get(name),
                 note=(notes or {}).get(name, ""),
                 confidence=confidence,
+                invalid=invalid,
             )
         )
     return verdicts

@@ -25,6 +25,7 @@ class RequestRecord:
     error: str | None = None  # None when the request succeeded
     output_text: str = ""
     expected_prompt_len: int | None = None  # from the dataset sampler, for reference
+    cut_at_cap: bool = False  # ended by the run's time cap (its own category, not a server fault)
 
     @property
     def ok(self) -> bool:

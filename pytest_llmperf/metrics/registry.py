@@ -172,10 +172,6 @@ def check_names(names: Iterable[str], where: str = "") -> None:
             raise UnknownMetric(unknown_message(name, where))
 
 
-def default_tolerance(name: str) -> Tolerance | None:
-    return metric(name).tolerance
-
-
 def flatten(summary: Mapping[str, Any]) -> dict[str, float | None]:
     """A run summary's figures by metric name: scalars as they are, the per-position
     acceptance list as acceptance_pos1..k. Anything else (notes, statuses) is left out."""

@@ -35,7 +35,7 @@ from pytest_llmperf.metrics.registry import to_real_time
 
 STATS = ("mean", "median", "p90", "p99")
 _PERCENTILE = {"median": 50, "p90": 90, "p99": 99}
-NOT_METRICS = ("spec_status", "notes")
+NOT_METRICS = ("spec_status", "spec_note", "notes")
 
 
 @dataclass
@@ -70,7 +70,8 @@ class Summary:
     acceptance_length: float | None = None
     acceptance_per_position: list[float] | None = None
     spec_status: str | None = None  # SpecDecodeStats.status; None when not asked
-    notes: list[str] = field(default_factory=list)
+    spec_note: str | None = None  # why there are no acceptance figures (SpecDecodeStats.note)
+    notes: list[str] = field(default_factory=list)  # about the records: missing usage, zero duration
 
     def to_dict(self) -> dict[str, Any]:
         """Metric name -> number, None or (acceptance_per_position) a list of numbers:
@@ -178,8 +179,7 @@ def summarize(
         summary.acceptance_rate = spec.acceptance_rate
         summary.acceptance_length = spec.acceptance_length
         summary.acceptance_per_position = list(spec.per_position) if spec.per_position else None
-        if spec.note:
-            summary.notes.append(spec.note)
+        summary.spec_note = spec.note
     if clock_speed != 1.0:
         figures = {k: v for k, v in summary.to_dict().items() if k != "acceptance_per_position"}
         summary = replace(summary, **to_real_time(figures, clock_speed))

@@ -2,7 +2,7 @@
 
 `build_report` makes it from a session's runs and gate records once, at the end;
 `merge_reports` joins the documents of pytest-xdist workers on the controller; the
-terminal summary (summary.py) and `--llmperf-report` (json_report.py) render it.
+terminal summary (terminal.py) and `--llmperf-report` (json_report.py) render it.
 Plain means what `json.loads` returns (str-keyed dicts, lists, str, numbers, bool,
 None), so a document crosses xdist's channel and a file unchanged.
 

@@ -19,6 +19,7 @@ VERDICT_WORDS: dict[str, str] = {
     Status.INCONCLUSIVE: "? inconclusive",
     Status.MISSING_BASELINE: "MISSING BASELINE",
     Status.NO_DATA: "NO DATA",
+    Status.INVALID: "INVALID RUN",
 }
 
 PUBLISHED_HEADER = "published (ref only)"
@@ -103,7 +104,8 @@ def _counts(verdicts: Iterable[Verdict]) -> str:
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
-    order = [Status.REGRESSED, Status.NO_DATA, Status.MISSING_BASELINE, Status.INCONCLUSIVE, Status.IMPROVED]
+    order = [Status.INVALID, Status.REGRESSED, Status.NO_DATA, Status.MISSING_BASELINE, Status.INCONCLUSIVE]
+    order.append(Status.IMPROVED)
     order.append(Status.PASS)
     return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
 
@@ -118,7 +120,9 @@ _RECORD_WORDS = {
 def _hints(verdicts: Iterable[Verdict]) -> list[str]:
     """The no-data reasons, then each record command once (the rows already say what moved)."""
     verdicts = list(verdicts)
-    seen: list[str] = [v.hint for v in verdicts if v.status in (Status.NO_DATA, Status.INCONCLUSIVE) and v.hint]
+    seen: list[str] = [
+        v.hint for v in verdicts if v.status in (Status.INVALID, Status.NO_DATA, Status.INCONCLUSIVE) and v.hint
+    ]
     seen += [
         f"{v.metric}: {v.note}" for v in verdicts if v.note and v.status in (Status.REGRESSED, Status.INCONCLUSIVE)
     ]

@@ -84,10 +84,7 @@ def terminal_lines(doc: Doc) -> list[str]:
         return lines + ["no workload ran"]
     lines += ["", *measured_table(runs)]
     for run in runs:
-        speculative = bool(run["server"].get("speculative_config"))
-        for note in run.get("notes", []):
-            if speculative or "speculative" not in note:  # base servers: expected
-                lines.append(f"note: {_name(run)} @ {_concurrency(run)}: {note}")
+        lines += [f"note: {_name(run)} @ {_concurrency(run)}: {note}" for note in run.get("notes", [])]
 
     gates = list(doc.get("verdicts", []))
     by_server: dict[str, list[SummaryRow]] = {}

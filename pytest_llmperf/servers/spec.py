@@ -45,6 +45,11 @@ class ServerSpec:
     def __hash__(self) -> int:
         return hash((self.name, self.model, self.image, self.args, self.speculative_json))
 
+    def __repr__(self) -> str:
+        """Secret values redacted: a repr reaches tracebacks (`-l`), JUnit XML and `-vv` diffs."""
+        shown = {**self.describe(), "secret_env": self.secret_env, "sim_args": self.sim_args}
+        return "ServerSpec(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
     @property
     def is_speculative(self) -> bool:
         return bool(self.speculative_config)

@@ -66,12 +66,13 @@ def error_message(status: int, reason: str, body: bytes) -> str:
 class _Flight:
     """A request in flight, so that timeouts and cuts can reach it."""
 
-    __slots__ = ("conn", "task", "cut_reason")
+    __slots__ = ("conn", "task", "cut_reason", "at_cap")
 
     def __init__(self, task: asyncio.Task[Any] | None) -> None:
         self.conn: Connection | None = None
         self.task = task
         self.cut_reason: str | None = None
+        self.at_cap = False  # cut because the run's time cap passed, not a server fault
 
 
 class StreamingClient:
@@ -149,9 +150,11 @@ class StreamingClient:
         ).encode()
         return self._head + str(len(body)).encode() + b"\r\n\r\n" + body
 
-    def cut_all(self, reason: str) -> None:
-        """End every request in flight now; each is recorded as failed with `reason`."""
+    def cut_all(self, reason: str, at_cap: bool = False) -> None:
+        """End every request in flight now; each is recorded as failed with `reason` (and
+        as cut at the time cap when `at_cap`: the run's limit, not a server fault)."""
         for flight in list(self._flights):
+            flight.at_cap = flight.at_cap or (at_cap and flight.cut_reason is None)
             self._cut(flight, reason)
 
     def _cut(self, flight: _Flight, reason: str) -> None:
@@ -206,6 +209,7 @@ class StreamingClient:
             resp = None
         finally:
             self._flights.discard(flight)
+            record.cut_at_cap = flight.at_cap
         return PendingRecord(record, resp)
 
     async def _attempt(

@@ -181,7 +181,7 @@ class Dispatcher:
                 if not self.interrupted:
                     stop = "max_seconds"
                     self.client.cut_all(
-                        f"cut: still running {cfg.grace_seconds:g} s after the {cfg.max_seconds:g} s cap"
+                        f"cut: still running {cfg.grace_seconds:g} s after the {cfg.max_seconds:g} s cap", at_cap=True
                     )
                 await asyncio.wait(tasks)
         if self.interrupted:

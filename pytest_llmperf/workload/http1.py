@@ -20,7 +20,6 @@ from time import perf_counter
 from urllib.parse import urlsplit
 
 MAX_HEAD = 64 * 1024
-MAX_ERROR_BODY = 64 * 1024
 
 
 class HTTPProtocolError(Exception):

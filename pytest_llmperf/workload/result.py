@@ -90,7 +90,7 @@ class RunResult:
             "provenance": dict(self.provenance),
             "clock_speed": self.clock_speed,
             "summary": summary.to_dict(),
-            "notes": list(summary.notes),
+            "notes": [*summary.notes, *([summary.spec_note] if summary.spec_note else [])],
             "spec_decode": self.spec_decode().to_dict(),
         }
 

@@ -26,10 +26,6 @@ except ImportError:  # pragma: no cover - exercised only without orjson
 DONE = b"[DONE]"
 
 
-class SSEError(ValueError):
-    """The stream broke the SSE format (the message names the offending line)."""
-
-
 def _preview(raw: bytes, limit: int = 80) -> str:
     text = raw.decode("utf-8", "replace")
     return text if len(text) <= limit else text[:limit] + "..."

@@ -161,6 +161,58 @@ def test_an_unknown_metric_in_an_assertion_fails_that_test_naming_the_nearest(pr
     result.stdout.fnmatch_lines(["*assert_no_regression: unknown metric 'decode_toks'; did you mean decode_tok_s?*"])
 
 
+def test_one_clock_report_baseline_terminal_and_show_agree_at_simulator_speed_10(project, capsys):
+    """The simulator runs 10 times faster than real: records are on its clock, every
+    figure anywhere is in real time, the same number everywhere."""
+    from pytest_llmperf import cli
+    from pytest_llmperf.metrics.registry import format_value
+
+    report = project.path / "report.json"
+    args = ["-k", "test_base", "-o", "llmperf_sim_speed=10", "--update-baselines", "--llmperf-repetitions=1"]
+    result = run(project, *args, "--llmperf-report", str(report))
+    result.assert_outcomes(passed=1, deselected=2)
+    (entry,) = json.loads(report.read_text())["runs"]
+    (raw,) = entry["results"]
+    assert raw["clock_speed"] == 10.0 and entry["provenance"]["clock_speed"] == 10.0
+    decode, tpot = entry["summary"]["decode_tok_s"], entry["summary"]["tpot_ms_median"]
+    assert raw["summary"]["decode_tok_s"] == decode and raw["summary"]["tpot_ms_median"] == tpot
+    # Real time: ten times the TPOT the records show on the simulator's own clock.
+    per_request = [
+        (r["chunk_times"][-1] - r["chunk_times"][0]) / (r["completion_tokens"] - 1) * 1000
+        for r in raw["records"]
+        if r["error"] is None and r["completion_tokens"] > 1
+    ]
+    assert tpot == pytest.approx(10 * sorted(per_request)[len(per_request) // 2], rel=0.2)
+    (baseline,) = (project.path / "baselines" / "sim").glob("tiny.json")
+    recorded = json.loads(baseline.read_text())["concurrency"]["4"]["metrics"]
+    assert recorded["decode_tok_s"]["value"] == pytest.approx(decode, rel=1e-5)
+    assert recorded["tpot_ms_median"]["value"] == pytest.approx(tpot, rel=1e-5)
+    row = next(line for line in result.stdout.lines if line.startswith("tiny ") and " 4 " in line)
+    assert format_value("decode_tok_s", decode) in row.split()
+    saved = project.path / "result.json"
+    saved.write_text(json.dumps(raw))
+    capsys.readouterr()
+    assert cli.main(["show", str(saved)]) == 0
+    assert f"Decode tok/s: {decode:.2f}" in capsys.readouterr().out
+
+
+def test_a_server_failing_requests_makes_the_run_invalid_recorded_never_and_passed_never(project):
+    faulty = ["--llmperf-sim-args", "--sim-error-rate 0.3", "-k", "test_base"]
+    result = run(project, *faulty, "--update-baselines")
+    result.assert_outcomes(failed=1, deselected=2)
+    expected = "*tiny @ concurrency 4: not recorded: invalid run: * of 60 failed: *x HTTP 500: Internal server error*"
+    result.stdout.fnmatch_lines([expected])
+    assert not (project.path / "baselines").exists() or not list((project.path / "baselines").rglob("*.json"))
+
+    record(project)
+    result = run(project, *faulty)
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*decode_tok_s*INVALID RUN*", "*invalid run: * of * failed*"])
+    assert "re-record" not in result.stdout.str()
+    result = run(project, *faulty, "-o", "llmperf_error_budget=100%", "--llmperf-inconclusive=pass")
+    assert "INVALID RUN" not in result.stdout.str()  # a budget that allows them: judged as usual
+
+
 def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_servers(project):
     missing = run(project)
     missing.assert_outcomes(failed=3)

@@ -312,3 +312,66 @@ def test_fixed_repetitions_never_add_runs(tmp_path):
     with pytest.warns(UserWarning, match="inconclusive"):
         noisy.bind(noisy.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 1
+
+
+ENGINE_PAGE = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} 0\n'
+
+
+def test_a_base_server_carries_no_not_speculative_note_and_a_speculative_one_does(tmp_path):
+    """Which notes a run keeps is decided by the spec-decode status, not by their text."""
+    perf, _, _ = make_session(tmp_path, [100.0, 150.0])
+    plain = lambda result: replace(result, metrics_before=ENGINE_PAGE, metrics_after=ENGINE_PAGE)  # noqa: E731
+    execute = perf._execute
+    perf._execute = lambda *args: plain(execute(*args))
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    assert perf.run(BASE, workload).notes == []
+    (note,) = perf.run(MTP, workload).notes
+    assert "not a speculative-decoding server" in note
+
+
+def failing_result(decode_tok_s, failed, n=4):
+    result = make_result(decode_tok_s, n=n)
+    for r in result.records[:failed]:
+        r.error, r.chunk_times = "HTTP 500: EngineCore encountered an issue", []
+    return result
+
+
+def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passed(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    recorder._execute = lambda *args: failing_result(100.0, failed=1)
+    with pytest.raises(PerfFailure, match=r"not recorded: invalid run: 1 of 4 failed: 1x HTTP 500: EngineCore"):
+        recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert not (tmp_path / "baselines" / "sim" / "m.json").exists()
+
+    recorder.bind(recorder.run(BASE, workload), "t", error_budget="25%").assert_no_regression("decode_tok_s")
+    assert (tmp_path / "baselines" / "sim" / "m.json").exists()  # within a budget of one in four: judged
+
+    broken, _, _ = make_session(tmp_path, [100.0], llmperf_error_budget="1")
+    broken._execute = lambda *args: failing_result(100.0, failed=2)
+    with pytest.raises(PerfFailure) as failure:
+        broken.bind(broken.run(BASE, workload), "t").assert_no_regression("decode_tok_s", "tpot_ms_median")
+    assert [v.status for v in broken.gates[-1].verdicts] == ["invalid", "invalid"]
+    assert "INVALID RUN" in str(failure.value) and "2 of 4 failed" in str(failure.value)
+    assert "re-record" not in str(failure.value)  # a broken run is not a new level to accept
+
+
+def test_a_run_where_nothing_completed_is_invalid_whatever_the_budget(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf, _, _ = make_session(tmp_path, [100.0], llmperf_error_budget="100%")
+    perf._execute = lambda *args: failing_result(100.0, failed=4)
+    with pytest.raises(PerfFailure, match="invalid run: no request completed"):
+        perf.bind(perf.run(MTP, workload), "t").assert_no_regression("acceptance_rate")
+
+
+def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    run = recorder.bind(recorder.run(MTP, workload), "t")
+    with pytest.raises(PerfFailure) as failure:
+        run.assert_no_regression("decode_tok_s", "acceptance_rate")
+    message = str(failure.value)
+    assert message.startswith("recorded decode_tok_s in baselines/sim/m-mtp.json; ")
+    assert "not recorded, no data: acceptance_rate: no /metrics snapshots were captured around the run" in message
+    stored = json.loads(next((tmp_path / "baselines" / "sim").glob("*.json")).read_text())
+    assert "acceptance_rate" not in stored["concurrency"]["8"]["metrics"]

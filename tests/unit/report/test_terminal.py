@@ -19,7 +19,7 @@ def test_measured_table_counts_notes_and_published_reference():
         run_entry("m", 8, 407.9, published_reference={"decode_tok_s": 407.9}),
         run_entry("m-mtp", 8, 600.0, speculative_config=MTP_CONFIG, notes=["spec-decode counters did not move"]),
         run_entry("m", 32, 300.0, completed=118, attempted=500, failed=2, stop_reasons=["max_seconds"]),
-        run_entry("m", 1, 50.0, notes=["not speculative: no acceptance figures"]),  # base: expected, not shown
+        run_entry("m", 1, 50.0, notes=["2 successful request(s) reported no usage"]),  # every note is shown
     ]
     lines = terminal_lines(document(runs, [], ["m", "m-mtp"]))
     assert lines[0] == "servers started (one at a time): m, m-mtp"
@@ -29,7 +29,7 @@ def test_measured_table_counts_notes_and_published_reference():
     assert "  published (ref only)" in text
     assert "118/500 (time cap), 2 failed" in text
     assert "note: m-mtp @ 8: spec-decode counters did not move" in lines
-    assert not any("not speculative" in line for line in lines)
+    assert "note: m @ 1: 2 successful request(s) reported no usage" in lines
 
 
 def test_verdicts_become_server_tables_with_hints_and_recorded_and_refused_lines():
