@@ -244,7 +244,7 @@ def compare(
     )
 
     if invalid:
-        return Verdict(change=None, status=Status.INVALID, hint=f"invalid run: {invalid}", **common)
+        return verdict(change=None, status=Status.INVALID, hint=f"invalid run: {invalid}")
     # No data beats missing baseline: recording would not help, the run must be fixed.
     if meas is None:
         reason = no_data_reason or f"the run produced no value for {metric}"
