@@ -390,63 +390,50 @@ class BaselineStore:
         concurrency = _positive_concurrency(concurrency)
         path = self.path_for(target, server)
         with _directory_lock(path.parent):
-            return self._record_locked(path, target, server, concurrency, metrics, workload, provenance, requests)
-
-    def _record_locked(
-        self,
-        path: Path,
-        target: str,
-        server: str,
-        concurrency: int,
-        metrics: Mapping[str, Sequence[float | None] | float | None],
-        workload: Mapping[str, Any],
-        provenance: Mapping[str, Any],
-        requests: list[str] | None,
-    ) -> BaselineFile:
-        try:
-            current = self.load(target, server)
-        except BaselineError as exc:
-            # Never overwrite what we cannot read: it may be someone's hand edit.
-            raise BaselineError(path, f"{exc.problem}; fix or delete the file, then record again") from None
-        current = current or BaselineFile(path, sanitize_name(target), sanitize_name(server))
-        workload = _plain(dict(workload), "workload")
-        provenance = _plain(strip_secrets(dict(provenance)), "provenance")
-
-        new_metrics = {}
-        for name, raw in metrics.items():
-            given: list[Any] = list(raw) if isinstance(raw, (list, tuple)) else [raw]  # stable_float checks each
-            present = [s for s in given if s is not None]
-            if not present:
-                continue
             try:
-                samples = [stable_float(s) for s in present]
-            except ValueError as exc:
-                raise ValueError(f"metric {name}: {exc}") from None
-            direction = metric(name).direction
-            median, spread = summarize_samples(samples)
-            new_metrics[name] = {
-                "direction": direction.value,
-                "samples": samples,
-                "spread": None if spread is None else stable_float(spread),
-                "value": stable_float(median),
-            }
+                current = self.load(target, server)
+            except BaselineError as exc:
+                # Never overwrite what we cannot read: it may be someone's hand edit.
+                raise BaselineError(path, f"{exc.problem}; fix or delete the file, then record again") from None
+            current = current or BaselineFile(path, sanitize_name(target), sanitize_name(server))
+            workload = _plain(dict(workload), "workload")
+            provenance = _plain(strip_secrets(dict(provenance)), "provenance")
 
-        old = current.entries.get(concurrency)
-        kept: dict[str, Any] = {}
-        kept_requests = None
-        if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
-            kept = dict(old["metrics"])
-            kept_requests = old.get("requests")
-        kept.update(new_metrics)
-        entry: dict[str, Any] = {"metrics": kept, "provenance": provenance, "workload": workload}
-        lines = [str(line) for line in requests] if requests is not None else kept_requests
-        if lines is not None:
-            entry["requests"] = lines
-        current.entries[concurrency] = entry
-        atomic_write_text(path, current.to_json())
-        return current
+            new_metrics = {}
+            for name, raw in metrics.items():
+                given: list[Any] = list(raw) if isinstance(raw, (list, tuple)) else [raw]  # stable_float checks each
+                present = [s for s in given if s is not None]
+                if not present:
+                    continue
+                try:
+                    samples = [stable_float(s) for s in present]
+                except ValueError as exc:
+                    raise ValueError(f"metric {name}: {exc}") from None
+                direction = metric(name).direction
+                median, spread = summarize_samples(samples)
+                new_metrics[name] = {
+                    "direction": direction.value,
+                    "samples": samples,
+                    "spread": None if spread is None else stable_float(spread),
+                    "value": stable_float(median),
+                }
 
-    # -- published reference figures --
+            old = current.entries.get(concurrency)
+            kept: dict[str, Any] = {}
+            kept_requests = None
+            if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
+                kept = dict(old["metrics"])
+                kept_requests = old.get("requests")
+            kept.update(new_metrics)
+            entry: dict[str, Any] = {"metrics": kept, "provenance": provenance, "workload": workload}
+            lines = [str(line) for line in requests] if requests is not None else kept_requests
+            if lines is not None:
+                entry["requests"] = lines
+            current.entries[concurrency] = entry
+            atomic_write_text(path, current.to_json())
+            return current
+
+        # -- published reference figures --
 
     def load_published(self, server: str) -> PublishedFile | None:
         path = self.published_path_for(server)
