@@ -14,13 +14,13 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
     if kind == "sim":
         from pytest_llmperf.servers.sim_target import SimTarget
 
-        return SimTarget(speed=options.sim_speed, extra_args=options.sim_args)
+        return SimTarget(speed=options.sim_speed, extra_args=options.sim_args, ready_timeout=options.ready_timeout)
     if kind == "external":
         from pytest_llmperf.servers.external import ExternalTarget
 
         if options.base_url is None:
             raise ValueError("the external target needs a base URL (--llmperf-base-url)")
-        return ExternalTarget(options.base_url)
+        return ExternalTarget(options.base_url, ready_timeout=options.ready_timeout)
     if kind in ("gpu", "docker"):
         from pytest_llmperf.servers.docker import DockerTarget
 

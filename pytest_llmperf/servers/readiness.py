@@ -19,7 +19,8 @@ def wait_until_ready(
     on_progress: Callable[[float, str], None] | None = None,
     poll_interval: float = 0.5,
 ) -> None:
-    """Block until `model` is served at `base_url`.
+    """Block until `model` is served at `base_url`. A healthy server that lists other
+    models fails at once, naming them: it will not start serving this one.
 
     `is_alive` returns None while the server process lives, or a description of why
     it died (exit code, log tail); a dead server fails at once instead of waiting out
@@ -42,6 +43,11 @@ def wait_until_ready(
                     ids = [m.get("id") for m in models.json().get("data", [])] if models.status_code == 200 else []
                     if model in ids:
                         return
+                    if ids:
+                        raise ServerStartError(
+                            f"server at {base_url} serves {ids}, not {model!r}: check --llmperf-base-url or the "
+                            "spec's model (or served_model_name)"
+                        )
                     status = f"model {model!r} not listed yet (served: {ids})"
             except (httpx.TransportError, ValueError) as exc:
                 status = f"not answering ({type(exc).__name__})"

@@ -12,15 +12,17 @@ from contextlib import contextmanager
 
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.provenance import server_provenance
+from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
 
 
 class SimTarget:
     name = "sim"
 
-    def __init__(self, speed: float = 10.0, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, speed: float = 10.0, extra_args: tuple[str, ...] = (), ready_timeout: float = 1800.0) -> None:
         self.speed = speed
         self.extra_args = tuple(extra_args)
+        self.ready_timeout = ready_timeout  # --llmperf-ready-timeout, real seconds
 
     def argv(self, spec: ServerSpec) -> list[str]:
         return [
@@ -37,6 +39,7 @@ class SimTarget:
 
         config = SimConfig.from_vllm_argv(self.argv(spec))
         with simulated_server(config, mode="process") as base_url:
+            wait_until_ready(base_url, spec.model_id, self.ready_timeout, poll_interval=0.05)
             provenance = server_provenance(base_url)
             provenance.update(clock_speed=self.speed, simulator=True, sim_args=list(spec.sim_args + self.extra_args))
             yield Endpoint(base_url, spec.model_id, self.name, provenance)

@@ -7,10 +7,11 @@ SIGTERM/SIGINT, 1 when a crash fault is set to end the process (--sim-crash-exit
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from pytest_llmperf.sim.config import SimConfig
-from pytest_llmperf.sim.server import base_url, make_server
+from pytest_llmperf.sim.server import PARENT_PID_ENV, base_url, exit_with_parent, make_server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         f"on {url}",
         flush=True,
     )
+    if os.environ.get(PARENT_PID_ENV, "").isdigit():  # started by simulated_server(mode="process")
+        exit_with_parent(server, int(os.environ[PARENT_PID_ENV]))
     try:
         server.run(sockets=[sock])
     finally:

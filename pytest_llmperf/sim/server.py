@@ -120,6 +120,25 @@ def _thread_server(config: SimConfig) -> Iterator[str]:
             raise RuntimeError("simulated server thread did not stop")
 
 
+PARENT_PID_ENV = "LLMPERF_SIM_PARENT_PID"
+
+
+def exit_with_parent(server: SimServer, parent_pid: int, interval: float = 0.5) -> threading.Thread:
+    """Stop `server` once `parent_pid` is no longer this process's parent (it died and the
+    child was re-parented): a parent killed by SIGTERM or kill -9 leaves no simulator behind."""
+
+    def watch() -> None:
+        while not server.should_exit:
+            if os.getppid() != parent_pid:
+                server.should_exit = True
+                return
+            time.sleep(interval)
+
+    thread = threading.Thread(target=watch, name="sim-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 @contextlib.contextmanager
 def _process_server(config: SimConfig) -> Iterator[str]:
     argv = [sys.executable, "-m", "pytest_llmperf.sim", *config.to_vllm_argv()]
@@ -130,7 +149,8 @@ def _process_server(config: SimConfig) -> Iterator[str]:
         stdin=subprocess.DEVNULL,
         text=True,
         bufsize=1,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # The child exits if this process dies without stopping it (SIGTERM, kill -9).
+        env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())},
     )
     tail: collections.deque[str] = collections.deque(maxlen=50)
     url_box: list[str] = []

@@ -25,15 +25,16 @@ def build(**options: Any) -> Any:
 
 
 def test_sim_gets_the_speed_and_extra_args():
-    target = build(target="sim", sim_speed=25.0, sim_args=("--sim-step-time-scale", "2"))
+    target = build(target="sim", sim_speed=25.0, sim_args=("--sim-step-time-scale", "2"), ready_timeout=90.0)
     assert isinstance(target, SimTarget)
     assert (target.name, target.speed, target.extra_args) == ("sim", 25.0, ("--sim-step-time-scale", "2"))
+    assert target.ready_timeout == 90.0  # --llmperf-ready-timeout holds on every target
 
 
 def test_external_attaches_to_the_base_url():
-    target = build(target="external", base_url="http://127.0.0.1:8000")
+    target = build(target="external", base_url="http://127.0.0.1:8000", ready_timeout=90.0)
     assert isinstance(target, ExternalTarget)
-    assert (target.name, target.base_url) == ("external", "http://127.0.0.1:8000")
+    assert (target.name, target.base_url, target.ready_timeout) == ("external", "http://127.0.0.1:8000", 90.0)
 
 
 def test_external_without_a_base_url_says_what_it_needs():

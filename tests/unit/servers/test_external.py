@@ -46,12 +46,11 @@ def test_the_served_model_name_is_what_must_be_listed():
 
 def test_a_server_with_another_model_is_refused_naming_what_it_serves():
     with FakeOpenAIServer(models=("meta-llama/Llama-3.1-8B",)) as server:
-        target = ExternalTarget(server.base_url, ready_timeout=0.0)
+        target = ExternalTarget(server.base_url, ready_timeout=600.0)
         with pytest.raises(ServerStartError) as err:
             with target.start(SPEC):
                 pytest.fail("must not attach to a server serving another model")
-    assert f"server at {server.base_url} not ready" in str(err.value)
-    assert "model 'Qwen/Qwen3-0.6B' not listed yet (served: ['meta-llama/Llama-3.1-8B'])" in str(err.value)
+    assert "serves ['meta-llama/Llama-3.1-8B'], not 'Qwen/Qwen3-0.6B'" in str(err.value)
 
 
 def test_nothing_at_the_url_is_refused_saying_it_does_not_answer():

@@ -10,6 +10,7 @@ import threading
 import httpx
 import pytest
 
+from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.sim_target import SimTarget
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.sim import SimConfig
@@ -91,3 +92,16 @@ def test_a_failing_test_body_still_stops_the_server():
             raise RuntimeError("the test failed")
     assert _gone(pid)
     assert set(threading.enumerate()) == threads
+
+
+def test_a_slow_starting_simulator_is_waited_for_before_the_endpoint_is_handed_out():
+    # /health answers 503 for the first second (real time, like a model load).
+    with SimTarget(speed=40.0, extra_args=("--sim-slow-start-seconds", "1")).start(SPEC) as endpoint:
+        assert httpx.get(f"{endpoint.base_url}/health", timeout=5).status_code == 200
+
+
+def test_a_simulator_slower_to_start_than_the_ready_timeout_fails_naming_its_status():
+    target = SimTarget(speed=40.0, extra_args=("--sim-slow-start-seconds", "4000"), ready_timeout=0.3)
+    with pytest.raises(ServerStartError, match=r"not ready after 0 s: /health answered 503"):
+        with target.start(SPEC):
+            pytest.fail("must not hand out a server that is not ready")

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -156,3 +158,43 @@ def test_bad_mode():
 
 def _server_pid(url: str) -> int:
     return httpx.get(f"{url}/sim/state", timeout=10).json()["pid"]
+
+
+PARENT = """
+import sys, time
+import httpx
+from pytest_llmperf.sim import SimConfig, simulated_server
+with simulated_server(SimConfig(model="m"), mode="process") as url:
+    print(httpx.get(url + "/sim/state", timeout=5).json()["pid"], flush=True)
+    time.sleep(120)
+"""
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie nobody reaped yet (its parent died: init reaps it, maybe late)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_process_mode_child_exits_when_its_parent_dies_without_stopping_it(sig):
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        os.kill(parent.pid, sig)  # neither runs the context manager's cleanup
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _exited(child):
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(child, signal.SIGKILL)
+            pytest.fail(f"the simulator (pid {child}) outlived its parent killed by {sig.name}")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
