@@ -11,12 +11,18 @@ CACHE_DIR_ENV = "LLMPERF_CACHE_DIR"
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write `text` (UTF-8, "\\n" line ends) via a temp file in the same folder, fsync and
-    `os.replace`: a reader sees the old file or the new one, never half of one. Creates
-    the folder; leaves no temp file behind on failure."""
+    `os.replace`, then fsync the folder: a reader sees the old file or the new one, never
+    half of one, and a crash cannot lose the rename. The file gets the mode a plain
+    `open()` would give it (0644 under the usual umask, not mkstemp's 0600). Creates the
+    folder; leaves no temp file behind on failure, and removes ones a crash left."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    prefix, suffix = f".{path.name}.", ".tmp"
+    for stray in path.parent.glob(f"{prefix}*{suffix}"):  # from a process killed mid-write
+        stray.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
             fh.flush()
@@ -25,6 +31,17 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def cache_root() -> Path:

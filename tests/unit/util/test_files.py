@@ -1,5 +1,7 @@
 """util.files: atomic writes and the one cache root."""
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,18 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     with pytest.raises(TypeError):
         files.atomic_write_text(path, 42)  # type: ignore[arg-type]
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_atomic_write_gives_the_mode_of_a_plain_open_and_clears_a_crashed_writes_temp_file(tmp_path):
+    old = os.umask(0o022)
+    try:
+        stray = tmp_path / ".x.json.abc123.tmp"  # what a process killed before os.replace leaves
+        stray.write_text("half")
+        files.atomic_write_text(tmp_path / "x.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "x.json").stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
 
 def test_cache_root_and_token_counts_dir(monkeypatch, tmp_path):
