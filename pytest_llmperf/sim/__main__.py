@@ -11,7 +11,7 @@ import os
 import sys
 
 from pytest_llmperf.sim.config import SimConfig
-from pytest_llmperf.sim.server import PARENT_PID_ENV, base_url, exit_with_parent, make_server
+from pytest_llmperf.sim.server import PARENT_PID_ENV, base_url, make_server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     if os.environ.get(PARENT_PID_ENV, "").isdigit():  # started by simulated_server(mode="process")
-        exit_with_parent(server, int(os.environ[PARENT_PID_ENV]))
+        server.parent_pid = int(os.environ[PARENT_PID_ENV])
     try:
         server.run(sockets=[sock])
     finally:
