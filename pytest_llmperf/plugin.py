@@ -69,6 +69,13 @@ def pytest_configure(config: pytest.Config) -> None:
         parse_tolerance_overrides("\n".join(config.getini("llmperf_tolerances")))
     except ValueError as exc:
         raise pytest.UsageError(f"ini llmperf_tolerances: {exc}") from None
+    if options.target == "sim" and options.sim_args:
+        from pytest_llmperf.sim import SimConfig
+
+        try:  # before any server starts, not as a traceback when the first one does
+            SimConfig.from_vllm_argv(["check/model", *options.sim_args])
+        except ValueError as exc:
+            raise pytest.UsageError(f"--llmperf-sim-args: {exc}") from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SESSION_KEY] = None
     _check_xdist(config, options)

@@ -213,6 +213,13 @@ def test_a_server_failing_requests_makes_the_run_invalid_recorded_never_and_pass
     assert "INVALID RUN" not in result.stdout.str()  # a budget that allows them: judged as usual
 
 
+def test_a_bad_simulator_flag_is_a_usage_error_before_any_server_starts(project):
+    result = run(project, "--llmperf-sim-args", "--sim-seed 3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llmperf-sim-args: unknown simulator flag --sim-seed; known: --sim-speed*"])
+    assert "starting server" not in result.stdout.str()
+
+
 def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_servers(project):
     missing = run(project)
     missing.assert_outcomes(failed=3)
