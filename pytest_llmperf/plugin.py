@@ -24,10 +24,13 @@ from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
 
 if TYPE_CHECKING:  # imported when a session starts
     from pytest_llmperf.measured import MeasuredRun
+    from pytest_llmperf.metrics.registry import Tolerance
     from pytest_llmperf.session import PerfSession
 
 SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
 OPTIONS_KEY = pytest.StashKey["Any"]()
+# llmperf_tolerances, parsed once at configure.
+INI_TOLERANCES_KEY: pytest.StashKey[dict[str, Tolerance]] = pytest.StashKey()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
 # xdist controller: worker id -> the report document it sent (None: went down without one).
 WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
@@ -66,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     try:
-        parse_tolerance_overrides("\n".join(config.getini("llmperf_tolerances")))
+        config.stash[INI_TOLERANCES_KEY] = parse_tolerance_overrides("\n".join(config.getini("llmperf_tolerances")))
     except ValueError as exc:
         raise pytest.UsageError(f"ini llmperf_tolerances: {exc}") from None
     if options.target == "sim" and options.sim_args:
@@ -192,7 +195,7 @@ def _perf_session(config: pytest.Config) -> Any:
             options,
             target,
             Path(config.rootpath),
-            ini_tolerances="\n".join(config.getini("llmperf_tolerances")),
+            ini_tolerances=config.stash[INI_TOLERANCES_KEY],
             log=log,
             live_output=live,
         )

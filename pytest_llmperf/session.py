@@ -27,11 +27,10 @@ from pytest_llmperf.baselines.compare import (
     incompatibility_message,
 )
 from pytest_llmperf.baselines.store import BaselineStore
-from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, parse_budget
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
-from pytest_llmperf.metrics.registry import flatten, metric
+from pytest_llmperf.metrics.registry import Tolerance, flatten, metric
 from pytest_llmperf.metrics.uncertainty import (
     decode_rows,
     encode_rows,
@@ -105,7 +104,7 @@ class PerfSession:
         target: ServerTarget,
         rootdir: Path,
         *,
-        ini_tolerances: str = "",
+        ini_tolerances: Mapping[str, Tolerance] | None = None,
         log: Callable[[str], None] = lambda msg: None,
         live_output: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> None:
@@ -116,7 +115,7 @@ class PerfSession:
         self.live_output = live_output  # lets the runner's progress line through pytest's capture
         self.pool = ServerPool(target, log=log)
         self.store = BaselineStore(self.rootdir / options.baselines_dir)
-        self.ini_tolerances = parse_tolerance_overrides(ini_tolerances)
+        self.ini_tolerances = dict(ini_tolerances or {})  # llmperf_tolerances, parsed by the plugin
         self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
         self.run_count = 0  # workloads actually executed (cache misses)
         self.gates: list[GateRecord] = []
