@@ -28,7 +28,7 @@ from pytest_llmperf.baselines.compare import (
 )
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.measured import MeasuredRun, Samples
-from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, parse_budget
+from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
 from pytest_llmperf.metrics.registry import Tolerance, flatten, metric
 from pytest_llmperf.metrics.uncertainty import (
@@ -150,7 +150,8 @@ class PerfSession:
         )
         for _ in range(self.planned_repetitions):
             self._repeat(measured, endpoint, requests, speed)
-            if measured.results[-1].partial:
+            last = measured.results[-1]
+            if last.partial or not last.completed:  # interrupted, or a server that answers nothing
                 break
         self.run_count += 1
         self.runs[key] = measured
@@ -214,7 +215,7 @@ class PerfSession:
         budget is spent or the run was interrupted."""
         if self.options.repetitions != "auto" or len(measured.results) >= self.options.max_repetitions:
             return False
-        if any(r.partial for r in measured.results):
+        if any(r.partial or not r.completed for r in measured.results):
             return False
         endpoint = self.pool.endpoint(measured.server)
         requests = self._requests_for(endpoint, measured.workload)
@@ -425,7 +426,13 @@ class PerfSession:
         title = f"{run.server.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
         if len(run.results) > 1:
             title += f" ({len(run.results)} repetitions)"
-        record.message = format_verdict_table(verdicts, title=title)
+        runs = [*run.results, *(base.results if base is not None else [])]
+        faults = faults_note(
+            (failures(r.records, r.attempted) for r in runs),
+            (stalls(r.records, r.clock_speed) for r in runs),
+            error_budget,
+        )
+        record.message = format_verdict_table(verdicts, title=title, faults=None if invalid else faults)
         undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
         policy = self.options.inconclusive
         failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]

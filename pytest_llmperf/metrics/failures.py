@@ -1,13 +1,16 @@
-"""Failed requests: counted, grouped by cause, and weighed against an error budget.
+"""Faults of a run: failed requests, counted, grouped by cause and weighed against an
+error budget; and stalled streams.
 
 A run whose failures exceed its budget cannot be judged: its figures describe a broken
 server, not a slower one. Requests cut at the run's time cap are counted apart; they are
-the run's limit, not the server's fault.
+the run's limit, not the server's fault. Failures within the budget and stalls leave a
+run judged, but a regression beside them is named with them: it may be the faults.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -96,3 +99,50 @@ def combine(parts: Iterable[Failures]) -> Failures:
         sum(p.cut_at_cap for p in parts),
         tuple(causes.most_common()),
     )
+
+
+# A stream stalled when one gap between its chunks is this many times the run's median
+# gap, and at least STALL_FLOOR_S long in real time (a cold cache is not a stall).
+STALL_FACTOR = 20.0
+STALL_FLOOR_S = 1.0
+
+
+@dataclass(frozen=True)
+class Stalls:
+    streams: int  # completed streams with a stall
+    longest_s: float  # the longest gap, real seconds
+    median_gap_s: float  # the run's median gap between chunks, real seconds
+
+    def describe(self) -> str:
+        """ "3 streams stalled (longest gap 5.0 s, 250x the median gap of 20 ms)" """
+        times = self.longest_s / self.median_gap_s if self.median_gap_s else float("inf")
+        return (
+            f"{self.streams} stream{'s' if self.streams != 1 else ''} stalled (longest gap "
+            f"{self.longest_s:.1f} s, {times:.0f}x the median gap of {self.median_gap_s * 1000:.0f} ms)"
+        )
+
+
+def stalls(records: Iterable[RequestRecord], clock_speed: float = 1.0) -> Stalls:
+    """Completed streams with a pause between chunks far beyond the run's usual gap.
+    Records are on the server's clock, `clock_speed` times real time."""
+    gaps = [[g / clock_speed for g in r.itls] for r in records if r.ok and len(r.chunk_times) > 1]
+    every = [g for per in gaps for g in per]
+    if not every:
+        return Stalls(0, 0.0, 0.0)
+    median = statistics.median(every)
+    threshold = max(STALL_FLOOR_S, STALL_FACTOR * median)
+    stalled = [max(per) for per in gaps if max(per) > threshold]
+    return Stalls(len(stalled), max(stalled, default=0.0), median)
+
+
+def faults_note(parts: Iterable[Failures], stalled: Iterable[Stalls], budget: ErrorBudget) -> str | None:
+    """Failures within the budget and stalls of a judged run, in one line; None when clean."""
+    broken = combine(parts)
+    stalled = [s for s in stalled if s.streams]
+    notes = []
+    if broken.failed:
+        notes.append(f"{broken.describe()} (within the error budget {budget})")
+    if stalled:
+        worst = max(stalled, key=lambda s: s.longest_s)
+        notes.append(Stalls(sum(s.streams for s in stalled), worst.longest_s, worst.median_gap_s).describe())
+    return "; ".join(notes) or None

@@ -117,16 +117,23 @@ _RECORD_WORDS = {
 }
 
 
-def _hints(verdicts: Iterable[Verdict]) -> list[str]:
-    """The no-data reasons, then each record command once (the rows already say what moved)."""
+def _hints(verdicts: Iterable[Verdict], faults: str | None = None) -> list[str]:
+    """The faults, the no-data reasons, then each record command once (the rows already
+    say what moved). Beside faults, a regression is not offered for re-recording."""
     verdicts = list(verdicts)
-    seen: list[str] = [
-        v.hint for v in verdicts if v.status in (Status.INVALID, Status.NO_DATA, Status.INCONCLUSIVE) and v.hint
-    ]
+    seen: list[str] = []
+    if faults:
+        seen.append(
+            f"faults during the run: {faults}; a change beside them may be these faults, not a "
+            "slower server: fix or explain them before re-recording"
+        )
+    seen += [v.hint for v in verdicts if v.status in (Status.INVALID, Status.NO_DATA, Status.INCONCLUSIVE) and v.hint]
     seen += [
         f"{v.metric}: {v.note}" for v in verdicts if v.note and v.status in (Status.REGRESSED, Status.INCONCLUSIVE)
     ]
     for status, words in _RECORD_WORDS.items():
+        if faults and status == Status.REGRESSED:
+            continue
         for command in dict.fromkeys(v.command for v in verdicts if v.status == status):
             metrics = ", ".join(v.metric for v in verdicts if v.status == status and v.command == command)
             if command:
@@ -152,15 +159,16 @@ def _cells(v: Verdict) -> list[str]:
     ]
 
 
-def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None) -> str:
+def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None, faults: str | None = None) -> str:
     """metric | baseline | measured | change | noise | allowed | verdict, then counts and hints.
 
-    noise: the half-width of the change's interval at the rule's confidence."""
+    noise: the half-width of the change's interval at the rule's confidence; `faults`:
+    failures within the error budget and stalls the run had (metrics/failures.py)."""
     lines = [title] if title else []
     lines += render_columns(_COLUMNS, [_cells(v) for v in verdicts], right={1, 2, 3, 4, 5})
     if verdicts:
         lines.append(f"({_counts(verdicts)})")
-    hints = _hints(verdicts)
+    hints = _hints(verdicts, faults)
     if hints:
         lines += ["hints:", *hints]
     return "\n".join(lines)

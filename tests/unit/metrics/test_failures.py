@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, parse_budget
+from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.records import RequestRecord
 
 
@@ -41,3 +41,34 @@ def test_failures_are_grouped_by_cause_most_common_first_and_cuts_at_the_cap_are
     )
     both = combine([found, failures([record(0, "connection closed mid-response")])])
     assert both.causes[1] == ("connection closed mid-response", 3) and both.failed == 49
+
+
+def stream(i, gaps, start=0.0):
+    times = [start]
+    for gap in gaps:
+        times.append(times[-1] + gap)
+    return RequestRecord(index=i, send_time=0.0, chunk_times=times, completion_tokens=len(times))
+
+
+def test_a_gap_far_beyond_the_runs_usual_one_is_a_stall_in_real_time():
+    steady = [stream(i, [0.02] * 50) for i in range(9)]
+    stalled = stream(9, [0.02] * 20 + [5.0] + [0.02] * 29)
+    found = stalls([*steady, stalled])
+    assert (found.streams, found.longest_s, found.median_gap_s) == (1, 5.0, pytest.approx(0.02))
+    assert found.describe() == "1 stream stalled (longest gap 5.0 s, 250x the median gap of 20 ms)"
+    # On a clock 10x real time the same records hold gaps ten times shorter in real time:
+    # 0.5 s is below the one-second floor, so no stall.
+    assert stalls([*steady, stalled], clock_speed=10.0).streams == 0
+    assert stalls(steady).streams == 0
+    assert stalls([]).streams == 0
+
+
+def test_faults_note_names_failures_within_budget_and_stalls_or_nothing():
+    budget = ErrorBudget(0.05, relative=True)
+    parts = [failures([record(0), record(1, "connection reset by peer")])]
+    found = stalls([stream(0, [0.02] * 50), stream(1, [0.02] * 10 + [3.0])])
+    assert faults_note(parts, [found], budget) == (
+        "1 of 2 failed: 1x connection reset by peer (within the error budget 5%); "
+        "1 stream stalled (longest gap 3.0 s, 150x the median gap of 20 ms)"
+    )
+    assert faults_note([failures([record(0)])], [stalls([stream(0, [0.02] * 5)])], budget) is None

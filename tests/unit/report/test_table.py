@@ -87,6 +87,14 @@ def test_verdict_table_columns_are_aligned():
     assert all(r[:end].endswith(v) for r, v in zip(rows, ["407.9", "0.670"]))
 
 
+def test_a_regression_beside_faults_names_them_and_is_not_offered_for_re_recording():
+    faults = "2 of 64 failed: 2x connection reset (within the error budget 5%)"
+    text = format_verdict_table([REGRESSED, OK_RATE], faults=faults)
+    assert f"faults during the run: {faults}; a change beside them may be these faults" in text
+    assert "re-record" not in text.replace("before re-recording", "")
+    assert "re-record decode_tok_s" in format_verdict_table([REGRESSED, OK_RATE])
+
+
 def test_passing_table_has_no_hints_section():
     text = format_verdict_table([OK_RATE])
     assert "hints:" not in text and "REGRESSED" not in text

@@ -1,0 +1,69 @@
+"""Point 1: a broken run never passes and is never recorded; the verdict names the cause."""
+
+from pytest_llmperf.metrics.failures import ErrorBudget, failures
+from pytest_llmperf.workload.runner import RunConfig, run_benchmark
+from tests.plugin_project import record, run
+from tests.unit.workload.stream_fakes import FakeStreamServer, scripted_requests
+
+MTP_ONLY = ["-k", "test_mtp"]
+
+
+def baseline_files(project):
+    folder = project.path / "baselines"
+    return sorted(p.name for p in folder.rglob("*.json")) if folder.exists() else []
+
+
+def test_failing_requests_make_the_run_invalid_recorded_never_and_passed_never(project):
+    faulty = ["--llmperf-sim-args", "--sim-error-rate 0.3", "-k", "test_base"]
+    result = run(project, *faulty, "--update-baselines")
+    result.assert_outcomes(failed=1, deselected=2)
+    expected = "*tiny @ concurrency 4: not recorded: invalid run: * of 60 failed: *x HTTP 500: Internal server error*"
+    result.stdout.fnmatch_lines([expected])
+    assert baseline_files(project) == []
+
+    record(project)
+    result = run(project, *faulty)
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*decode_tok_s*INVALID RUN*", "*invalid run: * of * failed*"])
+    assert "re-record" not in result.stdout.str()
+    result = run(project, *faulty, "-o", "llmperf_error_budget=100%", "--llmperf-inconclusive=pass")
+    assert "INVALID RUN" not in result.stdout.str()  # a budget that allows them: judged as usual
+
+
+def test_a_crashed_mtp_server_is_an_invalid_run_not_a_decode_regression(project, monkeypatch):
+    record(project)
+    monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-crash-after-requests 5")
+    result = run(project, *MTP_ONLY, "--update-baselines")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*tiny-mtp @ concurrency 4: not recorded: invalid run: * of * failed*"])
+    result = run(project, *MTP_ONLY)
+    result.assert_outcomes(failed=1, deselected=2)
+    out = result.stdout.str()
+    assert "acceptance_rate" in out and "INVALID RUN" in out
+    assert "REGRESSED" not in out and "re-record" not in out
+
+
+def test_no_request_completed_reads_invalid_on_every_metric_even_within_the_budget(project):
+    record(project)
+    args = ["--llmperf-sim-args", "--sim-error-rate 1.0", "-o", "llmperf_error_budget=100%", *MTP_ONLY]
+    result = run(project, *args)
+    result.assert_outcomes(failed=1, deselected=2)
+    out = result.stdout.str()
+    for name in ("decode_tok_s", "acceptance_rate"):
+        row = next(line for line in out.splitlines() if line.strip().startswith(name))
+        assert "INVALID RUN" in row, row
+    assert "no request completed (12 of 12 failed: 12x HTTP 500" in out
+    assert " pass" not in out.split("short test summary")[0].split("acceptance_rate", 1)[1].splitlines()[0]
+
+
+def test_requests_cut_at_the_time_cap_are_counted_apart_and_do_not_spend_the_budget():
+    with FakeStreamServer() as server:
+        res = run_benchmark(
+            server.base_url,
+            "m",
+            scripted_requests("stall n=5", 6),
+            RunConfig(concurrency=3, max_seconds=0.3, grace_seconds=0.2, warmup_requests=0, progress=False),
+        )
+    found = failures(res.records, res.attempted)
+    assert (found.attempted, found.failed, found.cut_at_cap) == (3, 0, 3)
+    assert ErrorBudget(0).allows(found.failed, found.attempted)
