@@ -303,11 +303,14 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    # A verdict table says everything: show it instead of a traceback through the plugin.
+    # A verdict table, why a server did not start, or a metric name's fix says everything: show it instead of
+    # a traceback through the plugin.
     if call.excinfo is not None and report.failed:
+        from pytest_llmperf.metrics.registry import UnknownMetric
+        from pytest_llmperf.servers.base import ServerStartError
         from pytest_llmperf.session import PerfFailure
 
-        if call.excinfo.errisinstance(PerfFailure):
+        if call.excinfo.errisinstance((PerfFailure, ServerStartError, UnknownMetric)):
             report.longrepr = f"{item.nodeid}\n{call.excinfo.value}"
     return report
 

@@ -5,17 +5,25 @@ Timing metrics get loose project tolerances (this machine is shared and noisy); 
 injected faults and regressions are far larger than those tolerances.
 """
 
+import importlib
 import json
+import pkgutil
 import random
 
-# Imported here so pytester's in-process runs find them loaded: numpy refuses to be
-# imported twice in one process, and pytester would drop modules first loaded inside a run.
+# numpy refuses to be imported twice in one process
 import numpy  # noqa: F401
 
-import pytest_llmperf.session  # noqa: F401
-import pytest_llmperf.sim  # noqa: F401
-import pytest_llmperf.workload.dataset  # noqa: F401
-import pytest_llmperf.workload.runner  # noqa: F401
+import pytest_llmperf
+
+# Every module of the plugin, and those its libraries import lazily, is imported here,
+# before any pytester run: an in-process run drops the modules first loaded inside it,
+# and a later test importing them again holds classes other than those already held
+# (httpx maps the httpcore errors it met first: a second httpcore's pass unmapped).
+for _module in pkgutil.walk_packages(pytest_llmperf.__path__, "pytest_llmperf."):
+    if not _module.name.endswith("__main__"):
+        importlib.import_module(_module.name)
+for _module in ("httpcore", "docker"):
+    importlib.import_module(_module)
 
 CONFTEST = """
 import os

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from pytest_llmperf.servers.base import ServerTarget
+from pytest_llmperf.servers.base import ServerStartError, ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.spec import ServerSpec
 
@@ -29,7 +29,7 @@ class ServerPool:
             return self._endpoint
         if spec in self._failed:
             # Don't spend another half hour loading a model that already failed.
-            raise RuntimeError(f"server {spec.name!r} failed to start earlier in this session: {self._failed[spec]}")
+            raise ServerStartError(f"server {spec.name} failed to start earlier in this session: {self._failed[spec]}")
         self.stop()
         self.log(f"starting server {spec.name} ({self.target.name})")
         stack = ExitStack()
@@ -38,6 +38,8 @@ class ServerPool:
         except BaseException as exc:
             stack.close()
             self._failed[spec] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if isinstance(exc, ServerStartError):  # say which server: a session starts several
+                raise ServerStartError(f"server {spec.name} ({self.target.name}) did not start: {exc}") from None
             raise
         self._current, self._endpoint, self._stack = spec, endpoint, stack
         self.starts.append(spec.name)

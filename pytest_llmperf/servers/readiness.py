@@ -54,5 +54,7 @@ def wait_until_ready(
             if on_progress is not None:
                 on_progress(elapsed, status)
             if elapsed > timeout:
-                raise ServerStartError(f"server at {base_url} not ready after {timeout:.0f} s: {status}")
+                raise ServerStartError(
+                    f"server at {base_url} not ready after {timeout:g} s (--llmperf-ready-timeout): {status}"
+                )
             time.sleep(poll_interval)

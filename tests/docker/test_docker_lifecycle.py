@@ -96,7 +96,7 @@ def test_readiness_timeout_fails_with_log_and_removes_container(make_target, doc
             pytest.fail("a server that never gets ready must not be yielded")
     assert time.monotonic() - started < 30
     message = str(info.value)
-    assert "not ready after 3 s" in message and "/health answered 503" in message
+    assert "not ready after 3 s (--llmperf-ready-timeout)" in message and "/health answered 503" in message
     assert "still running; it is being removed" in message
     assert "pytest-llmperf simulated vLLM serving 'sim/slow'" in message  # the log tail
     # The live progress line: elapsed time, status and the container's last log line.
