@@ -56,6 +56,12 @@ NO_FAILURES = ErrorBudget(0.0)
 RECORD_REPETITIONS = 5
 
 
+# A simulated run whose engine steps ended on average more than half a step late measured
+# the host's load, not the server (RunResult.engine_lag; about 0.05-0.2 on a loaded 2-core
+# machine at x10).
+MAX_ENGINE_LAG = 0.5
+
+
 class PerfFailure(AssertionError):
     """A gated metric regressed, has no data, or has no comparable baseline."""
 
@@ -345,6 +351,13 @@ class PerfSession:
             )
         if not run.completed:
             return f"no request completed ({broken.describe()})" if broken.failed else "no request completed"
+        lags = [lag for r in run.results if (lag := r.engine_lag()) is not None]
+        if lags and max(lags) > MAX_ENGINE_LAG:
+            return (
+                f"the simulator's engine loop ran {max(lags):.0%} of a step behind its schedule (bound "
+                f"{MAX_ENGINE_LAG:.0%}): the host was too busy for its clock speed x{run.results[0].clock_speed:g}; "
+                "free the cores or lower --llmperf-sim-speed"
+            )
         return None
 
     def gate(

@@ -25,6 +25,10 @@ REQUEST_SUCCESS = "vllm:request_success_total"
 
 SPEC_COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
 
+# The simulator's own timing (sim/metrics.py): scheduled step time and lateness, real s.
+ENGINE_STEP_SECONDS = "llmperf_sim:engine_step_seconds_total"
+ENGINE_LAG_SECONDS = "llmperf_sim:engine_lag_seconds_total"
+
 # SpecDecodeStats.status values.
 NORMAL = "ok"
 NO_METRICS = "no_metrics"  # no /metrics page was captured
@@ -192,3 +196,18 @@ def spec_decode_delta(
         acceptance_length=1.0 + accepted / drafts,
         per_position=per_position,
     )
+
+
+def engine_lag_delta(before: MetricsSnapshot | str | None, after: MetricsSnapshot | str | None) -> float | None:
+    """The simulator's engine lag over a window: how late its steps ended behind their
+    schedule, as a share of the step time (0.05: emissions 5 % of a step late on average).
+    None where the page has no such counters (a real vLLM) or nothing ran."""
+    before, after = _as_snapshot(before), _as_snapshot(after)
+    if before is None or after is None:
+        return None
+    steps, lag = (after.counters.get(n) for n in (ENGINE_STEP_SECONDS, ENGINE_LAG_SECONDS))
+    if steps is None or lag is None:
+        return None
+    steps -= before.counters.get(ENGINE_STEP_SECONDS, 0.0)
+    lag -= before.counters.get(ENGINE_LAG_SECONDS, 0.0)
+    return lag / steps if steps > 0 and lag >= 0 else None

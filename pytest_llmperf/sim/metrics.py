@@ -38,6 +38,10 @@ _LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30
 
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 
+# Read back by the plugin as *_total counters (metrics/prometheus.py ENGINE_LAG_*).
+STEP_SECONDS = "llmperf_sim:engine_step_seconds"
+LAG_SECONDS = "llmperf_sim:engine_lag_seconds"
+
 
 class VllmMetrics:
     """The metric families, and the engine's StatsSink that feeds them."""
@@ -122,6 +126,13 @@ class VllmMetrics:
         )
         self.decode_time = hist(
             "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", _LATENCY_BUCKETS
+        )
+        # The simulator's own timing, not vLLM's: a client reads how far behind its schedule
+        # the engine loop ran (host too busy for the clock speed) from the two counters'
+        # deltas over a run. Real seconds.
+        self.step_seconds = counter(STEP_SECONDS, "Simulator only: scheduled engine step time, real seconds.")
+        self.lag_seconds = counter(
+            LAG_SECONDS, "Simulator only: how late engine steps ended behind their schedule, real seconds."
         )
 
     def render(self) -> bytes:

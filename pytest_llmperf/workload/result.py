@@ -65,6 +65,15 @@ class RunResult:
         except ValueError as exc:
             return SpecDecodeStats("unparseable", f"could not read the captured /metrics pages: {exc}")
 
+    def engine_lag(self) -> float | None:
+        """The simulator's engine lag over the window (metrics/prometheus.py), None elsewhere."""
+        from pytest_llmperf.metrics.prometheus import engine_lag_delta
+
+        try:
+            return engine_lag_delta(self.metrics_before, self.metrics_after)
+        except ValueError:
+            return None
+
     def summary(self) -> Summary:
         """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
@@ -92,6 +101,7 @@ class RunResult:
             "summary": summary.to_dict(),
             "notes": [*summary.notes, *([summary.spec_note] if summary.spec_note else [])],
             "spec_decode": self.spec_decode().to_dict(),
+            "engine_lag": self.engine_lag(),  # the simulator's; recomputed from the pages
         }
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -364,6 +364,25 @@ def test_a_run_where_nothing_completed_is_invalid_whatever_the_budget(tmp_path):
         perf.bind(perf.run(MTP, workload), "t").assert_no_regression("acceptance_rate")
 
 
+def lagging_result(decode_tok_s, lag):
+    """A simulated run whose engine steps ended `lag` of a step late on average."""
+    result = make_result(decode_tok_s)
+    page = "# TYPE llmperf_sim:engine_step_seconds counter\nllmperf_sim:engine_step_seconds_total {}\n"
+    page += "# TYPE llmperf_sim:engine_lag_seconds counter\nllmperf_sim:engine_lag_seconds_total {}\n"
+    result.metrics_before, result.metrics_after = page.format(1.0, 0.1), page.format(11.0, 0.1 + 10 * lag)
+    return result
+
+
+def test_a_simulated_run_whose_engine_fell_behind_is_invalid_and_says_to_free_the_cores(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    perf._execute = lambda *args: lagging_result(100.0, lag=0.8)
+    with pytest.raises(PerfFailure, match=r"invalid run: the simulator's engine loop ran 80% of a step behind"):
+        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    perf._execute = lambda *args: lagging_result(100.0, lag=0.2)  # within the bound: recorded
+    perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
+
+
 def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)

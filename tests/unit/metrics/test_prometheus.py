@@ -228,3 +228,15 @@ def test_full_real_page_from_a_fresh_server():
     assert stats.acceptance_rate == pytest.approx(232 / 396)
     assert stats.acceptance_length == pytest.approx(1 + 232 / 132)
     assert stats.per_position == pytest.approx([88 / 132, 72 / 132, 72 / 132])
+
+
+def test_engine_lag_is_the_simulators_lateness_as_a_share_of_step_time_or_none():
+    page = (
+        "# TYPE llmperf_sim:engine_step_seconds counter\nllmperf_sim:engine_step_seconds_total {}\n"
+        "# TYPE llmperf_sim:engine_lag_seconds counter\nllmperf_sim:engine_lag_seconds_total {}\n"
+    )
+    assert prom.engine_lag_delta(page.format(2.0, 0.5), page.format(12.0, 1.5)) == pytest.approx(0.1)
+    assert prom.engine_lag_delta(page.format(2.0, 0.5), page.format(2.0, 0.5)) is None  # nothing ran
+    real_vllm = "# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total 5\n"
+    assert prom.engine_lag_delta(real_vllm, real_vllm) is None
+    assert prom.engine_lag_delta(None, page.format(1.0, 0.0)) is None

@@ -165,3 +165,16 @@ def test_base_server_has_no_spec_counters():
         text = httpx.get(f"{url}/metrics").text
     assert "vllm:spec_decode" not in text
     assert value(samples(text), "vllm:generation_tokens_total") == 5
+
+
+def test_the_engine_lag_counters_move_with_the_steps_and_read_back_as_a_share(mtp_server):
+    from pytest_llmperf.metrics.prometheus import engine_lag_delta
+
+    url = str(mtp_server.base_url).rstrip("/")
+    before = mtp_server.get("/metrics").text
+    _stream_one(url, 0)
+    after = mtp_server.get("/metrics").text
+    step = value(samples(after), "llmperf_sim:engine_step_seconds_total")
+    assert step > value(samples(before), "llmperf_sim:engine_step_seconds_total")
+    lag = engine_lag_delta(before, after)
+    assert lag is not None and 0 <= lag < 10  # a share of the step time, whatever the host's load
