@@ -102,16 +102,21 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     options = session.config.stash[OPTIONS_KEY]
-    if options.cleanup and not hasattr(session.config, "workerinput"):  # xdist: the controller cleans
+    if hasattr(session.config, "workerinput"):  # xdist: the controller cleans
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if options.cleanup:
         from pytest_llmperf.targets import cleanup_leftover_containers
 
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
-            message = cleanup_leftover_containers()
+            lines = cleanup_leftover_containers(options.cleanup_age)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
-        if reporter is not None:
-            reporter.write_line(f"[llmperf] {message}")
+    else:
+        return
+    if reporter is not None:
+        for line in lines:
+            reporter.write_line(f"[llmperf] {line}")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,7 +1,8 @@
-"""Build the server target the options chose."""
+"""Build the server target the options chose; --llmperf-cleanup."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
             ready_timeout=options.ready_timeout,
             session_id=session_id,
             progress=progress,
+            cleanup_age=options.cleanup_age,
         )
     if kind == "real-cpu":
         from pytest_llmperf.servers.local_vllm import target_from_prepared_env
@@ -39,19 +41,16 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
     raise ValueError(f"no target chosen (got {kind!r})")
 
 
-def cleanup_leftover_containers() -> str:
-    """--llmperf-cleanup: remove containers that killed sessions left (found by label)."""
-    import docker
-    from pytest_llmperf.servers.docker import cleanup_leftovers
+def cleanup_leftover_containers(max_age: float) -> list[str]:
+    """--llmperf-cleanup: remove the containers whose owning session is gone (same host:
+    that process no longer runs; another host or no owner recorded: older than
+    `max_age`). The lines say what was removed and what was kept, and why."""
+    from pytest_llmperf.servers.docker import cleanup_leftovers, cleanup_lines, connect
 
     try:
-        client = docker.from_env()
-        client.ping()
+        client = connect(os.environ)
     except Exception as exc:  # noqa: BLE001 - any cause means no engine to clean
         raise RuntimeError(
             f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or set DOCKER_HOST"
         ) from None
-    removed = cleanup_leftovers(client)
-    if not removed:
-        return "--llmperf-cleanup: no leftover containers"
-    return f"--llmperf-cleanup removed {len(removed)} leftover container(s): {', '.join(removed)}"
+    return cleanup_lines(*cleanup_leftovers(client, max_age))

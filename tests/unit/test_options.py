@@ -92,3 +92,21 @@ def test_repetitions_default_to_auto_except_for_smoke(profile, expected):
     assert resolve(cli={"llmperf_profile": profile}).repetitions == expected
     assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "2"}).repetitions == 2
     assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "AUTO"}).repetitions == "auto"
+
+
+@pytest.mark.parametrize(
+    "raw, seconds", [(None, 86400.0), ("30m", 1800.0), ("24h", 86400.0), ("2d", 172800.0), ("90", 90.0), ("45s", 45.0)]
+)
+def test_cleanup_age_takes_minutes_hours_days_or_seconds(raw, seconds):
+    assert resolve(cli={"llmperf_cleanup_age": raw}).cleanup_age == seconds
+    assert resolve(ini={"llmperf_cleanup_age": raw or ""}).cleanup_age == seconds
+
+
+@pytest.mark.parametrize("raw", ["0", "-5m", "1w", "soon", "24 hours"])
+def test_a_bad_cleanup_age_names_the_option_and_the_forms_it_takes(raw):
+    expected = f"--llmperf-cleanup-age: expected a duration > 0 such as 30m, 24h, 2d or 3600 (seconds), got {raw!r}"
+    with pytest.raises(OptionError) as err:
+        resolve(cli={"llmperf_cleanup_age": raw})
+    assert str(err.value) == expected
+    with pytest.raises(OptionError, match="ini option 'llmperf_cleanup_age': expected a duration"):
+        resolve(ini={"llmperf_cleanup_age": raw})
