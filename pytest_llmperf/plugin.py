@@ -102,7 +102,7 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     options = session.config.stash[OPTIONS_KEY]
-    if hasattr(session.config, "workerinput"):  # xdist: the controller cleans
+    if hasattr(session.config, "workerinput"):  # xdist: the controller cleans and reports
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if options.cleanup:
@@ -112,6 +112,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             lines = cleanup_leftover_containers(options.cleanup_age)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
+    elif options.target in ("gpu", "docker"):  # a session that talks to Docker anyway; no other does
+        from pytest_llmperf.targets import leftover_report
+
+        lines = leftover_report(options.cleanup_age)
     else:
         return
     if reporter is not None:

@@ -1,4 +1,5 @@
-"""Build the server target the options chose; --llmperf-cleanup."""
+"""Build the server target the options chose; --llmperf-cleanup and the leftover notice
+of container sessions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.base import ServerTarget
+
+LEFTOVER_CHECK_TIMEOUT = 10.0  # seconds: the session-start notice must not hang on a far engine
 
 
 def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[str], None]) -> ServerTarget:
@@ -54,3 +57,16 @@ def cleanup_leftover_containers(max_age: float) -> list[str]:
             f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or set DOCKER_HOST"
         ) from None
     return cleanup_lines(*cleanup_leftovers(client, max_age))
+
+
+def leftover_report(max_age: float) -> list[str]:
+    """A container session's first look at the engine: the leftovers of sessions that are
+    gone, with the command that removes them. Nothing when there are none, or when no
+    engine answers (the first server start says that, with the fix)."""
+    from pytest_llmperf.servers.docker import connect, find_leftovers, leftover_lines
+
+    try:
+        client = connect(os.environ, timeout=LEFTOVER_CHECK_TIMEOUT)
+        return leftover_lines(find_leftovers(client, max_age))
+    except Exception:  # noqa: BLE001 - a notice; it must not stop a session
+        return []

@@ -462,6 +462,14 @@ def cleanup_lines(removed: Sequence[Judgement], kept: Sequence[Judgement]) -> li
     return lines
 
 
+def leftover_lines(leftovers: Sequence[Judgement]) -> list[str]:
+    """What a session says at its start about leftovers it finds (none: nothing)."""
+    if not leftovers:
+        return []
+    head = f"{len(leftovers)} container(s) left by sessions that are gone; {CLEANUP_HINT}:"
+    return [head, *(f"  {j.line()}" for j in leftovers)]
+
+
 # --------------------------------------------------------------------------- the target
 
 

@@ -1,5 +1,6 @@
-"""The plugin's container options end to end with pytester, against a fake engine:
---llmperf-cleanup's report and --llmperf-cleanup-age."""
+"""The plugin's container options end to end with pytester, against a fake engine: the
+leftover notice at the start of a container session (and no Docker at all for other
+targets), --llmperf-cleanup's report and --llmperf-cleanup-age."""
 
 from __future__ import annotations
 
@@ -43,6 +44,41 @@ def add(engine: Engine, name: str, pid: int) -> FakeContainer:
     return c
 
 
+def test_a_container_session_reports_leftovers_at_its_start_and_removes_none(pytester, engine):
+    add(engine, "llmperf-killed-1", 999_999_999)
+    add(engine, "llmperf-mine-1", current_owner().pid)  # this process: not a leftover
+    pytester.makepyfile(SUITE)
+    result = pytester.runpytest("-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-docker")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "[[]llmperf] 1 container(s) left by sessions that are gone; remove with pytest --llmperf-cleanup:",
+            "[[]llmperf]   llmperf-killed-1 (spec qwen3.6-27b-fp8-mtp, model Qwen/Qwen3.6-27B-FP8, gpu 0, running, "
+            "session s-llmperf-killed-1): its owner, pid 999999999 on this host, is gone",
+        ]
+    )
+    assert "llmperf-mine-1" not in result.stdout.str()
+    assert [c.name for c in engine.containers.items] == ["llmperf-killed-1", "llmperf-mine-1"]
+
+
+def test_no_leftovers_no_notice(pytester, engine):
+    add(engine, "llmperf-mine-1", current_owner().pid)
+    pytester.makepyfile(SUITE)
+    result = pytester.runpytest("-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-gpu")
+    result.assert_outcomes(passed=1)
+    assert "[llmperf]" not in result.stdout.str() and engine.connects == 1
+
+
+@pytest.mark.parametrize("target", [[], ["--llmperf-sim"], ["--llmperf-base-url", "http://127.0.0.1:9"]])
+def test_a_session_of_another_target_never_talks_to_docker(pytester, engine, target):
+    add(engine, "llmperf-killed-1", 999_999_999)
+    pytester.makepyfile(SUITE)
+    result = pytester.runpytest("-p", "no:benchmark", "-p", "no:cacheprovider", *target)
+    result.assert_outcomes(passed=1)
+    assert engine.connects == 0
+    assert "[llmperf]" not in result.stdout.str()
+
+
 def test_cleanup_says_what_it_removed_and_kept_instead_of_the_notice(pytester, engine):
     add(engine, "llmperf-killed-1", 999_999_999)
     add(engine, "llmperf-mine-1", current_owner().pid)
@@ -56,6 +92,7 @@ def test_cleanup_says_what_it_removed_and_kept_instead_of_the_notice(pytester, e
             f"[[]llmperf]   kept llmperf-mine-1 (*): owned by this process (pid {current_owner().pid})",
         ]
     )
+    assert "left by sessions that are gone" not in result.stdout.str()
     assert [c.name for c in engine.containers.items] == ["llmperf-mine-1"]
 
 

@@ -1,5 +1,5 @@
 """targets.py: the target the options chose, built with the options' settings; and
---llmperf-cleanup, with a fake engine and with none."""
+--llmperf-cleanup and the leftover notice, with a fake engine and with none."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pytest_llmperf.servers.local_vllm import PREPARED_KEY, PREPARED_MODEL_IDS, 
 from pytest_llmperf.servers.owners import Owner, current_owner
 from pytest_llmperf.servers.sim_target import SimTarget
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.targets import build_target, cleanup_leftover_containers
+from pytest_llmperf.targets import LEFTOVER_CHECK_TIMEOUT, build_target, cleanup_leftover_containers, leftover_report
 
 
 def build(**options: Any) -> Any:
@@ -187,3 +187,19 @@ def test_cleanup_takes_the_age_limit_and_the_engine_docker_host_names(monkeypatc
 def test_cleanup_with_nothing_there_says_so(monkeypatch):
     fake_engine(monkeypatch, [])
     assert cleanup_leftover_containers(DAY) == ["--llmperf-cleanup: no containers of this plugin on the engine"]
+
+
+def test_the_leftover_notice_lists_only_leftovers_and_is_quiet_without_an_engine(tmp_path, monkeypatch):
+    dead = FakeContainer("llmperf-a-1", DEAD)
+    live = FakeContainer("llmperf-b-2", current_owner())
+    calls = fake_engine(monkeypatch, [dead, live])
+    lines = leftover_report(DAY)
+    assert lines[0] == "1 container(s) left by sessions that are gone; remove with pytest --llmperf-cleanup:"
+    assert lines[1].startswith("  llmperf-a-1 (") and len(lines) == 2
+    assert not dead.removed  # a notice removes nothing
+    assert calls[0]["timeout"] == LEFTOVER_CHECK_TIMEOUT  # a far engine cannot hold the session up long
+    fake_engine(monkeypatch, [live])
+    assert leftover_report(DAY) == []
+    monkeypatch.undo()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    assert leftover_report(DAY) == []  # the first server start says what is wrong, with the fix

@@ -226,6 +226,19 @@ def test_a_container_someone_else_is_removing_counts_as_removed_and_a_refusal_as
     assert refused.reason.endswith('("device or resource busy")')
 
 
+def test_leftover_notice_names_each_and_the_command_that_removes_them():
+    client = FakeClient()
+    container(client, "llmperf-busy-1", LIVE, age=HOUR)
+    container(client, "llmperf-killed-1", DEAD, age=HOUR)
+    found = dk.find_leftovers(client, 24 * HOUR, me=ME, now=NOW, alive=alive)
+    assert [j.name for j in found] == ["llmperf-killed-1"]
+    lines = dk.leftover_lines(found)
+    assert lines[0] == "1 container(s) left by sessions that are gone; remove with pytest --llmperf-cleanup:"
+    assert lines[1].startswith("  llmperf-killed-1 (spec qwen3.6-27b-fp8-mtp, model Qwen/Qwen3.6-27B-FP8")
+    assert lines[1].endswith("its owner, pid 999 on this host, is gone")
+    assert dk.leftover_lines([]) == []
+
+
 def test_a_gpu_start_beside_a_leftover_says_to_clean_up_and_beside_a_live_session_says_to_wait():
     client = FakeClient(fail_start=False)
     dead = dataclasses.replace(current_owner(), pid=999_999_999)  # no such pid
