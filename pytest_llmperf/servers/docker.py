@@ -816,5 +816,8 @@ class DockerTarget:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if not _removal_in_progress(exc):  # someone else removing it: gone all the same
+                raise
         finally:
             LIVE.discard(container.id)

@@ -264,3 +264,17 @@ def test_a_gpu_start_beside_a_leftover_says_to_clean_up_and_beside_a_live_sessio
     assert f"owned by live pytest pid {os.getppid()}" in str(info.value)
     assert str(info.value).endswith("only one runs at a time: wait for the session that owns it to finish.")
     assert client.containers.create_kwargs == []
+
+
+def test_teardown_survives_someone_else_removing_its_container():
+    """The issue's victim died at its session's end with "409 ... removal of container ...
+    is already in progress": cleanup no longer removes a live session's container, and a
+    container that goes anyway (docker rm -f by hand) no longer kills the session."""
+    target = dk.DockerTarget(client=FakeClient(), environ={})
+    going = Refusing(FakeClient(), "going", {}, False)
+    going.error = api_error(409, "Conflict", "removal of container going is already in progress")
+    target._remove(going)  # no error
+    stuck = Refusing(FakeClient(), "stuck", {}, False)
+    stuck.error = api_error(500, "Internal Server Error", "device or resource busy")
+    with pytest.raises(docker.errors.APIError, match="500"):
+        target._remove(stuck)  # anything else still says what went wrong
