@@ -177,7 +177,7 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-sim-args",),
         "args",
         (),
-        "extra simulator flags for every simulated server, e.g. '--sim-acceptance-scale 0.8'",
+        "extra simulator flags for every simulated server (--llmperf-sim only), e.g. '--sim-acceptance-scale 0.8'",
     ),
     Option(
         "llmperf_ready_timeout",
@@ -339,11 +339,24 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         )
     if values["llmperf_image"] and target not in ("gpu", "docker"):
         raise OptionError("--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)")
+    if values["llmperf_sim_args"] and target not in (None, "sim"):
+        # Silently dropped otherwise: a container, an external server or a real vLLM takes no --sim-* flags.
+        where = "--llmperf-sim-args" if sources["llmperf_sim_args"] == "cli" else "ini option 'llmperf_sim_args'"
+        raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {_NO_SIM_ARGS[target]}")
     # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
     # the per-target booleans are folded into `target` above.
     names = {f.name for f in fields(LlmperfOptions)}
     settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
     return LlmperfOptions(**{**settings, "target": target, "base_url": base_url, "sources": sources})
+
+
+_NO_SIM_ARGS = {
+    "docker": "--llmperf-docker runs the image's own server, which takes no --sim-* flags; drop it, and give "
+    "a simulator image its flags in the ServerSpec's args",
+    "gpu": "--llmperf-gpu runs vLLM images, which take no --sim-* flags; drop it",
+    "external": "--llmperf-base-url attaches to a server someone else runs; drop it",
+    "real-cpu": "--llmperf-real-cpu runs a real vLLM, which takes no --sim-* flags; drop it",
+}
 
 
 def _target_set(name: str, values: dict[str, Any]) -> bool:

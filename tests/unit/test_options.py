@@ -110,3 +110,22 @@ def test_a_bad_cleanup_age_names_the_option_and_the_forms_it_takes(raw):
     assert str(err.value) == expected
     with pytest.raises(OptionError, match="ini option 'llmperf_cleanup_age': expected a duration"):
         resolve(ini={"llmperf_cleanup_age": raw})
+
+
+@pytest.mark.parametrize(
+    "target, why",
+    [
+        ({"llmperf_docker": True}, "--llmperf-docker runs the image's own server, which takes no --sim-* flags"),
+        ({"llmperf_gpu": True}, "--llmperf-gpu runs vLLM images"),
+        ({"llmperf_base_url": "http://gpu-box:8000"}, "--llmperf-base-url attaches to a server someone else runs"),
+        ({"llmperf_real_cpu": True}, "--llmperf-real-cpu runs a real vLLM"),
+    ],
+)
+def test_sim_args_on_a_target_that_ignores_them_are_refused(target, why):
+    with pytest.raises(OptionError) as err:
+        resolve(cli={**target, "llmperf_sim_args": "--sim-acceptance-scale 0.8"})
+    assert str(err.value).startswith("--llmperf-sim-args only applies to the simulated server (--llmperf-sim): ")
+    assert why in str(err.value)
+    with pytest.raises(OptionError, match=r"^ini option 'llmperf_sim_args' only applies to the simulated server"):
+        resolve(cli=target, ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"})
+    assert resolve(ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"}).target is None  # nothing runs: no harm

@@ -1,6 +1,7 @@
 """The plugin's container options end to end with pytester, against a fake engine: the
 leftover notice at the start of a container session (and no Docker at all for other
-targets), --llmperf-cleanup's report and --llmperf-cleanup-age."""
+targets), --llmperf-cleanup's report, and --llmperf-sim-args refused under a container
+target. The real engine: tests/reliability/test_sessions_docker.py."""
 
 from __future__ import annotations
 
@@ -101,3 +102,13 @@ def test_a_bad_cleanup_age_is_a_usage_error(pytester):
     result = pytester.runpytest("-p", "no:benchmark", "--llmperf-cleanup", "--llmperf-cleanup-age", "a day")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--llmperf-cleanup-age: expected a duration > 0 such as 30m, 24h, 2d or 3600*"])
+
+
+def test_sim_args_under_a_container_target_are_a_usage_error_before_anything_starts(pytester, engine):
+    pytester.makepyfile(SUITE)
+    result = pytester.runpytest("-p", "no:benchmark", "--llmperf-docker", "--llmperf-sim-args", "--sim-error-rate 0.2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--llmperf-sim-args only applies to the simulated server (--llmperf-sim): --llmperf-docker runs the image*"]
+    )
+    assert engine.connects == 0
