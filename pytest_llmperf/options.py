@@ -7,6 +7,7 @@ how to fix it (plugin.py turns it into `pytest.UsageError`).
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -34,7 +35,7 @@ class OptionError(ValueError):
 class Option:
     dest: str
     flags: tuple[str, ...]
-    kind: str  # "bool", "str", "int", "float", "args", "reps" (a count or auto), "budget"
+    kind: str  # "bool", "str", "int", "float", "args", "reps" (a count or auto), "budget", "duration"
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
@@ -176,7 +177,7 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-sim-args",),
         "args",
         (),
-        "extra simulator flags for every simulated server, e.g. '--sim-acceptance-scale 0.8'",
+        "extra simulator flags for every simulated server (--llmperf-sim only), e.g. '--sim-acceptance-scale 0.8'",
     ),
     Option(
         "llmperf_ready_timeout",
@@ -197,7 +198,17 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-cleanup",),
         "bool",
         False,
-        "remove containers left behind by killed sessions, then run",
+        "remove the containers of sessions that are gone (on this host: their pytest process no longer "
+        "runs; elsewhere, or made by an older version: older than --llmperf-cleanup-age), say what was "
+        "kept and why, then run",
+    ),
+    Option(
+        "llmperf_cleanup_age",
+        ("--llmperf-cleanup-age",),
+        "duration",
+        24 * 3600.0,
+        "a container whose owner cannot be checked (another host on a shared DOCKER_HOST, or no owner "
+        "labels) is a leftover once older than this: 30m, 24h, 2d or seconds (default 24h)",
     ),
 )
 
@@ -223,6 +234,7 @@ class LlmperfOptions:
     ready_timeout: float = 1800.0
     hf_cache: str = "~/.cache/huggingface"
     cleanup: bool = False
+    cleanup_age: float = 24 * 3600.0  # seconds
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
 
     def target_description(self) -> str:
@@ -230,6 +242,18 @@ class LlmperfOptions:
             return "none (performance tests skip; choose " + ", ".join(TARGET_FLAGS.values()) + ")"
         where = f" {self.base_url}" if self.target == "external" else ""
         return f"{self.target}{where} (from {self.sources.get('target', 'cli')})"
+
+
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from '90', '90s', '30m', '24h' or '2d'; ValueError with the accepted forms."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*", text.lower())
+    seconds = float(match.group(1)) * DURATION_UNITS[match.group(2) or "s"] if match else 0.0
+    if not seconds > 0:
+        raise ValueError(f"expected a duration > 0 such as 30m, 24h, 2d or 3600 (seconds), got {text!r}")
+    return seconds
 
 
 def _convert(opt: Option, raw: Any, source: str) -> Any:
@@ -255,6 +279,8 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             return value
         if opt.kind == "budget":
             return parse_budget(str(raw))
+        if opt.kind == "duration":
+            return parse_duration(str(raw))
         if opt.kind == "int":
             value = int(raw)
             if value < 1:
@@ -313,11 +339,24 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         )
     if values["llmperf_image"] and target not in ("gpu", "docker"):
         raise OptionError("--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)")
+    if values["llmperf_sim_args"] and target not in (None, "sim"):
+        # Silently dropped otherwise: a container, an external server or a real vLLM takes no --sim-* flags.
+        where = "--llmperf-sim-args" if sources["llmperf_sim_args"] == "cli" else "ini option 'llmperf_sim_args'"
+        raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {_NO_SIM_ARGS[target]}")
     # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
     # the per-target booleans are folded into `target` above.
     names = {f.name for f in fields(LlmperfOptions)}
     settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
     return LlmperfOptions(**{**settings, "target": target, "base_url": base_url, "sources": sources})
+
+
+_NO_SIM_ARGS = {
+    "docker": "--llmperf-docker runs the image's own server, which takes no --sim-* flags; drop it, and give "
+    "a simulator image its flags in the ServerSpec's args",
+    "gpu": "--llmperf-gpu runs vLLM images, which take no --sim-* flags; drop it",
+    "external": "--llmperf-base-url attaches to a server someone else runs; drop it",
+    "real-cpu": "--llmperf-real-cpu runs a real vLLM, which takes no --sim-* flags; drop it",
+}
 
 
 def _target_set(name: str, values: dict[str, Any]) -> bool:

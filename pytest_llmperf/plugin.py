@@ -102,16 +102,25 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     options = session.config.stash[OPTIONS_KEY]
-    if options.cleanup and not hasattr(session.config, "workerinput"):  # xdist: the controller cleans
+    if hasattr(session.config, "workerinput"):  # xdist: the controller cleans and reports
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if options.cleanup:
         from pytest_llmperf.targets import cleanup_leftover_containers
 
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
-            message = cleanup_leftover_containers()
+            lines = cleanup_leftover_containers(options.cleanup_age)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
-        if reporter is not None:
-            reporter.write_line(f"[llmperf] {message}")
+    elif options.target in ("gpu", "docker"):  # a session that talks to Docker anyway; no other does
+        from pytest_llmperf.targets import leftover_report
+
+        lines = leftover_report(options.cleanup_age)
+    else:
+        return
+    if reporter is not None:
+        for line in lines:
+            reporter.write_line(f"[llmperf] {line}")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,12 +1,16 @@
-"""Build the server target the options chose."""
+"""Build the server target the options chose; --llmperf-cleanup and the leftover notice
+of container sessions."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.base import ServerTarget
+
+LEFTOVER_CHECK_TIMEOUT = 10.0  # seconds: the session-start notice must not hang on a far engine
 
 
 def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[str], None]) -> ServerTarget:
@@ -31,6 +35,7 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
             ready_timeout=options.ready_timeout,
             session_id=session_id,
             progress=progress,
+            cleanup_age=options.cleanup_age,
         )
     if kind == "real-cpu":
         from pytest_llmperf.servers.local_vllm import target_from_prepared_env
@@ -39,19 +44,29 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
     raise ValueError(f"no target chosen (got {kind!r})")
 
 
-def cleanup_leftover_containers() -> str:
-    """--llmperf-cleanup: remove containers that killed sessions left (found by label)."""
-    import docker
-    from pytest_llmperf.servers.docker import cleanup_leftovers
+def cleanup_leftover_containers(max_age: float) -> list[str]:
+    """--llmperf-cleanup: remove the containers whose owning session is gone (same host:
+    that process no longer runs; another host or no owner recorded: older than
+    `max_age`). The lines say what was removed and what was kept, and why."""
+    from pytest_llmperf.servers.docker import cleanup_leftovers, cleanup_lines, connect
 
     try:
-        client = docker.from_env()
-        client.ping()
+        client = connect(os.environ)
     except Exception as exc:  # noqa: BLE001 - any cause means no engine to clean
         raise RuntimeError(
             f"no Docker engine answers ({type(exc).__name__}: {exc}); start dockerd or set DOCKER_HOST"
         ) from None
-    removed = cleanup_leftovers(client)
-    if not removed:
-        return "--llmperf-cleanup: no leftover containers"
-    return f"--llmperf-cleanup removed {len(removed)} leftover container(s): {', '.join(removed)}"
+    return cleanup_lines(*cleanup_leftovers(client, max_age))
+
+
+def leftover_report(max_age: float) -> list[str]:
+    """A container session's first look at the engine: the leftovers of sessions that are
+    gone, with the command that removes them. Nothing when there are none, or when no
+    engine answers (the first server start says that, with the fix)."""
+    from pytest_llmperf.servers.docker import connect, find_leftovers, leftover_lines
+
+    try:
+        client = connect(os.environ, timeout=LEFTOVER_CHECK_TIMEOUT)
+        return leftover_lines(find_leftovers(client, max_age))
+    except Exception:  # noqa: BLE001 - a notice; it must not stop a session
+        return []

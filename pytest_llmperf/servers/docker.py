@@ -23,6 +23,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,6 +37,7 @@ from pytest_llmperf.servers.gpu_info import (
     parse_nvidia_smi_csv,
     sampling_peak_memory,
 )
+from pytest_llmperf.servers.owners import Owner, current_owner, is_running, process_name
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.http import PageError, fetch_version
@@ -45,6 +48,14 @@ LABEL_SESSION = "io.pytest-llmperf.session"
 LABEL_SPEC = "io.pytest-llmperf.spec"
 LABEL_MODEL = "io.pytest-llmperf.model"
 LABEL_GPU = "io.pytest-llmperf.gpu"
+# The owner (servers/owners.py) and when the container was made: what --llmperf-cleanup
+# reads to tell a leftover from another session's live server.
+LABEL_OWNER_HOST = "io.pytest-llmperf.owner.host"
+LABEL_OWNER_PID = "io.pytest-llmperf.owner.pid"
+LABEL_OWNER_START = "io.pytest-llmperf.owner.start"
+LABEL_OWNER_BOOT = "io.pytest-llmperf.owner.boot"
+LABEL_OWNER_PIDNS = "io.pytest-llmperf.owner.pidns"
+LABEL_CREATED = "io.pytest-llmperf.created"
 PLUGIN_NAME = "pytest-llmperf"
 PLUGIN_FILTER = f"{LABEL_PLUGIN}={PLUGIN_NAME}"
 
@@ -53,6 +64,10 @@ CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 DEFAULT_HF_CACHE = Path("~/.cache/huggingface")
 DEFAULT_READY_TIMEOUT = 1800.0  # a 35B FP8 model can take many minutes to load and compile
 LOG_TAIL_LINES = 100
+# A container whose owner cannot be checked (another host, or no owner labels) is a
+# leftover once it is older than this (--llmperf-cleanup-age).
+DEFAULT_CLEANUP_AGE = 24 * 3600.0
+CLEANUP_HINT = "remove with pytest --llmperf-cleanup"
 
 ProgressFn = Callable[[str], None]
 
@@ -126,14 +141,96 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def container_labels(session_id: str, spec: ServerSpec, gpu: bool) -> dict[str, str]:
+def owner_labels(owner: Owner) -> dict[str, str]:
+    return {
+        LABEL_OWNER_HOST: owner.host,
+        LABEL_OWNER_PID: str(owner.pid),
+        LABEL_OWNER_START: owner.start,
+        LABEL_OWNER_BOOT: owner.boot,
+        LABEL_OWNER_PIDNS: owner.pidns,
+    }
+
+
+def owner_from_labels(labels: Mapping[str, str]) -> Owner | None:
+    """The owner a container recorded; None without owner labels (an older version of
+    the plugin made it) or with ones that name no process."""
+    host, pid = labels.get(LABEL_OWNER_HOST), labels.get(LABEL_OWNER_PID, "")
+    if not host or not pid.isdigit() or int(pid) <= 0:
+        return None
+    return Owner(
+        host=host,
+        pid=int(pid),
+        start=labels.get(LABEL_OWNER_START, ""),
+        boot=labels.get(LABEL_OWNER_BOOT, ""),
+        pidns=labels.get(LABEL_OWNER_PIDNS, ""),
+    )
+
+
+def _utc(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_utc(text: str) -> float | None:
+    """ISO 8601 as the label holds it, or as Docker's `Created` does (nanoseconds, Z)."""
+    text = text.strip()
+    if not text:
+        return None
+    if "." in text:  # Python's fromisoformat takes at most microseconds: the age needs none
+        head, _, tail = text.partition(".")
+        zone = next((tail[i:] for i, ch in enumerate(tail) if not ch.isdigit()), "")
+        text = head + zone
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def container_labels(
+    session_id: str,
+    spec: ServerSpec,
+    gpu: bool,
+    *,
+    owner: Owner | None = None,
+    created: float | None = None,
+) -> dict[str, str]:
+    """The plugin's labels: session, spec, model, GPU, and the owner (default: this
+    process) and creation time (default: now) that --llmperf-cleanup judges by."""
     return {
         LABEL_PLUGIN: PLUGIN_NAME,
         LABEL_SESSION: session_id,
         LABEL_SPEC: spec.name,
         LABEL_MODEL: spec.model,
         LABEL_GPU: "1" if gpu else "0",
+        **owner_labels(owner or current_owner()),
+        LABEL_CREATED: _utc(time.time() if created is None else created),
     }
+
+
+def created_at(container: Any) -> float | None:
+    """When the container was made: its label, else the engine's record (containers of
+    older versions), else None."""
+    stamp = _parse_utc((container.labels or {}).get(LABEL_CREATED, ""))
+    if stamp is not None:
+        return stamp
+    created = (getattr(container, "attrs", None) or {}).get("Created")
+    if isinstance(created, (int, float)):  # the list endpoint's form: seconds
+        return float(created)
+    return _parse_utc(created) if isinstance(created, str) else None
+
+
+def format_duration(seconds: float) -> str:
+    """45s, 12m, 30h, 3d: how ages and the cleanup age are shown."""
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 120 * 60:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"
 
 
 def container_name(spec: ServerSpec, session_id: str, serial: int) -> str:
@@ -153,11 +250,11 @@ def gpu_device_requests(gpu: bool, device_ids: Sequence[str] | None) -> list[Any
 
 
 def describe_container(container: Any) -> str:
+    """Name and what it was: `llmperf-x-... (spec x, model m, gpu 1, exited, session s)`."""
     labels = container.labels or {}
     return (
-        f"{container.name} ({container.short_id}, {container.status}, spec "
-        f"{labels.get(LABEL_SPEC, '?')}, session {labels.get(LABEL_SESSION, '?')}, "
-        f"gpu {labels.get(LABEL_GPU, '?')})"
+        f"{container.name} (spec {labels.get(LABEL_SPEC, '?')}, model {labels.get(LABEL_MODEL, '?')}, "
+        f"gpu {labels.get(LABEL_GPU, '?')}, {container.status}, session {labels.get(LABEL_SESSION, '?')})"
     )
 
 
@@ -253,28 +350,139 @@ _GPU_SLOT = threading.Lock()
 # --------------------------------------------------------------------------- leftovers
 
 
-def find_leftovers(client: Any, exclude_session: str | None = None) -> list[Any]:
-    """Containers of this plugin (any state) not owned by `exclude_session`: what a
-    killed session left behind."""
+@dataclass(frozen=True)
+class Judgement:
+    """One container of this plugin: a leftover (its owner is gone) or not, and why."""
+
+    container: Any
+    leftover: bool
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return str(self.container.name)
+
+    def line(self) -> str:
+        return f"{describe_container(self.container)}: {self.reason}"
+
+
+def judge(
+    container: Any,
+    max_age: float = DEFAULT_CLEANUP_AGE,
+    *,
+    me: Owner | None = None,
+    now: float | None = None,
+    alive: Callable[[Owner], bool] = is_running,
+) -> Judgement:
+    """The rule of --llmperf-cleanup. Owner on this machine (`me`'s): a leftover when
+    that process is gone (not running, or its pid is another process now); never while it
+    runs, however old the container. Owner elsewhere, or none recorded (an older version
+    made the container): a leftover once older than `max_age`."""
+    me = me or current_owner()
+    now = time.time() if now is None else now
+    owner = owner_from_labels(container.labels or {})
+    if owner is not None and owner.same_machine(me):
+        if (owner.pid, owner.start) == (me.pid, me.start):
+            return Judgement(container, False, f"owned by this process (pid {me.pid})")
+        if alive(owner):
+            name = process_name(owner.pid)
+            shown = f" ({name})" if name else ""
+            return Judgement(container, False, f"owned by live pytest pid {owner.pid}{shown} on this host")
+        return Judgement(container, True, f"its owner, pid {owner.pid} on this host, is gone")
+    if owner is None:
+        whose = "no owner labels (made by an older version of the plugin)"
+    elif owner.host != me.host:
+        whose = f"owned by pid {owner.pid} on host {owner.host}, which cannot be checked from here"
+    else:  # same name, another boot or pid namespace: that pid is not this machine's
+        whose = f"owned by pid {owner.pid} on {owner.host} in another boot or pid namespace, which cannot be checked"
+    created = created_at(container)
+    if created is None:
+        return Judgement(container, False, f"{whose}; its age is unknown, so it is kept")
+    age, limit = now - created, f"{format_duration(max_age)} (--llmperf-cleanup-age)"
+    if age > max_age:
+        return Judgement(container, True, f"{whose}; created {format_duration(age)} ago, older than {limit}")
+    return Judgement(container, False, f"{whose}; created {format_duration(age)} ago, removed once older than {limit}")
+
+
+def survey(
+    client: Any,
+    max_age: float = DEFAULT_CLEANUP_AGE,
+    *,
+    me: Owner | None = None,
+    now: float | None = None,
+    alive: Callable[[Owner], bool] = is_running,
+) -> list[Judgement]:
+    """Every container of this plugin on the engine (any state), judged."""
     found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER})
-    return [c for c in found if (c.labels or {}).get(LABEL_SESSION) != exclude_session]
+    me = me or current_owner()
+    now = time.time() if now is None else now
+    return [judge(c, max_age, me=me, now=now, alive=alive) for c in found]
 
 
-def cleanup_leftovers(client: Any, exclude_session: str | None = None) -> list[str]:
-    """Force-remove what `find_leftovers` finds; returns the removed containers' names."""
+def find_leftovers(client: Any, max_age: float = DEFAULT_CLEANUP_AGE, **kwargs: Any) -> list[Judgement]:
+    """The containers `judge` calls leftovers: what killed sessions left behind."""
+    return [j for j in survey(client, max_age, **kwargs) if j.leftover]
+
+
+def _removal_in_progress(exc: Exception) -> bool:
+    """409 from `remove`: someone else is removing it already (the container is going)."""
+    return getattr(exc, "status_code", None) == 409 and "already in progress" in str(exc)
+
+
+def cleanup_leftovers(
+    client: Any, max_age: float = DEFAULT_CLEANUP_AGE, **kwargs: Any
+) -> tuple[list[Judgement], list[Judgement]]:
+    """--llmperf-cleanup: force-remove the leftovers; (removed, kept), each with why."""
     import docker.errors
 
-    removed = []
-    for container in find_leftovers(client, exclude_session):
+    removed, kept = [], []
+    for judged in survey(client, max_age, **kwargs):
+        if not judged.leftover:
+            kept.append(judged)
+            continue
         try:
-            container.remove(force=True, v=True)
+            judged.container.remove(force=True, v=True)
         except docker.errors.NotFound:
-            pass
-        removed.append(container.name)
-    return removed
+            pass  # gone meanwhile
+        except docker.errors.APIError as exc:
+            if not _removal_in_progress(exc):
+                kept.append(Judgement(judged.container, False, f"{judged.reason}; could not remove it: {exc}"))
+                continue
+        removed.append(judged)
+    return removed, kept
+
+
+def cleanup_lines(removed: Sequence[Judgement], kept: Sequence[Judgement]) -> list[str]:
+    """What --llmperf-cleanup prints: what it removed and what it kept, each with why."""
+    if not removed and not kept:
+        return ["--llmperf-cleanup: no containers of this plugin on the engine"]
+    lines = [f"--llmperf-cleanup: removed {len(removed)} container(s), kept {len(kept)}"]
+    lines += [f"  removed {j.line()}" for j in removed]
+    lines += [f"  kept {j.line()}" for j in kept]
+    return lines
+
+
+def leftover_lines(leftovers: Sequence[Judgement]) -> list[str]:
+    """What a session says at its start about leftovers it finds (none: nothing)."""
+    if not leftovers:
+        return []
+    head = f"{len(leftovers)} container(s) left by sessions that are gone; {CLEANUP_HINT}:"
+    return [head, *(f"  {j.line()}" for j in leftovers)]
 
 
 # --------------------------------------------------------------------------- the target
+
+
+def connect(environ: Mapping[str, str], timeout: float | None = None) -> Any:
+    """A client of the engine DOCKER_HOST names (else the local socket), pinged. ssh://
+    goes through the system's ssh client, so ~/.ssh/config and agents apply."""
+    import docker
+
+    use_ssh = (environ.get("DOCKER_HOST") or "").startswith("ssh://")
+    extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    client = docker.from_env(environment=dict(environ), use_ssh_client=use_ssh, **extra)
+    client.ping()
+    return client
 
 
 class DockerTarget:
@@ -302,6 +510,7 @@ class DockerTarget:
         gpu_sample_interval: float = 2.0,
         progress_interval: float = 2.0,
         environ: Mapping[str, str] | None = None,
+        cleanup_age: float = DEFAULT_CLEANUP_AGE,
     ) -> None:
         if gpu_device_ids is not None:
             gpu_device_ids = [str(d).strip() for d in gpu_device_ids]
@@ -338,6 +547,7 @@ class DockerTarget:
         self.gpu_sample_interval = gpu_sample_interval
         self.progress_interval = progress_interval
         self._environ = os.environ if environ is None else environ
+        self.cleanup_age = cleanup_age
         # A remote engine with a loopback-only port is unusable: say so before starting anything.
         endpoint_host(self._environ.get("DOCKER_HOST"), publish_host)
         self._client = client
@@ -351,13 +561,8 @@ class DockerTarget:
 
     def client(self) -> Any:
         if self._client is None:
-            import docker
-
             try:
-                # ssh:// through the system's ssh client, so ~/.ssh/config and agents apply.
-                use_ssh = (self._environ.get("DOCKER_HOST") or "").startswith("ssh://")
-                self._client = docker.from_env(environment=dict(self._environ), use_ssh_client=use_ssh)
-                self._client.ping()
+                self._client = connect(self._environ)
             except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
                 where = self._environ.get("DOCKER_HOST") or "the local socket"
                 raise ServerStartError(
@@ -402,12 +607,18 @@ class DockerTarget:
 
     def _check_no_other_gpu_server(self, client: Any) -> None:
         running = client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
-        if running:
-            names = ", ".join(describe_container(c) for c in running)
-            raise ServerStartError(
-                f"another GPU server of this plugin is still running: {names}. One holds most of a "
-                "GPU's memory, so only one runs at a time; remove it (pytest --llmperf-cleanup) first."
-            )
+        if not running:
+            return
+        judged = [judge(c, self.cleanup_age) for c in running]
+        hints = []
+        if any(j.leftover for j in judged):
+            hints.append("remove leftovers with pytest --llmperf-cleanup first")
+        if not all(j.leftover for j in judged):
+            hints.append("wait for the session that owns it to finish")
+        raise ServerStartError(
+            f"another GPU server of this plugin is still running: {'; '.join(j.line() for j in judged)}. "
+            f"One holds most of a GPU's memory, so only one runs at a time: {'; '.join(hints)}."
+        )
 
     def _published_url(self, container: Any) -> str | None:
         container.reload()
@@ -605,5 +816,8 @@ class DockerTarget:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if not _removal_in_progress(exc):  # someone else removing it: gone all the same
+                raise
         finally:
             LIVE.discard(container.id)

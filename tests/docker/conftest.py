@@ -32,8 +32,8 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def docker_client() -> Any:
+def engine_or_skip() -> Any:
+    """A client of the real engine; skips (fails under LLMPERF_REQUIRE_DOCKER=1) without one."""
     try:
         import docker
 
@@ -44,15 +44,25 @@ def docker_client() -> Any:
     return client
 
 
-@pytest.fixture(scope="session")
-def sim_image(docker_client: Any) -> str:
+def sim_image_or_skip(client: Any) -> str:
+    """The local sim image's tag; skips (or fails, as above) when it is not built."""
     import docker.errors
 
     try:
-        docker_client.images.get(SIM_IMAGE)
+        client.images.get(SIM_IMAGE)
     except docker.errors.ImageNotFound:
         _unavailable(f"image {SIM_IMAGE} is not built; run docker/build_sim_image.sh")
     return SIM_IMAGE
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    return engine_or_skip()
+
+
+@pytest.fixture(scope="session")
+def sim_image(docker_client: Any) -> str:
+    return sim_image_or_skip(docker_client)
 
 
 def ours(client: Any, session_prefix: str) -> list[Any]:

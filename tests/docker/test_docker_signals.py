@@ -78,16 +78,17 @@ def test_signal_while_the_model_loads_removes_the_container(containers_of, sim_i
 def test_killed_session_leftover_is_found_and_cleaned(docker_client, containers_of, sim_image, test_session_id):
     session = f"{test_session_id}-killed"
     proc = hold(sim_image, session)
+    (left,) = containers_of(session)
+    # While its owner runs it is no leftover, from any session on this host.
+    assert left.id not in {j.container.id for j in dk.find_leftovers(docker_client)}
     proc.kill()  # SIGKILL: no handler runs, the container stays
     proc.wait(timeout=30)
-    (left,) = containers_of(session)
-    found = dk.find_leftovers(docker_client, exclude_session=test_session_id)
-    assert left.id in {c.id for c in found}
-    assert session in dk.describe_container(next(c for c in found if c.id == left.id))
-    # The current session's own containers are never treated as leftovers.
-    assert all(c.labels[dk.LABEL_SESSION] != test_session_id for c in found)
-    removed = dk.cleanup_leftovers(docker_client, exclude_session=test_session_id)
-    assert left.name in removed
+    found = {j.container.id: j for j in dk.find_leftovers(docker_client)}
+    assert left.id in found
+    assert session in found[left.id].line()
+    assert found[left.id].reason == f"its owner, pid {proc.pid} on this host, is gone"
+    removed, _ = dk.cleanup_leftovers(docker_client)
+    assert left.name in {j.name for j in removed}
     assert containers_of(session) == []
 
 

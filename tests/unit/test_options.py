@@ -92,3 +92,40 @@ def test_repetitions_default_to_auto_except_for_smoke(profile, expected):
     assert resolve(cli={"llmperf_profile": profile}).repetitions == expected
     assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "2"}).repetitions == 2
     assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "AUTO"}).repetitions == "auto"
+
+
+@pytest.mark.parametrize(
+    "raw, seconds", [(None, 86400.0), ("30m", 1800.0), ("24h", 86400.0), ("2d", 172800.0), ("90", 90.0), ("45s", 45.0)]
+)
+def test_cleanup_age_takes_minutes_hours_days_or_seconds(raw, seconds):
+    assert resolve(cli={"llmperf_cleanup_age": raw}).cleanup_age == seconds
+    assert resolve(ini={"llmperf_cleanup_age": raw or ""}).cleanup_age == seconds
+
+
+@pytest.mark.parametrize("raw", ["0", "-5m", "1w", "soon", "24 hours"])
+def test_a_bad_cleanup_age_names_the_option_and_the_forms_it_takes(raw):
+    expected = f"--llmperf-cleanup-age: expected a duration > 0 such as 30m, 24h, 2d or 3600 (seconds), got {raw!r}"
+    with pytest.raises(OptionError) as err:
+        resolve(cli={"llmperf_cleanup_age": raw})
+    assert str(err.value) == expected
+    with pytest.raises(OptionError, match="ini option 'llmperf_cleanup_age': expected a duration"):
+        resolve(ini={"llmperf_cleanup_age": raw})
+
+
+@pytest.mark.parametrize(
+    "target, why",
+    [
+        ({"llmperf_docker": True}, "--llmperf-docker runs the image's own server, which takes no --sim-* flags"),
+        ({"llmperf_gpu": True}, "--llmperf-gpu runs vLLM images"),
+        ({"llmperf_base_url": "http://gpu-box:8000"}, "--llmperf-base-url attaches to a server someone else runs"),
+        ({"llmperf_real_cpu": True}, "--llmperf-real-cpu runs a real vLLM"),
+    ],
+)
+def test_sim_args_on_a_target_that_ignores_them_are_refused(target, why):
+    with pytest.raises(OptionError) as err:
+        resolve(cli={**target, "llmperf_sim_args": "--sim-acceptance-scale 0.8"})
+    assert str(err.value).startswith("--llmperf-sim-args only applies to the simulated server (--llmperf-sim): ")
+    assert why in str(err.value)
+    with pytest.raises(OptionError, match=r"^ini option 'llmperf_sim_args' only applies to the simulated server"):
+        resolve(cli=target, ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"})
+    assert resolve(ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"}).target is None  # nothing runs: no harm

@@ -1,8 +1,11 @@
 """targets.py: the target the options chose, built with the options' settings; and
---llmperf-cleanup, with a fake engine and with none."""
+--llmperf-cleanup and the leftover notice, with a fake engine and with none."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +18,10 @@ from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.docker import DockerTarget
 from pytest_llmperf.servers.external import ExternalTarget
 from pytest_llmperf.servers.local_vllm import PREPARED_KEY, PREPARED_MODEL_IDS, LocalVllmTarget
+from pytest_llmperf.servers.owners import Owner, current_owner
 from pytest_llmperf.servers.sim_target import SimTarget
-from pytest_llmperf.targets import build_target, cleanup_leftover_containers
+from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.targets import LEFTOVER_CHECK_TIMEOUT, build_target, cleanup_leftover_containers, leftover_report
 
 
 def build(**options: Any) -> Any:
@@ -47,13 +52,16 @@ def test_containers_get_the_gpu_choice_image_cache_timeout_session_and_progress(
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setenv("HOME", "/home/perf")
     lines: list[str] = []
-    options = LlmperfOptions(target=kind, image="vllm/vllm-openai:v0.11.1", hf_cache="~/hf", ready_timeout=900.0)
+    options = LlmperfOptions(
+        target=kind, image="vllm/vllm-openai:v0.11.1", hf_cache="~/hf", ready_timeout=900.0, cleanup_age=1800.0
+    )
     target = build_target(options, "sess-42", lines.append)
     assert isinstance(target, DockerTarget)
     assert target.gpu is gpu
     assert target.image_override == "vllm/vllm-openai:v0.11.1"
     assert target.hf_cache == Path("/home/perf/hf")  # ~ expanded here, not in the container
     assert (target.ready_timeout, target.session_id) == (900.0, "sess-42")
+    assert target.cleanup_age == 1800.0  # which running GPU server is a leftover it may name
     target.progress("pulling")
     assert lines == ["pulling"]
 
@@ -100,14 +108,20 @@ def test_no_target_is_an_error_naming_what_was_given():
 def test_cleanup_without_an_engine_says_so_and_how_to_fix_it(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
     with pytest.raises(RuntimeError, match=r"no Docker engine answers \(.+\); start dockerd or set DOCKER_HOST") as err:
-        cleanup_leftover_containers()
+        cleanup_leftover_containers(DAY)
     assert err.value.__cause__ is None and err.value.__suppress_context__  # the message says it all
 
 
+DAY = 24 * 3600.0
+DEAD = dataclasses.replace(current_owner(), pid=999_999_999)  # this host, a pid that cannot exist
+
+
 class FakeContainer:
-    def __init__(self, name: str, session: str) -> None:
+    def __init__(self, name: str, owner: Owner, age: float = 0.0) -> None:
         self.name = name
-        self.labels = {dk.LABEL_PLUGIN: dk.PLUGIN_NAME, dk.LABEL_SESSION: session}
+        spec = ServerSpec(name=name, model="m")
+        self.labels = dk.container_labels(f"s-{name}", spec, False, owner=owner, created=time.time() - age)
+        self.status = "running"
         self.removed = False
 
     def remove(self, force: bool, v: bool) -> None:
@@ -132,16 +146,60 @@ class FakeEngine:
         return True
 
 
-def test_cleanup_removes_every_container_of_the_plugin_and_names_them(monkeypatch):
-    left = [FakeContainer("llmperf-a-1", "dead1"), FakeContainer("llmperf-b-2", "dead2")]
-    engine = FakeEngine(left)
-    monkeypatch.setattr(docker, "from_env", lambda: engine)
-    message = cleanup_leftover_containers()
-    assert message == "--llmperf-cleanup removed 2 leftover container(s): llmperf-a-1, llmperf-b-2"
-    assert all(c.removed for c in left)
-    assert engine.listed == [{"all": True, "filters": {"label": dk.PLUGIN_FILTER}}]
+def fake_engine(monkeypatch: pytest.MonkeyPatch, containers: list[FakeContainer]) -> list[dict[str, Any]]:
+    """docker.from_env answers with a fake engine; returns the keyword arguments it got."""
+    calls: list[dict[str, Any]] = []
+    engine = FakeEngine(containers)
+
+    def from_env(**kwargs: Any) -> FakeEngine:
+        calls.append(kwargs)
+        return engine
+
+    monkeypatch.setattr(docker, "from_env", from_env)
+    return calls
 
 
-def test_cleanup_with_nothing_left_says_so(monkeypatch):
-    monkeypatch.setattr(docker, "from_env", lambda: FakeEngine([]))
-    assert cleanup_leftover_containers() == "--llmperf-cleanup: no leftover containers"
+def test_cleanup_removes_the_dead_sessions_containers_keeps_the_live_ones_and_says_why(monkeypatch):
+    dead = FakeContainer("llmperf-a-1", DEAD)
+    live = FakeContainer("llmperf-b-2", current_owner())
+    old_remote = FakeContainer("llmperf-c-3", Owner("laptop", 1234), age=2 * DAY)
+    fake_engine(monkeypatch, [dead, live, old_remote])
+    lines = cleanup_leftover_containers(DAY)
+    assert lines[0] == "--llmperf-cleanup: removed 2 container(s), kept 1"
+    assert lines[1].startswith("  removed llmperf-a-1 (spec llmperf-a-1, model m, gpu 0, running")
+    assert lines[1].endswith("its owner, pid 999999999 on this host, is gone")
+    assert lines[2].startswith("  removed llmperf-c-3 (")
+    assert lines[2].endswith("older than 24h (--llmperf-cleanup-age)")
+    assert lines[3].startswith("  kept llmperf-b-2 (")
+    assert lines[3].endswith(f"owned by this process (pid {os.getpid()})")
+    assert dead.removed and old_remote.removed and not live.removed
+
+
+def test_cleanup_takes_the_age_limit_and_the_engine_docker_host_names(monkeypatch):
+    remote = FakeContainer("llmperf-c-3", Owner("laptop", 1234), age=3600)
+    calls = fake_engine(monkeypatch, [remote])
+    monkeypatch.setenv("DOCKER_HOST", "ssh://ops@gpu-box")
+    assert cleanup_leftover_containers(DAY)[0] == "--llmperf-cleanup: removed 0 container(s), kept 1"
+    assert cleanup_leftover_containers(1800.0)[0] == "--llmperf-cleanup: removed 1 container(s), kept 0"
+    assert calls[0]["environment"]["DOCKER_HOST"] == "ssh://ops@gpu-box" and calls[0]["use_ssh_client"] is True
+
+
+def test_cleanup_with_nothing_there_says_so(monkeypatch):
+    fake_engine(monkeypatch, [])
+    assert cleanup_leftover_containers(DAY) == ["--llmperf-cleanup: no containers of this plugin on the engine"]
+
+
+def test_the_leftover_notice_lists_only_leftovers_and_is_quiet_without_an_engine(tmp_path, monkeypatch):
+    dead = FakeContainer("llmperf-a-1", DEAD)
+    live = FakeContainer("llmperf-b-2", current_owner())
+    calls = fake_engine(monkeypatch, [dead, live])
+    lines = leftover_report(DAY)
+    assert lines[0] == "1 container(s) left by sessions that are gone; remove with pytest --llmperf-cleanup:"
+    assert lines[1].startswith("  llmperf-a-1 (") and len(lines) == 2
+    assert not dead.removed  # a notice removes nothing
+    assert calls[0]["timeout"] == LEFTOVER_CHECK_TIMEOUT  # a far engine cannot hold the session up long
+    fake_engine(monkeypatch, [live])
+    assert leftover_report(DAY) == []
+    monkeypatch.undo()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    assert leftover_report(DAY) == []  # the first server start says what is wrong, with the fix
