@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.servers.docker import PLUGIN_FILTER
+from pytest_llmperf.servers.docker import PLUGIN_FILTER, owner_from_labels
+from pytest_llmperf.servers.owners import Owner, is_running
 from tests.plugin_project import make_project
 
 # Every process this session starts inherits this tag, whichever parent it ends up with.
@@ -40,8 +41,8 @@ def tagged_processes(tag: str) -> dict[int, str]:
     return found
 
 
-def plugin_containers() -> set[str] | None:
-    """Names of this plugin's containers, or None when no Docker engine answers."""
+def plugin_containers() -> dict[str, Owner | None] | None:
+    """This plugin's containers by name, with their owners; None when no Docker engine answers."""
     try:
         import docker
 
@@ -50,7 +51,15 @@ def plugin_containers() -> set[str] | None:
     except Exception:  # noqa: BLE001 - no engine here: nothing to check
         return None
     found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER})
-    return {c.name for c in found}
+    return {c.name: owner_from_labels(c.labels or {}) for c in found}
+
+
+def ours(owner: Owner | None, tag: str) -> bool:
+    """Started by this suite: by this process, a tagged one, or an owner now gone. A live
+    owner outside the suite is another session on a shared engine, not a leak of ours."""
+    if owner is None or owner.pid == os.getpid() or owner.pid in tagged_processes(tag):
+        return True
+    return not is_running(owner)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -64,8 +73,9 @@ def nothing_left_behind():
         time.sleep(0.2)
     assert not left, f"processes this suite started are still running: {left}"
     if containers_before is not None:
-        new = (plugin_containers() or set()) - containers_before
-        assert not new, f"containers this suite started are still there: {sorted(new)}"
+        now = plugin_containers() or {}
+        new = sorted(name for name, owner in now.items() if name not in containers_before and ours(owner, tag))
+        assert not new, f"containers this suite started are still there: {new}"
 
 
 @pytest.fixture
