@@ -60,6 +60,9 @@ RECORD_REPETITIONS = 5
 # the host's load, not the server (RunResult.engine_lag; about 0.05-0.2 on a loaded 2-core
 # machine at x10).
 MAX_ENGINE_LAG = 0.5
+# Likewise the measuring client's event loop (RunResult.client_lag_share; about 0.02-0.1
+# on the same machine).
+MAX_CLIENT_LAG = 0.5
 
 
 class PerfFailure(AssertionError):
@@ -351,6 +354,13 @@ class PerfSession:
             )
         if not run.completed:
             return f"no request completed ({broken.describe()})" if broken.failed else "no request completed"
+        behind = [share for r in run.results if (share := r.client_lag_share()) is not None]
+        if behind and max(behind) > MAX_CLIENT_LAG:
+            return (
+                f"the measuring client's event loop ran on average {max(behind):.0%} of a gap between chunks "
+                f"late (bound {MAX_CLIENT_LAG:.0%}): chunks were timestamped late; free the cores, or spread "
+                "the streams over client processes (RunConfig.workers)"
+            )
         lags = [lag for r in run.results if (lag := r.engine_lag()) is not None]
         if lags and max(lags) > MAX_ENGINE_LAG:
             return (

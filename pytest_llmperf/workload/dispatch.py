@@ -70,6 +70,43 @@ def run_on_event_loop(main: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main, loop_factory=factory)
 
 
+class LagProbe:
+    """How late the event loop runs a callback due every `interval` seconds: a client
+    whose loop is late by much of a gap between chunks timestamps them late. The lags
+    are wall-clock seconds (`stats()`: probes, mean, p99, max)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float = 0.05) -> None:
+        self.loop, self.interval = loop, interval
+        self.lags: list[float] = []
+        self._due = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+
+    # Measured on perf_counter: uvloop's own clock counts whole milliseconds.
+    def start(self) -> None:
+        self._due = perf_counter() + self.interval
+        self._handle = self.loop.call_later(self.interval, self._tick)
+
+    def _tick(self) -> None:
+        now = perf_counter()
+        self.lags.append(max(0.0, now - self._due))
+        self._due = now + self.interval
+        self._handle = self.loop.call_later(self.interval, self._tick)
+
+    def stop(self) -> dict[str, float] | None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if not self.lags:
+            return None
+        ordered = sorted(self.lags)
+        return {
+            "probes": len(ordered),
+            "mean_s": sum(ordered) / len(ordered),
+            "p99_s": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+            "max_s": ordered[-1],
+        }
+
+
 class Dispatcher:
     """The dispatch loop of one run (or of one worker's share of it); `interrupt()` may
     be called from a signal handler."""

@@ -40,6 +40,9 @@ class RunResult:
     # How many times faster than real the server's clock ran (the simulator's speed):
     # the records and duration are on that clock, every figure derived is in real time.
     clock_speed: float = 1.0
+    # The measuring client's event-loop lag in the window (dispatch.LagProbe: probes,
+    # mean_s, p99_s, max_s; wall-clock seconds); None where not probed (worker processes).
+    client_lag: dict[str, float] | None = None
 
     @property
     def partial(self) -> bool:
@@ -74,6 +77,16 @@ class RunResult:
         except ValueError:
             return None
 
+    def client_lag_share(self) -> float | None:
+        """The measuring client's mean event-loop lag as a share of the run's median gap
+        between chunks (both wall-clock): 0.5 means chunks were, on average, timestamped
+        half a gap late. None where the loop was not probed or no stream had two chunks."""
+        gaps = sorted(g for r in self.records if r.ok for g in r.itls)
+        if not self.client_lag or not gaps:
+            return None
+        median = gaps[len(gaps) // 2]
+        return self.client_lag["mean_s"] / median if median > 0 else None
+
     def summary(self) -> Summary:
         """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
@@ -102,6 +115,7 @@ class RunResult:
             "notes": [*summary.notes, *([summary.spec_note] if summary.spec_note else [])],
             "spec_decode": self.spec_decode().to_dict(),
             "engine_lag": self.engine_lag(),  # the simulator's; recomputed from the pages
+            "client_lag": self.client_lag,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -142,6 +156,7 @@ class RunResult:
             started_at=d.get("started_at", ""),
             provenance=dict(d.get("provenance") or {}),
             clock_speed=_clock_speed(d.get("clock_speed", 1.0)),
+            client_lag=d.get("client_lag"),
         )
 
     @classmethod

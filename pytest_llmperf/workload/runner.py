@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pytest_llmperf.util.http import fetch_metrics_page, server_root
 from pytest_llmperf.workload.client import PendingRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
-from pytest_llmperf.workload.dispatch import Dispatcher, run_on_event_loop, streaming_client
+from pytest_llmperf.workload.dispatch import Dispatcher, LagProbe, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
@@ -103,6 +103,7 @@ async def _run_benchmark(
                 pool = WorkerPool(base_url, model, config, measured, offsets, tuning)
                 records, stop, start = await pool.run()
                 pending: list[PendingRecord] = []
+                client_lag = None  # each worker has its own loop; not probed
             else:
                 progress = Progress(
                     len(measured),
@@ -111,11 +112,14 @@ async def _run_benchmark(
                     interval=tuning.progress_interval,
                 )
                 ticker = loop.create_task(_tick(progress))
+                probe = LagProbe(loop)
+                probe.start()
                 try:
                     pending, stop, start = await run.run(
                         [] if run.interrupted else measured, capped=True, progress=progress
                     )
                 finally:
+                    client_lag = probe.stop()
                     ticker.cancel()
                     progress.close()
                 records = []
@@ -136,6 +140,7 @@ async def _run_benchmark(
         metrics_before=metrics_before,
         metrics_after=metrics_after,
         started_at=started_at,
+        client_lag=client_lag,
     )
 
 

@@ -383,6 +383,23 @@ def test_a_simulated_run_whose_engine_fell_behind_is_invalid_and_says_to_free_th
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
 
 
+def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    behind = make_result(100.0)  # chunks 10 ms apart
+    behind.client_lag = {"probes": 40, "mean_s": 0.007, "p99_s": 0.02, "max_s": 0.03}
+    assert behind.client_lag_share() == pytest.approx(0.7)
+    perf._execute = lambda *args: behind
+    with pytest.raises(
+        PerfFailure, match=r"invalid run: the measuring client's event loop ran on average 70% of a gap"
+    ):
+        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    fine = make_result(100.0)
+    fine.client_lag = {"probes": 40, "mean_s": 0.0005, "p99_s": 0.002, "max_s": 0.003}
+    perf._execute = lambda *args: fine
+    perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
+
+
 def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)

@@ -50,3 +50,24 @@ def test_a_bad_choice_is_refused_before_anything_runs(monkeypatch):
     with pytest.raises(ValueError, match="PYTEST_LLMPERF_EVENT_LOOP='trio'"):
         run_on_event_loop(main)
     main.close()
+
+
+def test_the_lag_probe_sees_a_loop_blocked_for_longer_than_its_interval():
+    import asyncio
+    import time
+
+    from pytest_llmperf.workload.dispatch import LagProbe
+
+    async def main():
+        probe = LagProbe(asyncio.get_running_loop(), interval=0.01)
+        probe.start()
+        await asyncio.sleep(0.05)
+        time.sleep(0.1)  # the loop is blocked: the next probe fires ~0.1 s late
+        await asyncio.sleep(0.05)
+        return probe.stop()
+
+    stats = asyncio.run(main())
+    assert stats["probes"] >= 5
+    assert 0.08 < stats["max_s"] < 0.5 and stats["p99_s"] == stats["max_s"]
+    assert stats["mean_s"] < stats["max_s"]
+    assert LagProbe(asyncio.new_event_loop()).stop() is None  # never started: nothing measured

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.runner import RunConfig, RunTuning, ServerUnreachable, run_benchmark
 from pytest_llmperf.workload.schedule import arrival_offsets
 from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests
@@ -285,3 +286,17 @@ def test_async_entry_point_and_the_sync_one_inside_a_loop(server):
 
     with pytest.raises(ServerUnreachable):
         asyncio.run(unreachable())
+
+
+def test_the_measured_window_probes_the_clients_event_loop(server):
+    res = run_benchmark(
+        server.base_url,
+        "m",
+        scripted_requests("ok n=40 dt=0.005", 4),
+        RunConfig(concurrency=2, warmup_requests=0, progress=False),
+    )
+    assert res.client_lag is not None and res.client_lag["probes"] >= 1
+    assert 0 <= res.client_lag["mean_s"] <= res.client_lag["max_s"] < 1
+    share = res.client_lag_share()
+    assert share is not None and share >= 0
+    assert RunResult.from_dict(res.to_dict()).client_lag == res.client_lag
