@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
+from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, check_workload, resolve_workload
 
 if TYPE_CHECKING:  # imported when a session starts
     from pytest_llmperf.measured import MeasuredRun
@@ -141,7 +141,27 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
             parse_budget(marker.kwargs["error_budget"])
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    planned_workloads(item, marker.kwargs)  # the workload's values, before any server starts
     return dict(marker.kwargs)
+
+
+def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Workload]:
+    """The workloads a marked test will run, as far as collection can tell: its marker's,
+    at its `concurrency` parameter when it has one (the usual parametrize). Checks every
+    workload value of the marker either way; pytest.UsageError names the test and the fix.
+    A test without that parameter gives none: its concurrency is known when it runs."""
+    declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    profile = item.config.stash[OPTIONS_KEY].profile
+    try:
+        check_workload(declared)
+        if "concurrency" not in params:
+            return []
+        return [resolve_workload(declared, params["concurrency"], profile)]
+    except ValueError as exc:
+        where = " (its concurrency parameter)" if str(exc).startswith("concurrency") else ""
+        raise pytest.UsageError(f"{item.nodeid}{where}: {exc}") from None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
