@@ -25,6 +25,7 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
     incompatibility_message,
+    other_workload_message,
 )
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.measured import MeasuredRun, Samples
@@ -410,13 +411,27 @@ class PerfSession:
             return
 
         baseline = self.store.load(target, run.server.name)
-        entry = baseline.entry(run.concurrency) if baseline else None
+        entry = baseline.entry(run.concurrency, workload) if baseline else None
         if entry is not None:
             differences = check_compatible(entry["workload"], workload, entry["provenance"], run.provenance)
             if differences:
                 record.outcome = Outcome.REFUSED
                 record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
                 raise PerfFailure(record.message)
+        elif baseline is not None and (others := baseline.others(run.concurrency, workload)):
+            # Entries of other workloads only: say what differs rather than "missing".
+            differences = min(
+                (
+                    check_compatible(other["workload"], workload, other["provenance"], run.provenance)
+                    for other in others
+                ),
+                key=len,
+            )
+            record.outcome = Outcome.REFUSED
+            record.message = other_workload_message(
+                record.baseline_path, run.concurrency, differences, command, len(others)
+            )
+            raise PerfFailure(record.message)
         while True:
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
             if invalid or not self._worth_another(run, verdicts) or not self.extend(run):
@@ -489,9 +504,8 @@ class PerfSession:
         else:  # the speedup: each server's decode change against its own baseline
             base_file = self.store.load(target, base.server.name)
             mine, blocks = self._paired(run, entry, ["decode_tok_s"])
-            theirs, base_blocks = self._paired(
-                base, base_file.entry(base.concurrency) if base_file else None, ["decode_tok_s"]
-            )
+            base_entry = base_file.entry(base.concurrency, self.workload_identity(base)) if base_file else None
+            theirs, base_blocks = self._paired(base, base_entry, ["decode_tok_s"])
             blocks = min(blocks, base_blocks)
             speedup = _median(samples.get("mtp_speedup", []))
             ours, their = run.value("decode_tok_s"), base.value("decode_tok_s")

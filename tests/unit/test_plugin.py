@@ -96,7 +96,8 @@ def test_one_clock_report_baseline_terminal_and_show_agree_at_simulator_speed_10
     ]
     assert tpot == pytest.approx(10 * sorted(per_request)[len(per_request) // 2], rel=0.2)
     (baseline,) = (project.path / "baselines" / "sim").glob("tiny.json")
-    recorded = json.loads(baseline.read_text())["concurrency"]["4"]["metrics"]
+    (entry,) = json.loads(baseline.read_text())["concurrency"]["4"].values()
+    recorded = entry["metrics"]
     assert recorded["decode_tok_s"]["value"] == pytest.approx(decode, rel=1e-5)
     assert recorded["tpot_ms_median"]["value"] == pytest.approx(tpot, rel=1e-5)
     row = next(line for line in result.stdout.lines if line.startswith("tiny ") and " 4 " in line)
@@ -149,9 +150,9 @@ def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_se
     text = (project.path / "baselines" / "sim" / "tiny-mtp.json").read_text()
     doc = json.loads(text)
     assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"  # deterministic layout
-    metrics = doc["concurrency"]["4"]["metrics"]
-    assert {"decode_tok_s", "acceptance_rate", "mtp_speedup"} <= set(metrics)
-    assert doc["concurrency"]["4"]["workload"]["max_tokens"] == 48
+    (entry,) = doc["concurrency"]["4"].values()  # the suite's one workload
+    assert {"decode_tok_s", "acceptance_rate", "mtp_speedup"} <= set(entry["metrics"])
+    assert entry["workload"]["max_tokens"] == 48
 
     report = project.path / "report.json"
     passed = run(project, "--llmperf-report", str(report))
@@ -197,10 +198,42 @@ def test_baseline_from_another_workload_is_refused_saying_what_differs(project):
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
-            "*recorded under a different workload or hardware*",
+            "*has no entry for this workload at concurrency 4: its entry there was recorded under a "
+            "different workload; nothing to compare with. Differences:",
             "*max_seconds: baseline null, measured 60.0*",
+            "*profile: baseline full, measured smoke*",
+            "*Record this workload beside it with: pytest 'test_suite.py::test_*[[]4[]]' --llmperf-sim "
+            "--llmperf-profile smoke --update-baselines*",
         ]
     )
+
+
+TWO_WORKLOADS = """
+import pytest
+from conftest import BASE
+
+@pytest.mark.parametrize("concurrency", [2])
+@pytest.mark.llmperf(server=BASE, num_prompts=4, max_tokens=16, warmup=0)
+def test_short(llmperf, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+
+@pytest.mark.parametrize("concurrency", [2])
+@pytest.mark.llmperf(server=BASE, num_prompts=4, max_tokens=64, warmup=0)
+def test_long(llmperf, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+"""
+
+
+def test_two_workloads_of_one_server_and_concurrency_keep_two_baseline_entries(project):
+    project.makepyfile(test_suite=TWO_WORKLOADS)
+    run(project, "--update-baselines").assert_outcomes(passed=2)
+    doc = json.loads((project.path / "baselines" / "sim" / "tiny.json").read_text())
+    entries = doc["concurrency"]["2"]
+    assert sorted(e["workload"]["max_tokens"] for e in entries.values()) == [16, 64]
+    assert all(f"max_tokens={e['workload']['max_tokens']} " in key for key, e in entries.items())
+    result = run(project, "-rA")
+    result.assert_outcomes(passed=2)  # each against its own entry
+    assert "different workload" not in result.stdout.str()
 
 
 def test_xdist_never_runs_gpu_servers_side_by_side(project):
@@ -230,7 +263,8 @@ def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
     ]
     assert len({worker for worker, _ in ran}) == 1
     doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
-    assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]  # speedup found both runs cached
+    (entry,) = doc["concurrency"]["4"].values()
+    assert "mtp_speedup" in entry["metrics"]  # speedup found both runs cached
 
 
 OTHER_MODEL_SUITE = """

@@ -94,7 +94,8 @@ def test_missing_baseline_fails_with_the_record_command_then_update_records_and_
 
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
-    recorded = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"]["metrics"]
+    (entry,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"].values()
+    recorded = entry["metrics"]
     assert {"decode_tok_s", "tpot_ms_median", "prefill_tok_s"} <= set(recorded)  # every figure, not just the asserted
     assert updater.gates[-1].outcome == "recorded"
 
@@ -130,11 +131,91 @@ def test_baseline_from_another_workload_is_refused_naming_the_difference(tmp_pat
         updater.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 256}, 8)), "t"
     ).assert_no_regression()
     other, _, _ = make_session(tmp_path, [100.0])
-    with pytest.raises(PerfFailure, match="max_tokens: baseline 256, measured 128"):
+    with pytest.raises(PerfFailure) as failure:
         other.bind(
-            other.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 128}, 8)), "t"
+            other.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 128}, 8)), "t::short"
         ).assert_no_regression()
+    message = str(failure.value)
+    assert message.startswith(
+        "baseline baselines/sim/m.json has no entry for this workload at concurrency 8: its entry there was "
+        "recorded under a different workload; nothing to compare with. Differences:\n"
+        "  - max_tokens: baseline 256, measured 128\n"
+    )
+    assert "Record this workload beside it with: pytest 't::short' --llmperf-sim --update-baselines" in message
     assert other.gates[-1].outcome == "refused"
+
+
+def test_two_workloads_of_one_server_and_concurrency_keep_an_entry_each(tmp_path):
+    """Two tests of one server at one concurrency, short and long outputs: each records
+    and is judged against its own entry; neither overwrites the other's."""
+    short, long = (resolve_workload({"num_prompts": 4, "max_tokens": n}, 8) for n in (64, 512))
+    updater, _, _ = make_session(tmp_path, [100.0, 200.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, short), "t::short").assert_no_regression("decode_tok_s")
+    updater.bind(updater.run(BASE, long), "t::long").assert_no_regression("decode_tok_s")
+    doc = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())
+    assert doc["format"] == 2
+    entries = doc["concurrency"]["8"]
+    assert sorted(entries) == sorted(
+        f"endpoint=completions ignore_eos=false max_seconds=null max_tokens={n} num_prompts=4 profile=full "
+        "seed=0 warmup=2"
+        for n in (64, 512)
+    )
+    assert sorted(e["metrics"]["decode_tok_s"]["value"] for e in entries.values()) == [100.0, 200.0]
+
+    # Each judged against its own: 100 and 200 again pass; swapped, both would fail by 50 % or gain 100 %.
+    again, _, _ = make_session(tmp_path, [100.0, 200.0])
+    again.bind(again.run(BASE, short), "t::short").assert_no_regression("decode_tok_s")
+    again.bind(again.run(BASE, long), "t::long").assert_no_regression("decode_tok_s")
+    assert [(g.outcome, g.verdicts[0].baseline) for g in again.gates] == [("pass", 100.0), ("pass", 200.0)]
+
+    # A third workload, none recorded: refused naming what differs from the nearest of the two.
+    third, _, _ = make_session(tmp_path, [100.0])
+    with pytest.raises(PerfFailure) as failure:
+        third.bind(
+            third.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 64, "seed": 3}, 8)), "t"
+        ).assert_no_regression()
+    assert "its 2 entries there were recorded under a different workload" in str(failure.value)
+    assert "Differences from the nearest:\n  - seed: baseline 0, measured 3\n" in str(failure.value)
+
+
+def test_the_same_workload_on_another_dataset_is_refused_and_recording_replaces_it(tmp_path):
+    """Where a run ran (dataset, model, simulator clock, hardware) is no part of the key:
+    comparing across it is refused, recording replaces the entry instead of adding one."""
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    path = tmp_path / "baselines" / "sim" / "m.json"
+    doc = json.loads(path.read_text())
+    (entry,) = doc["concurrency"]["8"].values()
+    entry["workload"]["dataset"] = "other.json sha256:0123456789ab"
+    path.write_text(json.dumps(doc))
+    other, _, _ = make_session(tmp_path, [100.0])
+    with pytest.raises(PerfFailure, match="recorded under a different workload or hardware") as failure:
+        other.bind(other.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert "dataset: baseline other.json sha256:0123456789ab, measured (absent)" in str(failure.value)
+    again, _, _ = make_session(tmp_path, [90.0], llmperf_update_baselines=True)
+    again.bind(again.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    (entry,) = json.loads(path.read_text())["concurrency"]["8"].values()
+    assert "dataset" not in entry["workload"] and entry["metrics"]["decode_tok_s"]["value"] == 90.0
+
+
+def test_a_format_1_baseline_is_read_and_the_next_record_writes_format_2(tmp_path):
+    """Files committed before entries were keyed by workload: one entry per concurrency."""
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    path = tmp_path / "baselines" / "sim" / "m.json"
+    doc = json.loads(path.read_text())
+    (entry,) = doc["concurrency"]["8"].values()
+    path.write_text(json.dumps({**doc, "format": 1, "concurrency": {"8": entry}}))
+    slow, _, _ = make_session(tmp_path, [90.0])
+    with pytest.raises(PerfFailure, match="REGRESSED"):
+        slow.bind(slow.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert slow.gates[-1].verdicts[0].baseline == 100.0
+    other, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    other.bind(other.run(BASE, resolve_workload({"num_prompts": 4, "warmup": 0}, 8)), "t").assert_no_regression()
+    rewritten = json.loads(path.read_text())
+    assert rewritten["format"] == 2 and len(rewritten["concurrency"]["8"]) == 2  # the old entry kept beside
 
 
 def test_speedup_is_gated_against_its_own_baseline(tmp_path):
@@ -247,7 +328,8 @@ def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_
     record_ttft_baseline(tmp_path, workload)
     path = tmp_path / "baselines" / "sim" / "m.json"
     doc = json.loads(path.read_text())
-    del doc["concurrency"]["1"]["requests"]
+    (entry,) = doc["concurrency"]["1"].values()
+    del entry["requests"]
     path.write_text(json.dumps(doc))
     slower = ttft_session(tmp_path, [t * 1.5 for t in BASE_TTFTS])
     with pytest.raises(PerfFailure) as failure:
@@ -374,4 +456,5 @@ def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_pa
     assert message.startswith("recorded decode_tok_s in baselines/sim/m-mtp.json; ")
     assert "not recorded, no data: acceptance_rate: no /metrics snapshots were captured around the run" in message
     stored = json.loads(next((tmp_path / "baselines" / "sim").glob("*.json")).read_text())
-    assert "acceptance_rate" not in stored["concurrency"]["8"]["metrics"]
+    (entry,) = stored["concurrency"]["8"].values()
+    assert "acceptance_rate" not in entry["metrics"]
