@@ -38,7 +38,8 @@ Layout of a baseline file (format 2): per concurrency, one entry per workload.
   numbers are rounded to 6 significant digits; indent 2, trailing newline. Writing the
   same data twice gives byte-identical files, so a diff shows only what moved.
 - Format 1 files (one entry per concurrency, `"8": {"workload": ...}`) still load: each
-  entry is keyed by its workload as above, and the next record writes format 2.
+  entry is keyed by its workload as above, and the next record writes format 2
+  (`scripts/migrate_baselines.py` rewrites them at once).
 
 Published reference figures (from a write-up such as the seeds) live apart, in
 baselines/published/<server>.json: they are hand-curated, not hardware-matched, and

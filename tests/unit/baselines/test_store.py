@@ -503,3 +503,33 @@ def test_files_without_request_lines_still_load(store):
     store.record("sim", "s", 8, {"decode_tok_s": [100.0]}, {"w": 1}, {})
     assert "requests" not in store.load("sim", "s").entry(8)
 
+
+# --- the committed files and their migration --------------------------------------
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[3]
+
+
+def test_the_committed_baselines_load_and_are_written_in_the_current_format():
+    store = BaselineStore(REPO / "baselines")
+    files = [p for p in sorted((REPO / "baselines").glob("*/*.json")) if p.parent.name != "published"]
+    assert files
+    for path in files:
+        baseline = store.load(path.parent.name, path.stem)
+        assert baseline.to_json() == path.read_text(), f"{path}: run scripts/migrate_baselines.py"
+
+
+def test_the_migration_script_rewrites_format_1_files_once_and_keeps_their_figures(store):
+    import subprocess
+    import sys
+
+    record(store, concurrency=8)
+    path = store.path_for("NVIDIA H200", SERVER)
+    current = path.read_text()
+    doc = json.loads(current)
+    path.write_text(json.dumps({**doc, "format": 1, "concurrency": {"8": only(doc, "8")}}))
+    script = [sys.executable, str(REPO / "scripts" / "migrate_baselines.py"), str(store.root)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(script, capture_output=True, text=True, env=env, check=True)
+    assert out.stdout == f"rewrote {path}\n"
+    assert path.read_text() == current
+    assert subprocess.run(script, capture_output=True, text=True, env=env, check=True).stdout == ""  # nothing left
