@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # imported when a session starts
 
 SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
 OPTIONS_KEY = pytest.StashKey["Any"]()
+# The dataset check_before_start loaded at the end of collection, for the session.
+DATASET_KEY = pytest.StashKey["Any"]()
 # llmperf_tolerances, parsed once at configure.
 INI_TOLERANCES_KEY: pytest.StashKey[dict[str, Tolerance]] = pytest.StashKey()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
@@ -168,6 +170,38 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items[:] = order_items(items, marker_kwargs)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before any server starts: the dataset (found, readable, parses, enough prompts for
+    the largest workload a collected test declares) and the baseline files those tests
+    read. A problem is a usage error saying the fix, not a traceback after a model load."""
+    config = session.config
+    options = config.stash[OPTIONS_KEY]
+    if options.target is None or config.option.collectonly:
+        return
+    from pytest_llmperf.session import PlannedTest, SetupError, check_before_start
+    from pytest_llmperf.targets import baseline_folders_before_start
+
+    plans = []
+    for item in session.items:
+        kwargs = marker_kwargs(item)
+        if kwargs is None:
+            continue
+        servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
+        plans.append(PlannedTest(item.nodeid, servers, tuple(planned_workloads(item, kwargs))))
+    if not plans:
+        return
+    try:
+        dataset = check_before_start(
+            options, Path(config.rootpath), plans, folders=baseline_folders_before_start(options)
+        )
+    except SetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and reporter.verbosity >= 0:
+        reporter.write_line(f"[llmperf] dataset {dataset.path}: {len(dataset.conversations)} conversations")
+    config.stash[DATASET_KEY] = dataset
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """--dist loadgroup: a model's tests form one xdist group, so its servers start on one
     worker, one at a time. Here rather than in the ordering hook: the groups are read on
@@ -216,6 +250,7 @@ def _perf_session(config: pytest.Config) -> Any:
             target,
             Path(config.rootpath),
             ini_tolerances=config.stash[INI_TOLERANCES_KEY],
+            dataset=config.stash.get(DATASET_KEY, None),
             log=log,
             live_output=live,
         )
@@ -254,11 +289,16 @@ class LlmperfFixture:
             resolved = resolve_workload(declared, concurrency, self._profile)
         except ValueError as exc:
             raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
-        if self._benchmark is not None and not self._perf.is_cached(spec, resolved):
-            measured = _run_under_benchmark(self._benchmark(), self._perf.run, spec, resolved)
-            self._benchmark = None  # pytest-benchmark times one call per test
-        else:
-            measured = self._perf.run(spec, resolved)
+        from pytest_llmperf.session import SetupError
+
+        try:
+            if self._benchmark is not None and not self._perf.is_cached(spec, resolved):
+                measured = _run_under_benchmark(self._benchmark(), self._perf.run, spec, resolved)
+                self._benchmark = None  # pytest-benchmark times one call per test
+            else:
+                measured = self._perf.run(spec, resolved)
+        except SetupError as exc:  # what only a running server could tell (its token counts)
+            pytest.fail(f"{self._nodeid}: {exc}", pytrace=False)
         return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"), self._kwargs.get("error_budget"))
 
 

@@ -212,7 +212,7 @@ def _read_json(path: Path) -> Any:
     except OSError as exc:
         raise BaselineError(path, f"cannot be read ({exc.strerror or exc})") from None
     if not text.strip():
-        raise BaselineError(path, "empty file; delete it and re-record with --update-baselines")
+        raise BaselineError(path, "empty file")
     try:
         return json.loads(text, parse_constant=lambda c: _reject_constant(path, c))
     except json.JSONDecodeError as exc:

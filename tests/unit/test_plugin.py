@@ -133,6 +133,24 @@ def test_a_bad_simulator_flag_is_a_usage_error_before_any_server_starts(project)
     assert "starting server" not in result.stdout.str()
 
 
+def test_prompts_the_servers_tokenizer_filters_out_fail_the_test_in_one_line_naming_the_knobs(project):
+    """Enough conversations for the check before start, too few pass the length filters by
+    the server's own token counts: known only once it runs, a one-line failure."""
+    records = [{"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello there"}]}] * 60
+    (project.path / "sharegpt.json").write_text(json.dumps(records))
+    result = run(project, "-k", "test_base")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        [
+            "test_suite.py::test_base[[]4[]]: org/tiny @ concurrency 4: 13 prompts needed (12 measured + 1 warm-up) "
+            "but only 0 of 60 conversations in sharegpt.json pass the length filters (min_len=4, *; tokens counted "
+            "by server); lower num_prompts= (or warmup=) in the llmperf marker, run a smaller --llmperf-profile, "
+            "or point --llmperf-dataset at a larger file"
+        ]
+    )
+    assert "session.py:" not in result.stdout.str() and "oversample" not in result.stdout.str()
+
+
 def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_servers(project):
     missing = run(project)
     missing.assert_outcomes(failed=3)

@@ -145,3 +145,15 @@ def test_cleanup_removes_every_container_of_the_plugin_and_names_them(monkeypatc
 def test_cleanup_with_nothing_left_says_so(monkeypatch):
     monkeypatch.setattr(docker, "from_env", lambda: FakeEngine([]))
     assert cleanup_leftover_containers() == "--llmperf-cleanup: no leftover containers"
+
+
+def test_the_baseline_folder_is_known_before_start_except_per_gpu_model():
+    from pytest_llmperf.targets import BASELINE_FOLDERS, baseline_folders_before_start
+
+    # The folder is the target's name where its servers report no GPU (session.default_baseline_folder).
+    names = {"sim": SimTarget.name, "docker": DockerTarget.name, "external": ExternalTarget.name}
+    assert {kind: BASELINE_FOLDERS[kind] for kind in names} == names
+    assert BASELINE_FOLDERS["real-cpu"] == LocalVllmTarget.name and BASELINE_FOLDERS["gpu"] is None
+    assert baseline_folders_before_start(LlmperfOptions(target="sim")) == ["sim"]
+    assert baseline_folders_before_start(LlmperfOptions(target="gpu")) is None  # the GPU model, once one runs
+    assert baseline_folders_before_start(LlmperfOptions(target="gpu", target_name="h200-box")) == ["h200-box"]
