@@ -12,6 +12,8 @@ counts) fails that test in one line instead: tests/unit/test_session.py.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.plugin_project import INI
@@ -212,3 +214,41 @@ def test_a_corrupt_baseline_file_the_tests_read_is_a_usage_error_at_session_star
     path.write_text(content)
     refused(run(project, *mode), message)
     assert path.read_text() == content  # left as it was, for the user to look at
+
+
+# -- baselines keyed by workload (the layout: tests/unit/baselines/test_store.py) ----------
+
+
+TWO_WORKLOADS = """
+import pytest
+from conftest import BASE
+
+@pytest.mark.parametrize("concurrency", [2])
+@pytest.mark.llmperf(server=BASE, num_prompts=4, max_tokens=8, warmup=0)
+def test_short(llmperf, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+
+@pytest.mark.parametrize("concurrency", [2])
+@pytest.mark.llmperf(server=BASE, num_prompts=4, max_tokens=32, warmup=0)
+def test_long(llmperf, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+"""
+
+
+def test_two_workloads_of_one_server_and_concurrency_keep_two_baseline_entries(project):
+    """They overwrote each other's entry. The one case here that runs a server: two tiny runs."""
+    project.makepyfile(test_suite=TWO_WORKLOADS)
+    run(project, "--update-baselines").assert_outcomes(passed=2)
+    doc = json.loads((project.path / "baselines" / "sim" / "tiny.json").read_text())
+    entries = doc["concurrency"]["2"]
+    assert sorted(e["workload"]["max_tokens"] for e in entries.values()) == [8, 32]
+    assert all(f"max_tokens={e['workload']['max_tokens']} " in key for key, e in entries.items())
+    recorded = {e["workload"]["max_tokens"]: e["metrics"]["decode_tok_s"]["value"] for e in entries.values()}
+    result = run(project, "--llmperf-report", "report.json")
+    judged = json.loads((project.path / "report.json").read_text())["verdicts"]
+    # Each judged against its own entry (pass or not: timing on this shared machine is not the point).
+    assert {v["test"]: v["verdicts"][0]["baseline"] for v in judged} == {
+        "test_suite.py::test_short[2]": recorded[8],
+        "test_suite.py::test_long[2]": recorded[32],
+    }
+    assert "different workload" not in result.stdout.str() and "MISSING BASELINE" not in result.stdout.str()

@@ -226,34 +226,6 @@ def test_baseline_from_another_workload_is_refused_saying_what_differs(project):
     )
 
 
-TWO_WORKLOADS = """
-import pytest
-from conftest import BASE
-
-@pytest.mark.parametrize("concurrency", [2])
-@pytest.mark.llmperf(server=BASE, num_prompts=4, max_tokens=16, warmup=0)
-def test_short(llmperf, concurrency):
-    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
-
-@pytest.mark.parametrize("concurrency", [2])
-@pytest.mark.llmperf(server=BASE, num_prompts=4, max_tokens=64, warmup=0)
-def test_long(llmperf, concurrency):
-    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
-"""
-
-
-def test_two_workloads_of_one_server_and_concurrency_keep_two_baseline_entries(project):
-    project.makepyfile(test_suite=TWO_WORKLOADS)
-    run(project, "--update-baselines").assert_outcomes(passed=2)
-    doc = json.loads((project.path / "baselines" / "sim" / "tiny.json").read_text())
-    entries = doc["concurrency"]["2"]
-    assert sorted(e["workload"]["max_tokens"] for e in entries.values()) == [16, 64]
-    assert all(f"max_tokens={e['workload']['max_tokens']} " in key for key, e in entries.items())
-    result = run(project, "-rA")
-    result.assert_outcomes(passed=2)  # each against its own entry
-    assert "different workload" not in result.stdout.str()
-
-
 def test_xdist_never_runs_gpu_servers_side_by_side(project):
     pytest.importorskip("xdist")
     result = project.runpytest("-p", "no:benchmark", "--llmperf-gpu", "-n", "2")
