@@ -200,15 +200,22 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
         print(f"warning: {w.message}", file=sys.stderr)
     info = file.describe()
     count = bench_workload(args).prompts_needed
-    if args.approx_tokens:
-        return ds.sample_requests(file.conversations, count, seed=args.seed), info
-    cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
-    counter = ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256)
     try:
-        reqs = ds.sample_requests(file.conversations, count, seed=args.seed, count_tokens=counter)
-    except TokenizeUnavailable as exc:
-        print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
-        reqs = ds.sample_requests(file.conversations, count, seed=args.seed)
+        if args.approx_tokens:
+            return ds.sample_requests(file.conversations, count, seed=args.seed), info
+        cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
+        counter = ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256)
+        try:
+            reqs = ds.sample_requests(file.conversations, count, seed=args.seed, count_tokens=counter)
+        except TokenizeUnavailable as exc:
+            print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
+            reqs = ds.sample_requests(file.conversations, count, seed=args.seed)
+    except ds.NotEnoughPromptsError as exc:
+        raise CLIError(
+            f"{count} prompts needed ({args.num_prompts} measured + {args.warmup} warm-up) but only {exc.kept} of "
+            f"{exc.available} conversations in {path.name} pass the length filters ({exc.filters}); lower "
+            "--num-prompts (or --warmup), or point --dataset at a larger file"
+        ) from None
     return reqs, info
 
 

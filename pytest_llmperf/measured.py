@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from pytest_llmperf.baselines.tolerances import parse_tolerance, parse_tolerances
 from pytest_llmperf.metrics.registry import check_names
 from pytest_llmperf.metrics.uncertainty import Row
 from pytest_llmperf.servers.spec import ServerSpec
@@ -89,11 +90,24 @@ class MeasuredRun:
         --update-baselines."""
         names = self._metrics(metrics)
         check_names(names, "assert_no_regression: ")
+        # Checked before judging: a typo or a wrong sign must not be skipped silently.
+        parse_tolerances(tolerances or {}, "assert_no_regression: ")
+        ungated = [name for name in tolerances or {} if name not in names]
+        if ungated:
+            raise ValueError(
+                f"assert_no_regression: tolerances for {', '.join(ungated)}, which this assertion does not gate "
+                f"(it gates {', '.join(names)}); gate them too, or move their tolerances to the marker"
+            )
         self._judge(lambda: {m: self.samples.get(m, [None]) for m in names}, tolerances or {}, None)
 
     def assert_speedup_over(self, base: MeasuredRun, tolerance: str | None = None) -> None:
         """Gate `mtp_speedup` (this run's decode tok/s / the base run's) against the baseline."""
         self.speedup_samples(base)  # refuses a different workload or model before anything is judged
+        if tolerance:
+            try:
+                parse_tolerance(tolerance, "mtp_speedup")
+            except ValueError as exc:
+                raise ValueError(f"assert_speedup_over: tolerance: {exc}") from None
         tolerances = {"mtp_speedup": tolerance} if tolerance else {}
         self._judge(lambda: {"mtp_speedup": self.speedup_samples(base)}, tolerances, base)
 

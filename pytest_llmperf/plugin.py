@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
+from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, check_workload, resolve_workload
 
 if TYPE_CHECKING:  # imported when a session starts
     from pytest_llmperf.measured import MeasuredRun
@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # imported when a session starts
 
 SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
 OPTIONS_KEY = pytest.StashKey["Any"]()
+# The dataset check_before_start loaded at the end of collection, for the session.
+DATASET_KEY = pytest.StashKey["Any"]()
 # llmperf_tolerances, parsed once at configure.
 INI_TOLERANCES_KEY: pytest.StashKey[dict[str, Tolerance]] = pytest.StashKey()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
@@ -150,11 +152,63 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
             parse_budget(marker.kwargs["error_budget"])
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    planned_workloads(item, marker.kwargs)  # the workload's values, before any server starts
     return dict(marker.kwargs)
+
+
+def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Workload]:
+    """The workloads a marked test will run, as far as collection can tell: its marker's,
+    at its `concurrency` parameter when it has one (the usual parametrize). Checks every
+    workload value of the marker either way; pytest.UsageError names the test and the fix.
+    A test without that parameter gives none: its concurrency is known when it runs."""
+    declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    profile = item.config.stash[OPTIONS_KEY].profile
+    try:
+        check_workload(declared)
+        if "concurrency" not in params:
+            return []
+        return [resolve_workload(declared, params["concurrency"], profile)]
+    except ValueError as exc:
+        where = " (its concurrency parameter)" if str(exc).startswith("concurrency") else ""
+        raise pytest.UsageError(f"{item.nodeid}{where}: {exc}") from None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = order_items(items, marker_kwargs)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before any server starts: the dataset (found, readable, parses, enough prompts for
+    the largest workload a collected test declares) and the baseline files those tests
+    read. A problem is a usage error saying the fix, not a traceback after a model load."""
+    config = session.config
+    options = config.stash[OPTIONS_KEY]
+    if options.target is None or config.option.collectonly:
+        return
+    from pytest_llmperf.session import PlannedTest, SetupError, check_before_start
+    from pytest_llmperf.targets import baseline_folders_before_start
+
+    plans = []
+    for item in session.items:
+        kwargs = marker_kwargs(item)
+        if kwargs is None:
+            continue
+        servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
+        plans.append(PlannedTest(item.nodeid, servers, tuple(planned_workloads(item, kwargs))))
+    if not plans:
+        return
+    try:
+        dataset = check_before_start(
+            options, Path(config.rootpath), plans, folders=baseline_folders_before_start(options)
+        )
+    except SetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and reporter.verbosity >= 0:
+        reporter.write_line(f"[llmperf] dataset {dataset.path}: {len(dataset.conversations)} conversations")
+    config.stash[DATASET_KEY] = dataset
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -205,6 +259,7 @@ def _perf_session(config: pytest.Config) -> Any:
             target,
             Path(config.rootpath),
             ini_tolerances=config.stash[INI_TOLERANCES_KEY],
+            dataset=config.stash.get(DATASET_KEY, None),
             log=log,
             live_output=live,
         )
@@ -243,11 +298,16 @@ class LlmperfFixture:
             resolved = resolve_workload(declared, concurrency, self._profile)
         except ValueError as exc:
             raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
-        if self._benchmark is not None and not self._perf.is_cached(spec, resolved):
-            measured = _run_under_benchmark(self._benchmark(), self._perf.run, spec, resolved)
-            self._benchmark = None  # pytest-benchmark times one call per test
-        else:
-            measured = self._perf.run(spec, resolved)
+        from pytest_llmperf.session import SetupError
+
+        try:
+            if self._benchmark is not None and not self._perf.is_cached(spec, resolved):
+                measured = _run_under_benchmark(self._benchmark(), self._perf.run, spec, resolved)
+                self._benchmark = None  # pytest-benchmark times one call per test
+            else:
+                measured = self._perf.run(spec, resolved)
+        except SetupError as exc:  # what only a running server could tell (its token counts)
+            pytest.fail(f"{self._nodeid}: {exc}", pytrace=False)
         return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"), self._kwargs.get("error_budget"))
 
 

@@ -11,7 +11,7 @@ import datetime as dt
 import functools
 import subprocess
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from enum import Enum
@@ -25,8 +25,9 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
     incompatibility_message,
+    other_workload_message,
 )
-from pytest_llmperf.baselines.store import BaselineStore
+from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, BaselineStore
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
@@ -106,6 +107,103 @@ def default_baseline_folder(kind: str, provenance: Mapping[str, Any]) -> str:
     return kind
 
 
+class SetupError(ValueError):
+    """Input the session cannot run with, found before any server starts; the message
+    names what is wrong and the fix."""
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """What one collected test will need, as far as collection can tell."""
+
+    nodeid: str
+    servers: tuple[ServerSpec, ...]  # its server, and its base server for a speedup
+    workloads: tuple[Workload, ...] = ()  # empty: known only when it runs
+
+
+def check_before_start(
+    options: LlmperfOptions,
+    rootdir: Path,
+    plans: Sequence[PlannedTest],
+    folders: Sequence[str] | None,
+) -> Any:
+    """Load the dataset and check it and the baseline files the `plans` will read, before
+    any server starts: SetupError says what is wrong and how to fix it. Returns the loaded
+    dataset (a ShareGPTFile) for the session. `folders`: the baseline folders the tests
+    will be judged in; None when the folder is known only once a server runs (the GPU
+    model): then every folder's file of each server is checked."""
+    from pytest_llmperf.workload.dataset import DatasetError, find_dataset, read_sharegpt
+
+    option = "--llmperf-dataset" if options.sources.get("llmperf_dataset") == "cli" else "ini option llmperf_dataset"
+    try:
+        path = find_dataset(options.dataset, root=rootdir)
+        dataset = read_sharegpt(path)
+    except DatasetError as exc:
+        given = f"{option} ({options.dataset})" if options.dataset is not None else "the dataset"
+        fix = f"point {option} at a ShareGPT V3 JSON file" if options.dataset is not None else ""
+        raise SetupError(f"{given}: {exc}" + (f"; {fix}" if fix and "\n" not in str(exc) else "")) from None
+    if not dataset.conversations:
+        raise SetupError(
+            f"dataset {dataset.path}: no conversation with two or more turns ({dataset.records} records read), "
+            f"nothing to send; point {option} at a ShareGPT V3 JSON file"
+        )
+    _check_prompts(dataset, plans, option)
+    _check_baselines(BaselineStore(rootdir / options.baselines_dir), rootdir, plans, folders)
+    return dataset
+
+
+def _check_prompts(dataset: Any, plans: Sequence[PlannedTest], option: str) -> None:
+    """Every planned workload's prompts (measured, then distinct warm-up ones) exist at all:
+    fewer conversations than that cannot be sampled whatever the length filters keep."""
+    have = len(dataset.conversations)
+    short = [(plan, w) for plan in plans for w in plan.workloads if w.prompts_needed > have]
+    if not short:
+        return
+    plan, workload = max(short, key=lambda pw: pw[1].prompts_needed)
+    others = len({p.nodeid for p, _ in short}) - 1
+    raise SetupError(
+        f"{plan.nodeid} needs {workload.prompts_needed} prompts at concurrency {workload.concurrency} "
+        f"({workload.num_prompts} measured + {workload.warmup} warm-up, profile {workload.profile}) but dataset "
+        f"{dataset.path.name} has {have} conversations"
+        + (f" ({others} more test(s) need more than it has)" if others else "")
+        + f"; lower num_prompts= (or warmup=) in its llmperf marker, run a smaller --llmperf-profile, "
+        f"or point {option} at a larger file"
+    )
+
+
+def _check_baselines(
+    store: BaselineStore, rootdir: Path, plans: Sequence[PlannedTest], folders: Sequence[str] | None
+) -> None:
+    """Every baseline and published file the planned tests read loads: a corrupt or
+    hand-broken one is named before the workload runs, not after."""
+    if folders is None:
+        folders = (
+            sorted(p.name for p in store.root.iterdir() if p.is_dir() and p.name != PUBLISHED_DIR)
+            if store.root.is_dir()
+            else []
+        )
+    servers = sorted({spec.name for plan in plans for spec in plan.servers})
+    problems = []
+    for name in servers:
+        for folder in folders:
+            try:
+                store.load(folder, name)
+            except BaselineError as exc:
+                problems.append(
+                    f"baseline {_relative(exc.path, rootdir)}: {exc.problem}; the tests of {name} read it: "
+                    "fix it, or delete it and record again with --update-baselines"
+                )
+        try:
+            store.load_published(name)
+        except BaselineError as exc:
+            problems.append(
+                f"published figures {_relative(exc.path, rootdir)}: {exc.problem}; fix it by hand "
+                "(hand-curated, never recorded), or delete it"
+            )
+    if problems:
+        raise SetupError("\n".join(problems))
+
+
 class PerfSession:
     def __init__(
         self,
@@ -114,6 +212,7 @@ class PerfSession:
         rootdir: Path,
         *,
         ini_tolerances: Mapping[str, Tolerance] | None = None,
+        dataset: Any = None,
         log: Callable[[str], None] = lambda msg: None,
         live_output: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> None:
@@ -128,7 +227,7 @@ class PerfSession:
         self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
         self.run_count = 0  # workloads actually executed (cache misses)
         self.gates: list[GateRecord] = []
-        self._dataset: Any = None  # the loaded ShareGPTFile
+        self._dataset: Any = dataset  # the loaded ShareGPTFile (check_before_start's), else loaded on first use
         self.token_count_source = ""
         self._requests: dict[tuple[str, int, int], list[SampledRequest]] = {}  # (model, seed, count)
 
@@ -256,16 +355,25 @@ class PerfSession:
 
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""
-        from pytest_llmperf.workload.dataset import find_dataset, read_sharegpt, sample_requests
+        from pytest_llmperf.workload.dataset import (
+            DatasetError,
+            NotEnoughPromptsError,
+            find_dataset,
+            read_sharegpt,
+            sample_requests,
+        )
         from pytest_llmperf.workload.token_counts import token_counter_for
 
         count = workload.prompts_needed
         key = (endpoint.model, workload.seed, count)
         if key not in self._requests:
-            if self._dataset is None:
-                path = find_dataset(self.options.dataset, root=self.rootdir)
-                self.log(f"loading dataset {path}")
-                self._dataset = read_sharegpt(path)
+            if self._dataset is None:  # check_before_start loads it; a session used on its own, here
+                try:
+                    path = find_dataset(self.options.dataset, root=self.rootdir)
+                    self.log(f"loading dataset {path}")
+                    self._dataset = read_sharegpt(path)
+                except DatasetError as exc:
+                    raise SetupError(f"dataset: {exc}") from None
             counter, source = token_counter_for(
                 endpoint.base_url,
                 endpoint.model,
@@ -273,9 +381,19 @@ class PerfSession:
                 dataset_id=self._dataset.sha256,
             )
             self.token_count_source = source
-            self._requests[key] = sample_requests(
-                self._dataset.conversations, count, seed=workload.seed, count_tokens=counter
-            )
+            try:
+                self._requests[key] = sample_requests(
+                    self._dataset.conversations, count, seed=workload.seed, count_tokens=counter
+                )
+            except NotEnoughPromptsError as exc:
+                # Only the server's token counts tell how many pass the length filters.
+                raise SetupError(
+                    f"{endpoint.model} @ concurrency {workload.concurrency}: {count} prompts needed "
+                    f"({workload.num_prompts} measured + {workload.warmup} warm-up) but only {exc.kept} of "
+                    f"{exc.available} conversations in {self._dataset.path.name} pass the length filters "
+                    f"({exc.filters}; tokens counted by {source}); lower num_prompts= (or warmup=) in the "
+                    "llmperf marker, run a smaller --llmperf-profile, or point --llmperf-dataset at a larger file"
+                ) from None
         return self._requests[key]
 
     def workload_identity(self, run: MeasuredRun) -> dict[str, Any]:
@@ -434,13 +552,27 @@ class PerfSession:
             return
 
         baseline = self.store.load(target, run.server.name)
-        entry = baseline.entry(run.concurrency) if baseline else None
+        entry = baseline.entry(run.concurrency, workload) if baseline else None
         if entry is not None:
             differences = check_compatible(entry["workload"], workload, entry["provenance"], run.provenance)
             if differences:
                 record.outcome = Outcome.REFUSED
                 record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
                 raise PerfFailure(record.message)
+        elif baseline is not None and (others := baseline.others(run.concurrency, workload)):
+            # Entries of other workloads only: say what differs rather than "missing".
+            differences = min(
+                (
+                    check_compatible(other["workload"], workload, other["provenance"], run.provenance)
+                    for other in others
+                ),
+                key=len,
+            )
+            record.outcome = Outcome.REFUSED
+            record.message = other_workload_message(
+                record.baseline_path, run.concurrency, differences, command, len(others)
+            )
+            raise PerfFailure(record.message)
         while True:
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
             if invalid or not self._worth_another(run, verdicts) or not self.extend(run):
@@ -519,9 +651,8 @@ class PerfSession:
         else:  # the speedup: each server's decode change against its own baseline
             base_file = self.store.load(target, base.server.name)
             mine, blocks = self._paired(run, entry, ["decode_tok_s"])
-            theirs, base_blocks = self._paired(
-                base, base_file.entry(base.concurrency) if base_file else None, ["decode_tok_s"]
-            )
+            base_entry = base_file.entry(base.concurrency, self.workload_identity(base)) if base_file else None
+            theirs, base_blocks = self._paired(base, base_entry, ["decode_tok_s"])
             blocks = min(blocks, base_blocks)
             speedup = _median(samples.get("mtp_speedup", []))
             ours, their = run.value("decode_tok_s"), base.value("decode_tok_s")

@@ -12,6 +12,26 @@ from pytest_llmperf.servers.base import ServerTarget
 
 LEFTOVER_CHECK_TIMEOUT = 10.0  # seconds: the session-start notice must not hang on a far engine
 
+# The baseline folder each kind of target is judged in, known before any server starts:
+# its target's name (session.default_baseline_folder); None for GPUs, judged per GPU model,
+# which a server reports once it runs.
+BASELINE_FOLDERS: dict[str, str | None] = {
+    "sim": "sim",
+    "docker": "docker",
+    "external": "external",
+    "real-cpu": "local-vllm",
+    "gpu": None,
+}
+
+
+def baseline_folders_before_start(options: LlmperfOptions) -> list[str] | None:
+    """The baseline folders this session's tests will be judged in, or None when only a
+    running server can tell (--llmperf-gpu without --llmperf-target-name)."""
+    if options.target_name:
+        return [options.target_name]
+    folder = BASELINE_FOLDERS.get(options.target or "")
+    return None if folder is None else [folder]
+
 
 def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[str], None]) -> ServerTarget:
     kind = options.target

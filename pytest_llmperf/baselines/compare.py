@@ -421,6 +421,25 @@ def check_compatible(
     return diffs
 
 
+def other_workload_message(
+    path: Any, concurrency: int, differences: list[str], update_command: str, others: int = 1
+) -> str:
+    """No entry for this workload, but `others` entries of other workloads at this
+    concurrency: what differs from the nearest, and how to record this one beside them."""
+    which = "its entry there was" if others == 1 else f"its {others} entries there were"
+    lines = [
+        f"baseline {path} has no entry for this workload at concurrency {concurrency}: {which} "
+        "recorded under a different workload; nothing to compare with. Differences"
+        + (" from the nearest:" if others > 1 else ":"),
+    ]
+    lines += [f"  - {d}" for d in differences]
+    lines.append(
+        f"Record this workload beside {'it' if others == 1 else 'them'} with: {update_command} "
+        "(entries of other workloads are kept: delete one from the file once no test asks for it)"
+    )
+    return "\n".join(lines)
+
+
 def incompatibility_message(path: Any, concurrency: int, differences: list[str], update_command: str) -> str:
     """The refusal text: what differs, and how to re-record deliberately."""
     lines = [

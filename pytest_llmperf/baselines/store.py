@@ -1,20 +1,31 @@
 """Baseline files: baselines/<target>/<server>.json, written atomically and deterministically.
 
-Layout of a baseline file (format 1):
+Layout of a baseline file (format 2): per concurrency, one entry per workload.
 
     {
-      "format": 1,
+      "format": 2,
       "target": "NVIDIA-H200",
       "server": "qwen3.6-35b-a3b-fp8-mtp",
       "concurrency": {
-        "8":  {"workload": {...}, "provenance": {...},
-               "metrics": {"decode_tok_s": {"value": 407.9, "samples": [...],
-                                            "spread": 0.012, "direction": "higher"}},
-               "requests": ["17 263 256 86 412.5 17030.2", ...]},
+        "8": {
+          "endpoint=completions ignore_eos=false max_seconds=300 max_tokens=256 num_prompts=500 ...": {
+            "workload": {...}, "provenance": {...},
+            "metrics": {"decode_tok_s": {"value": 407.9, "samples": [...],
+                                         "spread": 0.012, "direction": "higher"}},
+            "requests": ["17 263 256 86 412.5 17030.2", ...]},
+          "endpoint=completions ... max_tokens=1024 ...": {...}
+        },
         "32": {...}
       }
     }
 
+- An entry's key is its workload key (`workload_key`): what the test asked for, every
+  workload value but those saying where it ran (WHERE_KEYS: concurrency, model, dataset,
+  the simulator's clock), as `name=value` sorted by name. Two tests of one server and
+  concurrency with different workloads (prompts, max_tokens, cap, warm-up, endpoint,
+  seed, profile) keep an entry each. The same workload run elsewhere (another dataset,
+  model or clock speed; other hardware, from provenance) is the same entry: comparing
+  is refused with the differences, and recording replaces it.
 - value  = median of the samples (the repetitions of the run).
 - spread = (max - min) / |median| of the samples: a relative range, 0 for one sample,
            null when the median is 0. It tells a reviewer how noisy the number is.
@@ -26,6 +37,9 @@ Layout of a baseline file (format 1):
 - Concurrency keys are ordered numerically, every other key alphabetically; metric
   numbers are rounded to 6 significant digits; indent 2, trailing newline. Writing the
   same data twice gives byte-identical files, so a diff shows only what moved.
+- Format 1 files (one entry per concurrency, `"8": {"workload": ...}`) still load: each
+  entry is keyed by its workload as above, and the next record writes format 2
+  (`scripts/migrate_baselines.py` rewrites them at once).
 
 Published reference figures (from a write-up such as the seeds) live apart, in
 baselines/published/<server>.json: they are hand-curated, not hardware-matched, and
@@ -58,7 +72,9 @@ from pytest_llmperf.metrics.uncertainty import decode_rows
 from pytest_llmperf.util.files import atomic_write_text
 from pytest_llmperf.util.secrets import strip_secrets
 
-FORMAT = 1
+FORMAT = 2
+READ_FORMATS = (1, 2)  # format 1: one entry per concurrency, keyed here by its workload
+PUBLISHED_FORMAT = 1
 SIG_DIGITS = 6
 PUBLISHED_DIR = "published"
 
@@ -104,6 +120,33 @@ def summarize_samples(samples: list[float]) -> tuple[float, float | None]:
     if med == 0:
         return med, None
     return med, (max(samples) - min(samples)) / abs(med)
+
+
+# --- entries by workload ------------------------------------------------------------
+
+# Workload values saying where a run ran rather than what it asked for: not part of an
+# entry's key, so a change of them is refused (compare.check_compatible), not stored beside.
+WHERE_KEYS = frozenset({"concurrency", "model", "dataset", "clock_speed"})
+
+
+def workload_key(workload: Mapping[str, Any]) -> str:
+    """The key of a workload's entry: "endpoint=completions ignore_eos=false max_seconds=60
+    max_tokens=256 num_prompts=16 profile=smoke seed=0 warmup=2" (every value but
+    WHERE_KEYS, sorted by name; None is null, whole floats are written as integers)."""
+    parts = [f"{name}={_key_value(workload[name])}" for name in sorted(workload) if name not in WHERE_KEYS]
+    return " ".join(parts) or "default"
+
+
+def _key_value(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
+        return str(int(float(value)))
+    if isinstance(value, str):
+        return value
+    return json.dumps(_plain(value, "workload"), sort_keys=True, separators=(",", ":"))
 
 
 # --- deterministic JSON ------------------------------------------------------------
@@ -169,7 +212,7 @@ def _read_json(path: Path) -> Any:
     except OSError as exc:
         raise BaselineError(path, f"cannot be read ({exc.strerror or exc})") from None
     if not text.strip():
-        raise BaselineError(path, "empty file; delete it and re-record with --update-baselines")
+        raise BaselineError(path, "empty file")
     try:
         return json.loads(text, parse_constant=lambda c: _reject_constant(path, c))
     except json.JSONDecodeError as exc:
@@ -198,12 +241,13 @@ def _check_keys(path: Path, where: str, obj: Mapping[str, Any], allowed: set[str
         )
 
 
-def _check_header(path: Path, doc: Any, kind_fields: Mapping[str, str]) -> None:
+def _check_header(path: Path, doc: Any, kind_fields: Mapping[str, str], formats: Sequence[int]) -> None:
     if not isinstance(doc, dict):
         raise BaselineError(path, f"expected a JSON object at the top level, got {type(doc).__name__}")
     _check_keys(path, "top level", doc, {"format", "concurrency", "note", *kind_fields})
-    if doc.get("format") != FORMAT:
-        raise BaselineError(path, f"unsupported format {doc.get('format')!r} (this plugin reads format {FORMAT})")
+    if isinstance(doc.get("format"), bool) or doc.get("format") not in formats:
+        readable = " or ".join(map(str, formats))
+        raise BaselineError(path, f"unsupported format {doc.get('format')!r} (this plugin reads format {readable})")
     for key, expected in kind_fields.items():
         if doc.get(key) != expected:
             raise BaselineError(
@@ -249,8 +293,7 @@ def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
         )
 
 
-def _check_entry(path: Path, key: str, entry: Any) -> None:
-    where = f"concurrency[{key}]"
+def _check_entry(path: Path, where: str, entry: Any) -> None:
     if not isinstance(entry, dict):
         raise BaselineError(path, f"{where}: expected an object, got {type(entry).__name__}")
     for section in ("workload", "provenance", "metrics"):
@@ -270,6 +313,34 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
             raise BaselineError(path, f"{where}.requests: {exc}") from None
 
 
+def _entries_of(path: Path, doc: dict[str, Any]) -> dict[int, dict[str, dict[str, Any]]]:
+    """The file's entries by concurrency and workload key, each checked."""
+    entries: dict[int, dict[str, dict[str, Any]]] = {}
+    for level, section in doc["concurrency"].items():
+        concurrency = _concurrency_key(path, level)
+        if doc["format"] == 1:  # one entry per concurrency: its workload gives its key
+            _check_entry(path, f"concurrency[{level}]", section)
+            entries[concurrency] = {workload_key(section["workload"]): section}
+            continue
+        if not isinstance(section, dict) or not section:
+            raise BaselineError(
+                path, f"concurrency[{level}]: expected an object of entries by workload key, got {section!r}"
+            )
+        for key, entry in section.items():
+            where = f"concurrency[{level}][{key!r}]"
+            _check_entry(path, where, entry)
+            expected = workload_key(entry["workload"])
+            if key != expected:
+                raise BaselineError(
+                    path,
+                    f"{where}: the key does not match the entry's workload, whose key is {expected!r}; "
+                    "rename the key (or fix the workload) by hand, or delete the entry and re-record it "
+                    "with --update-baselines",
+                )
+        entries[concurrency] = dict(section)
+    return entries
+
+
 # --- the files ----------------------------------------------------------------------
 
 
@@ -278,24 +349,40 @@ class BaselineFile:
     path: Path
     target: str
     server: str
-    # {concurrency: {"workload": {...}, "provenance": {...},
-    #                "metrics": {name: {"value", "samples", "spread", "direction"}}}}
-    entries: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # {concurrency: {workload key: {"workload": {...}, "provenance": {...},
+    #                "metrics": {name: {"value", "samples", "spread", "direction"}}}}}
+    entries: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
-    def entry(self, concurrency: int) -> dict[str, Any] | None:
-        return self.entries.get(int(concurrency))
+    def entry(self, concurrency: int, workload: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The entry for `workload` at `concurrency`, or None. Without a workload: the only
+        entry there (ValueError when there are several)."""
+        at = self.entries.get(int(concurrency), {})
+        if workload is not None:
+            return at.get(workload_key(workload))
+        if len(at) > 1:
+            raise ValueError(
+                f"{self.path}: concurrency {concurrency} has {len(at)} entries, one per workload; name the workload"
+            )
+        return next(iter(at.values()), None)
 
-    def metric(self, concurrency: int, name: str) -> dict[str, Any] | None:
-        entry = self.entry(concurrency)
+    def others(self, concurrency: int, workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The entries at `concurrency` recorded under another workload than `workload`."""
+        key = workload_key(workload)
+        return [entry for k, entry in self.entries.get(int(concurrency), {}).items() if k != key]
+
+    def metric(self, concurrency: int, name: str, workload: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        entry = self.entry(concurrency, workload)
         return entry["metrics"].get(name) if entry else None
 
-    def value(self, concurrency: int, name: str) -> float | None:
-        m = self.metric(concurrency, name)
+    def value(self, concurrency: int, name: str, workload: Mapping[str, Any] | None = None) -> float | None:
+        m = self.metric(concurrency, name, workload)
         return m["value"] if m else None
 
     def to_document(self) -> dict[str, Any]:
         return {
-            "concurrency": _by_concurrency({c: _plain(e, f"concurrency[{c}]") for c, e in self.entries.items()}),
+            "concurrency": _by_concurrency(
+                {c: _plain(at, f"concurrency[{c}]") for c, at in self.entries.items() if at}
+            ),
             "format": FORMAT,
             "server": self.server,
             "target": self.target,
@@ -322,7 +409,7 @@ class PublishedFile:
         return _dump(
             {
                 "concurrency": _by_concurrency({c: _plain(e, f"concurrency[{c}]") for c, e in self.entries.items()}),
-                "format": FORMAT,
+                "format": PUBLISHED_FORMAT,
                 "kind": "published-reference",
                 "note": "Published figures, report-only: shown beside measured values, never gating.",
                 "server": self.server,
@@ -359,12 +446,8 @@ class BaselineStore:
         if not path.exists():
             return None
         doc = _read_json(path)
-        _check_header(path, doc, {"target": sanitize_name(target), "server": sanitize_name(server)})
-        entries = {}
-        for key, entry in doc["concurrency"].items():
-            _check_entry(path, key, entry)
-            entries[_concurrency_key(path, key)] = entry
-        return BaselineFile(path=path, target=doc["target"], server=doc["server"], entries=entries)
+        _check_header(path, doc, {"target": sanitize_name(target), "server": sanitize_name(server)}, READ_FORMATS)
+        return BaselineFile(path=path, target=doc["target"], server=doc["server"], entries=_entries_of(path, doc))
 
     def record(
         self,
@@ -377,13 +460,15 @@ class BaselineStore:
         *,
         requests: list[str] | None = None,
     ) -> BaselineFile:
-        """Record one concurrency's metrics and write the file; other concurrencies are kept.
+        """Record one concurrency's metrics under `workload`'s key and write the file; other
+        concurrencies and other workloads' entries are kept.
 
         Each metric is a list of samples (repetitions) or a single value; None samples
         (no data, e.g. acceptance on a base server) are skipped and a metric with none
-        left is not recorded. Within a concurrency, metrics recorded earlier under the same
+        left is not recorded. Within the entry, metrics recorded earlier under the same
         workload and hardware are kept (so mtp_speedup can be added after decode_tok_s);
-        a different workload or hardware replaces the whole entry.
+        the same workload key run elsewhere (another dataset, model or clock, other
+        hardware) replaces the whole entry.
         `requests`: the run's per-request lines (metrics/uncertainty.encode_rows); when
         None, lines recorded earlier under the same workload and hardware are kept.
         """
@@ -418,7 +503,9 @@ class BaselineStore:
                     "value": stable_float(median),
                 }
 
-            old = current.entries.get(concurrency)
+            key = workload_key(workload)
+            at = current.entries.setdefault(concurrency, {})
+            old = at.get(key)
             kept: dict[str, Any] = {}
             kept_requests = None
             if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
@@ -429,7 +516,7 @@ class BaselineStore:
             lines = [str(line) for line in requests] if requests is not None else kept_requests
             if lines is not None:
                 entry["requests"] = lines
-            current.entries[concurrency] = entry
+            at[key] = entry
             atomic_write_text(path, current.to_json())
             return current
 
@@ -440,7 +527,7 @@ class BaselineStore:
         if not path.exists():
             return None
         doc = _read_json(path)
-        _check_header(path, doc, {"kind": "published-reference", "server": sanitize_name(server)})
+        _check_header(path, doc, {"kind": "published-reference", "server": sanitize_name(server)}, (PUBLISHED_FORMAT,))
         entries = {}
         for key, entry in doc["concurrency"].items():
             where = f"concurrency[{key}]"

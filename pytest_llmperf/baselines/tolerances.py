@@ -6,6 +6,12 @@ is worse. "5%" on decode tok/s (higher is better) allows measured >= baseline * 
 "0.03" on acceptance rate allows measured >= baseline - 0.03.
 The same magnitude in the better direction is the "improved" threshold.
 
+A sign is optional. Given, it is the sign of the allowed (worse) move, as the verdict
+tables' "allowed" column prints it: "-5%" on a higher-is-better metric, "+10%" on a
+lower-is-better one. The opposite sign ("-5%" on TTFT: may TTFT only fall?) says
+something no tolerance can mean, so it is refused with the spelling that works instead
+of being read as its magnitude.
+
 Precedence for a metric's tolerance: per-test marker > project ini > the registry's default.
 """
 
@@ -16,18 +22,21 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_llmperf.metrics.registry import Tolerance, check_names, metric
+from pytest_llmperf.metrics.registry import Direction, Tolerance, check_names, metric
 
 _ACCEPTED_FORMS = (
     'accepted forms: "5%" or "-5%" or "+10%" (relative to the baseline), '
-    '"0.03" or "-0.03" (absolute, in the metric\'s units); the sign is optional '
-    "and only documents the direction, which comes from the metric"
+    '"0.03" or "-0.03" (absolute, in the metric\'s units); the sign is optional and, '
+    "when given, is the way the metric worsens: - for higher-is-better, + for lower-is-better"
 )
 _TOLERANCE_RE = re.compile(r"^[+-]?\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*(%?)$")
 
 
-def parse_tolerance(text: str | Tolerance) -> Tolerance:
-    """Parse an ini/marker tolerance string: "5%" -> relative 0.05, "0.03" -> absolute 0.03."""
+def parse_tolerance(text: str | Tolerance, name: str | None = None) -> Tolerance:
+    """Parse an ini/marker tolerance string: "5%" -> relative 0.05, "0.03" -> absolute 0.03.
+
+    With the metric's `name`, a sign against its direction is refused (module docstring).
+    """
     if isinstance(text, Tolerance):
         return text
     if not isinstance(text, str):
@@ -40,9 +49,24 @@ def parse_tolerance(text: str | Tolerance) -> Tolerance:
     number = float(s.rstrip("%").replace(" ", "").lstrip("+-"))
     if not math.isfinite(number):
         raise ValueError(f"invalid tolerance {text!r}; {_ACCEPTED_FORMS}")
+    if name is not None and s[0] in "+-":
+        _check_sign(name, s)
     if m.group(2) == "%":
         return Tolerance("relative", number / 100.0)
     return Tolerance("absolute", number)
+
+
+def _check_sign(name: str, text: str) -> None:
+    direction = metric(name).direction
+    worse = "-" if direction is Direction.HIGHER else "+"
+    if text[0] == worse:
+        return
+    magnitude = text[1:].strip()
+    moves = "a drop" if direction is Direction.HIGHER else "a rise"
+    raise ValueError(
+        f"{text!r} has the wrong sign: {name} is {direction.value}-is-better, so a regression is {moves}; "
+        f"write {magnitude!r} or {worse + magnitude!r} (a sign, when given, is the way the metric may worsen)"
+    )
 
 
 def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
@@ -66,7 +90,7 @@ def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
             raise ValueError(f"invalid tolerance override {item!r}: the metric name is empty")
         check_names([name], "tolerance override: ")
         try:
-            out[name] = parse_tolerance(value)
+            out[name] = parse_tolerance(value, name)
         except ValueError as exc:
             raise ValueError(f"tolerance override for {name}: {exc}") from None
     return out
@@ -83,7 +107,7 @@ def tolerance_for(name: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
     for layer in overrides:
         if layer and name in layer:
             try:
-                return parse_tolerance(layer[name])
+                return parse_tolerance(layer[name], name)
             except ValueError as exc:
                 raise ValueError(f"tolerance for {name}: {exc}") from None
     if entry.tolerance is not None:
@@ -102,7 +126,7 @@ def parse_tolerances(values: Mapping[str, Any], where: str = "") -> dict[str, To
     out = {}
     for name, value in values.items():
         try:
-            out[name] = parse_tolerance(value)
+            out[name] = parse_tolerance(value, name)
         except ValueError as exc:
             raise ValueError(f"{where}tolerance for {name}: {exc}") from None
     return out

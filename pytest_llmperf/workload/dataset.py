@@ -22,7 +22,9 @@ gives); then, in shuffled order, keep a conversation when
 `min_len <= prompt_len <= max_prompt_len`, `output_len >= min_len` and
 `prompt_len + output_len <= max_total_len` (vLLM's defaults 4 / 1024 / 2048) until
 `num_prompts` are kept. Too few: `NotEnoughPromptsError`, or with `oversample=True`
-vLLM's `random.Random(seed).choices` top-up.
+vLLM's `random.Random(seed).choices` top-up (a library argument: the plugin and the CLI
+never repeat prompts, a prefix cache would serve repeats faster; their errors name their
+own knobs instead).
 """
 
 from __future__ import annotations
@@ -69,7 +71,15 @@ class DatasetNotFoundError(DatasetError, FileNotFoundError):
 
 
 class NotEnoughPromptsError(DatasetError):
-    """Fewer conversations pass the length filters than prompts were asked for."""
+    """Fewer conversations pass the length filters than prompts were asked for. Callers
+    with knobs of their own (the plugin's marker, the CLI's flags) say them, from these."""
+
+    def __init__(self, message: str, *, kept: int, available: int, asked: int, filters: str) -> None:
+        super().__init__(message)
+        self.kept = kept  # conversations that pass the filters
+        self.available = available  # conversations sampled from
+        self.asked = asked
+        self.filters = filters
 
 
 class DatasetTruncatedWarning(UserWarning):
@@ -307,7 +317,11 @@ def sample_requests(
                 f"only {len(kept)} of {len(order)} conversations pass the length filters "
                 f"({filters}) but {num_prompts} prompts were asked for; ask for fewer, "
                 "relax the filters, use the full dataset"
-                + ("" if not kept else ", or pass oversample=True to repeat prompts")
+                + ("" if not kept else ", or pass sample_requests(oversample=True) to repeat prompts"),
+                kept=len(kept),
+                available=len(order),
+                asked=num_prompts,
+                filters=filters,
             )
         extra = random.Random(seed).choices(kept, k=num_prompts - len(kept))
         kept += [

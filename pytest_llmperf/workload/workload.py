@@ -11,7 +11,8 @@ into the runner's `RunConfig`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Keys a `@pytest.mark.llmperf(...)` may carry besides servers and tolerances.
 WORKLOAD_KEYS = ("num_prompts", "max_tokens", "max_seconds", "warmup", "endpoint", "seed", "ignore_eos")
+
+ENDPOINTS = ("completions", "chat")
 
 # Warm-up requests before the measured window, unless the marker or --warmup says otherwise.
 DEFAULT_WARMUP = 2
@@ -75,6 +78,86 @@ class Workload:
         )
 
 
+def _whole(minimum: int | None) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "a whole number" + (f" >= {minimum}" if minimum is not None else "")
+        if minimum is not None and value < minimum:
+            return f"a whole number >= {minimum}"
+        return None
+
+    return check
+
+
+def _seconds(value: Any) -> str | None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return None if value is None or (number and 0 < value < math.inf) else "a number of seconds > 0, or None for no cap"
+
+
+def _endpoint(value: Any) -> str | None:
+    return None if value in ENDPOINTS else "'completions' or 'chat'"
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "True or False"
+
+
+# What each workload key takes (None: fine; else what to use instead), and what it is.
+_CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
+    "num_prompts": (_whole(1), "measured requests"),
+    "max_tokens": (_whole(1), "output tokens per request"),
+    "max_seconds": (_seconds, "the time cap"),
+    "warmup": (_whole(0), "warm-up requests before the measured window"),
+    "endpoint": (_endpoint, "the OpenAI endpoint"),
+    "seed": (_whole(None), "the sampling seed"),
+    "ignore_eos": (_flag, "whether to generate past the end of sequence"),
+}
+
+
+def check_concurrency(concurrency: Any) -> None:
+    """ValueError unless `concurrency` is a whole number >= 1."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+
+
+def check_workload(declared: Mapping[str, Any]) -> None:
+    """Every key known and every value of the right kind, per-concurrency entries included:
+    ValueError naming the key, the value and what to use. Nothing is coerced: 12.5
+    prompts or "-1" warm-up requests are mistakes, not numbers to round."""
+    unknown = set(declared) - set(WORKLOAD_KEYS)
+    if unknown:
+        raise ValueError(f"llmperf marker: unknown workload key(s) {sorted(unknown)}; known: {list(WORKLOAD_KEYS)}")
+    for key, value in declared.items():
+        if not isinstance(value, Mapping):
+            _check_value(key, value, f"{key}={value!r}")
+            continue
+        if not value:
+            raise ValueError(
+                f"llmperf marker: {key}={{}} has no entries; give a value, or one per concurrency ({{8: ...}})"
+            )
+        for level, entry in value.items():
+            if level != "default":
+                try:
+                    check_concurrency(level)
+                except ValueError:
+                    raise ValueError(
+                        f"llmperf marker: {key}={dict(value)!r}: key {level!r} is no concurrency; "
+                        "use whole numbers >= 1 (and 'default' for the others)"
+                    ) from None
+            _check_value(
+                key,
+                entry,
+                f"{key}={dict(value)!r}: the value for {'concurrency ' if level != 'default' else ''}{level}",
+            )
+
+
+def _check_value(key: str, value: Any, where: str) -> None:
+    check, meaning = _CHECKS[key]
+    use = check(value)
+    if use is not None:
+        raise ValueError(f"llmperf marker: {where}: {key} ({meaning}) takes {use}")
+
+
 def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
     if isinstance(value, Mapping):
         if concurrency in value:
@@ -89,39 +172,27 @@ def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
 
 
 def resolve_workload(declared: Mapping[str, Any], concurrency: int, profile: str = "full") -> Workload:
-    """The concrete workload for one concurrency; ValueError names any bad key."""
-    unknown = set(declared) - set(WORKLOAD_KEYS)
-    if unknown:
-        raise ValueError(f"llmperf marker: unknown workload key(s) {sorted(unknown)}; known: {list(WORKLOAD_KEYS)}")
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+    """The concrete workload for one concurrency; ValueError names any bad key or value."""
+    check_workload(declared)
+    check_concurrency(concurrency)
+    if profile not in PROFILE_SCALE and profile != "full":
+        raise ValueError(f"unknown workload profile {profile!r}; use smoke, nightly or full")
     values = {k: _per_concurrency(v, concurrency, k) for k, v in declared.items()}
-    num_prompts = int(values.get("num_prompts", 200))
-    max_tokens = int(values.get("max_tokens", 256))
-    max_seconds = values.get("max_seconds")
+    num_prompts: int = values.get("num_prompts", 200)
+    max_seconds: float | None = values.get("max_seconds")
     max_seconds = float(max_seconds) if max_seconds is not None else None
-    if num_prompts < 1 or max_tokens < 1 or (max_seconds is not None and max_seconds <= 0):
-        raise ValueError(
-            f"llmperf marker: num_prompts and max_tokens must be >= 1 and max_seconds > 0 "
-            f"(got {num_prompts}, {max_tokens}, {max_seconds})"
-        )
     if profile in PROFILE_SCALE:
         per_stream, minimum, cap = PROFILE_SCALE[profile]
         num_prompts = min(num_prompts, max(per_stream * concurrency, minimum))
         max_seconds = min(max_seconds, cap) if max_seconds is not None else cap
-    elif profile != "full":
-        raise ValueError(f"unknown workload profile {profile!r}; use smoke, nightly or full")
-    endpoint = str(values.get("endpoint", "completions"))
-    if endpoint not in ("completions", "chat"):
-        raise ValueError(f"llmperf marker: endpoint must be 'completions' or 'chat', got {endpoint!r}")
     return Workload(
         concurrency=concurrency,
         num_prompts=num_prompts,
-        max_tokens=max_tokens,
+        max_tokens=values.get("max_tokens", 256),
         max_seconds=max_seconds,
-        warmup=int(values.get("warmup", DEFAULT_WARMUP)),
-        endpoint=endpoint,
-        seed=int(values.get("seed", 0)),
-        ignore_eos=bool(values.get("ignore_eos", False)),
+        warmup=values.get("warmup", DEFAULT_WARMUP),
+        endpoint=values.get("endpoint", "completions"),
+        seed=values.get("seed", 0),
+        ignore_eos=values.get("ignore_eos", False),
         profile=profile,
     )

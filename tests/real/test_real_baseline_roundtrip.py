@@ -105,7 +105,8 @@ def test_record_then_pass_then_catch_fewer_speculative_tokens(project, request):
     assert len(paths) == 1, paths
     path = paths[0]
     doc = json.loads(path.read_text())
-    recorded_len = doc["concurrency"]["1"]["metrics"]["acceptance_length"]
+    (entry,) = doc["concurrency"]["1"].values()  # one workload's entry
+    recorded_len = entry["metrics"]["acceptance_length"]
     assert recorded_len["value"] > 1.5, recorded_len  # ngram on repetitive prompts accepts plenty
     assert "0.32.0" in json.dumps(doc), "vLLM's /version should be in the baseline's provenance"
 

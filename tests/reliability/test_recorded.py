@@ -15,7 +15,8 @@ def test_acceptance_without_data_is_not_recorded_and_the_failure_says_why(projec
     )
     assert "recorded decode_tok_s, acceptance_rate" not in out
     (path,) = (project.path / "baselines").rglob("tiny-mtp.json")
-    metrics = json.loads(path.read_text())["concurrency"]["4"]["metrics"]
+    (entry,) = json.loads(path.read_text())["concurrency"]["4"].values()
+    metrics = entry["metrics"]
     assert "decode_tok_s" in metrics and "acceptance_rate" not in metrics
 
 

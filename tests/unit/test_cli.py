@@ -221,6 +221,19 @@ def test_bench_missing_dataset_is_a_clear_error(tmp_path, capsys):
     assert "dataset not found" in capsys.readouterr().err
 
 
+def test_bench_with_too_few_prompts_names_its_own_flags(tmp_path, capsys):
+    dataset = write_sharegpt(tmp_path / "sharegpt.json", n=6)
+    argv = ["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--dataset", str(dataset)]
+    assert cli.main([*argv, "--num-prompts", "5", "--approx-tokens"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "llmperf: error: 7 prompts needed (5 measured + 2 warm-up) but only 6 of 6 conversations in sharegpt.json "
+        "pass the length filters (min_len=4, max_prompt_len=1024, max_total_len=2048); lower --num-prompts "
+        "(or --warmup), or point --dataset at a larger file"
+    )
+    assert "oversample" not in err  # no such flag
+
+
 def test_bench_with_no_successful_request_exits_3_but_keeps_the_result(tmp_path, monkeypatch, capsys):
     dataset = write_sharegpt(tmp_path / "sharegpt.json")
     failed = seed_like_result()

@@ -96,7 +96,8 @@ def test_one_clock_report_baseline_terminal_and_show_agree_at_simulator_speed_10
     ]
     assert tpot == pytest.approx(10 * sorted(per_request)[len(per_request) // 2], rel=0.2)
     (baseline,) = (project.path / "baselines" / "sim").glob("tiny.json")
-    recorded = json.loads(baseline.read_text())["concurrency"]["4"]["metrics"]
+    (entry,) = json.loads(baseline.read_text())["concurrency"]["4"].values()
+    recorded = entry["metrics"]
     assert recorded["decode_tok_s"]["value"] == pytest.approx(decode, rel=1e-5)
     assert recorded["tpot_ms_median"]["value"] == pytest.approx(tpot, rel=1e-5)
     row = next(line for line in result.stdout.lines if line.startswith("tiny ") and " 4 " in line)
@@ -113,6 +114,24 @@ def test_a_bad_simulator_flag_is_a_usage_error_before_any_server_starts(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--llmperf-sim-args: unknown simulator flag --sim-seed; known: --sim-speed*"])
     assert "starting server" not in result.stdout.str()
+
+
+def test_prompts_the_servers_tokenizer_filters_out_fail_the_test_in_one_line_naming_the_knobs(project):
+    """Enough conversations for the check before start, too few pass the length filters by
+    the server's own token counts: known only once it runs, a one-line failure."""
+    records = [{"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello there"}]}] * 60
+    (project.path / "sharegpt.json").write_text(json.dumps(records))
+    result = run(project, "-k", "test_base")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        [
+            "test_suite.py::test_base[[]4[]]: org/tiny @ concurrency 4: 13 prompts needed (12 measured + 1 warm-up) "
+            "but only 0 of 60 conversations in sharegpt.json pass the length filters (min_len=4, *; tokens counted "
+            "by server); lower num_prompts= (or warmup=) in the llmperf marker, run a smaller --llmperf-profile, "
+            "or point --llmperf-dataset at a larger file"
+        ]
+    )
+    assert "session.py:" not in result.stdout.str() and "oversample" not in result.stdout.str()
 
 
 def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_servers(project):
@@ -132,9 +151,9 @@ def test_missing_baselines_then_update_then_pass_with_cached_runs_and_ordered_se
     text = (project.path / "baselines" / "sim" / "tiny-mtp.json").read_text()
     doc = json.loads(text)
     assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"  # deterministic layout
-    metrics = doc["concurrency"]["4"]["metrics"]
-    assert {"decode_tok_s", "acceptance_rate", "mtp_speedup"} <= set(metrics)
-    assert doc["concurrency"]["4"]["workload"]["max_tokens"] == 48
+    (entry,) = doc["concurrency"]["4"].values()  # the suite's one workload
+    assert {"decode_tok_s", "acceptance_rate", "mtp_speedup"} <= set(entry["metrics"])
+    assert entry["workload"]["max_tokens"] == 48
 
     report = project.path / "report.json"
     passed = run(project, "--llmperf-report", str(report))
@@ -180,8 +199,12 @@ def test_baseline_from_another_workload_is_refused_saying_what_differs(project):
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
-            "*recorded under a different workload or hardware*",
+            "*has no entry for this workload at concurrency 4: its entry there was recorded under a "
+            "different workload; nothing to compare with. Differences:",
             "*max_seconds: baseline null, measured 60.0*",
+            "*profile: baseline full, measured smoke*",
+            "*Record this workload beside it with: pytest 'test_suite.py::test_*[[]4[]]' --llmperf-sim "
+            "--llmperf-profile smoke --update-baselines*",
         ]
     )
 
@@ -213,7 +236,8 @@ def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
     ]
     assert len({worker for worker, _ in ran}) == 1
     doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
-    assert "mtp_speedup" in doc["concurrency"]["4"]["metrics"]  # speedup found both runs cached
+    (entry,) = doc["concurrency"]["4"].values()
+    assert "mtp_speedup" in entry["metrics"]  # speedup found both runs cached
 
 
 OTHER_MODEL_SUITE = """

@@ -94,7 +94,8 @@ def test_missing_baseline_fails_with_the_record_command_then_update_records_and_
 
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
-    recorded = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"]["metrics"]
+    (entry,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"].values()
+    recorded = entry["metrics"]
     assert {"decode_tok_s", "tpot_ms_median", "prefill_tok_s"} <= set(recorded)  # every figure, not just the asserted
     assert updater.gates[-1].outcome == "recorded"
 
@@ -130,11 +131,91 @@ def test_baseline_from_another_workload_is_refused_naming_the_difference(tmp_pat
         updater.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 256}, 8)), "t"
     ).assert_no_regression()
     other, _, _ = make_session(tmp_path, [100.0])
-    with pytest.raises(PerfFailure, match="max_tokens: baseline 256, measured 128"):
+    with pytest.raises(PerfFailure) as failure:
         other.bind(
-            other.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 128}, 8)), "t"
+            other.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 128}, 8)), "t::short"
         ).assert_no_regression()
+    message = str(failure.value)
+    assert message.startswith(
+        "baseline baselines/sim/m.json has no entry for this workload at concurrency 8: its entry there was "
+        "recorded under a different workload; nothing to compare with. Differences:\n"
+        "  - max_tokens: baseline 256, measured 128\n"
+    )
+    assert "Record this workload beside it with: pytest 't::short' --llmperf-sim --update-baselines" in message
     assert other.gates[-1].outcome == "refused"
+
+
+def test_two_workloads_of_one_server_and_concurrency_keep_an_entry_each(tmp_path):
+    """Two tests of one server at one concurrency, short and long outputs: each records
+    and is judged against its own entry; neither overwrites the other's."""
+    short, long = (resolve_workload({"num_prompts": 4, "max_tokens": n}, 8) for n in (64, 512))
+    updater, _, _ = make_session(tmp_path, [100.0, 200.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, short), "t::short").assert_no_regression("decode_tok_s")
+    updater.bind(updater.run(BASE, long), "t::long").assert_no_regression("decode_tok_s")
+    doc = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())
+    assert doc["format"] == 2
+    entries = doc["concurrency"]["8"]
+    assert sorted(entries) == sorted(
+        f"endpoint=completions ignore_eos=false max_seconds=null max_tokens={n} num_prompts=4 profile=full "
+        "seed=0 warmup=2"
+        for n in (64, 512)
+    )
+    assert sorted(e["metrics"]["decode_tok_s"]["value"] for e in entries.values()) == [100.0, 200.0]
+
+    # Each judged against its own: 100 and 200 again pass; swapped, both would fail by 50 % or gain 100 %.
+    again, _, _ = make_session(tmp_path, [100.0, 200.0])
+    again.bind(again.run(BASE, short), "t::short").assert_no_regression("decode_tok_s")
+    again.bind(again.run(BASE, long), "t::long").assert_no_regression("decode_tok_s")
+    assert [(g.outcome, g.verdicts[0].baseline) for g in again.gates] == [("pass", 100.0), ("pass", 200.0)]
+
+    # A third workload, none recorded: refused naming what differs from the nearest of the two.
+    third, _, _ = make_session(tmp_path, [100.0])
+    with pytest.raises(PerfFailure) as failure:
+        third.bind(
+            third.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 64, "seed": 3}, 8)), "t"
+        ).assert_no_regression()
+    assert "its 2 entries there were recorded under a different workload" in str(failure.value)
+    assert "Differences from the nearest:\n  - seed: baseline 0, measured 3\n" in str(failure.value)
+
+
+def test_the_same_workload_on_another_dataset_is_refused_and_recording_replaces_it(tmp_path):
+    """Where a run ran (dataset, model, simulator clock, hardware) is no part of the key:
+    comparing across it is refused, recording replaces the entry instead of adding one."""
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    path = tmp_path / "baselines" / "sim" / "m.json"
+    doc = json.loads(path.read_text())
+    (entry,) = doc["concurrency"]["8"].values()
+    entry["workload"]["dataset"] = "other.json sha256:0123456789ab"
+    path.write_text(json.dumps(doc))
+    other, _, _ = make_session(tmp_path, [100.0])
+    with pytest.raises(PerfFailure, match="recorded under a different workload or hardware") as failure:
+        other.bind(other.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert "dataset: baseline other.json sha256:0123456789ab, measured (absent)" in str(failure.value)
+    again, _, _ = make_session(tmp_path, [90.0], llmperf_update_baselines=True)
+    again.bind(again.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    (entry,) = json.loads(path.read_text())["concurrency"]["8"].values()
+    assert "dataset" not in entry["workload"] and entry["metrics"]["decode_tok_s"]["value"] == 90.0
+
+
+def test_a_format_1_baseline_is_read_and_the_next_record_writes_format_2(tmp_path):
+    """Files committed before entries were keyed by workload: one entry per concurrency."""
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    path = tmp_path / "baselines" / "sim" / "m.json"
+    doc = json.loads(path.read_text())
+    (entry,) = doc["concurrency"]["8"].values()
+    path.write_text(json.dumps({**doc, "format": 1, "concurrency": {"8": entry}}))
+    slow, _, _ = make_session(tmp_path, [90.0])
+    with pytest.raises(PerfFailure, match="REGRESSED"):
+        slow.bind(slow.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert slow.gates[-1].verdicts[0].baseline == 100.0
+    other, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    other.bind(other.run(BASE, resolve_workload({"num_prompts": 4, "warmup": 0}, 8)), "t").assert_no_regression()
+    rewritten = json.loads(path.read_text())
+    assert rewritten["format"] == 2 and len(rewritten["concurrency"]["8"]) == 2  # the old entry kept beside
 
 
 def test_speedup_is_gated_against_its_own_baseline(tmp_path):
@@ -247,7 +328,8 @@ def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_
     record_ttft_baseline(tmp_path, workload)
     path = tmp_path / "baselines" / "sim" / "m.json"
     doc = json.loads(path.read_text())
-    del doc["concurrency"]["1"]["requests"]
+    (entry,) = doc["concurrency"]["1"].values()
+    del entry["requests"]
     path.write_text(json.dumps(doc))
     slower = ttft_session(tmp_path, [t * 1.5 for t in BASE_TTFTS])
     with pytest.raises(PerfFailure) as failure:
@@ -410,4 +492,149 @@ def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_pa
     assert message.startswith("recorded decode_tok_s in baselines/sim/m-mtp.json; ")
     assert "not recorded, no data: acceptance_rate: no /metrics snapshots were captured around the run" in message
     stored = json.loads(next((tmp_path / "baselines" / "sim").glob("*.json")).read_text())
-    assert "acceptance_rate" not in stored["concurrency"]["8"]["metrics"]
+    (entry,) = stored["concurrency"]["8"].values()
+    assert "acceptance_rate" not in entry["metrics"]
+
+
+# -- before any server starts ---------------------------------------------------------
+
+from pytest_llmperf.session import PlannedTest, SetupError, check_before_start  # noqa: E402
+
+
+def write_dataset(path, n, words=8):
+    turn = " ".join(["word"] * words)
+    records = [
+        {"id": f"c{i}", "conversations": [{"from": "human", "value": turn}, {"from": "gpt", "value": turn}]}
+        for i in range(n)
+    ]
+    path.write_text(json.dumps(records))
+    return path
+
+
+def options_for(tmp_path, **cli):
+    cli = {"llmperf_sim": True, "llmperf_dataset": str(tmp_path / "data.json"), **cli}
+    return resolve_options(lambda d: cli.get(d), lambda n: "")
+
+
+def plan(num_prompts=4, concurrency=2, profile="full", servers=(BASE,), **declared):
+    workload = resolve_workload({"num_prompts": num_prompts, **declared}, concurrency, profile)
+    return PlannedTest(f"t.py::test[{num_prompts}]", servers, (workload,))
+
+
+def test_the_dataset_is_loaded_once_before_any_server_and_handed_to_the_session(tmp_path):
+    write_dataset(tmp_path / "data.json", 10)
+    options = options_for(tmp_path)
+    dataset = check_before_start(options, tmp_path, [plan(num_prompts=8, warmup=2)], folders=["sim"])
+    assert len(dataset.conversations) == 10
+    perf = PerfSession(options, FakeTarget(), tmp_path, dataset=dataset)
+    assert perf._dataset is dataset
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "--llmperf-dataset ({path}): configured dataset not found; looked at: {path}"),
+        ("", "--llmperf-dataset ({path}): {path}: file is empty; point --llmperf-dataset at a ShareGPT V3 JSON file"),
+        (b"\xff\xfe\x00binary", "{path}: not UTF-8 text"),
+        ("hello", "{path}: expected a JSON array '[' at the top level, found 'h' (not JSON)"),
+        ('{"conversations": []}', "found a JSON object (JSON Lines? ShareGPT V3 is one array)"),
+        ("[1]", "{path}: record 0 at byte 1: expected an object, found int"),
+        ("[]", "dataset {path}: no conversation with two or more turns (0 records read), nothing to send"),
+    ],
+)
+def test_a_missing_empty_binary_or_unparseable_dataset_is_a_setup_error_with_the_fix(tmp_path, content, message):
+    path = tmp_path / "data.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(SetupError) as exc:
+        check_before_start(options_for(tmp_path), tmp_path, [plan()], folders=["sim"])
+    assert message.format(path=path) in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_directory_for_the_dataset_is_refused(tmp_path):
+    (tmp_path / "data.json").mkdir()
+    with pytest.raises(SetupError, match="data.json exists but is not a file"):
+        check_before_start(options_for(tmp_path), tmp_path, [plan()], folders=["sim"])
+
+
+def test_too_few_prompts_for_the_largest_workload_names_the_test_and_the_real_knobs(tmp_path):
+    write_dataset(tmp_path / "data.json", 10)
+    plans = [plan(num_prompts=5), plan(num_prompts=9, warmup=2), plan(num_prompts=20)]
+    with pytest.raises(SetupError) as exc:
+        check_before_start(options_for(tmp_path), tmp_path, plans, folders=["sim"])
+    assert str(exc.value) == (
+        "t.py::test[20] needs 22 prompts at concurrency 2 (20 measured + 2 warm-up, profile full) but dataset "
+        "data.json has 10 conversations (1 more test(s) need more than it has); lower num_prompts= (or warmup=) "
+        "in its llmperf marker, run a smaller --llmperf-profile, or point --llmperf-dataset at a larger file"
+    )
+    assert "oversample" not in str(exc.value)
+    # The profile's workload is what counts: smoke sends at most 16 prompts at concurrency 2.
+    write_dataset(tmp_path / "data.json", 18)
+    check_before_start(options_for(tmp_path), tmp_path, [plan(num_prompts=100, profile="smoke")], folders=["sim"])
+    # A test whose concurrency collection cannot tell plans no workload: checked when it runs.
+    check_before_start(options_for(tmp_path), tmp_path, [PlannedTest("t.py::free", (BASE,))], folders=["sim"])
+
+
+def test_fewer_prompts_passing_the_length_filters_fail_the_run_naming_the_knobs(tmp_path, monkeypatch):
+    """Only the server's token counts tell how many pass the filters: found when it runs."""
+    from pytest_llmperf.workload import token_counts
+
+    approx = (token_counts.approx_count_tokens, "approx")  # the fake server has no /tokenize
+    monkeypatch.setattr(token_counts, "token_counter_for", lambda *args, **kwargs: approx)
+    path = tmp_path / "data.json"
+    records = [
+        {"conversations": [{"from": "human", "value": "hi " * n}, {"from": "gpt", "value": "word " * 10}]}
+        for n in (1, 1, 1, 8, 8, 8)  # a one-word prompt is under min_len=4 tokens
+    ]
+    path.write_text(json.dumps(records))
+    perf = PerfSession(options_for(tmp_path), FakeTarget(), tmp_path)
+    with pytest.raises(SetupError) as exc:
+        perf.run(BASE, resolve_workload({"num_prompts": 4, "warmup": 1}, 2))
+    assert str(exc.value).startswith(
+        "org/m @ concurrency 2: 5 prompts needed (4 measured + 1 warm-up) but only 3 of 6 conversations in "
+        "data.json pass the length filters (min_len=4, max_prompt_len=1024, max_total_len=2048; tokens counted "
+        "by approx); lower num_prompts= (or warmup=) in the llmperf marker"
+    )
+    perf.close()
+
+
+def test_corrupt_baseline_files_the_tests_read_are_found_before_start_naming_file_and_fix(tmp_path):
+    write_dataset(tmp_path / "data.json", 10)
+    options = options_for(tmp_path)
+    sim = tmp_path / "baselines" / "sim"
+    sim.mkdir(parents=True)
+    (sim / "m.json").write_text('{"format": 2, "concurrency": {')
+    (sim / "unrelated.json").write_text("not read by these tests")
+    with pytest.raises(SetupError) as exc:
+        check_before_start(options, tmp_path, [plan()], folders=["sim"])
+    assert str(exc.value) == (
+        "baseline baselines/sim/m.json: not valid JSON (line 1, column 31: Expecting property name enclosed in "
+        "double quotes); the tests of m read it: fix it, or delete it and record again with --update-baselines"
+    )
+    check_before_start(options, tmp_path, [plan(servers=(ServerSpec(name="x", model="org/x"),))], folders=["sim"])
+
+    (sim / "m.json").write_text(json.dumps({"format": 3, "concurrency": {}, "server": "m", "target": "sim"}))
+    (tmp_path / "baselines" / "published").mkdir()
+    (tmp_path / "baselines" / "published" / "m-mtp.json").write_text("[]")
+    with pytest.raises(SetupError) as exc:
+        check_before_start(options, tmp_path, [plan(servers=(MTP, BASE))], folders=["sim"])
+    assert str(exc.value).splitlines() == [
+        "baseline baselines/sim/m.json: unsupported format 3 (this plugin reads format 1 or 2); the tests of m "
+        "read it: fix it, or delete it and record again with --update-baselines",
+        "published figures baselines/published/m-mtp.json: expected a JSON object at the top level, got list; "
+        "fix it by hand (hand-curated, never recorded), or delete it",
+    ]
+
+
+def test_where_the_folder_is_known_only_once_a_gpu_runs_every_folder_is_checked(tmp_path):
+    write_dataset(tmp_path / "data.json", 10)
+    broken = tmp_path / "baselines" / "NVIDIA-H200" / "m.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("")
+    options = options_for(tmp_path)
+    check_before_start(options, tmp_path, [plan()], folders=["sim"])  # the sim's folder only
+    with pytest.raises(SetupError, match="baseline baselines/NVIDIA-H200/m.json: empty file; the tests of m"):
+        check_before_start(options, tmp_path, [plan()], folders=None)

@@ -10,6 +10,7 @@ from pytest_llmperf.baselines.store import (
     sanitize_name,
     stable_float,
     summarize_samples,
+    workload_key,
 )
 from pytest_llmperf.util.secrets import strip_secrets
 
@@ -115,7 +116,8 @@ def test_file_is_sorted_indented_and_ends_with_newline(store):
     assert text.index('"1": {') < text.index('"8": {') < text.index('"32": {')
     doc = json.loads(text)
     assert list(doc) == sorted(doc)
-    assert list(doc["concurrency"]["8"]["metrics"]) == ["acceptance_rate", "decode_tok_s"]
+    assert list(doc["concurrency"]["8"]) == [workload_key(WORKLOAD)]
+    assert list(doc["concurrency"]["8"][workload_key(WORKLOAD)]["metrics"]) == ["acceptance_rate", "decode_tok_s"]
 
 
 def test_rewriting_the_same_data_is_byte_identical(store, tmp_path):
@@ -156,12 +158,68 @@ def test_same_workload_merges_metrics_within_a_concurrency(store):
     assert f.value(32, "acceptance_rate") == 0.68  # replaced
 
 
-def test_changed_workload_replaces_the_entry(store):
+def test_another_workload_gets_its_own_entry_beside(store):
     record(store, metrics={"decode_tok_s": [407.9], "acceptance_rate": [0.67]})
-    record(store, metrics={"decode_tok_s": [300.0]}, workload=dict(WORKLOAD, max_tokens=128))
-    entry = store.load("NVIDIA H200", SERVER).entry(32)
-    assert set(entry["metrics"]) == {"decode_tok_s"}  # stale acceptance from the old workload dropped
-    assert entry["workload"]["max_tokens"] == 128
+    short = dict(WORKLOAD, max_tokens=128)
+    record(store, metrics={"decode_tok_s": [300.0]}, workload=short)
+    f = store.load("NVIDIA H200", SERVER)
+    assert set(f.entries[32]) == {workload_key(WORKLOAD), workload_key(short)}
+    assert f.value(32, "decode_tok_s", WORKLOAD) == 407.9 and f.value(32, "acceptance_rate", WORKLOAD) == 0.67
+    assert f.value(32, "decode_tok_s", short) == 300.0 and f.metric(32, "acceptance_rate", short) is None
+    assert f.others(32, WORKLOAD) == [f.entry(32, short)]
+    with pytest.raises(ValueError, match="concurrency 32 has 2 entries, one per workload; name the workload"):
+        f.entry(32)
+
+
+def test_the_same_workload_elsewhere_replaces_its_entry(store):
+    """A dataset, model, clock or hardware change is no new workload: the entry is replaced."""
+    record(store, metrics={"decode_tok_s": [407.9], "acceptance_rate": [0.67]})
+    record(store, metrics={"decode_tok_s": [300.0]}, workload=dict(WORKLOAD, dataset="other.json"))
+    record(store, metrics={"decode_tok_s": [200.0]}, provenance=dict(PROV, gpu_count=2))
+    (entry,) = store.load("NVIDIA H200", SERVER).entries[32].values()
+    assert set(entry["metrics"]) == {"decode_tok_s"}  # stale acceptance from the old setup dropped
+    assert entry["metrics"]["decode_tok_s"]["value"] == 200.0 and entry["provenance"]["gpu_count"] == 2
+
+
+def test_the_workload_key_is_what_was_asked_for_sorted_and_spelled_one_way():
+    workload = {
+        "concurrency": 8,
+        "model": "org/m",
+        "dataset": "d.json sha256:ab",
+        "clock_speed": 10.0,
+        "num_prompts": 16,
+        "max_seconds": 60.0,
+        "max_tokens": 256,
+        "warmup": 2,
+        "endpoint": "completions",
+        "seed": 0,
+        "ignore_eos": False,
+        "profile": "smoke",
+    }
+    key = (
+        "endpoint=completions ignore_eos=false max_seconds=60 max_tokens=256 num_prompts=16 "
+        "profile=smoke seed=0 warmup=2"
+    )
+    assert workload_key(workload) == key
+    assert workload_key(dict(workload, max_seconds=60, clock_speed=1.0, dataset="x")) == key  # 60 and 60.0 alike
+    assert workload_key(dict(workload, max_seconds=None)) == key.replace("max_seconds=60", "max_seconds=null")
+    assert workload_key(dict(workload, max_seconds=0.5)).count("max_seconds=0.5 ") == 1
+    assert workload_key({"seed": 123456789}) == "seed=123456789"
+    assert workload_key({}) == "default"
+
+
+def test_a_format_1_file_loads_keyed_by_each_entrys_workload(store):
+    record(store, concurrency=8)
+    record(store, concurrency=32, workload=dict(WORKLOAD, num_prompts=1000))
+    path = store.path_for("NVIDIA H200", SERVER)
+    doc = json.loads(path.read_text())
+    old = {**doc, "format": 1, "concurrency": {c: next(iter(at.values())) for c, at in doc["concurrency"].items()}}
+    path.write_text(json.dumps(old))
+    f = store.load("NVIDIA H200", SERVER)
+    assert list(f.entries[8]) == [workload_key(WORKLOAD)]
+    assert f.value(32, "decode_tok_s", dict(WORKLOAD, num_prompts=1000)) == 407.9
+    assert f.entry(32, WORKLOAD) is None
+    assert json.loads(f.to_json()) == doc  # rewritten as format 2, nothing else changes
 
 
 def test_none_samples_are_skipped(store):
@@ -320,37 +378,48 @@ def test_nan_is_refused(store):
     expect_error(store, '{"format": 1, "x": NaN}', "NaN")
 
 
+def only(doc, level="32"):
+    """The one entry of a good_doc at `level`."""
+    (entry,) = doc["concurrency"][level].values()
+    return entry
+
+
+AT = f"concurrency[32][{workload_key(WORKLOAD)!r}]"
+
+
 @pytest.mark.parametrize(
     "mutate, match",
     [
-        (lambda d: d.update(format=2), "unsupported format 2"),
+        (lambda d: d.update(format=3), "unsupported format 3 (this plugin reads format 1 or 2)"),
+        (lambda d: d.update(format=True), "unsupported format True"),
         (lambda d: d.update(server="other"), "'server' is 'other'"),
         (lambda d: d.pop("concurrency"), "'concurrency' section"),
         (lambda d: d["concurrency"].update({"eight": d["concurrency"]["32"]}), "'eight' is not a positive integer"),
-        (lambda d: d["concurrency"]["32"].pop("workload"), "concurrency[32]: missing or invalid 'workload'"),
+        (lambda d: d["concurrency"].update({"32": {}}), "concurrency[32]: expected an object of entries by workload"),
+        (lambda d: d["concurrency"].update({"32": only(d)}), "concurrency[32]['metrics']: missing or invalid"),
+        (lambda d: only(d).pop("workload"), f"{AT}: missing or invalid 'workload'"),
         (
-            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value="fast"),
-            "concurrency[32].metrics.decode_tok_s.value must be a finite number",
+            lambda d: only(d)["workload"].update(max_tokens=128),
+            f"{AT}: the key does not match the entry's workload, whose key is "
+            f"{workload_key(dict(WORKLOAD, max_tokens=128))!r}; rename the key",
         ),
         (
-            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(samples=[]),
-            "samples must be a non-empty list",
+            lambda d: only(d)["metrics"]["decode_tok_s"].update(value="fast"),
+            f"{AT}.metrics.decode_tok_s.value must be a finite number",
         ),
-        (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].pop("direction"), "missing 'direction'"),
+        (lambda d: only(d)["metrics"]["decode_tok_s"].update(samples=[]), "samples must be a non-empty list"),
+        (lambda d: only(d)["metrics"]["decode_tok_s"].pop("direction"), "missing 'direction'"),
+        (lambda d: only(d)["metrics"]["decode_tok_s"].update(direction="lower"), "decode_tok_s is higher-is-better"),
         (
-            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(direction="lower"),
-            "decode_tok_s is higher-is-better",
-        ),
-        (
-            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(value=300.0),
+            lambda d: only(d)["metrics"]["decode_tok_s"].update(value=300.0),
             "value 300.0 is not the median of its samples (407.9)",
         ),
-        (lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(spread=-1), "spread must be a number >= 0"),
+        (lambda d: only(d)["metrics"]["decode_tok_s"].update(spread=-1), "spread must be a number >= 0"),
         (
-            lambda d: d["concurrency"]["32"]["metrics"]["decode_tok_s"].update(tolerance="3%"),
-            "concurrency[32].metrics.decode_tok_s: unknown key(s) 'tolerance'",
+            lambda d: only(d)["metrics"]["decode_tok_s"].update(tolerance="3%"),
+            f"{AT}.metrics.decode_tok_s: unknown key(s) 'tolerance'",
         ),
-        (lambda d: d["concurrency"]["32"].update(notes="x"), "concurrency[32]: unknown key(s) 'notes'"),
+        (lambda d: only(d).update(notes="x"), f"{AT}: unknown key(s) 'notes'"),
         (lambda d: d.update(extra=1), "top level: unknown key(s) 'extra'"),
     ],
 )
@@ -424,12 +493,43 @@ def test_request_lines_are_stored_kept_on_merge_and_validated(store):
     assert entry["requests"] == lines and set(entry["metrics"]) == {"decode_tok_s", "mtp_speedup"}
     path = store.path_for("sim", "s")
     doc = json.loads(path.read_text())
-    doc["concurrency"]["8"]["requests"] = ["0 20 256"]
+    only(doc, "8")["requests"] = ["0 20 256"]
     path.write_text(json.dumps(doc))
-    with pytest.raises(BaselineError, match=r"concurrency\[8\]\.requests: request row 0"):
+    with pytest.raises(BaselineError, match=r"concurrency\[8\]\['w=1'\]\.requests: request row 0"):
         store.load("sim", "s")
 
 
 def test_files_without_request_lines_still_load(store):
     store.record("sim", "s", 8, {"decode_tok_s": [100.0]}, {"w": 1}, {})
     assert "requests" not in store.load("sim", "s").entry(8)
+
+
+# --- the committed files and their migration --------------------------------------
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[3]
+
+
+def test_the_committed_baselines_load_and_are_written_in_the_current_format():
+    store = BaselineStore(REPO / "baselines")
+    files = [p for p in sorted((REPO / "baselines").glob("*/*.json")) if p.parent.name != "published"]
+    assert files
+    for path in files:
+        baseline = store.load(path.parent.name, path.stem)
+        assert baseline.to_json() == path.read_text(), f"{path}: run scripts/migrate_baselines.py"
+
+
+def test_the_migration_script_rewrites_format_1_files_once_and_keeps_their_figures(store):
+    import subprocess
+    import sys
+
+    record(store, concurrency=8)
+    path = store.path_for("NVIDIA H200", SERVER)
+    current = path.read_text()
+    doc = json.loads(current)
+    path.write_text(json.dumps({**doc, "format": 1, "concurrency": {"8": only(doc, "8")}}))
+    script = [sys.executable, str(REPO / "scripts" / "migrate_baselines.py"), str(store.root)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(script, capture_output=True, text=True, env=env, check=True)
+    assert out.stdout == f"rewrote {path}\n"
+    assert path.read_text() == current
+    assert subprocess.run(script, capture_output=True, text=True, env=env, check=True).stdout == ""  # nothing left

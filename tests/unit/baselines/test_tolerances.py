@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from pytest_llmperf.baselines.tolerances import (
@@ -129,3 +131,59 @@ def test_parse_tolerance_overrides_ini_form():
         parse_tolerance_overrides("decode_tok_s = x")
     with pytest.raises(UnknownMetric, match="tolerance override: unknown metric 'tpot_median'; did you mean"):
         parse_tolerance_overrides("tpot_median = 5%")
+
+
+@pytest.mark.parametrize(
+    "name, text, tolerance",
+    [
+        ("decode_tok_s", "-5%", Tolerance("relative", 0.05)),  # higher is better: it may drop 5 %
+        ("ttft_ms_median", "+10%", Tolerance("relative", 0.10)),  # lower is better: it may rise 10 %
+        ("acceptance_rate", "-0.03", Tolerance("absolute", 0.03)),
+        ("acceptance_pos2", "-0.05", Tolerance("absolute", 0.05)),
+        ("ttft_ms_median", "10%", Tolerance("relative", 0.10)),  # no sign: the direction is the metric's
+    ],
+)
+def test_a_sign_matching_the_metrics_worse_direction_reads_as_its_magnitude(name, text, tolerance):
+    assert parse_tolerance(text, name) == tolerance
+    assert parse_tolerances({name: text}) == {name: tolerance}
+    assert parse_tolerance_overrides(f"{name} = {text}") == {name: tolerance}
+    assert tolerance_for(name, {name: text}) == tolerance
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        (
+            "ttft_ms_median",
+            "-5%",
+            "'-5%' has the wrong sign: ttft_ms_median is lower-is-better, so a regression is a rise; "
+            "write '5%' or '+5%'",
+        ),
+        (
+            "decode_tok_s",
+            "+5%",
+            "'+5%' has the wrong sign: decode_tok_s is higher-is-better, so a regression is a drop; "
+            "write '5%' or '-5%'",
+        ),
+        (
+            "acceptance_rate",
+            "+0.03",
+            "'+0.03' has the wrong sign: acceptance_rate is higher-is-better, so a regression is a drop; "
+            "write '0.03' or '-0.03'",
+        ),
+    ],
+)
+def test_a_sign_against_the_metrics_direction_is_refused_not_flipped(name, text, message):
+    """ "-5%" on TTFT was read as "+5%": the sign said the opposite of what was applied."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_tolerance(text, name)
+    with pytest.raises(ValueError, match=re.escape(f"t.py: tolerance for {name}: {message}")):
+        parse_tolerances({name: text}, "t.py: ")
+    with pytest.raises(ValueError, match=re.escape(f"tolerance override for {name}: {message}")):
+        parse_tolerance_overrides(f"{name} = {text}")
+    with pytest.raises(ValueError, match=re.escape(f"tolerance for {name}: {message}")):
+        tolerance_for(name, {name: text})
+
+
+def test_without_a_metric_there_is_no_direction_to_check_a_sign_against():
+    assert parse_tolerance("+5%") == parse_tolerance("-5%") == Tolerance("relative", 0.05)

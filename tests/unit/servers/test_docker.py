@@ -360,7 +360,8 @@ def test_peak_gpu_memory_of_each_run_reaches_the_run_and_its_baseline(tmp_path, 
     perf.close()
     assert client.containers.items == []
     baseline = json.loads((tmp_path / "baselines" / "NVIDIA-H200" / f"{SEED.name}.json").read_text())
-    recorded = baseline["concurrency"]["8"]["provenance"]
+    (entry,) = baseline["concurrency"]["8"].values()  # one workload's entry
+    recorded = entry["provenance"]
     assert recorded["peak_gpu_memory_mib"] == 248222
     assert recorded["peak_gpu_memory_per_gpu_mib"] == [130000, 124099, 7, 4]
 

@@ -1,6 +1,8 @@
+import re
+
 import pytest
 
-from pytest_llmperf.workload.workload import resolve_workload
+from pytest_llmperf.workload.workload import check_concurrency, check_workload, resolve_workload
 
 SEED = dict(num_prompts={1: 500, 8: 500, 32: 1000}, max_seconds={1: 300, 8: 300, 32: None}, max_tokens=256)
 
@@ -28,13 +30,63 @@ def test_missing_concurrency_in_a_mapping_is_named():
     "declared, message",
     [
         (dict(num_prompt=5), "unknown workload key"),
-        (dict(num_prompts=0), "must be >= 1"),
+        (dict(num_prompts=0), "num_prompts=0: num_prompts (measured requests) takes a whole number >= 1"),
         (dict(endpoint="embeddings"), "'completions' or 'chat'"),
     ],
 )
 def test_bad_declarations(declared, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         resolve_workload(declared, 1)
+
+
+@pytest.mark.parametrize(
+    "declared, message",
+    [
+        (dict(warmup=-1), "warmup=-1: warmup (warm-up requests before the measured window) takes a whole number >= 0"),
+        (dict(warmup="2"), "warmup='2': warmup (warm-up requests before the measured window) takes a whole number"),
+        (dict(num_prompts=12.5), "num_prompts=12.5: num_prompts (measured requests) takes a whole number >= 1"),
+        (dict(num_prompts=True), "num_prompts=True: num_prompts (measured requests) takes a whole number >= 1"),
+        (dict(max_tokens=-256), "max_tokens=-256: max_tokens (output tokens per request) takes a whole number >= 1"),
+        (dict(max_seconds=0), "max_seconds=0: max_seconds (the time cap) takes a number of seconds > 0, or None"),
+        (dict(max_seconds="60"), "max_seconds='60': max_seconds (the time cap) takes a number of seconds > 0"),
+        (dict(max_seconds=float("inf")), "max_seconds=inf: max_seconds (the time cap) takes a number of seconds > 0"),
+        (dict(seed=1.5), "seed=1.5: seed (the sampling seed) takes a whole number"),
+        (dict(ignore_eos="yes"), "ignore_eos='yes': ignore_eos (whether to generate past the end of sequence) takes"),
+        (dict(endpoint="embeddings"), "endpoint='embeddings': endpoint (the OpenAI endpoint) takes 'completions'"),
+        (
+            dict(warmup={1: 2, 8: -1}),
+            "warmup={1: 2, 8: -1}: the value for concurrency 8: warmup (warm-up requests before the measured window) "
+            "takes a whole number >= 0",
+        ),
+        (dict(num_prompts={"default": 0}), "the value for default: num_prompts (measured requests) takes"),
+        (dict(num_prompts={0: 10}), "num_prompts={0: 10}: key 0 is no concurrency; use whole numbers >= 1"),
+        (dict(num_prompts={"8": 10}), "num_prompts={'8': 10}: key '8' is no concurrency"),
+        (dict(num_prompts={}), "num_prompts={} has no entries"),
+    ],
+)
+def test_every_workload_value_is_checked_without_coercion_naming_key_value_and_fix(declared, message):
+    """Each value, per-concurrency entries included, at whatever concurrency is asked for:
+    the plugin checks markers at collection, before any server starts."""
+    with pytest.raises(ValueError) as exc:
+        check_workload(declared)
+    assert message in str(exc.value)
+    assert str(exc.value).startswith("llmperf marker: ")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve_workload(declared, 1)
+
+
+@pytest.mark.parametrize("concurrency", [0, -4, 2.0, "8", True, None])
+def test_concurrency_is_a_whole_number_of_at_least_one(concurrency):
+    with pytest.raises(ValueError, match=re.escape(f"concurrency must be a whole number >= 1, got {concurrency!r}")):
+        check_concurrency(concurrency)
+    with pytest.raises(ValueError, match="concurrency must be a whole number >= 1"):
+        resolve_workload({}, concurrency)
+
+
+def test_good_values_pass_as_they_are():
+    check_workload(dict(SEED, warmup=0, seed=-3, ignore_eos=True, endpoint="chat", max_seconds={1: 30.5, "default": 9}))
+    w = resolve_workload(dict(warmup=0, max_seconds=30), 1)
+    assert (w.warmup, w.max_seconds) == (0, 30.0)
 
 
 def test_workloads_are_hashable_cache_keys():
