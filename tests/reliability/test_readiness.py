@@ -23,7 +23,7 @@ def test_a_simulator_slower_than_the_ready_timeout_fails_naming_the_server_and_t
 
 
 def test_an_external_server_serving_another_model_fails_at_once_naming_it(project):
-    with simulated_server(SimConfig(model="other/model", speed=20)) as url:
+    with simulated_server(SimConfig(model="other/model", speed=4), mode="process") as url:
         started = time.monotonic()
         result = run_external(project, url, "--llmperf-ready-timeout", "600")
         took = time.monotonic() - started
@@ -33,7 +33,7 @@ def test_an_external_server_serving_another_model_fails_at_once_naming_it(projec
 
 
 def test_an_external_server_still_loading_is_waited_for(project):
-    with simulated_server(SimConfig(model="org/tiny", speed=20, slow_start_seconds=2)) as url:
+    with simulated_server(SimConfig(model="org/tiny", speed=4, slow_start_seconds=2), mode="process") as url:
         result = run_external(project, url, "--update-baselines")
     result.assert_outcomes(passed=1, deselected=2)
 
