@@ -61,8 +61,8 @@ RECORD_REPETITIONS = 5
 # the host's load, not the server (RunResult.engine_lag; about 0.05-0.2 on a loaded 2-core
 # machine at x10).
 MAX_ENGINE_LAG = 0.5
-# Likewise the measuring client's event loop (RunResult.client_lag_share; about 0.02-0.1
-# on the same machine).
+# Likewise the measuring client's event loop (RunResult.client_lag_share; about 0.001 on
+# the same machine).
 MAX_CLIENT_LAG = 0.5
 
 
