@@ -20,6 +20,7 @@ from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
 
 if TYPE_CHECKING:  # imported when a session starts
@@ -102,6 +103,11 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     options = session.config.stash[OPTIONS_KEY]
+    if options.target is not None:
+        # SIGTERM (a CI timeout, `kill`) then stops the session as Ctrl-C does: the run in
+        # progress is kept as a partial result, servers stop, the report is written, and
+        # pytest exits with code 2. Restored when the session ends.
+        TERMINATE.install()
     if options.cleanup and not hasattr(session.config, "workerinput"):  # xdist: the controller cleans
         from pytest_llmperf.targets import cleanup_leftover_containers
 
@@ -321,6 +327,22 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # A SIGTERM from here on must not cut the servers' stop or the report being written:
+    # it is noted, and the session then exits as interrupted.
+    TERMINATE.defer()
+    try:
+        _finish(session)
+    finally:
+        if TERMINATE.received and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        TERMINATE.restore()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    TERMINATE.restore()  # when the session never finished (a usage error after it started)
+
+
+def _finish(session: pytest.Session) -> None:
     config = session.config
     perf = config.stash.get(SESSION_KEY, None)
     document = None

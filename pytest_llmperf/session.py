@@ -46,6 +46,7 @@ from pytest_llmperf.servers.gpu_info import combine_peaks
 from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import token_counts_dir
+from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import Workload
@@ -231,7 +232,10 @@ class PerfSession:
         if any(result.partial for result in measured.results):
             # The runner turned Ctrl-C into a partial result; keep it for the report, then
             # stop the session as pytest does on Ctrl-C instead of moving to the next test.
-            raise KeyboardInterrupt(f"interrupted during {measured.server.name} @ concurrency {measured.concurrency}")
+            by = " by SIGTERM" if TERMINATE.received else ""
+            raise KeyboardInterrupt(
+                f"interrupted{by} during {measured.server.name} @ concurrency {measured.concurrency}"
+            )
 
     def _execute(
         self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float

@@ -3,7 +3,8 @@
 `run_benchmark` is synchronous and runs its own event loop. Request failures are
 recorded, never raised; an unreachable server raises `ServerUnreachable` before the
 run; Ctrl-C cuts the requests in flight and *returns* the partial result with
-`stop_reason="interrupted"` (a second Ctrl-C while it winds down raises as usual).
+`stop_reason="interrupted"` (a second Ctrl-C while it winds down raises as usual). SIGTERM
+does the same while `util.signals.TERMINATE` is active (the plugin makes it so).
 
 What to run is a `RunConfig` (build one from a `Workload` with `Workload.run_config`);
 how the client goes about it, a `RunTuning` (the defaults; tests change them).
@@ -17,11 +18,13 @@ import socket
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 from pytest_llmperf.util.http import fetch_metrics_page, server_root
+from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.client import PendingRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
-from pytest_llmperf.workload.dispatch import Dispatcher, run_on_event_loop, streaming_client
+from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
@@ -81,15 +84,22 @@ async def _run_benchmark(
     async with client:
         run = Dispatcher(client, config, tuning)
 
-        def on_sigint() -> None:
+        def on_signal(reason: str) -> None:
+            if reason == INTERRUPTED_BY["SIGTERM"]:
+                TERMINATE.note()
             if pool is not None:
-                pool.interrupt()
-            run.interrupt()
+                pool.interrupt(reason)
+            run.interrupt(reason)
 
-        handled = install_sigint and threading.current_thread() is threading.main_thread()
-        if handled:
-            previous = signal.getsignal(signal.SIGINT)
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        handled: dict[signal.Signals, Any] = {}  # signal -> the handler to put back
+        if install_sigint and threading.current_thread() is threading.main_thread():
+            # SIGTERM too while the plugin makes it act as Ctrl-C (util/signals.py).
+            reasons = {signal.SIGINT: INTERRUPTED_BY["SIGINT"]}
+            if TERMINATE.active:
+                reasons[signal.SIGTERM] = INTERRUPTED_BY["SIGTERM"]
+            for sig, reason in reasons.items():
+                handled[sig] = signal.getsignal(sig)
+                loop.add_signal_handler(sig, on_signal, reason)
         try:
             if warmup:
                 await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
@@ -122,9 +132,9 @@ async def _run_benchmark(
             # Scraped before decoding, right after the last measured completion.
             metrics_after = await fetch_metrics_page(base_url) if metrics_before is not None else None
         finally:
-            if handled:
-                loop.remove_signal_handler(signal.SIGINT)
-                signal.signal(signal.SIGINT, previous)
+            for sig, previous in handled.items():
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, previous)
     records += [p.finish() for p in pending]
     ends = [r.end_time for r in records if r.end_time is not None]
     return RunResult(

@@ -21,7 +21,7 @@ from time import perf_counter
 
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
-from pytest_llmperf.workload.dispatch import Dispatcher, run_on_event_loop, streaming_client
+from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.requests import SampledRequest
 
 READY_TIMEOUT_S = 120.0
@@ -63,8 +63,8 @@ def _worker(
                 return [], "interrupted"
 
             def on_message() -> None:
-                if pipe.poll() and pipe.recv()[0] == "stop" and not run.interrupted:
-                    run.interrupt()
+                if pipe.poll() and (stop := pipe.recv())[0] == "stop" and not run.interrupted:
+                    run.interrupt(*stop[1:])
 
             loop.add_reader(pipe.fileno(), on_message)
             try:
@@ -130,10 +130,10 @@ class WorkerPool:
         stop = next((s for s in ("interrupted", "max_seconds") if s in stops), "completed")
         return records, stop, start
 
-    def interrupt(self) -> None:
+    def interrupt(self, reason: str = INTERRUPTED_BY["SIGINT"]) -> None:
         for pipe in self.pipes:
             try:
-                pipe.send(("stop",))
+                pipe.send(("stop", reason))
             except OSError:
                 pass
 

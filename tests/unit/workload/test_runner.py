@@ -210,6 +210,12 @@ def test_ctrl_c_returns_a_partial_result(tmp_path):
     assert out["errors"] == ["interrupted (Ctrl-C)"]
 
 
+def test_sigterm_while_it_acts_as_ctrl_c_returns_a_partial_result():
+    out = interrupted_run(workers=1, sig="SIGTERM")
+    assert out["stop"] == "interrupted" and out["completed"] == 4 and out["attempted"] == 8
+    assert out["errors"] == ["interrupted (SIGTERM)"]
+
+
 def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server):
     cfg = RunConfig(concurrency=3, warmup_requests=0, progress=False)
     deferred = run_benchmark(server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg)
