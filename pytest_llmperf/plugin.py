@@ -46,10 +46,11 @@ NO_TARGET = (
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM serving performance regression tests")
     for opt in OPTIONS:
+        text = opt.help.replace("%", "%%")  # argparse %-formats help text ('5%' broke --help)
         if opt.kind == "bool":
-            group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=opt.help)
+            group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=text)
         else:
-            group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=opt.help)
+            group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=text)
         parser.addini(opt.ini, help=opt.help, type="string", default="")
     parser.addini(
         "llmperf_tolerances",

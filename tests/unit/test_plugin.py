@@ -361,3 +361,13 @@ def test_a_sigterm_while_the_session_finishes_lets_it_write_the_report_then_exit
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*llmperf summary*", f"full report: {report}"])
     assert [r["server"]["name"] for r in json.loads(report.read_text())["runs"]] == ["tiny"]
+
+
+def test_help_lists_every_option(project):
+    from pytest_llmperf.options import OPTIONS
+
+    result = project.runpytest("-p", "no:benchmark", "--help")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    text = result.stdout.str()
+    assert all(opt.flag in text for opt in OPTIONS)
+    assert "a share ('5%')" in text  # argparse %-formats help: the percent sign escaped
