@@ -17,7 +17,7 @@ import pytest
 
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
 from pytest_llmperf.metrics.failures import parse_budget
-from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
+from pytest_llmperf.options import FLAG_VALUED, OPTIONS, Option, OptionError, join_flag_values, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.signals import TERMINATE
@@ -43,14 +43,19 @@ NO_TARGET = (
 )
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def _add_option(parser: pytest.Parser, opt: Option) -> None:
     group = parser.getgroup("llmperf", "LLM serving performance regression tests")
+    text = opt.help.replace("%", "%%")  # argparse %-formats help text ('5%' broke --help)
+    if opt.kind == "bool":
+        group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=text)
+    else:
+        group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=text)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
-        text = opt.help.replace("%", "%%")  # argparse %-formats help text ('5%' broke --help)
-        if opt.kind == "bool":
-            group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=text)
-        else:
-            group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=text)
+        if opt.dest not in FLAG_VALUED:  # those: in pytest_load_initial_conftests
+            _add_option(parser, opt)
         parser.addini(opt.ini, help=opt.help, type="string", default="")
     parser.addini(
         "llmperf_tolerances",
@@ -60,6 +65,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """`--llmperf-sim-args --disable-log-stats` (one flag as the value). pytest parses the
+    command line with the options registered so far before this hook, where argparse would
+    take that value for an option and stop ("expected one argument"); unregistered, both
+    are left as unknown flags. Here, with the command line's final list (addopts included),
+    the pair becomes `--llmperf-sim-args=--disable-log-stats`, and the option is registered
+    for pytest's last, full parse (when conftests add theirs)."""
+    join_flag_values(args)
+    for opt in OPTIONS:
+        if opt.dest in FLAG_VALUED:
+            _add_option(parser, opt)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -67,7 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "a performance test against a declared server",
     )
     try:
-        options = resolve_options(config.getoption, config.getini)
+        # getoption's default: a flag-valued option is not registered when this plugin was
+        # registered after the initial conftests loaded (its ini twin still works).
+        options = resolve_options(lambda dest: config.getoption(dest, None), config.getini)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     try:

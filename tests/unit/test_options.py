@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
+from pytest_llmperf.options import OPTIONS, OptionError, join_flag_values, resolve_options
 
 
 def resolve(cli=None, ini=None):
@@ -92,3 +92,27 @@ def test_repetitions_default_to_auto_except_for_smoke(profile, expected):
     assert resolve(cli={"llmperf_profile": profile}).repetitions == expected
     assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "2"}).repetitions == 2
     assert resolve(cli={"llmperf_profile": profile, "llmperf_repetitions": "AUTO"}).repetitions == "auto"
+
+
+@pytest.mark.parametrize(
+    "args, joined",
+    [
+        (["--llmperf-sim-args", "--disable-log-stats"], ["--llmperf-sim-args=--disable-log-stats"]),
+        (
+            ["-q", "--llmperf-sim-args", "--sim-error-rate 0.3", "t.py"],
+            ["-q", "--llmperf-sim-args=--sim-error-rate 0.3", "t.py"],
+        ),
+        (["--llmperf-sim-args=--disable-log-stats"], ["--llmperf-sim-args=--disable-log-stats"]),
+        # A forgotten value: our own next flag stays a flag (argparse then says the value is missing).
+        (["--llmperf-sim-args", "--llmperf-sim"], ["--llmperf-sim-args", "--llmperf-sim"]),
+        (["--llmperf-sim-args", "--llmperf-report=r.json"], ["--llmperf-sim-args", "--llmperf-report=r.json"]),
+        (["--llmperf-sim-args"], ["--llmperf-sim-args"]),
+        # After "--" every argument is a path.
+        (["--", "--llmperf-sim-args", "x"], ["--", "--llmperf-sim-args", "x"]),
+        (["--llmperf-sim", "--disable-log-stats"], ["--llmperf-sim", "--disable-log-stats"]),
+    ],
+)
+def test_a_flag_valued_option_and_its_value_are_joined_in_place(args, joined):
+    original = args
+    join_flag_values(args)
+    assert args is original and args == joined
