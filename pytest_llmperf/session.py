@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import os
 import subprocess
 import warnings
 from collections.abc import Callable, Mapping
@@ -44,8 +45,10 @@ from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import combine_peaks
 from pytest_llmperf.servers.pool import ServerPool
+from pytest_llmperf.servers.readiness import why_down
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import token_counts_dir
+from pytest_llmperf.util.secrets import Secrets, redact_text, secret_arg_values
 from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
@@ -55,6 +58,8 @@ NO_FAILURES = ErrorBudget(0.0)
 
 # Auto repetitions record this many runs: enough for the spread between runs to be known.
 RECORD_REPETITIONS = 5
+# A server that died: this many of its last log lines go into the invalid-run message.
+SERVER_LOG_LINES = 20
 
 
 class PerfFailure(AssertionError):
@@ -123,6 +128,8 @@ class PerfSession:
         self._dataset: Any = None  # the loaded ShareGPTFile
         self.token_count_source = ""
         self._requests: dict[tuple[str, int, int], list[SampledRequest]] = {}  # (model, seed, count)
+        # After failed requests: why the server is gone, or None while it serves.
+        self.server_down: Callable[[Endpoint], str | None] = why_down
 
     # -- measuring ---------------------------------------------------------------
 
@@ -151,7 +158,7 @@ class PerfSession:
         )
         for _ in range(self.planned_repetitions):
             self._repeat(measured, endpoint, requests, speed)
-            if measured.results[-1].partial:
+            if measured.results[-1].partial or measured.server_death:
                 break
         self.run_count += 1
         self.runs[key] = measured
@@ -197,6 +204,25 @@ class PerfSession:
             measured.samples.setdefault(name, [None] * rep).append(flat.get(name))
         if rep == 0:
             measured.rows[:] = request_rows(result.records, clock_speed=speed)
+        if not result.partial and failures(result.records).failed:
+            self._check_alive(measured, endpoint)
+
+    def _check_alive(self, measured: MeasuredRun, endpoint: Endpoint) -> None:
+        """Requests failed: if the server is gone, the run says so, with its last log lines,
+        and the server is retired (later tests of it fail at once instead of running
+        against a corpse)."""
+        down = self.server_down(endpoint)
+        if down is None:
+            return
+        measured.server_death = f"server died after {measured.completed} of {measured.attempted} requests: {down}"
+        if endpoint.log_tail is not None:
+            spec = measured.server
+            environ = {**os.environ, **{k: v for k, v in spec.env.items() if v is not None}}
+            secrets = Secrets([*(environ.get(n) for n in spec.secret_names()), *secret_arg_values(spec.args)])
+            text = redact_text(endpoint.log_tail(SERVER_LOG_LINES), secrets)
+            measured.server_log = [line for line in text.splitlines() if line.strip()][-SERVER_LOG_LINES:]
+        self.log(measured.server_death)
+        self.pool.retire(measured.server, measured.server_death)
 
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
         """Auto repetitions go on while some inconclusive verdict could be decided within the
@@ -215,7 +241,7 @@ class PerfSession:
         budget is spent or the run was interrupted."""
         if self.options.repetitions != "auto" or len(measured.results) >= self.options.max_repetitions:
             return False
-        if any(r.partial for r in measured.results):
+        if any(r.partial for r in measured.results) or measured.server_death:
             return False
         endpoint = self.pool.endpoint(measured.server)
         requests = self._requests_for(endpoint, measured.workload)
@@ -339,8 +365,15 @@ class PerfSession:
 
     @staticmethod
     def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
-        """Why `run` cannot be judged, or None: failures beyond the budget, or nothing completed."""
+        """Why `run` cannot be judged, or None: its server died, failures beyond the budget,
+        or nothing completed."""
         broken = combine(failures(r.records, r.attempted) for r in run.results)
+        if run.server_death:
+            reason = f"{run.server_death}; {broken.describe()}; the figures of a broken run judge nothing"
+            if run.server_log:
+                shown = "\n".join(f"    {line}" for line in run.server_log)
+                reason += f"; its last {len(run.server_log)} log lines:\n{shown}"
+            return reason
         if broken.failed and not budget.allows(broken.failed, broken.attempted):
             return (
                 f"{broken.describe()}; error budget {budget} (--llmperf-error-budget or the marker's "
