@@ -330,11 +330,13 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    # A verdict table says everything: show it instead of a traceback through the plugin.
+    # A verdict table says everything: show it instead of a traceback through the plugin;
+    # so does running out of file descriptors (the one line names the fix).
     if call.excinfo is not None and report.failed:
         from pytest_llmperf.session import PerfFailure
+        from pytest_llmperf.workload.runner import TooManyOpenFiles
 
-        if call.excinfo.errisinstance(PerfFailure):
+        if call.excinfo.errisinstance((PerfFailure, TooManyOpenFiles)):
             report.longrepr = f"{item.nodeid}\n{call.excinfo.value}"
     return report
 

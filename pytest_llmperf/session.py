@@ -48,6 +48,7 @@ from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.readiness import why_down
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import token_counts_dir
+from pytest_llmperf.util.limits import open_files_for, open_files_limit
 from pytest_llmperf.util.secrets import Secrets, redact_text, secret_arg_values
 from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.requests import SampledRequest
@@ -271,8 +272,14 @@ class PerfSession:
         # The simulator's clock runs `speed` times faster: so does the cap.
         config = workload.run_config(clock_speed=speed)
         self.log(f"{endpoint.model} @ concurrency {workload.concurrency}: {workload.num_prompts} prompts")
-        with self.live_output():
-            return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
+        with open_files_for(workload.concurrency) as raised:
+            if raised is not None:
+                self.log(
+                    f"open files: soft limit raised from {raised[0]} to {raised[1]} for concurrency "
+                    f"{workload.concurrency} (hard limit {open_files_limit()[1]}), for this run"
+                )
+            with self.live_output():
+                return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
 
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""

@@ -149,6 +149,11 @@ class Dispatcher:
 
         def finished(task: asyncio.Task[PendingRecord]) -> None:
             self._in_flight -= 1
+            if not task.cancelled() and task.exception() is not None and not self.interrupted:
+                # Only the client's own failure raises (out of file descriptors): stop now,
+                # the rest would fail the same way; run() raises it once the streams ended.
+                self.interrupted = True
+                self.client.cut_all(f"cut: the client failed ({task.exception()})")
             if not task.cancelled() and task.exception() is None:
                 pending = task.result()
                 if progress is not None:

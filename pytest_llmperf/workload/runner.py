@@ -16,11 +16,13 @@ import asyncio
 import signal
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
 from pytest_llmperf.util.http import fetch_metrics_page, server_root
+from pytest_llmperf.util.limits import is_too_many_open_files, too_many_open_files
 from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.client import PendingRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
@@ -32,11 +34,24 @@ from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.schedule import arrival_offsets
 from pytest_llmperf.workload.workers import WorkerPool
 
-__all__ = ["RunConfig", "RunTuning", "ServerUnreachable", "check_reachable", "run_benchmark", "run_benchmark_async"]
+__all__ = [
+    "RunConfig",
+    "RunTuning",
+    "ServerUnreachable",
+    "TooManyOpenFiles",
+    "check_reachable",
+    "run_benchmark",
+    "run_benchmark_async",
+]
 
 
 class ServerUnreachable(ConnectionError):
     """Nothing accepts connections at the base URL (raised before any request is sent)."""
+
+
+class TooManyOpenFiles(RuntimeError):
+    """The run needs more file descriptors than RLIMIT_NOFILE allows; the message names
+    the concurrency, the limits and the fix (`ulimit -n`)."""
 
 
 def check_reachable(base_url: str, timeout: float) -> None:
@@ -46,6 +61,8 @@ def check_reachable(base_url: str, timeout: float) -> None:
         with socket.create_connection((origin.host, origin.port), timeout=timeout):
             pass
     except OSError as exc:
+        if is_too_many_open_files(exc):
+            raise
         raise ServerUnreachable(
             f"cannot reach the server at {base_url} within {timeout:g} s "
             f"({type(exc).__name__}: {exc}); is it running and listening on that host and port?"
@@ -57,8 +74,23 @@ async def run_benchmark_async(
 ) -> RunResult:
     """`run_benchmark` for callers that already run an event loop (no Ctrl-C handling)."""
     _check_arguments(base_url, requests, config)
-    await asyncio.get_running_loop().run_in_executor(None, check_reachable, base_url, config.connect_timeout)
-    return await _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=False)
+    with _out_of_files_said(config):
+        await asyncio.get_running_loop().run_in_executor(None, check_reachable, base_url, config.connect_timeout)
+        return await _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=False)
+
+
+@contextmanager
+def _out_of_files_said(config: RunConfig) -> Iterator[None]:
+    """EMFILE from anywhere in a run (a socket, asyncio, ssl loading its CA bundle) as one
+    line naming the concurrency, the limits and the fix."""
+    try:
+        yield
+        return
+    except OSError as exc:
+        if not is_too_many_open_files(exc):
+            raise
+        message = too_many_open_files(config.concurrency)
+    raise TooManyOpenFiles(message) from None  # no OSError traceback from deep in asyncio under it
 
 
 async def _run_benchmark(
@@ -175,6 +207,7 @@ def run_benchmark(
 
     `tuning` changes how the client works, never what it measures (default: `RunTuning()`).
     Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
+    TooManyOpenFiles when the concurrency needs more file descriptors than allowed,
     ValueError for bad arguments. Ctrl-C returns a partial result, stop_reason="interrupted".
     """
     _check_arguments(base_url, requests, config)
@@ -186,7 +219,8 @@ def run_benchmark(
         raise RuntimeError(
             "run_benchmark() cannot run inside an event loop; await run_benchmark_async(...) there instead"
         )
-    check_reachable(base_url, config.connect_timeout)
-    return run_on_event_loop(
-        _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=True)
-    )
+    with _out_of_files_said(config):
+        check_reachable(base_url, config.connect_timeout)
+        return run_on_event_loop(
+            _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=True)
+        )

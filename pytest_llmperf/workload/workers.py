@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection as Pipe
 from time import perf_counter
 
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.util.limits import is_too_many_open_files
 from pytest_llmperf.workload.config import RunConfig, RunTuning
 from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.requests import SampledRequest
@@ -76,7 +77,7 @@ def _worker(
     try:
         pipe.send(("done", *run_on_event_loop(share())))
     except BaseException as exc:  # reported, so the parent never waits forever
-        pipe.send(("error", f"{type(exc).__name__}: {exc}"))
+        pipe.send(("error", f"{type(exc).__name__}: {exc}", getattr(exc, "errno", None)))
 
 
 class WorkerPool:
@@ -112,6 +113,8 @@ class WorkerPool:
                     raise RuntimeError(f"a client worker was not ready after {READY_TIMEOUT_S:g} s")
                 msg = pipe.recv()
                 if msg[0] != "ready":
+                    if len(msg) > 2 and is_too_many_open_files(OSError(msg[2], msg[1])):
+                        raise OSError(msg[2], f"a client worker ran out of file descriptors: {msg[1]}")
                     raise RuntimeError(f"a client worker failed to start: {msg[1]}")
             start = perf_counter() + START_MARGIN_S
             for pipe in self.pipes:
@@ -123,6 +126,8 @@ class WorkerPool:
         stops = set()
         for res in results:
             if res[0] != "done":
+                if len(res) > 2 and is_too_many_open_files(OSError(res[2], res[1])):
+                    raise OSError(res[2], f"a client worker ran out of file descriptors: {res[1]}")
                 raise RuntimeError(f"a client worker failed: {res[1]}")
             records.extend(res[1])
             stops.add(res[2])

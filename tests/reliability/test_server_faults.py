@@ -5,9 +5,17 @@ for the concurrency. Each asserts on the outcome and on the message a user reads
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+import pytest_llmperf
 from tests.plugin_project import run
+
+ROOT = Path(pytest_llmperf.__file__).resolve().parent.parent
 
 # --------------------------------------------------------------------- --llmperf-sim-args
 
@@ -82,3 +90,62 @@ def test_failed_requests_on_a_live_server_are_no_death(project):
     result.assert_outcomes(failed=1, deselected=2)
     result.stdout.fnmatch_lines(["*invalid run: * of 12 failed: *x HTTP 500: Internal server error*"])
     assert "server died" not in result.stdout.str()
+
+
+# ------------------------------------------------------------------ too many open files
+
+WIDE = """
+import pytest
+from conftest import BASE
+
+@pytest.mark.llmperf(server=BASE, num_prompts=12, max_tokens=8, warmup=0)
+def test_wide(llmperf):
+    llmperf.run(concurrency=200).assert_no_regression("decode_tok_s")
+"""
+
+LIMITED_PYTEST = """
+import resource, sys
+import pytest
+soft, hard = int(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+sys.exit(pytest.main(["-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-sim", *sys.argv[3:]]))
+"""
+
+
+def limited_run(project, soft: int, hard: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest in the project's folder, in a process whose RLIMIT_NOFILE is (soft, hard)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-c", LIMITED_PYTEST, str(soft), str(hard), *args],
+        cwd=project.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_too_few_file_descriptors_for_the_concurrency_fail_in_one_line_naming_the_limits_and_ulimit(project):
+    project.makepyfile(test_suite=WIDE)
+    result = limited_run(project, 64, 64)
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    out = result.stdout
+    failure = out[out.index("test_suite.py::test_wide\n") :].splitlines()[1]
+    assert failure == (
+        "too many open files at concurrency 200 (each stream holds a socket): RLIMIT_NOFILE is soft 64, hard 64; "
+        "raise it before pytest, e.g. `ulimit -n 4096` (above the hard limit: as root, or in "
+        "/etc/security/limits.conf), or lower the concurrency"
+    )
+    assert "OSError" not in out and "Traceback" not in out and "load_verify_locations" not in out
+    assert "FAILED test_suite.py::test_wide - test_suite.py::test_wide" in out
+
+
+def test_a_low_soft_limit_under_a_higher_hard_one_is_raised_for_the_run_and_says_so(project):
+    project.makepyfile(test_suite=WIDE)
+    result = limited_run(project, 64, 4096, "--update-baselines", "--llmperf-repetitions", "1")
+    assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
+    assert (
+        "[llmperf] open files: soft limit raised from 64 to 1024 for concurrency 200 (hard limit 4096), for this run"
+        in result.stdout
+    )
+    assert "12/12" in result.stdout  # every request completed: the simulator raised its own limit too
