@@ -351,6 +351,9 @@ def close(self):
     stop(self)
 
 PerfSession.close = close
+
+def pytest_unconfigure(config):
+    PerfSession.close = stop  # the class is the test process's own: leave it as found
 """
 
 
