@@ -38,6 +38,10 @@ class MeasuredRun:
     notes: list[str] = field(default_factory=list)  # e.g. "spec-decode counters did not move"
     spec_note: str | None = None  # why acceptance has no figures, whether or not that is news
     published: dict[str, float] = field(default_factory=dict)
+    # Requests failed and the server was then found gone: "server died after 16 of 64
+    # requests: <how>", and its last log lines (redacted). Invalid whatever the error budget.
+    server_death: str | None = None
+    server_log: list[str] = field(default_factory=list)
     judge: Judge | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -177,7 +177,9 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-sim-args",),
         "args",
         (),
-        "extra simulator flags for every simulated server (--llmperf-sim only), e.g. '--sim-acceptance-scale 0.8'",
+        "extra simulator flags for every simulated server (--llmperf-sim only), several quoted as one value "
+        "(--llmperf-sim-args '--sim-acceptance-scale 0.8 --disable-log-stats') or one alone "
+        "(--llmperf-sim-args --disable-log-stats); --llmperf-sim-args=... works too",
     ),
     Option(
         "llmperf_ready_timeout",
@@ -211,6 +213,29 @@ OPTIONS: tuple[Option, ...] = (
         "labels) is a leftover once older than this: 30m, 24h, 2d or seconds (default 24h)",
     ),
 )
+
+
+# Options whose value may itself look like a flag (--llmperf-sim-args --disable-log-stats).
+# argparse reads such a value as an option of its own ("expected one argument"), so
+# plugin.py registers these after pytest's early parses of the command line, once
+# join_flag_values has turned `FLAG VALUE` into `FLAG=VALUE`.
+FLAG_VALUED = ("llmperf_sim_args",)
+
+
+def join_flag_values(args: list[str]) -> None:
+    """`--llmperf-sim-args VALUE` -> `--llmperf-sim-args=VALUE` in `args`, in place,
+    whatever VALUE starts with; nothing after a "--" (the rest are paths). A VALUE that is
+    one of our own flags is left alone (a forgotten value: argparse then says so)."""
+    flags = {flag for opt in OPTIONS if opt.dest in FLAG_VALUED for flag in opt.flags}
+    ours = {flag for opt in OPTIONS for flag in opt.flags}
+    i = 0
+    while i < len(args) - 1:
+        arg, value = args[i], args[i + 1]
+        if arg == "--":
+            break
+        if arg in flags and value.partition("=")[0] not in ours:
+            args[i : i + 2] = [f"{arg}={value}"]
+        i += 1
 
 
 @dataclass(frozen=True)

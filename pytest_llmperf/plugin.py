@@ -17,9 +17,10 @@ import pytest
 
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
 from pytest_llmperf.metrics.failures import parse_budget
-from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
+from pytest_llmperf.options import FLAG_VALUED, OPTIONS, Option, OptionError, join_flag_values, resolve_options
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, check_workload, resolve_workload
 
 if TYPE_CHECKING:  # imported when a session starts
@@ -44,13 +45,19 @@ NO_TARGET = (
 )
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def _add_option(parser: pytest.Parser, opt: Option) -> None:
     group = parser.getgroup("llmperf", "LLM serving performance regression tests")
+    text = opt.help.replace("%", "%%")  # argparse %-formats help text ('5%' broke --help)
+    if opt.kind == "bool":
+        group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=text)
+    else:
+        group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=text)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
-        if opt.kind == "bool":
-            group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=opt.help)
-        else:
-            group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=opt.help)
+        if opt.dest not in FLAG_VALUED:  # those: in pytest_load_initial_conftests
+            _add_option(parser, opt)
         parser.addini(opt.ini, help=opt.help, type="string", default="")
     parser.addini(
         "llmperf_tolerances",
@@ -60,6 +67,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """`--llmperf-sim-args --disable-log-stats` (one flag as the value). pytest parses the
+    command line with the options registered so far before this hook, where argparse would
+    take that value for an option and stop ("expected one argument"); unregistered, both
+    are left as unknown flags. Here, with the command line's final list (addopts included),
+    the pair becomes `--llmperf-sim-args=--disable-log-stats`, and the option is registered
+    for pytest's last, full parse (when conftests add theirs)."""
+    join_flag_values(args)
+    for opt in OPTIONS:
+        if opt.dest in FLAG_VALUED:
+            _add_option(parser, opt)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -67,7 +87,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "a performance test against a declared server",
     )
     try:
-        options = resolve_options(config.getoption, config.getini)
+        # getoption's default: a flag-valued option is not registered when this plugin was
+        # registered after the initial conftests loaded (its ini twin still works).
+        options = resolve_options(lambda dest: config.getoption(dest, None), config.getini)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     try:
@@ -104,6 +126,11 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     options = session.config.stash[OPTIONS_KEY]
+    if options.target is not None:
+        # SIGTERM (a CI timeout, `kill`) then stops the session as Ctrl-C does: the run in
+        # progress is kept as a partial result, servers stop, the report is written, and
+        # pytest exits with code 2. Restored when the session ends.
+        TERMINATE.install()
     if hasattr(session.config, "workerinput"):  # xdist: the controller cleans and reports
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -372,14 +399,15 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    # A verdict table, why a server did not start, or a metric name's fix says everything: show it instead of
-    # a traceback through the plugin.
+    # A verdict table, why a server did not start, a metric name's fix, or running out of
+    # file descriptors says everything: show it instead of a traceback through the plugin.
     if call.excinfo is not None and report.failed:
         from pytest_llmperf.metrics.registry import UnknownMetric
         from pytest_llmperf.servers.base import ServerStartError
         from pytest_llmperf.session import PerfFailure
+        from pytest_llmperf.workload.runner import TooManyOpenFiles
 
-        if call.excinfo.errisinstance((PerfFailure, ServerStartError, UnknownMetric)):
+        if call.excinfo.errisinstance((PerfFailure, ServerStartError, UnknownMetric, TooManyOpenFiles)):
             report.longrepr = f"{item.nodeid}\n{call.excinfo.value}"
     return report
 
@@ -393,6 +421,22 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # A SIGTERM from here on must not cut the servers' stop or the report being written:
+    # it is noted, and the session then exits as interrupted.
+    TERMINATE.defer()
+    try:
+        _finish(session)
+    finally:
+        if TERMINATE.received and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        TERMINATE.restore()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    TERMINATE.restore()  # when the session never finished (a usage error after it started)
+
+
+def _finish(session: pytest.Session) -> None:
     config = session.config
     perf = config.stash.get(SESSION_KEY, None)
     document = None

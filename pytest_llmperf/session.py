@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import os
 import subprocess
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -45,8 +46,12 @@ from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import combine_peaks
 from pytest_llmperf.servers.pool import ServerPool
+from pytest_llmperf.servers.readiness import why_down
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import token_counts_dir
+from pytest_llmperf.util.limits import open_files_for, open_files_limit
+from pytest_llmperf.util.secrets import Secrets, redact_text, secret_arg_values
+from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import Workload
@@ -55,6 +60,8 @@ NO_FAILURES = ErrorBudget(0.0)
 
 # Auto repetitions record this many runs: enough for the spread between runs to be known.
 RECORD_REPETITIONS = 5
+# A server that died: this many of its last log lines go into the invalid-run message.
+SERVER_LOG_LINES = 20
 
 
 # A simulated run whose engine steps ended on average more than half a step late measured
@@ -230,6 +237,8 @@ class PerfSession:
         self._dataset: Any = dataset  # the loaded ShareGPTFile (check_before_start's), else loaded on first use
         self.token_count_source = ""
         self._requests: dict[tuple[str, int, int], list[SampledRequest]] = {}  # (model, seed, count)
+        # After failed requests: why the server is gone, or None while it serves.
+        self.server_down: Callable[[Endpoint], str | None] = why_down
 
     # -- measuring ---------------------------------------------------------------
 
@@ -259,7 +268,7 @@ class PerfSession:
         for _ in range(self.planned_repetitions):
             self._repeat(measured, endpoint, requests, speed)
             last = measured.results[-1]
-            if last.partial or not last.completed:  # interrupted, or a server that answers nothing
+            if last.partial or not last.completed or measured.server_death:  # nothing more to learn
                 break
         self.run_count += 1
         self.runs[key] = measured
@@ -305,6 +314,25 @@ class PerfSession:
             measured.samples.setdefault(name, [None] * rep).append(flat.get(name))
         if rep == 0:
             measured.rows[:] = request_rows(result.records, clock_speed=speed)
+        if not result.partial and failures(result.records).failed:
+            self._check_alive(measured, endpoint)
+
+    def _check_alive(self, measured: MeasuredRun, endpoint: Endpoint) -> None:
+        """Requests failed: if the server is gone, the run says so, with its last log lines,
+        and the server is retired (later tests of it fail at once instead of running
+        against a corpse)."""
+        down = self.server_down(endpoint)
+        if down is None:
+            return
+        measured.server_death = f"server died after {measured.completed} of {measured.attempted} requests: {down}"
+        if endpoint.log_tail is not None:
+            spec = measured.server
+            environ = {**os.environ, **{k: v for k, v in spec.env.items() if v is not None}}
+            secrets = Secrets([*(environ.get(n) for n in spec.secret_names()), *secret_arg_values(spec.args)])
+            text = redact_text(endpoint.log_tail(SERVER_LOG_LINES), secrets)
+            measured.server_log = [line for line in text.splitlines() if line.strip()][-SERVER_LOG_LINES:]
+        self.log(measured.server_death)
+        self.pool.retire(measured.server, measured.server_death)
 
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
         """Auto repetitions go on while some inconclusive verdict could be decided within the
@@ -323,7 +351,7 @@ class PerfSession:
         budget is spent or the run was interrupted."""
         if self.options.repetitions != "auto" or len(measured.results) >= self.options.max_repetitions:
             return False
-        if any(r.partial or not r.completed for r in measured.results):
+        if any(r.partial or not r.completed for r in measured.results) or measured.server_death:
             return False
         endpoint = self.pool.endpoint(measured.server)
         requests = self._requests_for(endpoint, measured.workload)
@@ -340,7 +368,10 @@ class PerfSession:
         if any(result.partial for result in measured.results):
             # The runner turned Ctrl-C into a partial result; keep it for the report, then
             # stop the session as pytest does on Ctrl-C instead of moving to the next test.
-            raise KeyboardInterrupt(f"interrupted during {measured.server.name} @ concurrency {measured.concurrency}")
+            by = " by SIGTERM" if TERMINATE.received else ""
+            raise KeyboardInterrupt(
+                f"interrupted{by} during {measured.server.name} @ concurrency {measured.concurrency}"
+            )
 
     def _execute(
         self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float
@@ -350,8 +381,14 @@ class PerfSession:
         # The simulator's clock runs `speed` times faster: so does the cap.
         config = workload.run_config(clock_speed=speed)
         self.log(f"{endpoint.model} @ concurrency {workload.concurrency}: {workload.num_prompts} prompts")
-        with self.live_output():
-            return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
+        with open_files_for(workload.concurrency) as raised:
+            if raised is not None:
+                self.log(
+                    f"open files: soft limit raised from {raised[0]} to {raised[1]} for concurrency "
+                    f"{workload.concurrency} (hard limit {open_files_limit()[1]}), for this run"
+                )
+            with self.live_output():
+                return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
 
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""
@@ -463,8 +500,15 @@ class PerfSession:
 
     @staticmethod
     def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
-        """Why `run` cannot be judged, or None: failures beyond the budget, or nothing completed."""
+        """Why `run` cannot be judged, or None: its server died, failures beyond the budget,
+        or nothing completed."""
         broken = combine(failures(r.records, r.attempted) for r in run.results)
+        if run.server_death:
+            reason = f"{run.server_death}; {broken.describe()}; the figures of a broken run judge nothing"
+            if run.server_log:
+                shown = "\n".join(f"    {line}" for line in run.server_log)
+                reason += f"; its last {len(run.server_log)} log lines:\n{shown}"
+            return reason
         if broken.failed and not budget.allows(broken.failed, broken.attempted):
             return (
                 f"{broken.describe()}; error budget {budget} (--llmperf-error-budget or the marker's "

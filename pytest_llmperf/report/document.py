@@ -14,7 +14,9 @@ Shape (keys of the JSON report; tools read them, so they are only ever added to)
     runs[]                             server (ServerSpec.describe()), workload, provenance,
                                        summary (median per metric), samples (per repetition),
                                        notes, published_reference, results (raw RunResults),
-                                       completed, attempted, failed, stop_reasons
+                                       completed, attempted, failed, stop_reasons,
+                                       server_death (None, or "server died after N of M
+                                       requests: ..."), server_log (its last lines)
     verdicts[]                         test, server, concurrency, baseline, outcome,
                                        message, verdicts (Verdict fields)
     workers, lost_workers              merged documents only: the xdist workers that
@@ -87,6 +89,8 @@ def _run(run: Any) -> dict[str, Any]:
         "attempted": sum(r.attempted for r in run.results),
         "failed": sum(r.failed for r in run.results),
         "stop_reasons": sorted({r.stop_reason for r in run.results}),
+        "server_death": run.server_death,
+        "server_log": run.server_log,
     }
 
 

@@ -84,7 +84,8 @@ def terminal_lines(doc: Doc) -> list[str]:
         return lines + ["no workload ran"]
     lines += ["", *measured_table(runs)]
     for run in runs:
-        lines += [f"note: {_name(run)} @ {_concurrency(run)}: {note}" for note in run.get("notes", [])]
+        notes = [*([run["server_death"]] if run.get("server_death") else []), *run.get("notes", [])]
+        lines += [f"note: {_name(run)} @ {_concurrency(run)}: {note}" for note in notes]
 
     gates = list(doc.get("verdicts", []))
     by_server: dict[str, list[SummaryRow]] = {}

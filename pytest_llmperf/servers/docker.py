@@ -630,8 +630,9 @@ class DockerTarget:
                 return f"http://{_url_host(host)}:{binding['HostPort']}"
         return None
 
-    def _death(self, container: Any, secrets: Secrets) -> str | None:
-        """None while the container runs; else its exit code and log tail."""
+    @staticmethod
+    def _exit_status(container: Any) -> str | None:
+        """None while the container runs; else how it ended (exit code, out of memory)."""
         import docker.errors
 
         try:
@@ -642,10 +643,24 @@ class DockerTarget:
         if state.get("Status") in ("created", "running", "restarting"):
             return None
         oom = " (killed: out of memory)" if state.get("OOMKilled") else ""
-        return (
-            f"container {container.name} exited with code {state.get('ExitCode')}{oom}; "
-            f"last {self.log_tail_lines} log lines:\n{_log_tail(container, self.log_tail_lines, secrets)}"
-        )
+        return f"container {container.name} exited with code {state.get('ExitCode')}{oom}"
+
+    @classmethod
+    def _status_after_start(cls, container: Any) -> str | None:
+        """`_exit_status` for a server that served: an engine gone quiet is said, not raised."""
+        import docker.errors
+
+        try:
+            return cls._exit_status(container)
+        except docker.errors.DockerException as exc:
+            return f"the Docker engine does not answer about container {container.name} ({type(exc).__name__})"
+
+    def _death(self, container: Any, secrets: Secrets) -> str | None:
+        """None while the container runs; else its exit code and log tail."""
+        status = self._exit_status(container)
+        if status is None or not status.startswith("container "):
+            return status
+        return f"{status}; last {self.log_tail_lines} log lines:\n{_log_tail(container, self.log_tail_lines, secrets)}"
 
     def _wait_ready(self, container: Any, spec: ServerSpec, base_url: str, secrets: Secrets) -> None:
         last_report = [-1e9]
@@ -803,6 +818,8 @@ class DockerTarget:
             target=self.name,
             provenance=provenance,
             memory_sampler=memory_sampler,
+            exit_status=functools.partial(self._status_after_start, container),
+            log_tail=functools.partial(_log_tail, container, secrets=secrets),
         )
 
     def _remove(self, container: Any) -> None:

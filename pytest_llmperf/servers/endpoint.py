@@ -22,6 +22,13 @@ class Endpoint:
         default=None, repr=False, compare=False
     )
 
+    # Why the server's process (or container) is gone: exit code, out of memory, removed;
+    # None while it runs. None where the target has no process to watch (external).
+    exit_status: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
+    # The server's last `n` log lines as one text, secrets redacted; None where the target
+    # has no log (external).
+    log_tail: Callable[[int], str] | None = field(default=None, repr=False, compare=False)
+
     def sample_peak_memory(self) -> AbstractContextManager[dict[str, Any]]:
         """Wrap one run in this: the dict it yields holds the run's peak GPU memory figures
         once the block exits (peak_gpu_memory_mib, ..._per_gpu_mib, gpu_memory_samples);

@@ -123,6 +123,11 @@ class RunningServer:
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
+    def exit_status(self) -> str | None:
+        """None while the server lives; its exit code once it died."""
+        code = self.process.poll()
+        return None if code is None else f"the vLLM process exited with code {code}"
+
     def death(self) -> str | None:
         """None while the server lives; exit code and log tail once it died."""
         code = self.process.poll()
@@ -220,7 +225,12 @@ class LocalVllmTarget:
                     raise
                 raise ServerStartError(f"{exc}; last lines of {log_path}:\n{read_tail(log_path)}") from None
             yield Endpoint(
-                base_url=base_url, model=spec.model_id, target=self.name, provenance=self._provenance(base_url)
+                base_url=base_url,
+                model=spec.model_id,
+                target=self.name,
+                provenance=self._provenance(base_url),
+                exit_status=server.exit_status,
+                log_tail=lambda lines: read_tail(log_path, lines).rstrip("\n"),
             )
         finally:
             self.current = None

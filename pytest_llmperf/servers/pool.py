@@ -29,7 +29,7 @@ class ServerPool:
             return self._endpoint
         if spec in self._failed:
             # Don't spend another half hour loading a model that already failed.
-            raise ServerStartError(f"server {spec.name} failed to start earlier in this session: {self._failed[spec]}")
+            raise ServerStartError(self._failed[spec])
         self.stop()
         self.log(f"starting server {spec.name} ({self.target.name})")
         stack = ExitStack()
@@ -37,13 +37,20 @@ class ServerPool:
             endpoint = stack.enter_context(self.target.start(spec))
         except BaseException as exc:
             stack.close()
-            self._failed[spec] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self._failed[spec] = f"server {spec.name} failed to start earlier in this session: {why}"
             if isinstance(exc, ServerStartError):  # say which server: a session starts several
                 raise ServerStartError(f"server {spec.name} ({self.target.name}) did not start: {exc}") from None
             raise
         self._current, self._endpoint, self._stack = spec, endpoint, stack
         self.starts.append(spec.name)
         return endpoint
+
+    def retire(self, spec: ServerSpec, why: str) -> None:
+        """`spec`'s server died: stop what is left of it; later requests for it fail at once."""
+        if self._current == spec:
+            self.stop()
+        self._failed[spec] = f"server {spec.name!r} died earlier in this session ({why}); not started again"
 
     def stop(self) -> None:
         stack, name = self._stack, self._current.name if self._current else None

@@ -1,4 +1,5 @@
-"""Wait for an OpenAI-compatible server: /health answers 200, then the model is listed."""
+"""Wait for an OpenAI-compatible server: /health answers 200, then the model is listed;
+and, after a run with failed requests, tell whether it is still there."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 import httpx
 
 from pytest_llmperf.servers.base import ServerStartError
+from pytest_llmperf.servers.endpoint import Endpoint
 
 
 def wait_until_ready(
@@ -58,3 +60,29 @@ def wait_until_ready(
                     f"server at {base_url} not ready after {timeout:g} s (--llmperf-ready-timeout): {status}"
                 )
             time.sleep(poll_interval)
+
+
+def why_down(endpoint: Endpoint, timeout: float = 5.0, settle: float = 2.0) -> str | None:
+    """Why the server no longer serves: its process ended (as its target tells), or
+    /health does not answer 200 (an engine that died under a live API process answers
+    503 or 500); None while it answers. A server found down is given `settle` seconds to
+    finish exiting (vLLM's API process exits once its engine died), so that its exit code
+    is what is said when it has one."""
+    status = endpoint.exit_status() if endpoint.exit_status is not None else None
+    if status is not None:
+        return status
+    try:
+        health = httpx.get(f"{endpoint.base_url}/health", timeout=timeout)
+    except httpx.TransportError as exc:
+        problem = f"/health does not answer ({type(exc).__name__})"
+    else:
+        if health.status_code == 200:
+            return None
+        problem = f"/health answers {health.status_code}"
+    deadline = time.monotonic() + settle
+    while endpoint.exit_status is not None and time.monotonic() < deadline:
+        status = endpoint.exit_status()
+        if status is not None:
+            return status
+        time.sleep(0.05)
+    return problem

@@ -7,13 +7,18 @@ results are scaled back (`clock_speed` in provenance) so figures read like a GPU
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.provenance import server_provenance
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
+
+if TYPE_CHECKING:  # the simulator is imported when a server starts
+    from pytest_llmperf.sim.server import SimProcess
 
 
 class SimTarget:
@@ -35,11 +40,25 @@ class SimTarget:
 
     @contextmanager
     def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
-        from pytest_llmperf.sim import SimConfig, simulated_server
+        from pytest_llmperf.sim import SimConfig
+        from pytest_llmperf.sim.server import simulated_process
 
         config = SimConfig.from_vllm_argv(self.argv(spec))
-        with simulated_server(config, mode="process") as base_url:
-            wait_until_ready(base_url, spec.model_id, self.ready_timeout, poll_interval=0.05)
-            provenance = server_provenance(base_url)
+        with simulated_process(config) as sim:
+            exited = functools.partial(_exit_status, sim)
+            wait_until_ready(sim.url, spec.model_id, self.ready_timeout, is_alive=exited, poll_interval=0.05)
+            provenance = server_provenance(sim.url)
             provenance.update(clock_speed=self.speed, simulator=True, sim_args=list(spec.sim_args + self.extra_args))
-            yield Endpoint(base_url, spec.model_id, self.name, provenance)
+            yield Endpoint(
+                sim.url,
+                spec.model_id,
+                self.name,
+                provenance,
+                exit_status=exited,
+                log_tail=lambda lines: "\n".join(sim.output_tail(lines)),
+            )
+
+
+def _exit_status(sim: SimProcess) -> str | None:
+    code = sim.returncode
+    return None if code is None else f"the simulator process exited with code {code}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import sys
 
 from pytest_llmperf.sim.config import SimConfig
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    _raise_open_files_limit()
     server, sock = make_server(config)
     url = base_url(sock)
     k = config.num_speculative_tokens
@@ -41,6 +43,20 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sock.close()
     return server.exit_code
+
+
+def _raise_open_files_limit(target: int = 65535) -> None:
+    """As vLLM's server does at start (vllm.utils.set_ulimit): the soft RLIMIT_NOFILE up to
+    `target`, within the hard limit, so that high concurrency does not run out of sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = target if hard == resource.RLIM_INFINITY else min(target, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError) as exc:
+            logging.getLogger("pytest_llmperf.sim").warning(
+                "sim: open files limited to %d and not raised (%s): consider `ulimit -n`", soft, exc
+            )
 
 
 if __name__ == "__main__":

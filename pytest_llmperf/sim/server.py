@@ -2,13 +2,15 @@
 
 Both start on a free port of 127.0.0.1 (or the configured one), yield the base URL
 once the socket listens, and stop everything they started when the block exits,
-even when it raises.
+even when it raises. `simulated_process` yields the child process itself (URL, exit
+code, last output lines): what the plugin's target uses to tell a server that died.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -20,7 +22,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from pytest_llmperf.sim.app import build_app
+from pytest_llmperf.sim.app import StreamReset, build_app
 from pytest_llmperf.sim.config import SimConfig
 
 START_TIMEOUT_S = 30.0
@@ -76,7 +78,17 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _not_a_deliberate_reset(record: logging.LogRecord) -> bool:
+    """uvicorn logs the traceback of every exception an app raises; a StreamReset is the
+    simulator dropping a connection on purpose (a fault knob, a dead engine), so its 25
+    lines per stream would bury the one line that says why (the engine's log)."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, StreamReset)
+
+
 def make_server(config: SimConfig, log_level: str = "warning") -> tuple[SimServer, socket.socket]:
+    if _not_a_deliberate_reset not in logging.getLogger("uvicorn.error").filters:
+        logging.getLogger("uvicorn.error").addFilter(_not_a_deliberate_reset)
     app = build_app(config)
     sock = bind_socket(config.host, config.port)
     uv = uvicorn.Config(
@@ -133,8 +145,32 @@ def _thread_server(config: SimConfig) -> Iterator[str]:
 PARENT_PID_ENV = "LLMPERF_SIM_PARENT_PID"
 
 
+class SimProcess:
+    """A simulator child process (`simulated_process`): its URL, and what a caller needs to
+    tell whether it still runs and what it said last."""
+
+    def __init__(self, url: str, process: subprocess.Popen[str], output: collections.deque[str]) -> None:
+        self.url = url
+        self.process = process
+        self._output = output  # its last lines (stdout and stderr), appended by a reader thread
+
+    @property
+    def returncode(self) -> int | None:
+        """None while it runs; its exit code once it ended."""
+        return self.process.poll()
+
+    def output_tail(self, lines: int) -> list[str]:
+        """Its last `lines` lines of output (at most OUTPUT_LINES are kept)."""
+        return list(self._output)[-lines:] if lines > 0 else []
+
+
+OUTPUT_LINES = 50
+
+
 @contextlib.contextmanager
-def _process_server(config: SimConfig) -> Iterator[str]:
+def simulated_process(config: SimConfig) -> Iterator[SimProcess]:
+    """`python -m pytest_llmperf.sim` as a child process, yielded once it listens;
+    terminated (SIGTERM, then SIGKILL after a grace period) when the block exits."""
     argv = [sys.executable, "-m", "pytest_llmperf.sim", *config.to_vllm_argv()]
     proc = subprocess.Popen(
         argv,
@@ -146,7 +182,7 @@ def _process_server(config: SimConfig) -> Iterator[str]:
         # The child exits if this process dies without stopping it (SIGTERM, kill -9).
         env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())},
     )
-    tail: collections.deque[str] = collections.deque(maxlen=50)
+    tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
     url_box: list[str] = []
     ready = threading.Event()
 
@@ -167,7 +203,7 @@ def _process_server(config: SimConfig) -> Iterator[str]:
             raise RuntimeError(
                 f"simulated server process did not report its URL (exit code {code}); output:\n" + "\n".join(tail)
             )
-        yield url_box[0]
+        yield SimProcess(url_box[0], proc, tail)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -194,7 +230,7 @@ def simulated_server(config: SimConfig | None = None, mode: str = "thread") -> I
         with _thread_server(config) as url:
             yield url
     elif mode == "process":
-        with _process_server(config) as url:
-            yield url
+        with simulated_process(config) as process:
+            yield process.url
     else:
         raise ValueError(f"simulated_server mode must be 'thread' or 'process', got {mode!r}")

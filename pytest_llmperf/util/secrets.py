@@ -91,6 +91,24 @@ def redact_args(args: Sequence[str]) -> list[str]:
     return out
 
 
+def secret_arg_values(args: Sequence[str]) -> list[str]:
+    """The values `redact_args` hides in a command line, to scrub from text that may quote
+    them (a server's log)."""
+    values = []
+    for arg, shown in zip(args, redact_args(args)):
+        if shown == arg:
+            continue
+        flag, eq, value = arg.partition("=")
+        values.append(value if eq and shown == f"{flag}={REDACTED}" else arg)
+    return values
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """Free text nobody chose the words of (a server's log): every secret value, then
+    every credential-shaped word (hf_..., sk-..., "Bearer ...", "token=...") as REDACTED."""
+    return _SECRET_VALUE.sub(REDACTED, redact(text, secrets))
+
+
 def strip_secrets(value: Any) -> Any:
     """`value` (nested dicts and lists) without keys that name or hold secrets, and with
     credential-looking list items shown as REDACTED.

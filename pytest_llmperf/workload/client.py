@@ -1,7 +1,8 @@
 """One streaming request to an OpenAI-compatible server -> one `RequestRecord`.
 
 A failed request (HTTP error, broken stream, timeout, cut) is recorded with its
-reason; nothing here raises for a request-level failure.
+reason; nothing here raises for a request-level failure. Running out of file descriptors
+is not one: that OSError is raised (the run, not the server, has to be fixed).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from time import perf_counter
 from typing import Any
 
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.util.limits import is_too_many_open_files
 from pytest_llmperf.workload.http1 import Connection, ConnectionPool, HTTPProtocolError, Origin, Response
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.sse import SSESplitter, decode_events
@@ -204,6 +206,8 @@ class StreamingClient:
             record.error = flight.cut_reason
             record.end_time = perf_counter()
         except Exception as exc:  # a bug here must cost one record, not the run
+            if is_too_many_open_files(exc):
+                raise  # not the server's failure: the run stops and says what to fix
             record.error = f"client error: {type(exc).__name__}: {exc}"
             record.end_time = perf_counter()
             resp = None
@@ -224,6 +228,8 @@ class StreamingClient:
             record.end_time = record.send_time = perf_counter()
             return None, False
         except OSError as exc:
+            if is_too_many_open_files(exc):
+                raise
             record.error = f"cannot connect to {self.origin.host}:{self.origin.port}: {exc}"
             record.end_time = record.send_time = perf_counter()
             return None, False

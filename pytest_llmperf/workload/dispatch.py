@@ -18,6 +18,9 @@ from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.schedule import arrival_offsets
 
+# The error of a request cut by an interrupt, by the signal that asked for it.
+INTERRUPTED_BY = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "interrupted (SIGTERM)"}
+
 
 def streaming_client(base_url: str, model: str, config: RunConfig) -> StreamingClient:
     """The client a run's config asks for (use it as `async with`)."""
@@ -125,11 +128,12 @@ class Dispatcher:
         self._in_flight = 0
         self._kept_bytes = 0
 
-    def interrupt(self) -> None:
+    def interrupt(self, reason: str = INTERRUPTED_BY["SIGINT"]) -> None:
+        """Cut every stream in flight (each recorded as failed with `reason`) and send no more."""
         if self.interrupted:  # a second Ctrl-C: stop waiting for the wind-down
             raise KeyboardInterrupt
         self.interrupted = True
-        self.client.cut_all("interrupted (Ctrl-C)")
+        self.client.cut_all(reason)
         self._kick()
 
     def _kick(self) -> None:
@@ -186,6 +190,11 @@ class Dispatcher:
 
         def finished(task: asyncio.Task[PendingRecord]) -> None:
             self._in_flight -= 1
+            if not task.cancelled() and task.exception() is not None and not self.interrupted:
+                # Only the client's own failure raises (out of file descriptors): stop now,
+                # the rest would fail the same way; run() raises it once the streams ended.
+                self.interrupted = True
+                self.client.cut_all(f"cut: the client failed ({task.exception()})")
             if not task.cancelled() and task.exception() is None:
                 pending = task.result()
                 if progress is not None:

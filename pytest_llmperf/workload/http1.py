@@ -19,6 +19,8 @@ import ssl
 from time import perf_counter
 from urllib.parse import urlsplit
 
+from pytest_llmperf.util.limits import is_too_many_open_files
+
 MAX_HEAD = 64 * 1024
 
 
@@ -399,14 +401,20 @@ class ConnectionPool:
 
     async def fill(self, n: int) -> None:
         """Open connections until `n` are idle, so that no measured request pays for a
-        TCP (or TLS) handshake. Failures are left for the requests to report."""
+        TCP (or TLS) handshake. Failures are left for the requests to report, except
+        running out of file descriptors (EMFILE, ENFILE): raised, it is this machine's."""
         missing = n - len(self._idle)
         if missing <= 0:
             return
         results = await asyncio.gather(*(self.acquire(fresh=True) for _ in range(missing)), return_exceptions=True)
+        out_of_files = None
         for res in results:
             if isinstance(res, tuple):
                 self.release(res[0])
+            elif out_of_files is None and is_too_many_open_files(res):
+                out_of_files = res
+        if out_of_files is not None:
+            raise out_of_files
 
     def release(self, conn: Connection) -> None:
         if conn.closed or conn._resp is not None:

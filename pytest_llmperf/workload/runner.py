@@ -3,7 +3,8 @@
 `run_benchmark` is synchronous and runs its own event loop. Request failures are
 recorded, never raised; an unreachable server raises `ServerUnreachable` before the
 run; Ctrl-C cuts the requests in flight and *returns* the partial result with
-`stop_reason="interrupted"` (a second Ctrl-C while it winds down raises as usual).
+`stop_reason="interrupted"` (a second Ctrl-C while it winds down raises as usual). SIGTERM
+does the same while `util.signals.TERMINATE` is active (the plugin makes it so).
 
 What to run is a `RunConfig` (build one from a `Workload` with `Workload.run_config`);
 how the client goes about it, a `RunTuning` (the defaults; tests change them).
@@ -15,13 +16,17 @@ import asyncio
 import signal
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from typing import Any
 
 from pytest_llmperf.util.http import fetch_metrics_page, server_root
+from pytest_llmperf.util.limits import is_too_many_open_files, too_many_open_files
+from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.client import PendingRecord
 from pytest_llmperf.workload.config import RunConfig, RunTuning
-from pytest_llmperf.workload.dispatch import Dispatcher, LagProbe, run_on_event_loop, streaming_client
+from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, LagProbe, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
@@ -29,11 +34,24 @@ from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.schedule import arrival_offsets
 from pytest_llmperf.workload.workers import WorkerPool
 
-__all__ = ["RunConfig", "RunTuning", "ServerUnreachable", "check_reachable", "run_benchmark", "run_benchmark_async"]
+__all__ = [
+    "RunConfig",
+    "RunTuning",
+    "ServerUnreachable",
+    "TooManyOpenFiles",
+    "check_reachable",
+    "run_benchmark",
+    "run_benchmark_async",
+]
 
 
 class ServerUnreachable(ConnectionError):
     """Nothing accepts connections at the base URL (raised before any request is sent)."""
+
+
+class TooManyOpenFiles(RuntimeError):
+    """The run needs more file descriptors than RLIMIT_NOFILE allows; the message names
+    the concurrency, the limits and the fix (`ulimit -n`)."""
 
 
 def check_reachable(base_url: str, timeout: float) -> None:
@@ -43,6 +61,8 @@ def check_reachable(base_url: str, timeout: float) -> None:
         with socket.create_connection((origin.host, origin.port), timeout=timeout):
             pass
     except OSError as exc:
+        if is_too_many_open_files(exc):
+            raise
         raise ServerUnreachable(
             f"cannot reach the server at {base_url} within {timeout:g} s "
             f"({type(exc).__name__}: {exc}); is it running and listening on that host and port?"
@@ -54,8 +74,23 @@ async def run_benchmark_async(
 ) -> RunResult:
     """`run_benchmark` for callers that already run an event loop (no Ctrl-C handling)."""
     _check_arguments(base_url, requests, config)
-    await asyncio.get_running_loop().run_in_executor(None, check_reachable, base_url, config.connect_timeout)
-    return await _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=False)
+    with _out_of_files_said(config):
+        await asyncio.get_running_loop().run_in_executor(None, check_reachable, base_url, config.connect_timeout)
+        return await _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=False)
+
+
+@contextmanager
+def _out_of_files_said(config: RunConfig) -> Iterator[None]:
+    """EMFILE from anywhere in a run (a socket, asyncio, ssl loading its CA bundle) as one
+    line naming the concurrency, the limits and the fix."""
+    try:
+        yield
+        return
+    except OSError as exc:
+        if not is_too_many_open_files(exc):
+            raise
+        message = too_many_open_files(config.concurrency)
+    raise TooManyOpenFiles(message) from None  # no OSError traceback from deep in asyncio under it
 
 
 async def _run_benchmark(
@@ -81,15 +116,22 @@ async def _run_benchmark(
     async with client:
         run = Dispatcher(client, config, tuning)
 
-        def on_sigint() -> None:
+        def on_signal(reason: str) -> None:
+            if reason == INTERRUPTED_BY["SIGTERM"]:
+                TERMINATE.note()
             if pool is not None:
-                pool.interrupt()
-            run.interrupt()
+                pool.interrupt(reason)
+            run.interrupt(reason)
 
-        handled = install_sigint and threading.current_thread() is threading.main_thread()
-        if handled:
-            previous = signal.getsignal(signal.SIGINT)
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        handled: dict[signal.Signals, Any] = {}  # signal -> the handler to put back
+        if install_sigint and threading.current_thread() is threading.main_thread():
+            # SIGTERM too while the plugin makes it act as Ctrl-C (util/signals.py).
+            reasons = {signal.SIGINT: INTERRUPTED_BY["SIGINT"]}
+            if TERMINATE.active:
+                reasons[signal.SIGTERM] = INTERRUPTED_BY["SIGTERM"]
+            for sig, reason in reasons.items():
+                handled[sig] = signal.getsignal(sig)
+                loop.add_signal_handler(sig, on_signal, reason)
         try:
             if warmup:
                 await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
@@ -126,9 +168,9 @@ async def _run_benchmark(
             # Scraped before decoding, right after the last measured completion.
             metrics_after = await fetch_metrics_page(base_url) if metrics_before is not None else None
         finally:
-            if handled:
-                loop.remove_signal_handler(signal.SIGINT)
-                signal.signal(signal.SIGINT, previous)
+            for sig, previous in handled.items():
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, previous)
     records += [p.finish() for p in pending]
     ends = [r.end_time for r in records if r.end_time is not None]
     return RunResult(
@@ -170,6 +212,7 @@ def run_benchmark(
 
     `tuning` changes how the client works, never what it measures (default: `RunTuning()`).
     Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
+    TooManyOpenFiles when the concurrency needs more file descriptors than allowed,
     ValueError for bad arguments. Ctrl-C returns a partial result, stop_reason="interrupted".
     """
     _check_arguments(base_url, requests, config)
@@ -181,7 +224,8 @@ def run_benchmark(
         raise RuntimeError(
             "run_benchmark() cannot run inside an event loop; await run_benchmark_async(...) there instead"
         )
-    check_reachable(base_url, config.connect_timeout)
-    return run_on_event_loop(
-        _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=True)
-    )
+    with _out_of_files_said(config):
+        check_reachable(base_url, config.connect_timeout)
+        return run_on_event_loop(
+            _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=True)
+        )

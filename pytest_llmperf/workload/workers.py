@@ -20,8 +20,9 @@ from multiprocessing.connection import Connection as Pipe
 from time import perf_counter
 
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.util.limits import is_too_many_open_files
 from pytest_llmperf.workload.config import RunConfig, RunTuning
-from pytest_llmperf.workload.dispatch import Dispatcher, run_on_event_loop, streaming_client
+from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.requests import SampledRequest
 
 READY_TIMEOUT_S = 120.0
@@ -63,8 +64,8 @@ def _worker(
                 return [], "interrupted"
 
             def on_message() -> None:
-                if pipe.poll() and pipe.recv()[0] == "stop" and not run.interrupted:
-                    run.interrupt()
+                if pipe.poll() and (stop := pipe.recv())[0] == "stop" and not run.interrupted:
+                    run.interrupt(*stop[1:])
 
             loop.add_reader(pipe.fileno(), on_message)
             try:
@@ -76,7 +77,7 @@ def _worker(
     try:
         pipe.send(("done", *run_on_event_loop(share())))
     except BaseException as exc:  # reported, so the parent never waits forever
-        pipe.send(("error", f"{type(exc).__name__}: {exc}"))
+        pipe.send(("error", f"{type(exc).__name__}: {exc}", getattr(exc, "errno", None)))
 
 
 class WorkerPool:
@@ -112,6 +113,8 @@ class WorkerPool:
                     raise RuntimeError(f"a client worker was not ready after {READY_TIMEOUT_S:g} s")
                 msg = pipe.recv()
                 if msg[0] != "ready":
+                    if len(msg) > 2 and is_too_many_open_files(OSError(msg[2], msg[1])):
+                        raise OSError(msg[2], f"a client worker ran out of file descriptors: {msg[1]}")
                     raise RuntimeError(f"a client worker failed to start: {msg[1]}")
             start = perf_counter() + START_MARGIN_S
             for pipe in self.pipes:
@@ -123,6 +126,8 @@ class WorkerPool:
         stops = set()
         for res in results:
             if res[0] != "done":
+                if len(res) > 2 and is_too_many_open_files(OSError(res[2], res[1])):
+                    raise OSError(res[2], f"a client worker ran out of file descriptors: {res[1]}")
                 raise RuntimeError(f"a client worker failed: {res[1]}")
             records.extend(res[1])
             stops.add(res[2])
@@ -130,10 +135,10 @@ class WorkerPool:
         stop = next((s for s in ("interrupted", "max_seconds") if s in stops), "completed")
         return records, stop, start
 
-    def interrupt(self) -> None:
+    def interrupt(self, reason: str = INTERRUPTED_BY["SIGINT"]) -> None:
         for pipe in self.pipes:
             try:
-                pipe.send(("stop",))
+                pipe.send(("stop", reason))
             except OSError:
                 pass
 

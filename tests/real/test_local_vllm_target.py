@@ -184,3 +184,16 @@ def test_target_from_prepared_env_names_the_setup_command(tmp_path, monkeypatch)
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
     with pytest.raises(ServerStartError, match="scripts/real_vllm_cpu.sh"):
         target_from_prepared_env()
+
+
+def test_the_endpoint_says_when_the_server_process_ended_and_shows_its_log(tmp_path):
+    t = target(tmp_path)
+    with t.start(SPEC) as ep:
+        server = t.current
+        assert ep.exit_status is not None and ep.log_tail is not None
+        assert ep.exit_status() is None
+        assert ep.log_tail(100).splitlines()[0].startswith("$ ")  # the command line heads the log
+        server.process.kill()
+        server.process.wait(timeout=10)
+        assert ep.exit_status() == "the vLLM process exited with code -9"
+        assert len(ep.log_tail(1).splitlines()) <= 1

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
+from pytest_llmperf.options import OPTIONS, OptionError, join_flag_values, resolve_options
 
 
 def resolve(cli=None, ini=None):
@@ -129,3 +129,27 @@ def test_sim_args_on_a_target_that_ignores_them_are_refused(target, why):
     with pytest.raises(OptionError, match=r"^ini option 'llmperf_sim_args' only applies to the simulated server"):
         resolve(cli=target, ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"})
     assert resolve(ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"}).target is None  # nothing runs: no harm
+
+
+@pytest.mark.parametrize(
+    "args, joined",
+    [
+        (["--llmperf-sim-args", "--disable-log-stats"], ["--llmperf-sim-args=--disable-log-stats"]),
+        (
+            ["-q", "--llmperf-sim-args", "--sim-error-rate 0.3", "t.py"],
+            ["-q", "--llmperf-sim-args=--sim-error-rate 0.3", "t.py"],
+        ),
+        (["--llmperf-sim-args=--disable-log-stats"], ["--llmperf-sim-args=--disable-log-stats"]),
+        # A forgotten value: our own next flag stays a flag (argparse then says the value is missing).
+        (["--llmperf-sim-args", "--llmperf-sim"], ["--llmperf-sim-args", "--llmperf-sim"]),
+        (["--llmperf-sim-args", "--llmperf-report=r.json"], ["--llmperf-sim-args", "--llmperf-report=r.json"]),
+        (["--llmperf-sim-args"], ["--llmperf-sim-args"]),
+        # After "--" every argument is a path.
+        (["--", "--llmperf-sim-args", "x"], ["--", "--llmperf-sim-args", "x"]),
+        (["--llmperf-sim", "--disable-log-stats"], ["--llmperf-sim", "--disable-log-stats"]),
+    ],
+)
+def test_a_flag_valued_option_and_its_value_are_joined_in_place(args, joined):
+    original = args
+    join_flag_values(args)
+    assert args is original and args == joined

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.plugin_project import INI, SUITE, make_project, record, run
+from tests.plugin_project import CONFTEST, INI, SUITE, make_project, record, run
 
 
 @pytest.fixture
@@ -323,3 +323,61 @@ def test_the_controller_keeps_each_workers_document_and_remembers_a_worker_lost_
     plugin.pytest_testnodedown(node("gw1"), "worker crashed")
     plugin.pytest_testnodedown(node("gw2"), None)  # ran no performance test: nothing to report
     assert config.stash[plugin.WORKER_REPORTS_KEY] == {"gw0": doc, "gw1": None}
+
+
+HANDLER_PROBE = """
+import signal
+from pytest_llmperf.util.signals import TERMINATE
+
+def test_probe():
+    installed = signal.getsignal(signal.SIGTERM) == TERMINATE._on_sigterm
+    print(f"SIGTERM handler installed: {installed}")
+"""
+
+
+@pytest.mark.parametrize("args, installed", [(["--llmperf-sim"], True), ([], False)], ids=["sim", "no-target"])
+def test_sigterm_acts_as_ctrl_c_during_a_session_with_a_target_and_is_restored_after(project, args, installed):
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    project.makepyfile(test_suite=HANDLER_PROBE)
+    result = project.runpytest("-p", "no:benchmark", "-s", *args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*SIGTERM handler installed: {installed}"])
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+SIGTERM_AT_STOP = """
+import signal
+from pytest_llmperf.session import PerfSession
+
+stop = PerfSession.close
+
+def close(self):
+    signal.raise_signal(signal.SIGTERM)  # while the session stops its servers
+    stop(self)
+
+PerfSession.close = close
+
+def pytest_unconfigure(config):
+    PerfSession.close = stop  # the class is the test process's own: leave it as found
+"""
+
+
+def test_a_sigterm_while_the_session_finishes_lets_it_write_the_report_then_exits_interrupted(project):
+    project.makeconftest(CONFTEST + SIGTERM_AT_STOP)
+    report = project.path / "report.json"
+    result = run(project, "-k", "test_base", "--llmperf-report", str(report))
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*llmperf summary*", f"full report: {report}"])
+    assert [r["server"]["name"] for r in json.loads(report.read_text())["runs"]] == ["tiny"]
+
+
+def test_help_lists_every_option(project):
+    from pytest_llmperf.options import OPTIONS
+
+    result = project.runpytest("-p", "no:benchmark", "--help")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    text = result.stdout.str()
+    assert all(opt.flag in text for opt in OPTIONS)
+    assert "a share ('5%')" in text  # argparse %-formats help: the percent sign escaped

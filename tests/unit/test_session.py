@@ -8,6 +8,7 @@ import pytest
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.options import resolve_options
@@ -60,6 +61,7 @@ def make_session(tmp_path, speeds, **cli):
     target = FakeTarget()
     perf = PerfSession(options, target, tmp_path)
     perf._requests_for = lambda endpoint, workload: []
+    perf.server_down = lambda endpoint: None  # the fake server lives through every fault
     calls = []
 
     def execute(endpoint, requests, workload, speed):
@@ -273,6 +275,7 @@ def ttft_session(tmp_path, ttfts, **cli):
     cli = {"llmperf_sim": True, **cli}
     perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path)
     perf._requests_for = lambda endpoint, workload: []
+    perf.server_down = lambda endpoint: None
     perf._execute = lambda endpoint, requests, workload, speed: jittered_result(ttfts)
     return perf
 
@@ -638,3 +641,73 @@ def test_where_the_folder_is_known_only_once_a_gpu_runs_every_folder_is_checked(
     check_before_start(options, tmp_path, [plan()], folders=["sim"])  # the sim's folder only
     with pytest.raises(SetupError, match="baseline baselines/NVIDIA-H200/m.json: empty file; the tests of m"):
         check_before_start(options, tmp_path, [plan()], folders=None)
+
+
+SECRET_SPEC = ServerSpec(name="m", model="org/m", args=("--api-key", "key-1234"), env={"DB_PASSWORD": "pw-5678"})
+LOG = """INFO loading weights
+INFO serving with --api-key key-1234
+ERROR EngineCore died: CUDA error: an illegal memory access (auth Bearer abcdefghijklmnop, pw-5678)
+"""
+
+
+class DyingTarget(FakeTarget):
+    """Its server's log holds secrets; `server_down` (set by the test) says it died."""
+
+    @contextmanager
+    def start(self, spec):
+        self.events.append(("start", spec.name))
+        try:
+            yield Endpoint("http://127.0.0.1:1", spec.model_id, "sim", {}, log_tail=lambda lines: LOG)
+        finally:
+            self.events.append(("stop", spec.name))
+
+
+def test_a_server_that_died_says_so_with_its_last_log_lines_redacted_and_is_not_started_again(tmp_path):
+    from pytest_llmperf.report.document import build_report
+    from pytest_llmperf.report.terminal import terminal_lines
+
+    cli = {"llmperf_sim": True, "llmperf_repetitions": "3", "llmperf_error_budget": "100%"}
+    target = DyingTarget()
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path)
+    perf._requests_for = lambda endpoint, workload: []
+    perf._execute = lambda *args: failing_result(100.0, failed=3)
+    perf.server_down = lambda endpoint: "container m-1 exited with code 137 (killed: out of memory)"
+    workload = resolve_workload({"num_prompts": 4}, 8)
+
+    run = perf.run(SECRET_SPEC, workload)
+    assert len(run.results) == 1  # no repetition on a dead server
+    assert target.events == [("start", "m"), ("stop", "m")]  # stopped at once, not at the session's end
+    with pytest.raises(PerfFailure) as failure:  # invalid whatever the error budget
+        perf.bind(run, "t").assert_no_regression("decode_tok_s")
+    message = str(failure.value)
+    assert (
+        "invalid run: server died after 1 of 4 requests: container m-1 exited with code 137 (killed: out of "
+        "memory); 3 of 4 failed: 3x HTTP 500: EngineCore encountered an issue" in message
+    )
+    assert "its last 3 log lines:\n    INFO loading weights\n    INFO serving with --api-key ***\n" in message
+    assert "    ERROR EngineCore died: CUDA error: an illegal memory access (auth ***, ***)" in message
+    for secret in ("key-1234", "pw-5678", "abcdefghijklmnop"):
+        assert secret not in message
+
+    with pytest.raises(RuntimeError, match=r"server 'm' died earlier in this session \(server died after 1 of 4"):
+        perf.run(SECRET_SPEC, resolve_workload({"num_prompts": 4}, 16))
+    assert target.events == [("start", "m"), ("stop", "m")]
+
+    document = build_report(perf)
+    assert document["runs"][0]["server_death"].startswith("server died after 1 of 4 requests: container m-1")
+    assert document["runs"][0]["server_log"][1] == "INFO serving with --api-key ***"
+    assert (
+        "note: m @ 8: server died after 1 of 4 requests: container m-1 exited with code 137 (killed: out of memory)"
+        in (terminal_lines(document))
+    )
+    assert "key-1234" not in json.dumps(document)
+
+
+def test_failed_requests_on_a_server_that_still_serves_are_no_death(tmp_path):
+    perf, target, _ = make_session(tmp_path, [100.0], llmperf_error_budget="100%", llmperf_inconclusive="pass")
+    asked = []
+    perf.server_down = lambda endpoint: asked.append(endpoint.model)  # None: it answers
+    perf._execute = lambda *args: failing_result(100.0, failed=1)
+    run = perf.run(BASE, resolve_workload({"num_prompts": 4}, 8))
+    assert asked == ["org/m"] and run.server_death is None and run.server_log == []
+    assert perf.invalid_reason(run, parse_budget("100%")) is None

@@ -293,6 +293,32 @@ def test_gpu_slot_held_while_a_gpu_server_runs():
         dk._GPU_SLOT.release()
 
 
+def test_the_endpoint_says_how_the_container_ended_and_shows_its_log_redacted(monkeypatch):
+    """After a run with failed requests the session asks the endpoint: running (None),
+    then exited with its code and out-of-memory flag; the log tail never shows a secret."""
+    monkeypatch.setattr(dk, "wait_until_ready", lambda *args, **kwargs: None)
+    monkeypatch.setattr(dk, "fetch_version", lambda *args, **kwargs: "0.32.0")
+    client = FakeClient(fail_start=False)
+    client.container_class = GpuContainer  # starts and publishes port 8000
+    target = dk.DockerTarget(client=client, environ={"HF_TOKEN": TOKEN})
+    with target.start(SEED) as endpoint:
+        (container,) = client.containers.items
+        assert endpoint.exit_status is not None and endpoint.log_tail is not None
+        assert endpoint.exit_status() is None
+        container.attrs["State"] = {"Status": "exited", "ExitCode": 137, "OOMKilled": True}
+        assert endpoint.exit_status() == f"container {container.name} exited with code 137 (killed: out of memory)"
+        assert endpoint.log_tail(20) == "loading... HF_TOKEN=***"
+
+        def engine_gone() -> None:
+            raise docker.errors.APIError("engine restarting")
+
+        container.reload = engine_gone
+        assert endpoint.exit_status() == (
+            f"the Docker engine does not answer about container {container.name} (APIError)"
+        )
+    assert client.containers.items == []
+
+
 # ----------------------------------------------------------------------------- peak GPU memory
 
 GPU_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from pytest_llmperf.servers.base import ServerStartError
-from pytest_llmperf.servers.readiness import wait_until_ready
+from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.readiness import wait_until_ready, why_down
 from tests.unit.servers.openai_fake import FakeOpenAIServer, unused_url
 
 FAST = 0.01  # poll interval: these servers answer at once
@@ -87,3 +88,44 @@ def test_death_after_some_polls_names_the_status_it_had_reached():
         server.health_status = 503
         with pytest.raises(ServerStartError, match=r"before it was ready \(/health answered 503\): exit code 137"):
             wait_until_ready(server.base_url, "m", 60.0, is_alive=lambda: next(polls), poll_interval=FAST)
+
+
+# ----------------------------------------------------------------------------- why_down
+
+
+def endpoint(base_url, exit_status=None):
+    return Endpoint(base_url, "m", "sim", {}, exit_status=exit_status)
+
+
+def test_a_server_answering_health_200_is_not_down():
+    with FakeOpenAIServer() as server:
+        assert why_down(endpoint(server.base_url, exit_status=lambda: None)) is None
+
+
+def test_an_engine_dead_under_a_live_api_process_reads_as_its_health_status():
+    with FakeOpenAIServer() as server:
+        server.health_status = 503
+        assert why_down(endpoint(server.base_url, exit_status=lambda: None), settle=0.1) == "/health answers 503"
+        exits = iter([None, None, "the vLLM process exited with code 1"])  # on its way out
+        assert why_down(endpoint(server.base_url, lambda: next(exits))) == "the vLLM process exited with code 1"
+
+
+def test_an_ended_process_is_said_before_anything_is_asked():
+    with FakeOpenAIServer() as server:
+        assert why_down(endpoint(server.base_url, lambda: "the vLLM process exited with code 1")) == (
+            "the vLLM process exited with code 1"
+        )
+    assert server.paths == []
+
+
+def test_a_server_that_does_not_answer_is_given_time_to_finish_exiting():
+    exits = iter([None, None, None, "the simulator process exited with code 1"])
+    assert why_down(endpoint(unused_url(), lambda: next(exits)), timeout=1.0) == (
+        "the simulator process exited with code 1"
+    )
+    started = time.monotonic()
+    assert why_down(endpoint(unused_url(), lambda: None), timeout=1.0, settle=0.2) == (
+        "/health does not answer (ConnectError)"
+    )
+    assert time.monotonic() - started < 3
+    assert why_down(endpoint(unused_url()), timeout=1.0) == "/health does not answer (ConnectError)"  # external

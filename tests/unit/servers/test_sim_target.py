@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import httpx
 import pytest
@@ -107,3 +108,26 @@ def test_a_simulator_slower_to_start_than_the_ready_timeout_fails_naming_its_sta
     ):
         with target.start(SPEC):
             pytest.fail("must not hand out a server that is not ready")
+
+
+def _crash(base_url: str, model: str, n: int) -> None:
+    body = {"model": model, "prompt": "hi", "max_tokens": 4}
+    for _ in range(n):
+        httpx.post(f"{base_url}/v1/completions", json=body, timeout=10)
+
+
+def test_the_endpoint_tells_a_live_simulator_from_one_that_exited_and_shows_its_output():
+    args = ("--sim-crash-after-requests", "1", "--sim-crash-exit")
+    with SimTarget(speed=40.0, extra_args=args).start(SPEC) as endpoint:
+        assert endpoint.exit_status is not None and endpoint.log_tail is not None
+        assert endpoint.exit_status() is None
+        assert f"on {endpoint.base_url}" in endpoint.log_tail(5)  # its banner line
+        _crash(endpoint.base_url, endpoint.model, 2)
+        deadline = time.monotonic() + 10
+        while endpoint.exit_status() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert endpoint.exit_status() == "the simulator process exited with code 1"
+        tail = endpoint.log_tail(20)
+        assert "sim: engine dead (crash_after_requests=1)" in tail
+        assert "Traceback" not in tail  # deliberate stream resets are not logged as app errors
+        assert endpoint.log_tail(1).count("\n") == 0

@@ -198,3 +198,44 @@ def test_process_mode_child_exits_when_its_parent_dies_without_stopping_it(sig):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_the_child_process_says_its_url_exit_code_and_last_lines_without_deliberate_reset_tracebacks():
+    from pytest_llmperf.sim.server import simulated_process
+
+    config = SimConfig(model="m", speed=50, reset_after_chunks=2, crash_after_requests=2, crash_exit=True)
+    with simulated_process(config) as sim:
+        assert sim.returncode is None and sim.url.startswith("http://127.0.0.1:")
+        body = {"model": "m", "prompt": "hi", "max_tokens": 8, "stream": True}
+        for _ in range(3):  # reset mid-stream twice, then the engine dies and the process exits
+            try:
+                httpx.post(f"{sim.url}/v1/completions", json=body, timeout=10)
+            except httpx.HTTPError:
+                pass
+        deadline = time.monotonic() + 10
+        while sim.returncode is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sim.returncode == 1
+        lines = sim.output_tail(50)
+        assert any("engine dead (crash_after_requests=2)" in line for line in lines)
+        assert not [line for line in lines if "Traceback" in line or "Exception in ASGI application" in line]
+        assert sim.output_tail(1) == lines[-1:] and sim.output_tail(0) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads /proc/PID/limits")
+def test_the_cli_raises_its_own_open_files_soft_limit_as_vllm_does():
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (64, 4096)); "
+        "from pytest_llmperf.sim.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "m", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert "http://" in proc.stdout.readline()
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        (line,) = [ln for ln in limits.splitlines() if ln.startswith("Max open files")]
+        assert line.split()[3:5] == ["4096", "4096"]  # soft up to the hard limit (under 65535)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

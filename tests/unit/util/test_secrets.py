@@ -12,6 +12,8 @@ from pytest_llmperf.util.secrets import (
     redact,
     redact_args,
     redact_env,
+    redact_text,
+    secret_arg_values,
 )
 
 TOKEN = "hf_unit_SECRET_value_42"
@@ -109,3 +111,13 @@ def test_secret_holders_never_show_values_in_repr():
     assert "'VLLM_LOGGING_LEVEL': 'DEBUG'" in repr(env)
     assert env["HF_TOKEN"] == TOKEN  # the engine still gets the real value
     assert TOKEN not in repr(Secrets([TOKEN]))
+
+
+def test_the_values_a_command_line_hides_are_the_ones_to_scrub_from_its_log():
+    args = ["--api-key", "k-1", "--max-num-seqs", "8", "--hf-token=t-2", "hf_" + "a" * 24, "--api-key", "--x"]
+    assert secret_arg_values(args) == ["k-1", "t-2", "hf_" + "a" * 24]
+
+
+def test_free_text_loses_known_values_and_credential_shaped_words():
+    text = "serving with k-1; auth: Bearer abcdefgh12345678, HF hf_" + "b" * 24 + " max_tokens=5 tokenizer ok"
+    assert redact_text(text, ["k-1"]) == "serving with ***; auth: ***, HF *** max_tokens=5 tokenizer ok"

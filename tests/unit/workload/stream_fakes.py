@@ -220,15 +220,19 @@ import json, os, signal, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 from stream_fakes import FakeStreamServer
 from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
 reqs = [SampledRequest(i, "ok n=3" if i < 4 else "stall n=5", 5, 5) for i in range(40)]
+sig = getattr(signal, sys.argv[3])
 if __name__ == "__main__":
+    if sig == signal.SIGTERM:
+        TERMINATE.install()  # as the plugin does at session start
     with FakeStreamServer() as srv:
         def press_ctrl_c():
             while len(srv.requests) < 8:
                 time.sleep(0.01)
             time.sleep(0.2)
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), sig)
         threading.Thread(target=press_ctrl_c, daemon=True).start()
         config = RunConfig(concurrency=4, workers=int(sys.argv[2]), warmup_requests=0, progress=False)
         res = run_benchmark(srv.base_url, "m", reqs, config)
@@ -237,9 +241,10 @@ if __name__ == "__main__":
 """
 
 
-def interrupted_run(workers: int = 1) -> dict:
+def interrupted_run(workers: int = 1, sig: str = "SIGINT") -> dict:
     """Run 40 requests (4 quick, the rest stalling) at concurrency 4 in a fresh process and
-    press Ctrl-C once 8 have started; what the runner returned, as a dict."""
+    press Ctrl-C (or send `sig`: SIGTERM with util.signals.TERMINATE installed) once 8 have
+    started; what the runner returned, as a dict."""
     import json
     import subprocess
     import sys
@@ -247,7 +252,7 @@ def interrupted_run(workers: int = 1) -> dict:
 
     here = str(Path(__file__).parent)
     proc = subprocess.run(
-        [sys.executable, "-c", _CTRL_C_SCRIPT, here, str(workers)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", _CTRL_C_SCRIPT, here, str(workers), sig], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -171,3 +171,22 @@ def test_origin(url, host, port, prefix, header):
 def test_origin_rejects_non_http():
     with pytest.raises(ValueError, match="base_url must look like http://host:port"):
         Origin("ftp://x")
+
+
+def test_filling_the_pool_raises_running_out_of_file_descriptors_and_leaves_other_failures():
+    import errno
+
+    from pytest_llmperf.workload.http1 import ConnectionPool
+
+    async def fill(failure):
+        pool = ConnectionPool(Origin("http://127.0.0.1:1"), connect_timeout=1.0)
+
+        async def acquire(fresh=False):
+            raise failure
+
+        pool.acquire = acquire
+        await pool.fill(3)
+
+    asyncio.run(fill(ConnectionRefusedError(errno.ECONNREFUSED, "refused")))  # left for the requests
+    with pytest.raises(OSError, match="Too many open files"):
+        asyncio.run(fill(OSError(errno.EMFILE, "Too many open files")))

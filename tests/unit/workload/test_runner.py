@@ -1,5 +1,6 @@
 """The runner against a scripted server: caps, warm-up, failures, pacing, Ctrl-C, bad input."""
 
+import errno
 import io
 import json
 import math
@@ -12,7 +13,7 @@ import pytest
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.runner import RunConfig, RunTuning, ServerUnreachable, run_benchmark
+from pytest_llmperf.workload.runner import RunConfig, RunTuning, ServerUnreachable, TooManyOpenFiles, run_benchmark
 from pytest_llmperf.workload.schedule import arrival_offsets
 from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests
 
@@ -211,6 +212,12 @@ def test_ctrl_c_returns_a_partial_result(tmp_path):
     assert out["errors"] == ["interrupted (Ctrl-C)"]
 
 
+def test_sigterm_while_it_acts_as_ctrl_c_returns_a_partial_result():
+    out = interrupted_run(workers=1, sig="SIGTERM")
+    assert out["stop"] == "interrupted" and out["completed"] == 4 and out["attempted"] == 8
+    assert out["errors"] == ["interrupted (SIGTERM)"]
+
+
 def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server):
     cfg = RunConfig(concurrency=3, warmup_requests=0, progress=False)
     deferred = run_benchmark(server.base_url, "m", scripted_requests("ok n=6 k=2", 6), cfg)
@@ -300,3 +307,57 @@ def test_the_measured_window_probes_the_clients_event_loop(server):
     share = res.client_lag_share()
     assert share is not None and share >= 0
     assert RunResult.from_dict(res.to_dict()).client_lag == res.client_lag
+
+
+def _out_of_files(*args, **kwargs):
+    raise OSError(errno.EMFILE, "Too many open files")
+
+
+def test_running_out_of_file_descriptors_opening_connections_is_one_line_naming_the_fix(server, monkeypatch):
+    from pytest_llmperf.workload.http1 import ConnectionPool
+
+    monkeypatch.setattr(ConnectionPool, "acquire", _out_of_files)
+    reqs = scripted_requests("ok n=2", 4)
+    with pytest.raises(TooManyOpenFiles) as err:
+        run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=300, warmup_requests=0, progress=False))
+    message = str(err.value)
+    assert message.startswith("too many open files at concurrency 300 (each stream holds a socket): RLIMIT_NOFILE")
+    assert "ulimit -n" in message and "\n" not in message
+    assert err.value.__cause__ is None and err.value.__suppress_context__  # no OSError traceback under it
+
+
+def test_running_out_mid_run_stops_it_instead_of_recording_failures(server, monkeypatch):
+    from pytest_llmperf.workload.http1 import ConnectionPool
+
+    acquire = ConnectionPool.acquire
+    opened = []
+
+    async def some_then_none(self, fresh=False):
+        opened.append(fresh)
+        if len(opened) > 3:  # the pool was filled; then a fresh socket is refused
+            raise OSError(errno.EMFILE, "Too many open files")
+        return await acquire(self, fresh=True)
+
+    monkeypatch.setattr(ConnectionPool, "acquire", some_then_none)
+    monkeypatch.setattr(ConnectionPool, "fill", lambda self, n: _noop())
+    reqs = scripted_requests("ok n=50 dt=0.01", 40)
+    started = time.monotonic()
+    with pytest.raises(TooManyOpenFiles, match="at concurrency 8"):
+        run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=8, warmup_requests=0, progress=False))
+    assert time.monotonic() - started < 5  # the streams in flight were cut, not waited for
+    assert len(opened) < 40  # nothing more was sent once it ran out
+
+
+async def _noop():
+    return None
+
+
+def test_running_out_in_the_metrics_scrape_reads_the_same(server, monkeypatch):
+    from pytest_llmperf.workload import runner
+
+    async def scrape(base_url, **kwargs):
+        _out_of_files()
+
+    monkeypatch.setattr(runner, "fetch_metrics_page", scrape)
+    with pytest.raises(TooManyOpenFiles, match=r"at concurrency 2 .*`ulimit -n \d+`"):
+        run_benchmark(server.base_url, "m", scripted_requests("ok n=2", 2), RunConfig(concurrency=2, progress=False))

@@ -56,3 +56,9 @@ def test_ctrl_c_with_workers_returns_a_partial_result():
     out = interrupted_run(workers=2)
     assert out["stop"] == "interrupted" and out["completed"] == 4 and out["attempted"] == 8
     assert out["errors"] == ["interrupted (Ctrl-C)"]
+
+
+def test_sigterm_with_workers_cuts_their_streams_naming_it():
+    out = interrupted_run(workers=2, sig="SIGTERM")
+    assert out["stop"] == "interrupted" and out["completed"] == 4 and out["attempted"] == 8
+    assert out["errors"] == ["interrupted (SIGTERM)"]
