@@ -21,8 +21,9 @@ def pytest_llmperf_servers(config: pytest.Config) -> Iterable[ServerSpec]:  # ty
     """The servers a test may name in `@pytest.mark.llmperf(server="NAME", base="NAME")`.
 
     A test sees the servers of the conftest.py files above it (from the rootdir down)
-    and of installed plugins; one name means one ServerSpec. The `config` argument
-    may be left out. With the plugin disabled (`-p no:llmperf`) pytest reports an
-    implementation as an unknown hook: a conftest.py that must load without the plugin
-    marks it `@pytest.hookimpl(optionalhook=True)`.
+    and of installed plugins; one name means one ServerSpec, and `--llmperf-servers`
+    matches its patterns against these names. The `config` argument may be left out.
+    With the plugin disabled (`-p no:llmperf`) pytest reports an implementation as an
+    unknown hook: a conftest.py that must load without the plugin marks it
+    `@pytest.hookimpl(optionalhook=True)`.
     """

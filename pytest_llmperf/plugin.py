@@ -19,7 +19,7 @@ from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse
 from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import OPTIONS, OptionError, resolve_options
 from pytest_llmperf.ordering import order_items
-from pytest_llmperf.selection import declared_servers, resolve_server
+from pytest_llmperf.selection import declared_names, declared_servers, resolve_server, select_servers
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
 
@@ -40,6 +40,7 @@ WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in con
 SERVERS_KEY = pytest.StashKey[dict[str, ServerSpec | None]]()
 # Per test file: the servers that the conftest.py files above it declare.
 DECLARED_KEY = pytest.StashKey[dict[Path, dict[str, ServerSpec]]]()
+SELECTION_KEY = pytest.StashKey[list[str]]()  # what --llmperf-servers deselected, shown after collection
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
@@ -182,6 +183,29 @@ def marker_servers(item: pytest.Item) -> dict[str, ServerSpec | None]:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = order_items(items, marker_kwargs)
+    _select_servers(config, items)
+
+
+def _select_servers(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--llmperf-servers: deselect the tests whose server or base does not match (after the
+    ordering hook has checked every marker, the deselected ones too)."""
+    options = config.stash[OPTIONS_KEY]
+    if not options.servers:
+        return
+    where = "--llmperf-servers" if options.sources.get("llmperf_servers") == "cli" else "ini llmperf_servers"
+    declared = declared_names(config.hook.pytest_llmperf_servers(config=config))  # every conftest.py collected
+    try:
+        selection = select_servers(items, marker_servers, options.servers, declared, where)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if selection.deselected:
+        config.hook.pytest_deselected(items=selection.deselected)
+        items[:] = selection.kept
+    config.stash[SELECTION_KEY] = [f"[llmperf] {line}" for line in selection.lines]
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    return config.stash.get(SELECTION_KEY, [])
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

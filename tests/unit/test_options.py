@@ -129,3 +129,11 @@ def test_sim_args_on_a_target_that_ignores_them_are_refused(target, why):
     with pytest.raises(OptionError, match=r"^ini option 'llmperf_sim_args' only applies to the simulated server"):
         resolve(cli=target, ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"})
     assert resolve(ini={"llmperf_sim_args": "--sim-acceptance-scale 0.8"}).target is None  # nothing runs: no harm
+
+
+def test_server_patterns_are_split_on_commas_and_an_empty_list_is_refused():
+    assert resolve(cli={"llmperf_servers": "qwen3.6-27b*, *-mtp,"}).servers == ("qwen3.6-27b*", "*-mtp")
+    assert resolve(ini={"llmperf_servers": "tiny"}).sources["llmperf_servers"] == "ini"
+    assert resolve().servers == ()
+    with pytest.raises(OptionError, match=r"--llmperf-servers: expected server name patterns, comma-separated"):
+        resolve(cli={"llmperf_servers": " , "})
