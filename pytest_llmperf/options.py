@@ -35,7 +35,9 @@ class OptionError(ValueError):
 class Option:
     dest: str
     flags: tuple[str, ...]
-    kind: str  # "bool", "str", "int", "float", "args", "reps" (a count or auto), "budget", "duration"
+    # "bool", "str", "int", "float", "args", "reps" (a count or auto), "budget", "duration",
+    # "patterns" (comma-separated)
+    kind: str
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
@@ -81,6 +83,14 @@ OPTIONS: tuple[Option, ...] = (
         "str",
         None,
         "run every declared server with this image instead (the nightly-upgrade case)",
+    ),
+    Option(
+        "llmperf_servers",
+        ("--llmperf-servers",),
+        "patterns",
+        (),
+        "run only the tests of these servers: glob patterns on server names, comma-separated, e.g. "
+        "'qwen3.6-27b*'; a speedup test runs when both its servers match, the others are deselected",
     ),
     Option(
         "llmperf_update_baselines",
@@ -243,6 +253,7 @@ class LlmperfOptions:
     target: str | None  # one of TARGET_FLAGS, or None (perf tests skip)
     base_url: str | None = None
     image: str | None = None
+    servers: tuple[str, ...] = ()  # glob patterns on server names; () selects every server
     update_baselines: bool = False
     baselines_dir: str = "baselines"
     target_name: str | None = None
@@ -316,6 +327,11 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if not number > 0:
                 raise ValueError(f"expected a number > 0, got {raw!r}")
             return number
+        if opt.kind == "patterns":
+            patterns = tuple(p.strip() for p in str(raw).split(",") if p.strip())
+            if not patterns:
+                raise ValueError(f"expected server name patterns, comma-separated (e.g. 'qwen3.6-27b*'), got {raw!r}")
+            return patterns
         if opt.kind == "args":
             return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
         text = str(raw).strip()

@@ -19,6 +19,7 @@ from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse
 from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import FLAG_VALUED, OPTIONS, Option, OptionError, join_flag_values, resolve_options
 from pytest_llmperf.ordering import order_items
+from pytest_llmperf.selection import declared_names, declared_servers, resolve_server, select_servers
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, check_workload, resolve_workload
@@ -38,11 +39,22 @@ REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report 
 # xdist controller: worker id -> the report document it sent (None: went down without one).
 WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
 WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
+# Per test: the marker's server= and base=, names looked up (`marker_servers`).
+SERVERS_KEY = pytest.StashKey[dict[str, ServerSpec | None]]()
+# Per test file: the servers that the conftest.py files above it declare.
+DECLARED_KEY = pytest.StashKey[dict[Path, dict[str, ServerSpec]]]()
+SELECTION_KEY = pytest.StashKey[list[str]]()  # what --llmperf-servers deselected, shown after collection
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
     "--llmperf-docker, --llmperf-real-cpu or --llmperf-base-url URL (or set the ini twin, e.g. llmperf_sim = true)"
 )
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_llmperf import hooks
+
+    pluginmanager.add_hookspecs(hooks)
 
 
 def _add_option(parser: pytest.Parser, opt: Option) -> None:
@@ -83,7 +95,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "llmperf(server=SPEC, base=SPEC, num_prompts=, max_tokens=, max_seconds=, tolerances={}, ...): "
+        "llmperf(server=NAME, base=NAME, num_prompts=, max_tokens=, max_seconds=, tolerances={}, ...): "
         "a performance test against a declared server",
     )
     try:
@@ -169,10 +181,7 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
         raise pytest.UsageError(
             f"{item.nodeid}: unknown @pytest.mark.llmperf argument(s) {sorted(unknown)}; known: {list(MARKER_KEYS)}"
         )
-    for key in ("server", "base"):
-        value = marker.kwargs.get(key)
-        if value is not None and not isinstance(value, ServerSpec):
-            raise pytest.UsageError(f"{item.nodeid}: llmperf {key}= must be a ServerSpec, got {value!r}")
+    servers = marker_servers(item)
     try:
         parse_tolerances(marker.kwargs.get("tolerances") or {}, f"{item.nodeid}: llmperf tolerances: ")
         if marker.kwargs.get("error_budget") is not None:
@@ -180,7 +189,26 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     planned_workloads(item, marker.kwargs)  # the workload's values, before any server starts
-    return dict(marker.kwargs)
+    return {**marker.kwargs, **servers}
+
+
+def marker_servers(item: pytest.Item) -> dict[str, ServerSpec | None]:
+    """The marker's server= and base= as ServerSpecs: a name is looked up among the servers
+    that the conftest.py files above the test declare (their pytest_llmperf_servers hook,
+    called through the test's own hook proxy, which leaves out other folders' conftests)."""
+    if SERVERS_KEY in item.stash:
+        return item.stash[SERVERS_KEY]
+    marker = item.get_closest_marker("llmperf")
+    given = {key: marker.kwargs[key] for key in ("server", "base") if key in marker.kwargs} if marker else {}
+    cache = item.config.stash.setdefault(DECLARED_KEY, {})
+    try:
+        if any(isinstance(value, str) for value in given.values()) and item.path not in cache:
+            cache[item.path] = declared_servers(item.ihook.pytest_llmperf_servers(config=item.config))
+        resolved = {key: resolve_server(key, value, cache.get(item.path, {})) for key, value in given.items()}
+    except ValueError as exc:
+        raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+    item.stash[SERVERS_KEY] = resolved
+    return resolved
 
 
 def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Workload]:
@@ -204,6 +232,29 @@ def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Work
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = order_items(items, marker_kwargs)
+    _select_servers(config, items)
+
+
+def _select_servers(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--llmperf-servers: deselect the tests whose server or base does not match (after the
+    ordering hook has checked every marker, the deselected ones too)."""
+    options = config.stash[OPTIONS_KEY]
+    if not options.servers:
+        return
+    where = "--llmperf-servers" if options.sources.get("llmperf_servers") == "cli" else "ini llmperf_servers"
+    declared = declared_names(config.hook.pytest_llmperf_servers(config=config))  # every conftest.py collected
+    try:
+        selection = select_servers(items, marker_servers, options.servers, declared, where)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if selection.deselected:
+        config.hook.pytest_deselected(items=selection.deselected)
+        items[:] = selection.kept
+    config.stash[SELECTION_KEY] = [f"[llmperf] {line}" for line in selection.lines]
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    return config.stash.get(SELECTION_KEY, [])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -246,9 +297,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     option = item.config.option
     if not (getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup"):
         return
-    marker = item.get_closest_marker("llmperf")
-    server = marker.kwargs.get("server") if marker is not None else None
-    if isinstance(server, ServerSpec):  # a bad marker is reported by the ordering hook
+    try:
+        server = marker_servers(item).get("server")
+    except pytest.UsageError:  # reported by the ordering hook
+        return
+    if server is not None:
         item.add_marker(pytest.mark.xdist_group(f"llmperf-{server.model}"))
 
 

@@ -153,3 +153,11 @@ def test_a_flag_valued_option_and_its_value_are_joined_in_place(args, joined):
     original = args
     join_flag_values(args)
     assert args is original and args == joined
+
+
+def test_server_patterns_are_split_on_commas_and_an_empty_list_is_refused():
+    assert resolve(cli={"llmperf_servers": "qwen3.6-27b*, *-mtp,"}).servers == ("qwen3.6-27b*", "*-mtp")
+    assert resolve(ini={"llmperf_servers": "tiny"}).sources["llmperf_servers"] == "ini"
+    assert resolve().servers == ()
+    with pytest.raises(OptionError, match=r"--llmperf-servers: expected server name patterns, comma-separated"):
+        resolve(cli={"llmperf_servers": " , "})

@@ -1,11 +1,14 @@
-"""The seed suite's servers: the two published Qwen3.6 runs (../shared/seeds), base and MTP.
-
-A plain module, not conftest.py: test modules import it by name, and several
-conftest.py files in one tree would shadow each other under that name.
+"""The servers of the seed suite (tests/perf/): the two published Qwen3.6 runs
+(../shared/seeds), base and MTP, declared once and named in markers:
+@pytest.mark.llmperf(server="qwen3.6-27b-fp8-mtp", base="qwen3.6-27b-fp8").
 
 Flags are the seeds' `docker run` flags. Both models declare --max-num-seqs 32 so one
 server serves concurrency 1, 8 and 32 (the 27B conc-8 seed ran with 8, which is the
-same batch at concurrency 8).
+same batch at concurrency 8). Baselines (baselines/<target>/<name>.json) are filed
+under these names.
+
+This file is the project's root conftest.py, so the project's own test run loads it
+too: it only declares, and the unit tests' pytester projects have rootdirs of their own.
 """
 
 from pytest_llmperf import ServerSpec
@@ -33,6 +36,6 @@ QWEN36_27B = ServerSpec(
 )
 QWEN36_27B_MTP = QWEN36_27B.with_speculative(MTP, name="qwen3.6-27b-fp8-mtp")
 
-BASE_SERVERS = (QWEN36_A3B, QWEN36_27B)
-MTP_SERVERS = (QWEN36_A3B_MTP, QWEN36_27B_MTP)
-SPEEDUP_PAIRS = ((QWEN36_A3B_MTP, QWEN36_A3B), (QWEN36_27B_MTP, QWEN36_27B))
+
+def pytest_llmperf_servers():
+    return [QWEN36_A3B, QWEN36_A3B_MTP, QWEN36_27B, QWEN36_27B_MTP]
