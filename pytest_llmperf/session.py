@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import os
 import subprocess
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +49,7 @@ from pytest_llmperf.servers.readiness import why_down
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import token_counts_dir
 from pytest_llmperf.util.limits import open_files_for, open_files_limit
-from pytest_llmperf.util.secrets import Secrets, redact_text, secret_arg_values
+from pytest_llmperf.util.secrets import redact_text
 from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
@@ -326,10 +325,7 @@ class PerfSession:
             return
         measured.server_death = f"server died after {measured.completed} of {measured.attempted} requests: {down}"
         if endpoint.log_tail is not None:
-            spec = measured.server
-            environ = {**os.environ, **{k: v for k, v in spec.env.items() if v is not None}}
-            secrets = Secrets([*(environ.get(n) for n in spec.secret_names()), *secret_arg_values(spec.args)])
-            text = redact_text(endpoint.log_tail(SERVER_LOG_LINES), secrets)
+            text = redact_text(endpoint.log_tail(SERVER_LOG_LINES), measured.server.secret_values())
             measured.server_log = [line for line in text.splitlines() if line.strip()][-SERVER_LOG_LINES:]
         self.log(measured.server_death)
         self.pool.retire(measured.server, measured.server_death)

@@ -28,7 +28,7 @@ from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import cache_root
 from pytest_llmperf.util.http import PageError, fetch_version
-from pytest_llmperf.util.secrets import redact_args
+from pytest_llmperf.util.secrets import Secrets, redact_args, redact_text
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
@@ -115,6 +115,10 @@ class RunningServer:
     log_path: Path
     port: int
     argv: list[str]
+    secrets: Secrets = Secrets()  # scrubbed from every log line it hands out
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return redact_text(read_tail(self.log_path, lines), self.secrets)
 
     @property
     def pgid(self) -> int:
@@ -133,7 +137,7 @@ class RunningServer:
         code = self.process.poll()
         if code is None:
             return None
-        return f"exit code {code}; last lines of {self.log_path}:\n{read_tail(self.log_path)}"
+        return f"exit code {code}; last lines of {self.log_path}:\n{self.tail()}"
 
 
 class LocalVllmTarget:
@@ -213,7 +217,8 @@ class LocalVllmTarget:
                 env=self.process_env(spec),
                 start_new_session=True,
             )
-        server = RunningServer(process=process, log_path=log_path, port=port, argv=argv)
+        secrets = spec.secret_values(self.process_env(spec))
+        server = RunningServer(process=process, log_path=log_path, port=port, argv=argv, secrets=secrets)
         self.current = self.last = server
         try:
             try:
@@ -223,14 +228,14 @@ class LocalVllmTarget:
             except ServerStartError as exc:
                 if server.death() is not None:
                     raise
-                raise ServerStartError(f"{exc}; last lines of {log_path}:\n{read_tail(log_path)}") from None
+                raise ServerStartError(f"{exc}; last lines of {log_path}:\n{server.tail()}") from None
             yield Endpoint(
                 base_url=base_url,
                 model=spec.model_id,
                 target=self.name,
                 provenance=self._provenance(base_url),
                 exit_status=server.exit_status,
-                log_tail=lambda lines: read_tail(log_path, lines).rstrip("\n"),
+                log_tail=lambda lines: server.tail(lines).rstrip("\n"),
             )
         finally:
             self.current = None

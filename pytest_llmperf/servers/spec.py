@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_llmperf.util.secrets import ALWAYS_SECRET_ENV, is_secret_name, redact_args, redact_env
+from pytest_llmperf.util.secrets import (
+    ALWAYS_SECRET_ENV,
+    Secrets,
+    is_secret_name,
+    redact_args,
+    redact_env,
+    secret_arg_values,
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,14 @@ class ServerSpec:
         """The variables whose values must never be shown: HF_TOKEN and its alias, the
         spec's `secret_env`, and every `env` name that says it holds a secret."""
         return {*ALWAYS_SECRET_ENV, *self.secret_env, *(k for k in self.env if is_secret_name(k))}
+
+    def secret_values(self, environ: Mapping[str, str] | None = None) -> Secrets:
+        """The values to scrub from its server's logs: its secret env values (given, or
+        passed through from `environ`, default os.environ) and secret args' values."""
+        import os
+
+        env = {**(os.environ if environ is None else environ), **{k: v for k, v in self.env.items() if v is not None}}
+        return Secrets([*(env.get(n) for n in self.secret_names()), *secret_arg_values(self.args)])
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able description with secret values (env and args) redacted."""

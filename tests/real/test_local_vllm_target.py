@@ -95,6 +95,19 @@ def test_server_dying_at_start_fails_fast_with_its_log_tail(tmp_path):
     assert_all_gone(t.last.pgid, t.last.port)
 
 
+def test_the_log_tail_of_a_server_that_did_not_start_shows_no_secret(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_canaryTOKENcanary0123")
+    spec = ServerSpec(name="fake", model="/models/none", args=("--api-key", "k-4242-canary"), env={"HF_TOKEN": None})
+    t = target(tmp_path, mode="die", ready_timeout=60)
+    with pytest.raises(ServerStartError) as err:
+        with t.start(spec):
+            pytest.fail("the context must not be entered")
+    message = str(err.value)
+    assert "unrecognized arguments: --api-key ***" in message  # the fake echoes what it was given
+    assert "k-4242-canary" not in message and "hf_canaryTOKENcanary0123" not in message
+    assert "k-4242-canary" not in t.last.tail()
+
+
 def test_a_server_serving_another_model_fails_at_once_naming_it_with_the_log_tail(tmp_path):
     spec = ServerSpec(name="fake", model="/models/none", served_model_name="fake-model")
     # The server serves another model name, so it never becomes ready for ours.
