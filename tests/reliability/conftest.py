@@ -22,8 +22,14 @@ from tests.plugin_project import make_project
 TAG_VAR = "LLMPERF_RELIABILITY_TAG"
 
 
+# multiprocessing's resource tracker lives as long as the process that first spawned
+# (client workers do): it is this process's helper, not a leftover.
+HELPERS = ("multiprocessing.resource_tracker",)
+
+
 def tagged_processes(tag: str) -> dict[int, str]:
-    """Live processes (not zombies, not this one) whose environment carries `tag`."""
+    """Live processes (not zombies, not this one, not its multiprocessing helpers) whose
+    environment carries `tag`."""
     found = {}
     needle = f"{TAG_VAR}={tag}".encode()
     for entry in Path("/proc").iterdir():
@@ -37,7 +43,8 @@ def tagged_processes(tag: str) -> dict[int, str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        found[int(entry.name)] = cmdline.strip()
+        if not any(helper in cmdline for helper in HELPERS):
+            found[int(entry.name)] = cmdline.strip()
     return found
 
 
