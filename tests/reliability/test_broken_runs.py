@@ -17,7 +17,7 @@ def test_failing_requests_make_the_run_invalid_recorded_never_and_passed_never(p
     faulty = ["--llmperf-sim-args", "--sim-error-rate 0.3", "-k", "test_base"]
     result = run(project, *faulty, "--update-baselines")
     result.assert_outcomes(failed=1, deselected=2)
-    expected = "*tiny @ concurrency 4: not recorded: invalid run: * of 60 failed: *x HTTP 500: Internal server error*"
+    expected = "*tiny @ concurrency 4: not recorded: invalid run: * of 12 failed: *x HTTP 500: Internal server error*"
     result.stdout.fnmatch_lines([expected])
     assert baseline_files(project) == []
 
