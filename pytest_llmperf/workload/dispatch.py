@@ -76,18 +76,20 @@ def run_on_event_loop(main: Coroutine[Any, Any, T]) -> T:
 class LagProbe:
     """How late the event loop runs a callback due every `interval` seconds: a client
     whose loop is late by much of a gap between chunks timestamps them late. The lags
-    are wall-clock seconds (`stats()`: probes, mean, p99, max)."""
+    are wall-clock seconds (`stop()` returns probes, mean_s, p99_s, max_s).
+
+    Measured on perf_counter: uvloop's own clock counts whole milliseconds. Timers wake
+    through epoll/libuv timeouts in whole milliseconds, so up to 1 ms late on an idle
+    loop: that is the timer's grain, not lag (chunks wake the loop by I/O, not timers),
+    and it is not counted."""
+
+    TIMER_GRAIN_S = 0.001
 
     def __init__(self, loop: asyncio.AbstractEventLoop, interval: float = 0.05) -> None:
         self.loop, self.interval = loop, interval
         self.lags: list[float] = []
         self._due = 0.0
         self._handle: asyncio.TimerHandle | None = None
-
-    # Measured on perf_counter: uvloop's own clock counts whole milliseconds. Timers wake
-    # through epoll/libuv timeouts in whole milliseconds, so up to 1 ms late on an idle
-    # loop; that is the timer's grain, not lag (chunks wake the loop by I/O, not timers).
-    TIMER_GRAIN_S = 0.001
 
     def start(self) -> None:
         self._due = perf_counter() + self.interval

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,10 +82,10 @@ class RunResult:
         """The measuring client's mean event-loop lag as a share of the run's median gap
         between chunks (both wall-clock): 0.5 means chunks were, on average, timestamped
         half a gap late. None where the loop was not probed or no stream had two chunks."""
-        gaps = sorted(g for r in self.records if r.ok for g in r.itls)
+        gaps = [g for r in self.records if r.ok for g in r.itls]
         if not self.client_lag or not gaps:
             return None
-        median = gaps[len(gaps) // 2]
+        median = statistics.median(gaps)
         return self.client_lag["mean_s"] / median if median > 0 else None
 
     def summary(self) -> Summary:

@@ -53,7 +53,6 @@ def test_no_request_completed_reads_invalid_on_every_metric_even_within_the_budg
         row = next(line for line in out.splitlines() if line.strip().startswith(name))
         assert "INVALID RUN" in row, row
     assert "no request completed (12 of 12 failed: 12x HTTP 500" in out
-    assert " pass" not in out.split("short test summary")[0].split("acceptance_rate", 1)[1].splitlines()[0]
 
 
 def test_requests_cut_at_the_time_cap_are_counted_apart_and_do_not_spend_the_budget():
