@@ -44,7 +44,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE, change_error, compare  # noqa: E402
+from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
 from pytest_llmperf.metrics import registry  # noqa: E402
+from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
+from pytest_llmperf.metrics.steady import steady_tok_s  # noqa: E402
 from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
@@ -56,8 +59,8 @@ STEP_NOISE = {1: 0.07, 8: 0.01, 32: 0.01}
 ACCEPTANCE_NOISE = 0.01
 MAX_TOKENS = 256
 CAP_S = 150.0
-METRICS = ("decode_tok_s", "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
-GATED = ("decode_tok_s", "acceptance_rate", "acceptance_length", "tpot_ms_median")  # the seed MTP test
+METRICS = ("decode_tok_s", GATED_DECODE, "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
+GATED = (GATED_DECODE, "acceptance_rate", "acceptance_length", "tpot_ms_median")  # the seed MTP test
 # The seeds' fixed runs on their hardware, seconds per server (300 s caps at 1 and 8,
 # 627 s for 1000 prompts at 32), for two models, base and MTP.
 SEED_FIXED_S = {1: 300.0, 8: 300.0, 32: 627.0}
@@ -92,7 +95,11 @@ def one_run(
         acceptance_scale=min(acc, 10.0),
     )
     r = run_virtual(cfg, lens, c, MAX_TOKENS, num_prompts=nightly_prompts(c), max_seconds=CAP_S)
-    figures = {"decode_tok_s": r.decode_tok_s, "tpot_ms_median": r.tpot_median * 1000.0}
+    figures = {
+        "decode_tok_s": r.decode_tok_s,
+        GATED_DECODE: steady_tok_s(r.spans, c) or 0.0,
+        "tpot_ms_median": r.tpot_median * 1000.0,
+    }
     if r.drafts:
         figures["acceptance_length"] = 1.0 + r.accepted / r.drafts
         figures["acceptance_rate"] = r.accepted / r.draft_tokens
@@ -120,6 +127,7 @@ def judge(
     mtp_b: list[Run],
     mtp_m: list[Run],
     confidence: float = DEFAULT_CONFIDENCE,
+    tolerances: dict | None = None,
 ) -> dict:
     """The rule's verdict on each metric, exactly as the session computes it."""
     out = {}
@@ -131,21 +139,21 @@ def judge(
     base_paired = paired_errors(
         base_b[0].result.rows,
         base_m[0].result.rows,
-        {"decode_tok_s": median_of(base_b, "decode_tok_s")},
-        {"decode_tok_s": median_of(base_m, "decode_tok_s")},
-        ["decode_tok_s"],
+        {GATED_DECODE: median_of(base_b, GATED_DECODE)},
+        {GATED_DECODE: median_of(base_m, GATED_DECODE)},
+        [GATED_DECODE],
         concurrency=c,
     )
     blocks = min(blocks, independent_blocks(base_b[0].result.rows, base_m[0].result.rows, c))
-    speed_b = [m.figures["decode_tok_s"] / b.figures["decode_tok_s"] for m, b in zip(mtp_b, base_b)]
-    speed_m = [m.figures["decode_tok_s"] / b.figures["decode_tok_s"] for m, b in zip(mtp_m, base_m)]
+    speed_b = [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(mtp_b, base_b)]
+    speed_m = [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(mtp_m, base_m)]
     sp_b, sp_m = statistics.median(speed_b), statistics.median(speed_m)
-    if "decode_tok_s" in paired and "decode_tok_s" in base_paired:
+    if GATED_DECODE in paired and GATED_DECODE in base_paired:
         paired["mtp_speedup"] = (
             sp_m
             * (
-                (paired["decode_tok_s"] / fig_m["decode_tok_s"]) ** 2
-                + (base_paired["decode_tok_s"] / median_of(base_m, "decode_tok_s")) ** 2
+                (paired[GATED_DECODE] / fig_m[GATED_DECODE]) ** 2
+                + (base_paired[GATED_DECODE] / median_of(base_m, GATED_DECODE)) ** 2
             )
             ** 0.5
         )
@@ -161,7 +169,7 @@ def judge(
             name,
             b,
             m,
-            registry.metric(name).tolerance,
+            tolerance_for(name, tolerances),
             registry.metric(name).direction,
             error=noise,
             confidence=confidence,
@@ -185,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-reps", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCIES))
+    parser.add_argument(
+        "--tolerances", default="", help="overrides as the ini's llmperf_tolerances: 'steady_decode_tok_s = 3%%, ...'"
+    )
     args = parser.parse_args(argv)
+    tolerances = parse_tolerance_overrides(args.tolerances.replace(",", "\n"))
     auto = args.measured_reps == "auto"
     first = 1 if auto else int(args.measured_reps)
     # the session's per-look confidence (PerfSession.look_confidence)
@@ -220,10 +232,10 @@ def main(argv: list[str] | None = None) -> int:
                     "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0,
                 }
                 mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(first)]
-                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence)
+                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances)
                 while auto and len(mtp_m) < args.max_reps and worth_another(len(mtp_m), args.max_reps, verdicts):
                     mtp_m.append(one_run(c, True, lens, rng, **kw))
-                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence)
+                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances)
                 if scenario == "none":
                     device_nightly += sum(r.result.duration for r in mtp_m) * 2
                     reps_used[c].append(len(mtp_m))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from pytest_llmperf.baselines.tolerances import parse_tolerance, parse_tolerances
-from pytest_llmperf.metrics.registry import check_names
+from pytest_llmperf.metrics.registry import GATED_DECODE, check_names
 from pytest_llmperf.metrics.uncertainty import Row
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.result import RunResult
@@ -67,7 +67,7 @@ class MeasuredRun:
         return sum(r.attempted for r in self.results)
 
     def speedup_samples(self, base: MeasuredRun) -> list[float | None]:
-        """This run's decode tok/s over `base`'s, repetition by repetition."""
+        """This run's steady decode tok/s over `base`'s, repetition by repetition."""
         if base.workload != self.workload:
             raise ValueError(
                 f"speedup needs the same workload: {self.server.name} ran {self.workload.to_dict()}, "
@@ -75,7 +75,7 @@ class MeasuredRun:
             )
         if base.server.model != self.server.model:
             raise ValueError(f"speedup compares one model: {self.server.model} vs {base.server.model}")
-        ours, theirs = self.samples.get("decode_tok_s", []), base.samples.get("decode_tok_s", [])
+        ours, theirs = self.samples.get(GATED_DECODE, []), base.samples.get(GATED_DECODE, [])
         if len(ours) != len(theirs):
             # Auto repetitions added runs to one side only: each over the other's median.
             present = [v for v in theirs if v is not None]
@@ -84,12 +84,12 @@ class MeasuredRun:
         return [a / b if a is not None and b else None for a, b in zip(ours, theirs)]
 
     def speedup_over(self, base: MeasuredRun) -> float | None:
-        """Median over repetitions of this run's decode tok/s over `base`'s."""
+        """Median over repetitions of this run's steady decode tok/s over `base`'s."""
         values = [v for v in self.speedup_samples(base) if v is not None]
         return statistics.median(values) if values else None
 
     def assert_no_regression(self, *metrics: str, tolerances: Mapping[str, str] | None = None) -> None:
-        """Compare the named metrics (default: decode tok/s, and acceptance for a speculative
+        """Compare the named metrics (default: steady decode tok/s, and acceptance for a speculative
         server) with the baseline; fail with a table on a regression; record under
         --update-baselines."""
         names = self._metrics(metrics)
@@ -126,5 +126,5 @@ class MeasuredRun:
         # Speculative: the length too. The rate alone can rise while the length falls
         # (real vLLM CPU, ngram k 3 -> 1: rate 0.756 -> 0.842, length 3.26 -> 1.84).
         if self.server.is_speculative:
-            return ("decode_tok_s", "acceptance_rate", "acceptance_length")
-        return ("decode_tok_s",)
+            return (GATED_DECODE, "acceptance_rate", "acceptance_length")
+        return (GATED_DECODE,)

@@ -141,9 +141,18 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-repetitions",),
         "reps",
         None,
-        "runs per test and concurrency, or auto: one run, then more on the same server while a gated "
-        "metric is inconclusive, up to --llmperf-max-repetitions (default: auto for the nightly and full "
-        "profiles, 1 for smoke); baselines keep the median and the spread",
+        "runs per test and concurrency, or auto: one run, then more while a gated metric is "
+        "inconclusive, up to --llmperf-max-repetitions (default: auto for the nightly and full profiles, "
+        "1 for smoke); each repetition after the first starts its server afresh (see "
+        "--llmperf-same-server); baselines keep the median and the spread",
+    ),
+    Option(
+        "llmperf_same_server",
+        ("--llmperf-same-server",),
+        "bool",
+        False,
+        "run every repetition on one server start (saves a model load per repetition on a GPU; the "
+        "spread between repetitions then misses what changes between starts)",
     ),
     Option(
         "llmperf_max_repetitions",
@@ -262,6 +271,7 @@ class LlmperfOptions:
     report: str | None = None
     repetitions: int | str = 1  # a count, or "auto"
     max_repetitions: int = 5
+    same_server: bool = False  # repetitions share one server start
     inconclusive: str = "warn"
     confidence: float = 0.95
     error_budget: ErrorBudget = ErrorBudget(0.0)

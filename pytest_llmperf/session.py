@@ -31,7 +31,7 @@ from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, Baselin
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
-from pytest_llmperf.metrics.registry import Tolerance, flatten, metric
+from pytest_llmperf.metrics.registry import GATED_DECODE, Tolerance, flatten, metric
 from pytest_llmperf.metrics.uncertainty import (
     decode_rows,
     encode_rows,
@@ -264,7 +264,9 @@ class PerfSession:
             provenance=self._provenance(spec, endpoint),
             published=self._published(spec, workload.concurrency),
         )
-        for _ in range(self.planned_repetitions):
+        for rep in range(self.planned_repetitions):
+            if rep:
+                endpoint = self._fresh_start(measured)
             self._repeat(measured, endpoint, requests, speed)
             last = measured.results[-1]
             if last.partial or not last.completed or measured.server_death:  # nothing more to learn
@@ -349,15 +351,24 @@ class PerfSession:
             return False
         if any(r.partial or not r.completed for r in measured.results) or measured.server_death:
             return False
-        endpoint = self.pool.endpoint(measured.server)
-        requests = self._requests_for(endpoint, measured.workload)
         self.log(
             f"{measured.server.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
             f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
         )
+        endpoint = self._fresh_start(measured)
+        requests = self._requests_for(endpoint, measured.workload)
         self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
         self._stop_if_interrupted(measured)
         return True
+
+    def _fresh_start(self, measured: MeasuredRun) -> Endpoint:
+        """The server for a repetition after the first: started afresh, so the spread
+        between repetitions holds what moves between server starts (docs/verdicts.md);
+        the same one under --llmperf-same-server, or where nobody starts it (external)."""
+        if self.options.same_server or self.options.target == "external":
+            return self.pool.endpoint(measured.server)
+        self.log(f"restarting server {measured.server.name} for repetition {len(measured.results) + 1}")
+        return self.pool.restart(measured.server)
 
     @staticmethod
     def _stop_if_interrupted(measured: MeasuredRun) -> None:
@@ -690,16 +701,16 @@ class PerfSession:
             paired, blocks = self._paired(run, entry, list(samples))
         else:  # the speedup: each server's decode change against its own baseline
             base_file = self.store.load(target, base.server.name)
-            mine, blocks = self._paired(run, entry, ["decode_tok_s"])
+            mine, blocks = self._paired(run, entry, [GATED_DECODE])
             base_entry = base_file.entry(base.concurrency, self.workload_identity(base)) if base_file else None
-            theirs, base_blocks = self._paired(base, base_entry, ["decode_tok_s"])
+            theirs, base_blocks = self._paired(base, base_entry, [GATED_DECODE])
             blocks = min(blocks, base_blocks)
             speedup = _median(samples.get("mtp_speedup", []))
-            ours, their = run.value("decode_tok_s"), base.value("decode_tok_s")
+            ours, their = run.value(GATED_DECODE), base.value(GATED_DECODE)
             paired = {}
-            if speedup and ours and their and "decode_tok_s" in mine and "decode_tok_s" in theirs:
+            if speedup and ours and their and GATED_DECODE in mine and GATED_DECODE in theirs:
                 paired["mtp_speedup"] = (
-                    speedup * ((mine["decode_tok_s"] / ours) ** 2 + (theirs["decode_tok_s"] / their) ** 2) ** 0.5
+                    speedup * ((mine[GATED_DECODE] / ours) ** 2 + (theirs[GATED_DECODE] / their) ** 2) ** 0.5
                 )
         errors, notes = {}, {}
         for name, values in samples.items():

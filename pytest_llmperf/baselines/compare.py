@@ -116,11 +116,16 @@ def _beyond(amount: float, limit: float) -> bool:
 
 
 def z_value(confidence: float, dof: float | None = None) -> float:
-    """Two-sided quantile of the confidence: normal (0.95 -> 1.96), or Student's t with
-    `dof` degrees of freedom when the error rests on few independent units (2 -> 4.30)."""
+    """One-sided quantile of the confidence: normal (0.95 -> 1.645), or Student's t with
+    `dof` degrees of freedom when the error rests on few independent units (2 -> 2.92).
+
+    One-sided because each claim the rule makes points one way: "worse than the
+    baseline" (regressed), "better" (improved), "not worse than the tolerance" (pass).
+    Each is wrong at most 1 - confidence of the time (two one-sided tests, as in
+    equivalence testing)."""
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
-    p = 0.5 + confidence / 2
+    p = confidence
     if dof is None or not math.isfinite(dof) or dof > 1e6:
         return statistics.NormalDist().inv_cdf(p)
     return t_quantile(p, max(float(dof), 1.0))

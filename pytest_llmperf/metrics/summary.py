@@ -10,6 +10,8 @@ Definitions follow vLLM's `vllm bench serve` (DESIGN.md "Measurement definitions
   so under speculative decoding it is larger than TPOT);
 - percentiles are numpy's default (linear interpolation), like vLLM;
 - prefill/decode tok/s = total prompt/output tokens / wall duration;
+- steady_decode_tok_s = output tokens / s inside the window where the run was at its
+  concurrency (metrics/steady.py): the decode figure without a capped run's ramp-down;
 - per_stream_tok_s = 1 / median TPOT: the decode speed one stream sees (the seeds'
   "TPOT median 66.3 ms (~15 tok/s/stream)").
 
@@ -32,6 +34,7 @@ import numpy as np
 from pytest_llmperf.metrics.prometheus import SpecDecodeStats
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import to_real_time
+from pytest_llmperf.metrics.steady import steady_tok_s
 
 STATS = ("mean", "median", "p90", "p99")
 _PERCENTILE = {"median": 50, "p90": 90, "p99": 99}
@@ -48,6 +51,7 @@ class Summary:
     request_throughput: float | None  # completed requests / s
     prefill_tok_s: float | None  # prompt tokens / s (the seeds' "prefill")
     decode_tok_s: float | None  # output tokens / s (the seeds' "decode")
+    steady_decode_tok_s: float | None  # output tokens / s while at the run's concurrency
     total_tok_s: float | None  # (prompt + output) tokens / s
     per_stream_tok_s: float | None  # 1 / median TPOT
     ttft_ms_mean: float | None = None
@@ -108,12 +112,33 @@ def _check_duration(duration: float) -> float:
     return float(duration)
 
 
+def _steady(records: list[RequestRecord], concurrency: int | None) -> float | None:
+    spans = []
+    for r in records:
+        end = r.end_time if r.end_time is not None else (r.chunk_times[-1] if r.chunk_times else r.send_time)
+        tokens = (r.completion_tokens or 0) if r.ok else 0
+        spans.append((r.send_time, end, r.chunk_times, tokens))
+    return steady_tok_s(spans, concurrency if concurrency is not None else _peak(spans))
+
+
+def _peak(spans: list[tuple[float, float, list[float], int]]) -> int:
+    events = sorted([(a, 1) for a, *_ in spans] + [(b, -1) for _, b, *_ in spans])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
 def summarize(
     records: Iterable[RequestRecord],
     duration: float,
     spec: SpecDecodeStats | None = None,
     clock_speed: float = 1.0,
+    concurrency: int | None = None,
 ) -> Summary:
+    """`concurrency`: the run's, for the steady-state window (None: the most requests
+    that were in flight together)."""
     records = list(records)
     duration = _check_duration(duration)
     for r in records:
@@ -154,6 +179,7 @@ def summarize(
         request_throughput=rate(len(ok)),
         prefill_tok_s=rate(prompt_tokens),
         decode_tok_s=rate(output_tokens),
+        steady_decode_tok_s=_steady(records, concurrency) if ok else None,
         total_tok_s=rate(prompt_tokens + output_tokens),
         per_stream_tok_s=1000.0 / median_tpot_ms if median_tpot_ms else None,
         ttft_ms_mean=ttft.mean,

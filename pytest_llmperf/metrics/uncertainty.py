@@ -48,6 +48,7 @@ _STATS = ("mean", "median", "p90", "p99")
 _Q = {"median": 50, "p90": 90, "p99": 99}
 _RATE_NUMERATORS = {
     "decode_tok_s": ("output_tokens",),
+    "steady_decode_tok_s": ("output_tokens",),
     "prefill_tok_s": ("prompt_tokens",),
     "total_tok_s": ("output_tokens", "prompt_tokens"),
     "request_throughput": (),

@@ -16,6 +16,7 @@ from pytest_llmperf.report.table import SummaryRow, format_server_table, render_
 # (column header, metric) for the measured-figures table; the seeds' headline figures.
 FIGURES = (
     ("decode tok/s", "decode_tok_s"),
+    ("steady tok/s", "steady_decode_tok_s"),
     ("prefill tok/s", "prefill_tok_s"),
     ("TTFT p50 ms", "ttft_ms_median"),
     ("TPOT p50 ms", "tpot_ms_median"),

@@ -46,6 +46,12 @@ class ServerPool:
         self.starts.append(spec.name)
         return endpoint
 
+    def restart(self, spec: ServerSpec) -> Endpoint:
+        """A fresh start of `spec`'s server (stopping whatever runs): what differs between
+        starts (memory layout, compiled graphs, clocks) becomes part of a repetition."""
+        self.stop()
+        return self.endpoint(spec)
+
     def retire(self, spec: ServerSpec, why: str) -> None:
         """`spec`'s server died: stop what is left of it; later requests for it fail at once."""
         if self._current == spec:

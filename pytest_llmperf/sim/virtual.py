@@ -31,6 +31,9 @@ class VirtualResult:
     # Per finished request, in send order: (index, prompt tokens, output tokens, chunks,
     # TTFT ms, E2EL ms): the shape of metrics.uncertainty.request_rows.
     rows: list[tuple[int, int, int, int, float, float]] = field(default_factory=list)
+    # Per finished request, in send order: (send time, end, chunk times, output tokens):
+    # the shape of metrics.steady.steady_tok_s.
+    spans: list[tuple[float, float, list[float], int]] = field(default_factory=list)
 
     @property
     def decode_tok_s(self) -> float:
@@ -115,7 +118,7 @@ def run_virtual(
     done: list[SimRequest] = []
 
     pending: list[SimRequest] = []
-    chunks: dict[str, int] = {}
+    chunks: dict[str, list[float]] = {}
 
     def send() -> None:
         nonlocal sent
@@ -144,24 +147,26 @@ def run_virtual(
             continue
         now += step.duration
         for em in engine.complete(step, now):
-            chunks[em.request.rid] = chunks.get(em.request.rid, 0) + 1
+            chunks.setdefault(em.request.rid, []).append(now)
             if em.finished:
                 done.append(em.request)
                 if sent < total and (max_seconds is None or now < max_seconds):
                     send()
     token_times = {r.rid: _token_times(r) for r in done}
     ttfts = [token_times[r.rid][0] - r.arrival for r in done]
+    in_order = sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))
     rows = [
         (
             int(r.rid[1:]),
             r.prompt_tokens,
             r.generated,
-            chunks.get(r.rid, 0),
+            len(chunks.get(r.rid, [])),
             (token_times[r.rid][0] - r.arrival) * 1000.0,
             (token_times[r.rid][1] - r.arrival) * 1000.0,
         )
-        for r in sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))
+        for r in in_order
     ]
+    spans = [(r.arrival, token_times[r.rid][1], chunks.get(r.rid, []), r.generated) for r in in_order]
     tpots = [(token_times[r.rid][1] - token_times[r.rid][0]) / (r.generated - 1) for r in done if r.generated > 1]
     return VirtualResult(
         completed=len(done),
@@ -175,4 +180,5 @@ def run_virtual(
         accepted=counter.accepted,
         accepted_per_pos=counter.per_pos,
         rows=rows,
+        spans=spans,
     )

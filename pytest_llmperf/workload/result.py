@@ -92,7 +92,14 @@ class RunResult:
         """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
 
-        return summarize(self.records, self.duration, self.spec_decode(), clock_speed=self.clock_speed)
+        concurrency = self.config.get("concurrency")
+        return summarize(
+            self.records,
+            self.duration,
+            self.spec_decode(),
+            clock_speed=self.clock_speed,
+            concurrency=concurrency if isinstance(concurrency, int) else None,
+        )
 
     # ------------------------------------------------------------------ JSON
 

@@ -15,7 +15,7 @@ def bound_run(judged):
         server=SPEC,
         workload=resolve_workload({"num_prompts": 4}, 1),
         results=[],
-        samples={"decode_tok_s": [100.0], "ttft_ms_median": [50.0]},
+        samples={"decode_tok_s": [100.0], "steady_decode_tok_s": [100.0], "ttft_ms_median": [50.0]},
         provenance={},
     )
     run.judge = lambda run, collect, tolerances, base: judged.append((collect(), dict(tolerances)))

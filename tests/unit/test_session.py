@@ -37,14 +37,15 @@ class FakeTarget:
 
 
 def make_result(decode_tok_s, n=4, tokens=100):
-    """n requests of `tokens` output tokens over a duration giving `decode_tok_s`."""
+    """n requests in flight together, each `tokens` output tokens over a duration giving
+    `decode_tok_s` (its steady-state figure too: all n run from start to end)."""
     duration = n * tokens / decode_tok_s
     records = [
         RequestRecord(
             index=i,
             send_time=0.0,
-            chunk_times=[0.1 + k * 0.01 for k in range(tokens)],
-            end_time=2.0,
+            chunk_times=[duration * (k + 1) / tokens for k in range(tokens)],
+            end_time=duration,
             prompt_tokens=50,
             completion_tokens=tokens,
             finish_reason="length",
@@ -390,6 +391,32 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     assert verdict.more_data is None or verdict.more_data > 5
 
 
+def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
+    # What moves between server starts (the public figures: 1-20 % of throughput) is
+    # part of the spread only if repetitions see different starts.
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    recorder, _ = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
+    recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    recorder.close()
+    assert recorder.pool.target.events == [("start", "m"), ("stop", "m")] * 5
+
+    # an auto repetition added while inconclusive starts the server again too
+    steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
+    added, _ = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
+    added._verdicts = lambda *args: next(steps)
+    added.bind(added.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    added.close()
+    assert added.pool.target.events == [("start", "m"), ("stop", "m")] * 2
+
+    # --llmperf-same-server: one start for all five
+    same, _ = counting_ttft_session(
+        tmp_path / "same", BASE_TTFTS, llmperf_update_baselines=True, llmperf_same_server=True
+    )
+    same.bind(same.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    same.close()
+    assert same.pool.target.events == [("start", "m"), ("stop", "m")]
+
+
 def test_fixed_repetitions_never_add_runs(tmp_path):
     workload = resolve_workload({"num_prompts": 8}, 1)
     record_ttft_baseline(tmp_path, workload)
@@ -471,8 +498,8 @@ def test_a_simulated_run_whose_engine_fell_behind_is_invalid_and_says_to_free_th
 def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    behind = make_result(100.0)  # chunks 10 ms apart
-    behind.client_lag = {"probes": 40, "mean_s": 0.007, "p99_s": 0.02, "max_s": 0.03}
+    behind = make_result(100.0)  # chunks 40 ms apart
+    behind.client_lag = {"probes": 40, "mean_s": 0.028, "p99_s": 0.05, "max_s": 0.06}
     assert behind.client_lag_share() == pytest.approx(0.7)
     perf._execute = lambda *args: behind
     with pytest.raises(

@@ -38,31 +38,32 @@ def test_exactly_at_tolerance_with_noise_is_inconclusive_not_a_coin_flip():
 def test_beyond_tolerance_and_beyond_noise_regresses():
     v = compare("decode_tok_s", 100.0, 90.0, REL5, "higher", error=1.0)
     assert v.status == "regressed" and not v.ok
-    assert v.noise == pytest.approx(1.96 * 1.0, rel=1e-3)
+    assert v.noise == pytest.approx(1.645 * 1.0, rel=1e-3)  # one-sided 95 %
     assert "beyond the noise (95% confidence)" in v.hint
 
 
 def test_beyond_tolerance_within_noise_is_inconclusive_and_says_how_much_data_decides():
-    v = compare("decode_tok_s", 100.0, 93.0, REL5, "higher", error=4.0)
+    v = compare("decode_tok_s", 100.0, 93.0, REL5, "higher", error=5.0)
     assert v.status == "inconclusive"
-    # the interval (+/-7.84) must shrink to the 7-point change: (7.84 / 7)^2 = 1.25 -> at least 2x
+    # the bound (7 - 8.22 < 0) must shrink to the 7-point change: (8.22 / 7)^2 = 1.38 -> at least 2x
     assert "about 2x the data would decide it" in v.hint
 
 
 def test_noise_wider_than_tolerance_is_inconclusive_even_without_a_change():
     v = compare("decode_tok_s", 100.0, 100.0, REL5, "higher", error=10.0)
     assert v.status == "inconclusive"
-    # +/-19.6 must shrink below 5: (19.6 / 5)^2 = 15.4 -> 16x
-    assert "about 16x the data" in v.hint
+    # +16.4 must shrink below 5: (16.45 / 5)^2 = 10.8 -> 11x
+    assert "about 11x the data" in v.hint
 
 
 def test_small_change_with_small_noise_passes():
-    assert status(100.0, 98.0, 1.0) == "pass"  # 2 + 1.96 <= 5
+    assert status(100.0, 98.0, 1.0) == "pass"  # 2 + 1.645 <= 5
+    assert status(100.0, 97.0, 1.5) == "inconclusive"  # 3 + 2.47 > 5
 
 
 def test_improvement_needs_to_clear_the_noise_too():
     assert status(100.0, 110.0, 1.0) == "improved"
-    # +6 % with +/-7.8: not shown better, but shown not worse than the tolerance
+    # +6 % with +/-6.6: not shown better, but shown not worse than the tolerance
     assert status(100.0, 106.0, 4.0) == "pass"
 
 
@@ -78,10 +79,10 @@ def test_absolute_tolerance_uses_the_noise_in_metric_units():
 
 
 def test_few_independent_blocks_widen_the_interval_by_students_t():
-    # 2 degrees of freedom: t = 4.30 instead of 1.96
-    assert status(100.0, 90.0, Noise(2.5)) == "regressed"  # 10 - 4.9 > 0
-    v = compare("decode_tok_s", 100.0, 90.0, REL5, "higher", error=Noise(2.5, dof=2))
-    assert v.status == "inconclusive" and v.noise == pytest.approx(4.303 * 2.5, rel=1e-3)  # 10 - 10.8 < 0
+    # 2 degrees of freedom: one-sided t = 2.92 instead of 1.645
+    assert status(100.0, 90.0, Noise(4.0)) == "regressed"  # 10 - 6.6 > 0
+    v = compare("decode_tok_s", 100.0, 90.0, REL5, "higher", error=Noise(4.0, dof=2))
+    assert v.status == "inconclusive" and v.noise == pytest.approx(2.920 * 4.0, rel=1e-3)  # 10 - 11.7 < 0
 
 
 @pytest.mark.parametrize("dof, exact", [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)])
@@ -90,7 +91,8 @@ def test_t_quantiles(dof, exact):
 
 
 def test_confidence_must_be_sensible():
-    assert z_value(0.95) == pytest.approx(1.96, abs=1e-3)
+    assert z_value(0.95) == pytest.approx(1.645, abs=1e-3)  # one-sided: each claim points one way
+    assert z_value(0.975) == pytest.approx(1.96, abs=1e-3)
     with pytest.raises(ValueError):
         z_value(1.0)
 
@@ -130,7 +132,7 @@ def test_compare_metrics_takes_errors_and_notes_per_metric():
         ["decode_tok_s", "acceptance_rate"],
         recorded,
         {"decode_tok_s": 93.0, "acceptance_rate": 0.60},
-        errors={"decode_tok_s": Noise(4.0)},
+        errors={"decode_tok_s": Noise(5.0)},
         notes={"acceptance_rate": "the baseline has no per-request figures"},
     )
     assert [v.status for v in verdicts] == ["inconclusive", "regressed"]

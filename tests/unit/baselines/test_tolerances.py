@@ -63,6 +63,7 @@ def test_defaults_match_issue_4():
     defaults = {name: m.tolerance for name, m in METRICS.items() if m.tolerance is not None}
     assert defaults == {
         "decode_tok_s": Tolerance("relative", 0.05),
+        "steady_decode_tok_s": Tolerance("relative", 0.05),
         "prefill_tok_s": Tolerance("relative", 0.05),
         "request_throughput": Tolerance("relative", 0.05),
         "acceptance_length": Tolerance("relative", 0.05),
