@@ -147,6 +147,15 @@ OPTIONS: tuple[Option, ...] = (
         "--llmperf-same-server); baselines keep the median and the spread",
     ),
     Option(
+        "llmperf_repetition_budget",
+        ("--llmperf-repetition-budget",),
+        "duration",
+        None,
+        "device time auto repetitions may add over the session (30m, 2h or seconds; default: no limit but "
+        "--llmperf-max-repetitions); a repetition starts only while some is left, and once it is spent an "
+        "inconclusive metric stays inconclusive and says so",
+    ),
+    Option(
         "llmperf_same_server",
         ("--llmperf-same-server",),
         "bool",
@@ -272,6 +281,7 @@ class LlmperfOptions:
     repetitions: int | str = 1  # a count, or "auto"
     max_repetitions: int = 5
     same_server: bool = False  # repetitions share one server start
+    repetition_budget: float | None = None  # seconds auto repetitions may add; None: no limit
     inconclusive: str = "warn"
     confidence: float = 0.95
     error_budget: ErrorBudget = ErrorBudget(0.0)

@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import functools
 import subprocess
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -232,6 +233,7 @@ class PerfSession:
         self.ini_tolerances = dict(ini_tolerances or {})  # llmperf_tolerances, parsed by the plugin
         self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
         self.run_count = 0  # workloads actually executed (cache misses)
+        self.added_seconds = 0.0  # wall time auto repetitions added (server starts and runs)
         self.gates: list[GateRecord] = []
         self._dataset: Any = dataset  # the loaded ShareGPTFile (check_before_start's), else loaded on first use
         self.token_count_source = ""
@@ -351,13 +353,27 @@ class PerfSession:
             return False
         if any(r.partial or not r.completed for r in measured.results) or measured.server_death:
             return False
+        budget = self.options.repetition_budget
+        if budget is not None and self.added_seconds >= budget:
+            note = (
+                f"auto repetitions stopped: the session's --llmperf-repetition-budget "
+                f"({budget:g} s) is spent ({self.added_seconds:.0f} s added)"
+            )
+            self.log(f"{measured.server.name} @ concurrency {measured.concurrency}: {note}")
+            if note not in measured.notes:
+                measured.notes.append(note)
+            return False
+        started = time.perf_counter()
         self.log(
             f"{measured.server.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
             f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
         )
         endpoint = self._fresh_start(measured)
         requests = self._requests_for(endpoint, measured.workload)
-        self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
+        try:
+            self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
+        finally:
+            self.added_seconds += time.perf_counter() - started
         self._stop_if_interrupted(measured)
         return True
 
@@ -640,6 +656,9 @@ class PerfSession:
         )
         record.message = format_verdict_table(verdicts, title=title, faults=None if invalid else faults)
         undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
+        spent = [note for note in run.notes if note.startswith("auto repetitions stopped")]
+        if undecided and spent:
+            record.message += f"\n{spent[0]}"
         policy = self.options.inconclusive
         failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
         if failing:

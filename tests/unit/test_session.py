@@ -3,6 +3,7 @@
 import json
 from contextlib import contextmanager
 from dataclasses import replace
+from unittest import mock
 
 import pytest
 
@@ -415,6 +416,24 @@ def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
     same.bind(same.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     same.close()
     assert same.pool.target.events == [("start", "m"), ("stop", "m")]
+
+
+def test_auto_repetitions_stop_when_the_sessions_time_budget_is_spent(tmp_path):
+    workload = resolve_workload({"num_prompts": 8}, 1)
+    record_ttft_baseline(tmp_path, workload)
+    stuck, calls = counting_ttft_session(
+        tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4", llmperf_repetition_budget="90"
+    )
+    stuck._verdicts = lambda *args: [replace(INCONCLUSIVE, more_data=1.5)]
+    clock = iter([1000.0, 1100.0])  # the first added repetition takes 100 s of the 90 s budget
+    with mock.patch("pytest_llmperf.session.time.perf_counter", lambda: next(clock)):
+        with pytest.warns(UserWarning, match="inconclusive"):
+            stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 2  # one added within the budget; none after (4 would be allowed otherwise)
+    assert stuck.added_seconds == pytest.approx(100.0)
+    assert "auto repetitions stopped: the session's --llmperf-repetition-budget (90 s) is spent (100 s added)" in (
+        stuck.gates[-1].message
+    )
 
 
 def test_fixed_repetitions_never_add_runs(tmp_path):
