@@ -2,12 +2,14 @@
 
     llmperf bench --base-url URL --model M [--dataset PATH] --num-prompts N
                   --max-seconds S --concurrency C --max-tokens T [--output FILE]
+                  [--sharegpt-output-len N|reference]
     llmperf show RESULT.json
 
-`bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts,
-run them against a running server with a concurrency and caps, print the seeds'
-figures and write the raw result (records + /metrics pages) as JSON. `show` recomputes
-and prints the figures of a saved result.
+`bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
+(as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
+`--sharegpt-output-len` says otherwise), run them against a running server with a
+concurrency and caps, print the seeds' figures and write the raw result (records +
+/metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pytest_llmperf.workload.workload import DEFAULT_WARMUP, Workload
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
+# --sharegpt-output-len's word for each conversation's reference completion length.
+REFERENCE = "reference"
 
 
 # -------------------------------------------------------------------- rendering
@@ -111,6 +115,18 @@ def _seconds(text: str) -> float | None:
     return value
 
 
+def _output_len(text: str) -> int | str:
+    if text == REFERENCE:
+        return REFERENCE
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or {REFERENCE!r}, got {text!r}")
+    return value
+
+
 def _url(text: str) -> str:
     # The seeds pass the server root; tolerate a trailing /v1 the way users type it.
     try:
@@ -142,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--concurrency", type=_whole_number(1), default=8)
     bench.add_argument("--max-tokens", type=_whole_number(1), default=256)
     bench.add_argument("--seed", type=int, default=0, help="sampling seed (same seed, same prompts)")
+    bench.add_argument(
+        "--sharegpt-output-len",
+        type=_output_len,
+        default=None,
+        help="the output length the sampler's length filters assume, as vllm bench serve's flag (default: "
+        f"--max-tokens, so the prompts equal `vllm bench serve --sharegpt-output-len MAX_TOKENS`'s; {REFERENCE!r}: "
+        "each conversation's reference completion length, vLLM's default without the flag, and the plugin's)",
+    )
     bench.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     bench.add_argument(
         "--warmup",
@@ -188,6 +212,14 @@ def bench_workload(args: argparse.Namespace) -> Workload:
     )
 
 
+def sampler_output_len(args: argparse.Namespace) -> int | None:
+    """The sampler's `output_len`: --sharegpt-output-len, else --max-tokens; None for reference lengths."""
+    value = args.sharegpt_output_len
+    if value is None:
+        return int(args.max_tokens)
+    return None if value == REFERENCE else int(value)
+
+
 def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     from pytest_llmperf.workload import dataset as ds
     from pytest_llmperf.workload.token_counts import TokenizeUnavailable
@@ -200,16 +232,22 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
         print(f"warning: {w.message}", file=sys.stderr)
     info = file.describe()
     count = bench_workload(args).prompts_needed
+    output_len = sampler_output_len(args)
+
+    def sample(counter: ds.TokenCounter | None = None) -> list[Any]:
+        return ds.sample_requests(
+            file.conversations, count, seed=args.seed, count_tokens=counter, output_len=output_len
+        )
+
     try:
         if args.approx_tokens:
-            return ds.sample_requests(file.conversations, count, seed=args.seed), info
+            return sample(), info
         cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
-        counter = ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256)
         try:
-            reqs = ds.sample_requests(file.conversations, count, seed=args.seed, count_tokens=counter)
+            reqs = sample(ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256))
         except TokenizeUnavailable as exc:
             print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
-            reqs = ds.sample_requests(file.conversations, count, seed=args.seed)
+            reqs = sample()
     except ds.NotEnoughPromptsError as exc:
         raise CLIError(
             f"{count} prompts needed ({args.num_prompts} measured + {args.warmup} warm-up) but only {exc.kept} of "
@@ -231,14 +269,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CLIError(f"--output {output} is a directory; give a file name")
     requests, dataset_info = _sample(args)
     warmup = f" (+{args.warmup} for the warm-up)" if args.warmup else ""
+    output_len = sampler_output_len(args)
+    lengths = f"output length {output_len}" if output_len is not None else "reference output lengths"
     print(
-        f"Sampled {args.num_prompts} prompts{warmup} (seed {args.seed}) from {dataset_info['path']}",
+        f"Sampled {args.num_prompts} prompts{warmup} (seed {args.seed}, {lengths}) from {dataset_info['path']}",
         flush=True,
     )
     result = _run(args, requests)
     # Which prompts, beside the runner's config (concurrency, caps, seed, endpoint).
     result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
     result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
+    result.config.setdefault("sharegpt_output_len", REFERENCE if output_len is None else output_len)
     print(format_report(result))
     atomic_write_text(output, result.to_json() + "\n")  # never leave a half-written result behind
     print(f"Result written to {output}")

@@ -14,8 +14,9 @@ from typing import Any
 class RequestRecord:
     index: int  # position of the prompt in the sampled list
     send_time: float  # just before the request was written
-    # Arrival time of every SSE chunk that carried generated text (non-empty choices
-    # with content). Under speculative decoding one chunk holds several tokens.
+    # Arrival time of every token chunk: an SSE chunk with non-empty `choices`, whatever
+    # its text (the empty-text EOS chunk and chat's role chunk too), as vLLM's bench
+    # counts them. Under speculative decoding one chunk holds several tokens.
     chunk_times: list[float] = field(default_factory=list)
     end_time: float | None = None  # stream finished ([DONE], error or cut)
     prompt_tokens: int | None = None  # from the server's usage, never counted here

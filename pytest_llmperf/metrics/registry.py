@@ -90,10 +90,10 @@ class UnknownMetric(ValueError):
 _H, _L = Direction.HIGHER, Direction.LOWER
 _REL5, _REL10 = Tolerance("relative", 0.05), Tolerance("relative", 0.10)
 _LATENCY = {
-    "ttft": "time to first token: first chunk with text minus send time",
+    "ttft": "time to first token: first token chunk (any chunk with choices) minus send time",
     "tpot": "time per output token: (E2EL - TTFT) / (output tokens - 1), per request",
     "itl": "inter-chunk latency, pooled over every chunk gap (per chunk, not per token)",
-    "e2el": "end-to-end latency: last chunk minus send time",
+    "e2el": "end-to-end latency: last token chunk minus send time",
 }
 _STATS = {"mean": "mean", "median": "median", "p90": "90th percentile", "p99": "99th percentile"}
 

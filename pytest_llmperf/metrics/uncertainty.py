@@ -22,8 +22,10 @@ much do the same prompts' figures move between runs". The estimate is therefore 
   (sum of tokens over sum of E2EL) against the run's own. Acceptance comes from vLLM's
   counters, which are per run; each request's share is read from its stream (every
   decode step sends one chunk of 1 + accepted tokens, so `chunks - 1` drafts and
-  `tokens - chunks` accepted), and a resample scales the counters' figure by its ratio
-  of accepted to drafted against the run's own.
+  `tokens - chunks` accepted; a chat stream's role-only first chunk, which is timed as
+  vLLM's bench times it, adds one chunk that is no step: the same offset on every
+  request, which the ratio below nearly cancels), and a resample scales the counters'
+  figure by its ratio of accepted to drafted against the run's own.
 
 What this cannot see is noise common to a whole run (a server started again, a GPU's
 clocks, a neighbour): that comes from repetitions, combined in `baselines/compare.py`.

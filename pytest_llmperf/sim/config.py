@@ -37,6 +37,7 @@ _SIM_FLAGS: dict[str, type] = {
     "reset_after_chunks": int,
     "fault_request_rate": float,
     "slow_start_seconds": float,
+    "eos_only_rate": float,
 }
 
 # vLLM flags that take no value (so the next word is not swallowed when ignoring them).
@@ -93,6 +94,9 @@ class SimConfig:
     reset_after_chunks: int | None = None  # connection dropped after this many chunks
     fault_request_rate: float = 1.0  # fraction of requests the stream faults hit
     slow_start_seconds: float = 0.0  # /health answers 503 this long after start
+    # Replies: the fraction of requests answered with one EOS token (empty text,
+    # finish_reason stop, completion_tokens 1), drawn per prompt, never with ignore_eos.
+    eos_only_rate: float = 0.0
     disable_log_stats: bool = False  # engine counters exist but never move
     ignored_args: list[str] = field(default_factory=list)
 
@@ -124,7 +128,7 @@ class SimConfig:
         for name in ("run_noise", "acceptance_noise"):
             if not 0 <= getattr(self, name) <= 1:
                 bad(f"{name} must be a relative spread in [0, 1] (0.01 = 1 %), got {getattr(self, name)}")
-        for name in ("error_rate", "fault_request_rate"):
+        for name in ("error_rate", "fault_request_rate", "eos_only_rate"):
             v = getattr(self, name)
             if not 0 <= v <= 1:
                 bad(f"{name} must be a fraction in [0, 1], got {v}")

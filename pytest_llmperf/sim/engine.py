@@ -155,6 +155,11 @@ class Engine:
             target, reason = max_tokens, "length"
         else:
             target, reason = natural, "stop"
+        if self.config.eos_only_rate and not ignore_eos:
+            # its own draw, so that the other draws stay as they were without the knob
+            occurrence = f":{n}" if temperature > 0 else ""
+            if random.Random(f"{seed}:{h}{occurrence}:eos").random() < self.config.eos_only_rate:
+                target, reason = 1, "stop"  # the reply is one EOS token
         return SimRequest(
             rid=rid,
             prompt_tokens=max(1, prompt_tokens),

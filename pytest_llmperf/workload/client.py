@@ -301,7 +301,7 @@ def _fill(record: RequestRecord, resp: Response) -> None:
         or splitter.error
         or decoded.error
         or (None if splitter.done_time is not None else "stream ended without [DONE]")
-        or (None if decoded.chunk_times else "stream carried no generated text")
+        or (None if decoded.chunk_times else "stream carried no token chunk (none with non-empty choices)")
         or (
             None
             if decoded.completion_tokens is not None

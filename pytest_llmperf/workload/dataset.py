@@ -312,6 +312,8 @@ def sample_requests(
 
     if len(kept) < num_prompts:
         filters = f"min_len={min_len}, max_prompt_len={max_prompt_len}, max_total_len={max_total_len}"
+        if output_len is not None:
+            filters += f", output_len={output_len}"
         if not kept or not oversample:
             raise NotEnoughPromptsError(
                 f"only {len(kept)} of {len(order)} conversations pass the length filters "

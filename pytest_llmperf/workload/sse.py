@@ -112,7 +112,7 @@ class SSESplitter:
 
 @dataclass
 class DecodedStream:
-    """What an OpenAI-compatible stream said, with arrival times of text chunks."""
+    """What an OpenAI-compatible stream said, with the arrival time of each token chunk."""
 
     chunk_times: list[float] = field(default_factory=list)
     text_parts: list[str] = field(default_factory=list)
@@ -136,9 +136,12 @@ def _chunk_text(choice: dict[str, Any]) -> str | None:
 def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
     """Decode the JSON chunks of a completions or chat stream.
 
-    A chunk counts as a token chunk only when a choice carries non-empty text: chat's
-    role-only first chunk and the usage chunk (empty `choices`) do not. Token counts
-    come from `usage` only; one chunk may hold several tokens under speculation.
+    A token chunk is any chunk with a non-empty `choices` list, whatever its text, as
+    `vllm bench serve` counts them (`endpoint_request_func.py`): the empty-text chunk
+    that carries `finish_reason` (an EOS token), chat's role-only first chunk, and so a
+    reply that is one EOS token has one token chunk. The usage chunk (empty `choices`)
+    is not one. Token counts come from `usage` only; one chunk may hold several tokens
+    under speculation.
     """
     out = DecodedStream()
     try:  # one parse for the whole stream; on failure, find the bad event one by one
@@ -164,17 +167,14 @@ def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
             return out
         choices = obj.get("choices")
         if choices:
-            carried = False
+            out.chunk_times.append(t)
             for choice in choices:
                 text = _chunk_text(choice)
                 if text:
                     out.text_parts.append(text)
-                    carried = True
                 reason = choice.get("finish_reason")
                 if reason is not None:
                     out.finish_reason = reason
-            if carried:
-                out.chunk_times.append(t)
         usage = obj.get("usage")
         if usage:
             out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)

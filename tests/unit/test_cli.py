@@ -104,6 +104,7 @@ def test_report_says_why_acceptance_is_missing():
         (["bench", "--base-url", "http://x", "--model", "m", "--num-prompts", "ten"], "whole number"),
         (["bench", "--base-url", "http://x", "--model", "m", "--max-seconds", "-5"], "positive number of seconds"),
         (["bench", "--base-url", "http://x"], "--model"),
+        (["bench", "--base-url", "http://x", "--model", "m", "--sharegpt-output-len", "0"], "or 'reference'"),
         ([], "COMMAND"),
     ],
 )
@@ -204,6 +205,55 @@ def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsy
     assert saved.summary().decode_tok_s == pytest.approx(25.6)
 
 
+# A one-word reference answer fails vLLM's minimum output length (4) unless an output
+# length is given; a 700-word prompt fits 2048 tokens with its short reference answer,
+# not with max_tokens 1500.
+LENGTHS_CONVERSATIONS = {
+    "short answer": ("Is the sky blue on a clear day?", "Yes."),
+    "long prompt": ("Explain this: " + "word " * 700, "It is a long text about words, repeated."),
+    "plain": ("Name three colours, please.", "Red, green and blue are three colours."),
+}
+
+
+def _bench_sample(tmp_path, monkeypatch, *flags):
+    """Which of LENGTHS_CONVERSATIONS `llmperf bench FLAGS` samples (with their output
+    lengths), and the result's config."""
+    path = tmp_path / "lengths_sharegpt.json"
+    path.write_text(
+        json.dumps(
+            [
+                {"id": name, "conversations": [{"from": "human", "value": q}, {"from": "gpt", "value": a}]}
+                for name, (q, a) in LENGTHS_CONVERSATIONS.items()
+            ]
+        )
+    )
+    names = {q: name for name, (q, _) in LENGTHS_CONVERSATIONS.items()}
+    seen = {}
+
+    def fake_run(args, requests):
+        seen["requests"] = requests
+        return seed_like_result()
+
+    monkeypatch.setattr(cli, "_run", fake_run)
+    out = tmp_path / "r.json"
+    argv = ["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--num-prompts", "2", "--warmup", "0"]
+    assert cli.main([*argv, "--dataset", str(path), "--approx-tokens", "-o", str(out), *flags]) == 0
+    picked = {names[r.prompt]: r.expected_output_len for r in seen["requests"]}
+    return picked, RunResult.from_json(out.read_text()).config
+
+
+def test_bench_samples_with_output_len_max_tokens_like_vllms_sharegpt_output_len(tmp_path, monkeypatch, capsys):
+    picked, config = _bench_sample(tmp_path, monkeypatch, "--max-tokens", "1500")
+    assert picked == {"short answer": 1500, "plain": 1500}
+    assert config["sharegpt_output_len"] == 1500
+    assert "(seed 0, output length 1500)" in capsys.readouterr().out
+    picked, config = _bench_sample(tmp_path, monkeypatch, "--max-tokens", "1500", "--sharegpt-output-len", "reference")
+    assert set(picked) == {"long prompt", "plain"} and config["sharegpt_output_len"] == "reference"
+    assert "(seed 0, reference output lengths)" in capsys.readouterr().out
+    picked, _ = _bench_sample(tmp_path, monkeypatch, "--sharegpt-output-len", "64")
+    assert set(picked.values()) == {64}
+
+
 def test_bench_missing_dataset_is_a_clear_error(tmp_path, capsys):
     rc = cli.main(
         [
@@ -228,7 +278,8 @@ def test_bench_with_too_few_prompts_names_its_own_flags(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(
         "llmperf: error: 7 prompts needed (5 measured + 2 warm-up) but only 6 of 6 conversations in sharegpt.json "
-        "pass the length filters (min_len=4, max_prompt_len=1024, max_total_len=2048); lower --num-prompts "
+        "pass the length filters (min_len=4, max_prompt_len=1024, max_total_len=2048, output_len=256); lower "
+        "--num-prompts "
         "(or --warmup), or point --dataset at a larger file"
     )
     assert "oversample" not in err  # no such flag

@@ -209,6 +209,26 @@ def test_eos_varies_with_prompt_and_ignore_eos_runs_to_max_tokens(server):
     assert len(set(lengths)) > 10
 
 
+def test_eos_only_replies_are_shaped_as_vllm_sends_them():
+    # vLLM 0.32, a reply that is one EOS token: one choices chunk with empty text and
+    # finish_reason stop (chat: after the role chunk), then usage with completion_tokens 1.
+    config = SimConfig(model=MODEL, max_model_len=2048, speed=50, eos_only_rate=1.0)
+    with simulated_server(config) as url, httpx.Client(base_url=url, timeout=30) as client:
+        opts = {"model": MODEL, "stream": True, "stream_options": {"include_usage": True}}
+        completion = stream(client, "/v1/completions", {**opts, "prompt": "hi", "max_tokens": 50})
+        chat = stream(
+            client, "/v1/chat/completions", {**opts, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 50}
+        )
+    assert completion[-1] == chat[-1] == "[DONE]"
+    (token, usage) = [json.loads(e) for e in completion[:-1]]
+    assert (token["choices"][0]["text"], token["choices"][0]["finish_reason"]) == ("", "stop")
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 1
+    role, token, usage = [json.loads(e) for e in chat[:-1]]
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert (token["choices"][0]["delta"], token["choices"][0]["finish_reason"]) == ({"content": ""}, "stop")
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 1
+
+
 @pytest.mark.parametrize(
     "title, body",
     [

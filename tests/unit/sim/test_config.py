@@ -99,6 +99,8 @@ def test_sim_flags_and_round_trip():
         "6",
         "--sim-slow-start-seconds",
         "1.5",
+        "--sim-eos-only-rate",
+        "0.25",
         "--sim-crash-exit",
         "--sim-profile",
         "qwen3.6-27b-fp8",
@@ -109,6 +111,7 @@ def test_sim_flags_and_round_trip():
     assert (c.speed, c.acceptance_scale, c.step_time_scale, c.crash_after_requests) == (20, 0.8, 1.25, 5)
     assert (c.error_rate, c.stall_seconds, c.stall_after_chunks) == (0.1, 2.0, 3)
     assert (c.malformed_chunk_after, c.reset_after_chunks, c.slow_start_seconds) == (4, 6, 1.5)
+    assert c.eos_only_rate == 0.25
     assert c.crash_exit and c.disable_log_stats and c.seed == 9 and c.max_model_len == 4000
     assert c.profile.name == "qwen3.6-27b-fp8" and c.served_model_name == "alias"
     again = SimConfig.from_vllm_argv(c.to_vllm_argv())
@@ -131,6 +134,7 @@ def test_defaults_round_trip():
         (["m", "--sim-speed", "0"], "speed must be > 0"),
         (["m", "--sim-speed", "fast"], "--sim-speed expects a float"),
         (["m", "--sim-error-rate", "1.5"], "error_rate must be a fraction"),
+        (["m", "--sim-eos-only-rate", "-0.1"], "eos_only_rate must be a fraction"),
         (["m", "--sim-profile", "gpt5"], "unknown sim profile"),
         (["m", "other"], "unexpected argument"),
         (["m", "--port"], "--port needs a value"),

@@ -146,6 +146,35 @@ def test_output_length_derives_from_the_prompt_and_seed():
     assert len(lengths) > 40
 
 
+def test_eos_only_rate_answers_that_share_with_one_eos_token_per_prompt():
+    plain = Engine(SimConfig(model="m", seed=1))
+    knob = Engine(SimConfig(model="m", seed=1, eos_only_rate=0.3))
+    prompts = [f"prompt {i}" for i in range(1000)]
+    before = [plain.make_request(p, p, 5, 10_000, False, 0.0) for p in prompts]
+    after = [knob.make_request(p, p, 5, 10_000, False, 0.0) for p in prompts]
+    eos_only = [a for a in after if (a.target_len, a.finish_reason) == (1, "stop")]
+    assert 240 <= len(eos_only) <= 360  # 0.3 of 1000, within 4 binomial sd (14.5)
+    # the others keep the length and text they had without the knob
+    kept = [(b, a) for b, a in zip(before, after) if a not in eos_only]
+    assert all((a.target_len, a.finish_reason) == (b.target_len, b.finish_reason) for b, a in kept)
+    assert all(a.text.next_piece() == b.text.next_piece() for b, a in kept)
+    # greedy: the same prompt is EOS-only every time; ignore_eos never stops at once
+    again = [knob.make_request(p, p, 5, 10_000, False, 0.0).target_len for p in prompts]
+    assert again == [a.target_len for a in after]
+    forced = [knob.make_request(p, p, 5, 64, True, 0.0) for p in prompts[:100]]
+    assert all((f.target_len, f.finish_reason) == (64, "length") for f in forced)
+
+
+def test_eos_only_reply_is_one_empty_piece_in_the_prefill_step():
+    engine = Engine(SimConfig(model="m", eos_only_rate=1.0))
+    req = engine.make_request("r", "p", 10, 256, False, 0.0)
+    engine.add(req)
+    step = engine.plan(0.0)
+    assert step is not None
+    (em,) = engine.complete(step, step.duration)
+    assert (em.pieces, em.finished, req.generated, req.finish_reason) == ([""], True, 1, "stop")
+
+
 def test_runs_are_reproducible():
     config = SimConfig(model="m", speculative_config=MTP, max_num_seqs=8, seed=5)
     a = run_virtual(config, lens(50), concurrency=8, max_tokens=100)

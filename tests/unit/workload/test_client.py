@@ -41,13 +41,21 @@ def test_multi_token_chunks_counts_come_from_usage(server):
     assert rec.index == 0 and rec.expected_prompt_len == 7
 
 
-def test_chat_endpoint_skips_role_chunk(server):
+def test_chat_endpoint_times_role_and_final_chunks_as_vllm(server):
     (rec,) = _run(server.base_url, ["ok n=4"], endpoint="chat")
     assert rec.ok, rec.error
-    assert len(rec.chunk_times) == 4 and rec.completion_tokens == 4
+    # the role-only chunk, 4 content chunks, the empty chunk with finish_reason
+    assert len(rec.chunk_times) == 6 and rec.completion_tokens == 4
+    assert rec.ttft == rec.chunk_times[0] - rec.send_time and rec.e2el == rec.chunk_times[-1] - rec.send_time
     sent = server.requests[0]
     assert sent["messages"] == [{"role": "user", "content": "ok n=4"}]
     assert sent["max_completion_tokens"] == 256 and "max_tokens" not in sent
+
+
+def test_stream_without_any_choices_chunk_fails(server):
+    (rec,) = _run(server.base_url, ["ok n=0"])  # only usage and [DONE]
+    assert not rec.ok and rec.error == "stream carried no token chunk (none with non-empty choices)"
+    assert rec.chunk_times == [] and rec.completion_tokens == 0
 
 
 def test_payload_and_headers(server):

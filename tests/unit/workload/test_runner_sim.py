@@ -37,7 +37,8 @@ def test_client_agrees_with_sim_ground_truth_at_concurrency_32(endpoint):
         e = by_prompt_tokens[r.prompt_tokens]
         # counts: exactly the server's (usage), though chunks carry several tokens under MTP
         assert r.completion_tokens == e["completion_tokens"] == sum(e["tokens_per_chunk"])
-        assert len(r.chunk_times) == len(e["chunk_times"])
+        # every chunk the server sent, and chat's role chunk before them (vLLM's bench times it)
+        assert len(r.chunk_times) == len(e["chunk_times"]) + (endpoint == "chat")
         multi += max(e["tokens_per_chunk"]) > 1
         # The server cannot see when the request left the client: its TTFT is measured
         # from our send time to its first chunk (perf_counter is system-wide on Linux).
@@ -50,6 +51,42 @@ def test_client_agrees_with_sim_ground_truth_at_concurrency_32(endpoint):
     assert abs(statistics.median(tpot_err)) <= 0.02, sorted(tpot_err)
     # and nearly every request on its own (one late chunk on a busy machine may miss)
     assert sorted(map(abs, tpot_err))[int(0.9 * len(tpot_err))] <= 0.05, sorted(tpot_err)
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_eos_only_replies_succeed_and_every_final_chunk_is_timed(endpoint):
+    # Half the prompts are answered with one EOS token (empty text, stop, usage 1); most
+    # others stop at EOS before max_tokens 400, with a final empty-text chunk.
+    cfg = SimConfig(model="m", speed=20, eos_only_rate=0.5)
+    reqs = [SampledRequest(i, "hello " * (i + 3), i + 3, 400) for i in range(16)]
+    with simulated_server(cfg, mode="thread") as url:
+        res = run_benchmark(
+            url,
+            "m",
+            reqs,
+            RunConfig(concurrency=4, max_tokens=400, warmup_requests=0, endpoint=endpoint, progress=False),
+        )
+        truth = {e["prompt_tokens"]: e for e in httpx.get(url + "/sim/requests", timeout=10).json()}
+    assert (res.completed, res.failed) == (16, 0), [r.error for r in res.records if r.error]
+    kinds = set()
+    for r in res.records:
+        e = truth[r.prompt_tokens]
+        assert r.completion_tokens == e["completion_tokens"] and r.finish_reason == e["finish_reason"]
+        # every chunk the server sent is timed, the empty final one too (chat: and the role chunk)
+        assert len(r.chunk_times) == len(e["chunk_times"]) + (endpoint == "chat")
+        assert e["chunk_times"][-1] <= r.chunk_times[-1] <= r.end_time
+        assert r.e2el == r.chunk_times[-1] - r.send_time
+        if e["completion_tokens"] == 1:
+            kinds.add("eos-only")
+            assert r.output_text == "" and r.finish_reason == "stop" and r.tpot is None
+            if endpoint == "completions":
+                assert r.ttft == r.e2el and r.itls == []
+        elif e["finish_reason"] == "stop":
+            kinds.add("stop")
+            assert r.tpot == pytest.approx((r.chunk_times[-1] - r.chunk_times[0]) / (r.completion_tokens - 1))
+    assert kinds == {"eos-only", "stop"}
+    s = res.summary()
+    assert s.completed == 16 and s.total_output_tokens == sum(e["completion_tokens"] for e in truth.values())
 
 
 def _faulty_run(concurrency=4, n=8, **faults):

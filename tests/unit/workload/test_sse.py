@@ -1,5 +1,7 @@
 """SSE splitting and chunk decoding on the exact bytes vLLM 0.32 sent (reference capture)."""
 
+import json
+
 import pytest
 
 from pytest_llmperf.workload.sse import SSESplitter, decode_events
@@ -51,12 +53,67 @@ def test_chunk_time_is_arrival_of_the_events_last_byte():
     assert d.chunk_times[0] == float((first_end - 1) // 50 * 50)
 
 
-def test_chat_role_chunk_and_empty_final_chunk_do_not_count():
+def test_chat_role_chunk_and_empty_final_chunk_count_as_vllm_counts_them():
+    # vLLM's bench: every chunk with non-empty choices is a token event, the role-only
+    # first chunk and the empty-text chunk with finish_reason included; usage is not.
     sp = _feed_in_pieces(CHAT, 33)
     d = decode_events(sp.events)
-    assert len(d.chunk_times) == 2
+    ends = [i + 2 for i in range(len(CHAT)) if CHAT.startswith(b"\n\n", i)]
+    # role, "1", ". Red", the empty stop chunk: each timed by the piece holding its end
+    assert d.chunk_times == [float((end - 1) // 33 * 33) for end in ends[:4]]
     assert "".join(d.text_parts) == "1. Red"
     assert d.finish_reason == "stop" and d.completion_tokens == 3
+
+
+def _events(*objs):
+    """Decoded-stream input: (arrival time, JSON payload), one second apart from t=1."""
+    return [(float(i + 1), json.dumps(o).encode()) for i, o in enumerate(objs)]
+
+
+USAGE_1 = {"choices": [], "usage": {"prompt_tokens": 9, "total_tokens": 10, "completion_tokens": 1}}
+
+
+def test_eos_only_completion_is_one_token_chunk():
+    # A reply that is one EOS token: empty text, finish_reason stop, usage 1 (vLLM 0.32).
+    d = decode_events(_events({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}, USAGE_1))
+    assert d.error is None
+    assert d.chunk_times == [1.0]  # the usage chunk at t=2 is not a token chunk
+    assert d.text_parts == [] and d.finish_reason == "stop"
+    assert (d.prompt_tokens, d.completion_tokens) == (9, 1)
+
+
+def test_eos_only_chat_reply_counts_the_role_chunk_and_the_eos_chunk():
+    d = decode_events(
+        _events(
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]},
+            USAGE_1,
+        )
+    )
+    assert d.chunk_times == [1.0, 2.0] and d.text_parts == [] and d.completion_tokens == 1
+
+
+def test_final_empty_chunk_is_the_last_token_chunk():
+    d = decode_events(
+        _events(
+            {"choices": [{"index": 0, "text": " a", "finish_reason": None}]},
+            {"choices": [{"index": 0, "text": " b", "finish_reason": None}]},
+            {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]},
+            {**USAGE_1, "usage": {"prompt_tokens": 9, "total_tokens": 12, "completion_tokens": 3}},
+        )
+    )
+    assert d.chunk_times == [1.0, 2.0, 3.0]  # the EOS chunk at t=3 ends the request, not usage at t=4
+    assert "".join(d.text_parts) == " a b" and d.completion_tokens == 3
+
+
+def test_choice_without_text_field_still_counts():
+    d = decode_events(_events({"choices": [{"index": 0, "finish_reason": None}]}, USAGE_1))
+    assert d.chunk_times == [1.0] and d.text_parts == []
+
+
+def test_usage_only_stream_has_no_token_chunk():
+    d = decode_events(_events({"choices": [], "usage": None}, USAGE_1))
+    assert d.chunk_times == [] and d.completion_tokens == 1
 
 
 def test_crlf_comments_and_named_events_are_accepted():
