@@ -298,7 +298,6 @@ class PerfSession:
         rep = len(measured.results)
         with endpoint.sample_peak_memory() as peak:  # empty where the target has no GPUs
             result = self._execute(endpoint, requests, measured.workload, speed)
-        result.clock_speed = speed  # its summary is in real time from here on
         measured.provenance.update(combine_peaks(measured.provenance, peak))  # the highest of the repetitions
         measured.results.append(result)
         summary = result.summary()
@@ -384,7 +383,8 @@ class PerfSession:
                     f"{workload.concurrency} (hard limit {open_files_limit()[1]}), for this run"
                 )
             with self.live_output():
-                return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
+                # The result and the progress line in real time.
+                return run_benchmark(endpoint.base_url, endpoint.model, requests, config, clock_speed=speed)
 
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""
