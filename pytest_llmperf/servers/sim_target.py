@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the simulator is imported when a server starts
 
 class SimTarget:
     name = "sim"
+    starts_servers = True
 
     def __init__(self, speed: float = 10.0, extra_args: tuple[str, ...] = (), ready_timeout: float = 1800.0) -> None:
         self.speed = speed
