@@ -7,8 +7,9 @@ connects them to pytest.
 from __future__ import annotations
 
 import json
+import os
 import uuid
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -253,8 +254,22 @@ def _select_servers(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[SELECTION_KEY] = [f"[llmperf] {line}" for line in selection.lines]
 
 
-def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
-    return config.stash.get(SELECTION_KEY, [])
+def pytest_report_collectionfinish(config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+    """After collection: what --llmperf-servers deselected, and under --llmperf-sim the
+    simulator profile (timing model) each server that will run uses."""
+    lines = config.stash.get(SELECTION_KEY, [])
+    if config.stash[OPTIONS_KEY].target == "sim":
+        from pytest_llmperf.targets import sim_profile_lines
+
+        specs = [
+            spec
+            for item in items
+            if item.get_closest_marker("llmperf") is not None
+            for spec in marker_servers(item).values()
+            if spec is not None
+        ]
+        lines = [*lines, *(f"[llmperf] {line}" for line in sim_profile_lines(config.stash[OPTIONS_KEY], specs))]
+    return lines
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
