@@ -419,12 +419,22 @@ def _run_under_benchmark(benchmark: Any, run: Callable[..., Any], spec: ServerSp
     return measured
 
 
+# pytest-benchmark's options that ask for its output: a run is timed into it only then.
+BENCHMARK_ASKED = ("benchmark_json", "benchmark_save", "benchmark_autosave", "benchmark_compare", "benchmark_enable")
+
+
 def _benchmark_factory(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
-    """pytest-benchmark's fixture when that plugin is active, without requiring it."""
+    """pytest-benchmark's fixture, without requiring that plugin, when the user asked for
+    its output (--benchmark-json, --benchmark-save, --benchmark-autosave,
+    --benchmark-compare, or --benchmark-enable). Installed is not asking: a one-round
+    timing of a whole run adds nothing to the plugin's own figures but a 200-column table."""
     config = request.config
     if not config.pluginmanager.hasplugin("benchmark"):
         return None
-    if config.getoption("benchmark_skip", False) or config.getoption("benchmark_disable", False):
+    if not any(config.getoption(name, None) for name in BENCHMARK_ASKED):
+        return None
+    disabled = config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+    if config.getoption("benchmark_skip", False) or disabled:
         return None
     return lambda: request.getfixturevalue("benchmark")
 
