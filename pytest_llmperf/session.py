@@ -40,7 +40,7 @@ from pytest_llmperf.metrics.uncertainty import (
     request_rows,
 )
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
-from pytest_llmperf.report.table import format_verdict_table
+from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import combine_peaks
@@ -73,7 +73,12 @@ MAX_CLIENT_LAG = 0.5
 
 
 class PerfFailure(AssertionError):
-    """A gated metric regressed, has no data, or has no comparable baseline."""
+    """A gated metric regressed, has no data, or has no comparable baseline. The message
+    is the verdict table; `headline` says it in one line (pytest's short test summary)."""
+
+    def __init__(self, message: str, headline: str | None = None) -> None:
+        super().__init__(message)
+        self.headline = headline or next(iter(message.splitlines()), "")
 
 
 class InconclusiveWarning(UserWarning):
@@ -633,7 +638,7 @@ class PerfSession:
         failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
         if failing:
             record.outcome = Outcome.FAIL
-            raise PerfFailure(record.message)
+            raise PerfFailure(record.message, headline=verdict_line(failing))
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
