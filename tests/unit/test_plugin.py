@@ -106,7 +106,7 @@ def test_one_clock_report_baseline_terminal_and_show_agree_at_simulator_speed_10
     saved.write_text(json.dumps(raw))
     capsys.readouterr()
     assert cli.main(["show", str(saved)]) == 0
-    assert f"Decode tok/s: {decode:.2f}" in capsys.readouterr().out
+    assert re.search(rf"^Output token throughput \(tok/s\): +{decode:.2f}$", capsys.readouterr().out, re.M)
 
 
 def test_a_bad_simulator_flag_is_a_usage_error_before_any_server_starts(project):
