@@ -8,7 +8,8 @@
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
 `--sharegpt-output-len` says otherwise), run them against a running server with a
-concurrency and caps, print the seeds' figures and write the raw result (records +
+concurrency and caps, print the figures as `vllm bench serve` lays them out
+(report/bench.py) and write the raw result (records +
 /metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
 """
 
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
+from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.result import RunResult
@@ -33,55 +34,6 @@ from pytest_llmperf.workload.workload import DEFAULT_WARMUP, Workload
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
 # --sharegpt-output-len's word for each conversation's reference completion length.
 REFERENCE = "reference"
-
-
-# -------------------------------------------------------------------- rendering
-
-
-def _fmt(value: float | None, spec: str, unit: str = "") -> str:
-    return "n/a" if value is None else f"{value:{spec}}{unit}"
-
-
-def _stop_text(result: RunResult) -> str:
-    cap = result.config.get("max_seconds")
-    if result.stop_reason == "max_seconds":
-        return f"(hit the {cap:g} s cap)" if isinstance(cap, (int, float)) else "(hit the time cap)"
-    if result.stop_reason == "interrupted":
-        return "(interrupted: partial result)"
-    return f"in {result.duration:.0f} s (no time cap hit)"
-
-
-def format_report(result: RunResult) -> str:
-    """The seeds' figures, one per line."""
-    s = result.summary()
-    total = result.config.get("num_prompts") or result.attempted
-    lines = [f"Completed {s.completed}/{total}, {s.failed} errors {_stop_text(result)}"]
-    lines += [
-        f"Elapsed: {s.duration_s:.1f} s",
-        f"Prefill tok/s: {_fmt(s.prefill_tok_s, '.2f')}",
-        f"Decode tok/s: {_fmt(s.decode_tok_s, '.2f')}",
-        f"Request throughput: {_fmt(s.request_throughput, '.3f', ' req/s')}",
-        f"TPOT median: {_fmt(s.tpot_ms_median, '.1f', ' ms')}"
-        + (f" (~{s.per_stream_tok_s:.1f} tok/s/stream)" if s.per_stream_tok_s else ""),
-        f"TTFT median: {_fmt(s.ttft_ms_median, '.0f', ' ms')}",
-        f"ITL median: {_fmt(s.itl_ms_median, '.1f', ' ms')}   E2EL median: {_fmt(s.e2el_ms_median, '.0f', ' ms')}",
-    ]
-    if s.acceptance_rate is not None:
-        per_pos = " / ".join(f"{p:.2f}" for p in s.acceptance_per_position or [])
-        lines.append(
-            f"Acceptance: rate {s.acceptance_rate * 100:.1f}%, mean length {s.acceptance_length:.2f}"
-            + (f", per-position {per_pos}" if per_pos else "")
-        )
-    elif s.spec_status == NOT_SPECULATIVE:
-        lines.append("Acceptance: n/a (not a speculative-decoding server)")
-    else:
-        lines.append("Acceptance: unknown")
-    lines += [f"Note: {n}" for n in s.notes]
-    if s.spec_note and s.spec_status != NOT_SPECULATIVE:  # that one is said on the Acceptance line
-        lines.append(f"Note: {s.spec_note}")
-    errors = sorted({r.error for r in result.records if r.error})
-    lines += [f"Error: {e}" for e in errors[:5]]
-    return "\n".join(lines)
 
 
 # -------------------------------------------------------------------- arguments
@@ -280,7 +232,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
     result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
     result.config.setdefault("sharegpt_output_len", REFERENCE if output_len is None else output_len)
-    print(format_report(result))
+    print(serving_result(result))
     atomic_write_text(output, result.to_json() + "\n")  # never leave a half-written result behind
     print(f"Result written to {output}")
     return EXIT_OK if result.completed else EXIT_NO_COMPLETIONS
@@ -296,7 +248,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         result = RunResult.from_json(text)
     except ValueError as exc:
         raise CLIError(f"{path}: {exc}") from exc
-    print(format_report(result))
+    print(serving_result(result))
     return EXIT_OK
 
 

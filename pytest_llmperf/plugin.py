@@ -7,13 +7,15 @@ connects them to pytest.
 from __future__ import annotations
 
 import json
+import os
 import uuid
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
 
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
 from pytest_llmperf.metrics.failures import parse_budget
@@ -44,6 +46,8 @@ SERVERS_KEY = pytest.StashKey[dict[str, ServerSpec | None]]()
 # Per test file: the servers that the conftest.py files above it declare.
 DECLARED_KEY = pytest.StashKey[dict[Path, dict[str, ServerSpec]]]()
 SELECTION_KEY = pytest.StashKey[list[str]]()  # what --llmperf-servers deselected, shown after collection
+# Per test: the runs its llmperf fixture handed out (for its JUnit properties).
+USED_RUNS_KEY = pytest.StashKey["list[MeasuredRun]"]()
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
@@ -253,8 +257,22 @@ def _select_servers(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[SELECTION_KEY] = [f"[llmperf] {line}" for line in selection.lines]
 
 
-def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
-    return config.stash.get(SELECTION_KEY, [])
+def pytest_report_collectionfinish(config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+    """After collection: what --llmperf-servers deselected, and under --llmperf-sim the
+    simulator profile (timing model) each server that will run uses."""
+    lines = config.stash.get(SELECTION_KEY, [])
+    if config.stash[OPTIONS_KEY].target == "sim":
+        from pytest_llmperf.targets import sim_profile_lines
+
+        specs = [
+            spec
+            for item in items
+            if item.get_closest_marker("llmperf") is not None
+            for spec in marker_servers(item).values()
+            if spec is not None
+        ]
+        lines = [*lines, *(f"[llmperf] {line}" for line in sim_profile_lines(config.stash[OPTIONS_KEY], specs))]
+    return lines
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -357,8 +375,10 @@ class LlmperfFixture:
         nodeid: str,
         profile: str,
         benchmark: Callable[[], Any] | None = None,
+        used: list[MeasuredRun] | None = None,
     ) -> None:
         self._perf = perf
+        self._used = used if used is not None else []  # the runs this test got, for its JUnit properties
         self._kwargs = kwargs
         self._nodeid = nodeid
         self._profile = profile
@@ -388,6 +408,7 @@ class LlmperfFixture:
                 measured = self._perf.run(spec, resolved)
         except SetupError as exc:  # what only a running server could tell (its token counts)
             pytest.fail(f"{self._nodeid}: {exc}", pytrace=False)
+        self._used.append(measured)
         return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"), self._kwargs.get("error_budget"))
 
 
@@ -404,12 +425,22 @@ def _run_under_benchmark(benchmark: Any, run: Callable[..., Any], spec: ServerSp
     return measured
 
 
+# pytest-benchmark's options that ask for its output: a run is timed into it only then.
+BENCHMARK_ASKED = ("benchmark_json", "benchmark_save", "benchmark_autosave", "benchmark_compare", "benchmark_enable")
+
+
 def _benchmark_factory(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
-    """pytest-benchmark's fixture when that plugin is active, without requiring it."""
+    """pytest-benchmark's fixture, without requiring that plugin, when the user asked for
+    its output (--benchmark-json, --benchmark-save, --benchmark-autosave,
+    --benchmark-compare, or --benchmark-enable). Installed is not asking: a one-round
+    timing of a whole run adds nothing to the plugin's own figures but a 200-column table."""
     config = request.config
     if not config.pluginmanager.hasplugin("benchmark"):
         return None
-    if config.getoption("benchmark_skip", False) or config.getoption("benchmark_disable", False):
+    if not any(config.getoption(name, None) for name in BENCHMARK_ASKED):
+        return None
+    disabled = config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+    if config.getoption("benchmark_skip", False) or disabled:
         return None
     return lambda: request.getfixturevalue("benchmark")
 
@@ -436,6 +467,7 @@ def llmperf(request: pytest.FixtureRequest) -> LlmperfFixture:
         _plain_nodeid(request.node),
         options.profile,
         benchmark=_benchmark_factory(request),
+        used=request.node.stash.setdefault(USED_RUNS_KEY, []),
     )
 
 
@@ -452,6 +484,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if call.when == "call" and USED_RUNS_KEY in item.stash:
+        _record_properties(item)
     # A verdict table, why a server did not start, a metric name's fix, or running out of
     # file descriptors says everything: show it instead of a traceback through the plugin.
     if call.excinfo is not None and report.failed:
@@ -461,8 +495,38 @@ def pytest_runtest_makereport(
         from pytest_llmperf.workload.runner import TooManyOpenFiles
 
         if call.excinfo.errisinstance((PerfFailure, ServerStartError, UnknownMetric, TooManyOpenFiles)):
-            report.longrepr = f"{item.nodeid}\n{call.excinfo.value}"
+            error = call.excinfo.value
+            headline = getattr(error, "headline", None) or next(iter(str(error).splitlines()), type(error).__name__)
+            report.longrepr = _explained(item, f"{item.nodeid}\n{error}", headline)
     return report
+
+
+def _record_properties(item: pytest.Item) -> None:
+    """The test's key figures and verdicts as JUnit XML properties (pytest's junitxml
+    writes item.user_properties, as record_property does)."""
+    from pytest_llmperf.report.ci import junit_properties
+
+    perf = item.config.stash[SESSION_KEY]
+    nodeid = _plain_nodeid(item)
+    runs = [(run.server.name, run.concurrency, run.figures) for run in item.stash[USED_RUNS_KEY]]
+    gates = [
+        (gate.server, gate.concurrency, str(gate.outcome), gate.verdicts)
+        for gate in (perf.gates if perf is not None else [])
+        if gate.nodeid == nodeid
+    ]
+    item.user_properties.extend(junit_properties(runs, gates))
+
+
+def _explained(item: pytest.Item, text: str, headline: str) -> ReprExceptionInfo:
+    """A failure shown as `text` (no traceback) whose crash message, the one line that
+    pytest's short test summary (-r), --tb=line and JUnit's failure message show, is
+    `headline`. pytest's own form for --tb=native, so xdist carries it to the controller
+    as it is."""
+    path, lineno, _ = item.location
+    return ReprExceptionInfo(
+        reprtraceback=ReprTracebackNative([text + "\n"]),
+        reprcrash=ReprFileLocation(path, (lineno or 0) + 1, headline),
+    )
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -515,6 +579,10 @@ def _finish(session: pytest.Session) -> None:
         from pytest_llmperf.report.json_report import write_report
 
         write_report(document, Path(report_path))
+    if document is not None:  # once per session: here, never on an xdist worker
+        from pytest_llmperf.report.ci import append_step_summary
+
+        append_step_summary(document, os.environ)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -41,7 +41,7 @@ from pytest_llmperf.metrics.uncertainty import (
     request_rows,
 )
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
-from pytest_llmperf.report.table import format_verdict_table
+from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import combine_peaks
@@ -74,7 +74,12 @@ MAX_CLIENT_LAG = 0.5
 
 
 class PerfFailure(AssertionError):
-    """A gated metric regressed, has no data, or has no comparable baseline."""
+    """A gated metric regressed, has no data, or has no comparable baseline. The message
+    is the verdict table; `headline` says it in one line (pytest's short test summary)."""
+
+    def __init__(self, message: str, headline: str | None = None) -> None:
+        super().__init__(message)
+        self.headline = headline or next(iter(message.splitlines()), "")
 
 
 class InconclusiveWarning(UserWarning):
@@ -302,7 +307,6 @@ class PerfSession:
         rep = len(measured.results)
         with endpoint.sample_peak_memory() as peak:  # empty where the target has no GPUs
             result = self._execute(endpoint, requests, measured.workload, speed)
-        result.clock_speed = speed  # its summary is in real time from here on
         measured.provenance.update(combine_peaks(measured.provenance, peak))  # the highest of the repetitions
         measured.results.append(result)
         summary = result.summary()
@@ -411,7 +415,8 @@ class PerfSession:
                     f"{workload.concurrency} (hard limit {open_files_limit()[1]}), for this run"
                 )
             with self.live_output():
-                return run_benchmark(endpoint.base_url, endpoint.model, requests, config)
+                # The result and the progress line in real time.
+                return run_benchmark(endpoint.base_url, endpoint.model, requests, config, clock_speed=speed)
 
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""
@@ -663,7 +668,7 @@ class PerfSession:
         failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
         if failing:
             record.outcome = Outcome.FAIL
-            raise PerfFailure(record.message)
+            raise PerfFailure(record.message, headline=verdict_line(failing))
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)

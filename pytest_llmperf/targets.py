@@ -4,11 +4,12 @@ of container sessions."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.base import ServerTarget
+from pytest_llmperf.servers.spec import ServerSpec
 
 LEFTOVER_CHECK_TIMEOUT = 10.0  # seconds: the session-start notice must not hang on a far engine
 
@@ -62,6 +63,30 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
 
         return target_from_prepared_env(ready_timeout=min(options.ready_timeout, 600.0))
     raise ValueError(f"no target chosen (got {kind!r})")
+
+
+def sim_profile_lines(options: LlmperfOptions, specs: Sequence[ServerSpec]) -> list[str]:
+    """For the header of a --llmperf-sim session: which simulator profile (timing model)
+    each server runs with, `generic` being a stand-in for models none was fitted to."""
+    from pytest_llmperf.servers.sim_target import SimTarget
+
+    target = SimTarget(speed=options.sim_speed, extra_args=options.sim_args)
+    by_profile: dict[str, list[str]] = {}
+    for spec in specs:
+        try:
+            name = target.profile_name(spec)
+        except ValueError:  # its server's start says why, with the fix
+            continue
+        names = by_profile.setdefault(name, [])
+        if spec.name not in names:
+            names.append(spec.name)
+    return [
+        f"simulator profile {profile}"
+        + (" (no profile fitted to these models: a small generic engine)" if profile == "generic" else "")
+        + ": "
+        + ", ".join(names)
+        for profile, names in by_profile.items()
+    ]
 
 
 def cleanup_leftover_containers(max_age: float) -> list[str]:

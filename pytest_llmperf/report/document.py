@@ -11,6 +11,8 @@ Shape (keys of the JSON report; tools read them, so they are only ever added to)
     plugin_version, target, profile    what ran
     inconclusive                       the --llmperf-inconclusive policy
     servers_started                    server names in start order
+    servers_attached                   the same for endpoints someone else runs (attached
+                                       to, never started: --llmperf-base-url)
     runs[]                             server (ServerSpec.describe()), workload, provenance,
                                        summary (median per metric), samples (per repetition),
                                        notes, published_reference, results (raw RunResults),
@@ -57,6 +59,7 @@ def build_report(perf: Any) -> dict[str, Any]:
             "profile": perf.options.profile,
             "inconclusive": perf.options.inconclusive,
             "servers_started": list(perf.pool.starts),
+            "servers_attached": list(perf.pool.attached),
             "runs": [_run(run) for run in perf.runs.values()],
             "verdicts": [
                 {
@@ -110,6 +113,7 @@ def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, 
     merged: dict[str, Any] = {
         **{key: first.get(key) for key in ("plugin_version", "target", "profile", "inconclusive")},
         "servers_started": [],
+        "servers_attached": [],
         "runs": [],
         "verdicts": [],
         "workers": workers,
@@ -119,6 +123,7 @@ def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, 
         doc = reports[worker]
         assert doc is not None
         merged["servers_started"] += doc.get("servers_started", [])
+        merged["servers_attached"] += doc.get("servers_attached", [])
         merged["runs"] += [{**run, "worker": worker} for run in doc.get("runs", [])]
         merged["verdicts"] += [{**gate, "worker": worker} for gate in doc.get("verdicts", [])]
     return merged

@@ -74,6 +74,25 @@ def format_change(v: Verdict) -> str:
     return f"{relative} ({absolute})"
 
 
+def verdict_line(verdicts: Sequence[Verdict]) -> str:
+    """`verdicts` (a test's failing ones) in one line, for pytest's short test summary and
+    JUnit's failure message: "decode_tok_s 380.3 -> 330.4 (-13.1%) regressed"; an invalid
+    run once, with its reason."""
+    parts: list[str] = []
+    for v in verdicts:
+        if v.status == Status.INVALID:
+            parts.append(v.hint.splitlines()[0] if v.hint else "invalid run")
+        elif v.change is not None:
+            move = format_change(v).split(" (", 1)[0]  # in the tolerance's own terms
+            baseline, measured = format_value(v.metric, v.baseline), format_value(v.metric, v.measured)
+            parts.append(f"{v.metric} {baseline} -> {measured} ({move}) {v.status}")
+        elif v.measured is not None:
+            parts.append(f"{v.metric} {format_value(v.metric, v.measured)} {v.status}")
+        else:
+            parts.append(f"{v.metric} {v.status}")
+    return "; ".join(dict.fromkeys(parts))
+
+
 def format_noise(v: Verdict) -> str:
     """The interval's half-width in the tolerance's terms: "+/-1.2%" or "+/-0.012"; "-" if none."""
     if not v.noise or v.change is None or v.tolerance is None:  # 0: no error known on either side

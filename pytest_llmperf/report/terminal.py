@@ -67,17 +67,18 @@ def measured_table(runs: list[Doc]) -> list[str]:
     return render_columns(header, rows, right=set(range(1, 3 + len(FIGURES))))
 
 
-def _started(doc: Doc) -> str:
+def _started(doc: Doc) -> list[str]:
     workers = doc.get("workers") or []
     where = "one at a time" if len(workers) < 2 else f"one at a time on each of {len(workers)} xdist workers"
-    return f"servers started ({where}): " + ", ".join(doc["servers_started"])
+    lines = [f"servers started ({where}): " + ", ".join(doc["servers_started"])] if doc.get("servers_started") else []
+    if doc.get("servers_attached"):
+        lines.append("servers used (run by someone else, none started here): " + ", ".join(doc["servers_attached"]))
+    return lines
 
 
 def terminal_lines(doc: Doc) -> list[str]:
     """The summary of a report document (build_report's, or merge_reports')."""
-    lines: list[str] = []
-    if doc.get("servers_started"):
-        lines.append(_started(doc))
+    lines = _started(doc)
     for worker in doc.get("lost_workers") or []:
         lines.append(f"xdist worker {worker} went down without reporting: its runs are missing here and in the report")
     runs = list(doc.get("runs", []))

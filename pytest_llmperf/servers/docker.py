@@ -489,6 +489,7 @@ class DockerTarget:
     """Starts one container per `start(spec)`; see the module docstring."""
 
     name = "docker"
+    starts_servers = True
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from pytest_llmperf.util.http import server_root
 
 class ExternalTarget:
     name = "external"
+    starts_servers = False
 
     def __init__(self, base_url: str, ready_timeout: float = 30.0) -> None:
         self.base_url = server_root(base_url)

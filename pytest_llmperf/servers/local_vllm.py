@@ -144,6 +144,7 @@ class LocalVllmTarget:
     """`ServerTarget` that runs vLLM from a local Python environment."""
 
     name = "local-vllm"
+    starts_servers = True
 
     def __init__(
         self,

@@ -1,7 +1,9 @@
 """At most one server at a time: on a GPU each vLLM reserves most of the memory.
 
 A server starts when a test first needs it and stops when another server is needed
-or the session ends. Test ordering (plugin.py) makes each server start once.
+or the session ends. Test ordering (plugin.py) makes each server start once. An
+endpoint someone else runs (a target whose `starts_servers` is False) is attached to
+and left alone: nothing here says it started or stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class ServerPool:
         self.target = target
         self.log = log
         self.starts: list[str] = []  # server names in start order (for reports and tests)
+        self.attached: list[str] = []  # the same, for endpoints someone else runs
         self._current: ServerSpec | None = None
         self._endpoint: Endpoint | None = None
         self._stack: ExitStack | None = None
@@ -31,19 +34,27 @@ class ServerPool:
             # Don't spend another half hour loading a model that already failed.
             raise ServerStartError(self._failed[spec])
         self.stop()
-        self.log(f"starting server {spec.name} ({self.target.name})")
+        starts = self.target.starts_servers
+        if starts:
+            self.log(f"starting server {spec.name} ({self.target.name})")
         stack = ExitStack()
         try:
             endpoint = stack.enter_context(self.target.start(spec))
         except BaseException as exc:
             stack.close()
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self._failed[spec] = f"server {spec.name} failed to start earlier in this session: {why}"
+            failed = "failed to start" if starts else "was not usable"
+            self._failed[spec] = f"server {spec.name} {failed} earlier in this session: {why}"
             if isinstance(exc, ServerStartError):  # say which server: a session starts several
-                raise ServerStartError(f"server {spec.name} ({self.target.name}) did not start: {exc}") from None
+                did = "did not start" if starts else "is not usable"
+                raise ServerStartError(f"server {spec.name} ({self.target.name}) {did}: {exc}") from None
             raise
         self._current, self._endpoint, self._stack = spec, endpoint, stack
-        self.starts.append(spec.name)
+        if starts:
+            self.starts.append(spec.name)
+        else:
+            self.log(f"server {spec.name}: using {endpoint.base_url} ({self.target.name}: run by someone else)")
+            self.attached.append(spec.name)
         return endpoint
 
     def restart(self, spec: ServerSpec) -> Endpoint:
@@ -62,5 +73,6 @@ class ServerPool:
         stack, name = self._stack, self._current.name if self._current else None
         self._current = self._endpoint = self._stack = None
         if stack is not None:
-            self.log(f"stopping server {name}")
+            if self.target.starts_servers:
+                self.log(f"stopping server {name}")
             stack.close()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the simulator is imported when a server starts
 
 class SimTarget:
     name = "sim"
+    starts_servers = True
 
     def __init__(self, speed: float = 10.0, extra_args: tuple[str, ...] = (), ready_timeout: float = 1800.0) -> None:
         self.speed = speed
@@ -38,6 +39,16 @@ class SimTarget:
             *self.extra_args,
         ]
 
+    def profile_name(self, spec: ServerSpec) -> str:
+        """The simulator profile (timing model) `spec` runs with: the one fitted to its
+        model, `generic` for any other, or the one its flags name (--sim-profile).
+        ValueError for flags the simulator refuses."""
+        from pytest_llmperf.sim import SimConfig
+
+        profile = SimConfig.from_vllm_argv(self.argv(spec)).profile
+        assert profile is not None  # resolved from the model name when not given
+        return profile.name
+
     @contextmanager
     def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
         from pytest_llmperf.sim import SimConfig
@@ -48,7 +59,12 @@ class SimTarget:
             exited = functools.partial(_exit_status, sim)
             wait_until_ready(sim.url, spec.model_id, self.ready_timeout, is_alive=exited, poll_interval=0.05)
             provenance = server_provenance(sim.url)
-            provenance.update(clock_speed=self.speed, simulator=True, sim_args=list(spec.sim_args + self.extra_args))
+            provenance.update(
+                clock_speed=self.speed,
+                simulator=True,
+                sim_profile=config.profile.name if config.profile else None,
+                sim_args=list(spec.sim_args + self.extra_args),
+            )
             yield Endpoint(
                 sim.url,
                 spec.model_id,

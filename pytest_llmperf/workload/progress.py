@@ -1,13 +1,20 @@
 """A running progress line for long runs: done/total, failures, output tok/s.
 
-Only running counts: aggregates belong to metrics/summary.py.
+Only running counts: aggregates belong to metrics/summary.py. While the run goes, a
+request counts as failed when it failed at the HTTP level (bodies are decoded after the
+measured window); the last line counts the decoded records, so it says what the result
+says. Rates are in real time: on a server whose clock runs `clock_speed` times faster
+(the simulator's) they are divided by it, as every figure of the run is.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from time import perf_counter
 from typing import TextIO
+
+from pytest_llmperf.metrics.records import RequestRecord
 
 
 class Progress:
@@ -18,15 +25,18 @@ class Progress:
         stream: TextIO | None = None,
         quiet_for: float = 3.0,
         interval: float | None = None,
+        clock_speed: float = 1.0,
     ) -> None:
         self.total = total
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
         self.quiet_for = quiet_for  # short runs print nothing
+        self.clock_speed = clock_speed
         self.done = 0
         self.failed = 0
         self.tokens = 0
         self.start = perf_counter()
+        self._duration: float | None = None  # the run's own, once it ended (on the server's clock)
         self._printed = False
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         # How often `tick` is worth calling: often on a terminal, sparingly in logs.
@@ -40,9 +50,13 @@ class Progress:
 
     def line(self) -> str:
         elapsed = perf_counter() - self.start
-        rate = self.tokens / elapsed if elapsed > 0 else 0.0
+        duration = self._duration if self._duration is not None else elapsed
+        real = duration * self.clock_speed  # the server's seconds, in real time
+        rate = self.tokens / real if real > 0 else 0.0
+        clock = f" (x{self.clock_speed:g} clock, tok/s in real time)" if self.clock_speed != 1.0 else ""
         return (
-            f"llmperf: {self.done}/{self.total} done, {self.failed} failed, {rate:,.0f} output tok/s, {elapsed:.0f} s"
+            f"llmperf: {self.done}/{self.total} done, {self.failed} failed, {rate:,.0f} output tok/s, "
+            f"{elapsed:.0f} s{clock}"
         )
 
     def tick(self) -> None:
@@ -53,7 +67,15 @@ class Progress:
         self.stream.flush()
         self._printed = True
 
-    def close(self) -> None:
+    def close(self, records: Sequence[RequestRecord] | None = None, duration: float | None = None) -> None:
+        """The last line, when a line was shown: from the decoded `records` and the run's
+        `duration` when given (so it agrees with the result), else the running counts."""
+        if records is not None:
+            ok = [r for r in records if r.ok]
+            self.done, self.failed = len(records), len(records) - len(ok)
+            self.tokens = sum(r.completion_tokens or 0 for r in ok)
+            self._duration = duration
         if self.enabled and self._printed:
             self.stream.write(self.line() + "\n")
             self.stream.flush()
+            self._printed = False  # once

@@ -70,13 +70,21 @@ def check_reachable(base_url: str, timeout: float) -> None:
 
 
 async def run_benchmark_async(
-    base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig, *, tuning: RunTuning | None = None
+    base_url: str,
+    model: str,
+    requests: Sequence[SampledRequest],
+    config: RunConfig,
+    *,
+    tuning: RunTuning | None = None,
+    clock_speed: float = 1.0,
 ) -> RunResult:
     """`run_benchmark` for callers that already run an event loop (no Ctrl-C handling)."""
     _check_arguments(base_url, requests, config)
     with _out_of_files_said(config):
         await asyncio.get_running_loop().run_in_executor(None, check_reachable, base_url, config.connect_timeout)
-        return await _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=False)
+        return await _run_benchmark(
+            base_url, model, requests, config, tuning or RunTuning(), install_sigint=False, clock_speed=clock_speed
+        )
 
 
 @contextmanager
@@ -100,6 +108,7 @@ async def _run_benchmark(
     config: RunConfig,
     tuning: RunTuning,
     install_sigint: bool,
+    clock_speed: float = 1.0,
 ) -> RunResult:
     base_url = server_root(base_url)
     measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
@@ -113,6 +122,7 @@ async def _run_benchmark(
     client = streaming_client(base_url, model, config)
     loop = asyncio.get_running_loop()
     pool: WorkerPool | None = None
+    progress: Progress | None = None
     async with client:
         run = Dispatcher(client, config, tuning)
 
@@ -152,6 +162,7 @@ async def _run_benchmark(
                     enabled=config.progress,
                     quiet_for=tuning.progress_quiet_seconds,
                     interval=tuning.progress_interval,
+                    clock_speed=clock_speed,
                 )
                 ticker = loop.create_task(_tick(progress))
                 probe = LagProbe(loop)
@@ -160,10 +171,12 @@ async def _run_benchmark(
                     pending, stop, start = await run.run(
                         [] if run.interrupted else measured, capped=True, progress=progress
                     )
+                except BaseException:
+                    progress.close()
+                    raise
                 finally:
                     client_lag = probe.stop()
                     ticker.cancel()
-                    progress.close()
                 records = []
             # Scraped before decoding, right after the last measured completion.
             metrics_after = await fetch_metrics_page(base_url) if metrics_before is not None else None
@@ -173,16 +186,20 @@ async def _run_benchmark(
                 signal.signal(sig, previous)
     records += [p.finish() for p in pending]
     ends = [r.end_time for r in records if r.end_time is not None]
+    duration = (max(ends) - start) if ends else 0.0
+    if progress is not None:  # its last line from the decoded records: what the result says
+        progress.close(records, duration)
     return RunResult(
         config=config.as_dict(),
         records=records,
-        duration=(max(ends) - start) if ends else 0.0,
+        duration=duration,
         attempted=len(records),
         stop_reason=stop,
         metrics_before=metrics_before,
         metrics_after=metrics_after,
         started_at=started_at,
         client_lag=client_lag,
+        clock_speed=clock_speed,
     )
 
 
@@ -206,11 +223,19 @@ def _check_arguments(base_url: str, requests: Sequence[SampledRequest], config: 
 
 
 def run_benchmark(
-    base_url: str, model: str, requests: Sequence[SampledRequest], config: RunConfig, *, tuning: RunTuning | None = None
+    base_url: str,
+    model: str,
+    requests: Sequence[SampledRequest],
+    config: RunConfig,
+    *,
+    tuning: RunTuning | None = None,
+    clock_speed: float = 1.0,
 ) -> RunResult:
     """Run `requests` against the server and return the measured result.
 
     `tuning` changes how the client works, never what it measures (default: `RunTuning()`).
+    `clock_speed`: how many times faster than real the server's clock runs (the
+    simulator's); the result's figures and the progress line are in real time.
     Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
     TooManyOpenFiles when the concurrency needs more file descriptors than allowed,
     ValueError for bad arguments. Ctrl-C returns a partial result, stop_reason="interrupted".
@@ -227,5 +252,7 @@ def run_benchmark(
     with _out_of_files_said(config):
         check_reachable(base_url, config.connect_timeout)
         return run_on_event_loop(
-            _run_benchmark(base_url, model, requests, config, tuning or RunTuning(), install_sigint=True)
+            _run_benchmark(
+                base_url, model, requests, config, tuning or RunTuning(), install_sigint=True, clock_speed=clock_speed
+            )
         )

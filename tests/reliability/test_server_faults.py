@@ -137,7 +137,7 @@ def test_too_few_file_descriptors_for_the_concurrency_fail_in_one_line_naming_th
         "/etc/security/limits.conf), or lower the concurrency"
     )
     assert "OSError" not in out and "Traceback" not in out and "load_verify_locations" not in out
-    assert "FAILED test_suite.py::test_wide - test_suite.py::test_wide" in out
+    assert "FAILED test_suite.py::test_wide - too many open files at concurrency 200" in out  # the reason, not the id
 
 
 def test_a_low_soft_limit_under_a_higher_hard_one_is_raised_for_the_run_and_says_so(project):

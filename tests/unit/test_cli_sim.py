@@ -74,16 +74,15 @@ def test_bench_against_mtp_sim_prints_and_saves_recomputable_figures(tmp_path, d
     prefill = sum(r.prompt_tokens for r in ok) / saved.duration
     assert all(r.completion_tokens == 24 for r in ok)  # usage, ignore of chunk counts
     assert any(len(r.chunk_times) < r.completion_tokens for r in ok)  # MTP: multi-token chunks
-    assert f"Decode tok/s: {decode:.2f}" in printed
-    assert f"Prefill tok/s: {prefill:.2f}" in printed
+    assert re.search(rf"^Output token throughput \(tok/s\): +{decode:.2f}$", printed, re.M), printed
+    assert re.search(rf"^Input token throughput \(tok/s\): +{prefill:.2f}$", printed, re.M)
     assert printed.count("Completed 12/12, 0 errors in ") == 1
     # Acceptance from the sim's /metrics counters, printed with a per-position breakdown.
-    m = re.search(
-        r"Acceptance: rate ([\d.]+)%, mean length ([\d.]+), per-position ([\d.]+) / ([\d.]+) / ([\d.]+)", printed
-    )
-    assert m, printed
+    rate = re.search(r"^Acceptance rate \(%\): +([\d.]+)$", printed, re.M)
+    positions = re.findall(r"^  Position (\d): +([\d.]+)$", printed, re.M)
+    assert rate and [p for p, _ in positions] == ["0", "1", "2"], printed
     spec = saved.spec_decode()
-    assert spec.ok and float(m[1]) == pytest.approx(spec.acceptance_rate * 100, abs=0.05)
+    assert spec.ok and float(rate[1]) == pytest.approx(spec.acceptance_rate * 100, abs=0.005)
     assert spec.acceptance_length == pytest.approx(1 + spec.accepted / spec.drafts)
     # what identifies the workload, for comparing two saved results
     assert saved.config["seed"] == 0 and saved.config["dataset"] == "sharegpt.json"
@@ -96,7 +95,7 @@ def test_bench_against_stats_disabled_sim_says_so(tmp_path, dataset, capsys):
         rc, out = bench(url, tmp_path, "--num-prompts", "4", "--approx-tokens")
     printed = capsys.readouterr().out
     assert rc == 0
-    assert "Acceptance: unknown" in printed and "--disable-log-stats" in printed
+    assert re.search(r"^Acceptance rate \(%\): +n/a", printed, re.M) and "--disable-log-stats" in printed
     assert RunResult.from_json(out.read_text()).summary().acceptance_rate is None
 
 

@@ -24,6 +24,7 @@ MTP = BASE.with_speculative({"method": "mtp", "num_speculative_tokens": 3})
 
 class FakeTarget:
     name = "sim"
+    starts_servers = True
 
     def __init__(self):
         self.events = []

@@ -21,7 +21,13 @@ from pytest_llmperf.servers.local_vllm import PREPARED_KEY, PREPARED_MODEL_IDS, 
 from pytest_llmperf.servers.owners import Owner, current_owner
 from pytest_llmperf.servers.sim_target import SimTarget
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.targets import LEFTOVER_CHECK_TIMEOUT, build_target, cleanup_leftover_containers, leftover_report
+from pytest_llmperf.targets import (
+    LEFTOVER_CHECK_TIMEOUT,
+    build_target,
+    cleanup_leftover_containers,
+    leftover_report,
+    sim_profile_lines,
+)
 
 
 def build(**options: Any) -> Any:
@@ -34,6 +40,17 @@ def test_sim_gets_the_speed_and_extra_args():
     assert isinstance(target, SimTarget)
     assert (target.name, target.speed, target.extra_args) == ("sim", 25.0, ("--sim-step-time-scale", "2"))
     assert target.ready_timeout == 90.0  # --llmperf-ready-timeout holds on every target
+
+
+def test_the_sim_header_names_each_servers_profile_generic_as_such():
+    fitted = ServerSpec(name="q27", model="Qwen/Qwen3.6-27B-FP8")
+    tiny = ServerSpec(name="tiny", model="org/tiny")
+    mtp = tiny.with_speculative({"method": "mtp", "num_speculative_tokens": 3}, name="tiny-mtp")
+    broken = ServerSpec(name="x", model="org/x", sim_args=("--sim-nonsense", "1"))  # its start says why
+    assert sim_profile_lines(LlmperfOptions(target="sim"), [fitted, tiny, mtp, tiny, broken]) == [
+        "simulator profile qwen3.6-27b-fp8: q27",
+        "simulator profile generic (no profile fitted to these models: a small generic engine): tiny, tiny-mtp",
+    ]
 
 
 def test_external_attaches_to_the_base_url():

@@ -28,13 +28,24 @@ def fake_session():
     )
     gate = GateRecord("t.py::test_a[8]", "m", 8, "baselines/sim/m.json", [REGRESSED], "fail", "table")
     options = SimpleNamespace(target="sim", profile="smoke", inconclusive="fail")
-    return SimpleNamespace(options=options, pool=SimpleNamespace(starts=["m"]), runs={"key": run}, gates=[gate])
+    return SimpleNamespace(
+        options=options, pool=SimpleNamespace(starts=["m"], attached=[]), runs={"key": run}, gates=[gate]
+    )
 
 
 def test_build_report_is_plain_json_with_the_existing_keys_and_the_counts_the_summary_needs():
     doc = build_report(fake_session())
     assert json.loads(json.dumps(doc)) == doc  # plain: survives JSON (and xdist's channel) unchanged
-    assert set(doc) == {"plugin_version", "target", "profile", "inconclusive", "servers_started", "runs", "verdicts"}
+    assert set(doc) == {
+        "plugin_version",
+        "target",
+        "profile",
+        "inconclusive",
+        "servers_started",
+        "servers_attached",
+        "runs",
+        "verdicts",
+    }
     (run,) = doc["runs"]
     assert set(run) >= {"server", "workload", "provenance", "summary", "samples", "notes", "published_reference"}
     assert run["server"]["name"] == "m" and run["server"]["env"] == {"HF_TOKEN": "***"}

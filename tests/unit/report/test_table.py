@@ -123,3 +123,17 @@ def test_server_table_without_published_figures_has_no_published_column():
     text = format_server_table("sim-base", [SummaryRow(1, OK_RATE)])
     assert "published" not in text
     assert "0.670" in text and "pass" in text
+
+
+def test_verdict_line_says_the_failing_verdicts_in_one_line():
+    from pytest_llmperf.report.table import verdict_line
+
+    assert verdict_line([REGRESSED]) == "decode_tok_s 407.9 -> 380.2 (-6.8%) regressed"
+    dropped = compare("acceptance_rate", 0.67, 0.40, ABS003, "higher")
+    assert verdict_line([REGRESSED, dropped]) == (
+        "decode_tok_s 407.9 -> 380.2 (-6.8%) regressed; acceptance_rate 0.670 -> 0.400 (-0.270) regressed"
+    )  # an absolute tolerance's move in its own terms
+    assert verdict_line([MISSING, NO_DATA]) == "mtp_speedup 1.426 missing-baseline; acceptance_length no-data"
+    invalid = [compare(m, 100.0, 50.0, REL5, "higher", invalid="20 of 64 failed") for m in ("a_x", "b_y")]
+    assert verdict_line(invalid) == "invalid run: 20 of 64 failed"  # once, not per metric
+    assert "\n" not in verdict_line([*invalid, REGRESSED])

@@ -14,6 +14,11 @@ def test_no_runs_says_so_after_the_servers_started():
     assert terminal_lines(document([], [], ["m"])) == ["servers started (one at a time): m", "no workload ran"]
 
 
+def test_an_endpoint_someone_else_runs_is_used_not_started():
+    doc = document([], [], [], servers_attached=["m"])
+    assert terminal_lines(doc) == ["servers used (run by someone else, none started here): m", "no workload ran"]
+
+
 def test_measured_table_counts_notes_and_published_reference():
     runs = [
         run_entry("m", 8, 407.9, published_reference={"decode_tok_s": 407.9}),

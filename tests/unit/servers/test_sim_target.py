@@ -25,6 +25,13 @@ SPEC = ServerSpec(
 )
 
 
+def test_the_profile_is_the_one_fitted_to_the_model_else_generic_else_the_one_named():
+    target = SimTarget()
+    assert target.profile_name(ServerSpec(name="q", model="Qwen/Qwen3.6-27B-FP8")) == "qwen3.6-27b-fp8"
+    assert target.profile_name(SPEC) == "generic"  # no profile fitted to Qwen3-0.6B
+    assert SimTarget(extra_args=("--sim-profile", "qwen3.6-27b-fp8")).profile_name(SPEC) == "qwen3.6-27b-fp8"
+
+
 def test_argv_is_the_specs_vllm_command_then_the_simulators_flags():
     target = SimTarget(speed=25.0, extra_args=["--sim-step-time-scale", "2"])
     argv = target.argv(SPEC)

@@ -4,6 +4,7 @@ import errno
 import io
 import json
 import math
+import re
 import socket
 import time
 from datetime import datetime
@@ -239,6 +240,20 @@ def test_progress_counts_failures_and_tokens_during_the_run(server, capsys):
     run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=2, warmup_requests=0, progress=True), tuning=often)
     err = capsys.readouterr().err.strip().splitlines()
     assert err and err[-1].startswith("llmperf: 6/6 done, 1 failed, ")
+
+
+def test_the_last_progress_line_agrees_with_the_result_on_failures_and_real_time_rate(server, capsys):
+    """A body that turns out broken (HTTP 200, bad JSON) looks fine while the run goes; the
+    last line counts the decoded records, as the result does, at the result's rate."""
+    reqs = [SampledRequest(i, "badjson n=10 dt=0.01" if i < 2 else "ok n=10 dt=0.01", 5, 9) for i in range(6)]
+    often = RunTuning(progress_quiet_seconds=0.0, progress_interval=0.05)
+    config = RunConfig(concurrency=2, warmup_requests=0, progress=True)
+    result = run_benchmark(server.base_url, "m", reqs, config, tuning=often, clock_speed=10.0)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert result.failed == 2 and result.clock_speed == 10.0
+    assert last.startswith("llmperf: 6/6 done, 2 failed, ") and last.endswith("(x10 clock, tok/s in real time)")
+    rate = float(re.search(r"failed, ([\d,]+) output tok/s", last)[1].replace(",", ""))
+    assert abs(rate - result.summary().decode_tok_s) <= 0.5
 
 
 def test_warmup_uses_prompts_beyond_the_measured_ones(server):

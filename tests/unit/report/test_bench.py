@@ -1,0 +1,62 @@
+"""`llmperf bench`'s block, laid out as `vllm bench serve` prints its result."""
+
+from pytest_llmperf.report.bench import serving_result
+from tests.unit.test_cli import seed_like_result
+
+
+def value(text, label):
+    """The value printed beside `label`, in vLLM's layout: the label padded to 40 columns."""
+    (line,) = [line for line in text.splitlines() if line.startswith(label)]
+    assert line[:41] == f"{label:<40} ", line
+    return line[41:]
+
+
+def test_the_block_has_vllms_labels_totals_and_mean_median_p90_p99_rows():
+    text = serving_result(seed_like_result())
+    lines = text.splitlines()
+    assert lines[0] == "Completed 2/500, 0 errors (hit the 300 s cap)"  # the seeds' line, why it stopped
+    assert lines[1] == "============ Serving Benchmark Result ============"
+    assert lines[-1] == "=" * 50
+    assert value(text, "Successful requests:") == "2" and value(text, "Failed requests:") == "0"
+    assert value(text, "Maximum request concurrency:") == "8"
+    assert value(text, "Benchmark duration (s):") == "20.00"
+    assert value(text, "Total input tokens:") == "500" and value(text, "Total generated tokens:") == "512"
+    assert value(text, "Output token throughput (tok/s):") == "25.60"  # 512 output tokens / 20 s: the decode figure
+    assert value(text, "Input token throughput (tok/s):") == "25.00"  # 500 prompt tokens / 20 s: the prefill one
+    assert value(text, "Median TPOT (ms):") == "67.00"  # median of 66 and 68
+    assert value(text, "Median TTFT (ms):") == "650.00"  # median of 600 and 700
+    for header in ("Time to First Token", "Time per Output Token (excl. 1st token)", "Inter-token Latency"):
+        assert f"{header:-^50}" in lines
+    for name in ("TTFT", "TPOT", "ITL", "E2EL"):
+        assert [
+            line.split(" (ms)")[0] for line in lines if line.endswith(tuple("0123456789")) and f" {name} " in line
+        ] == [f"{stat} {name}" for stat in ("Mean", "Median", "P90", "P99")]
+
+
+def test_the_speculative_lines_are_vllms():
+    text = serving_result(seed_like_result())
+    assert f"{'Speculative Decoding':-^50}" in text.splitlines()
+    assert value(text, "Acceptance rate (%):") == "67.00"  # 201 accepted of 300 drafted
+    assert value(text, "Acceptance length:") == "3.01"  # 1 + 201 / 100 drafts
+    assert (value(text, "Drafts:"), value(text, "Draft tokens:"), value(text, "Accepted tokens:")) == (
+        "100",
+        "300",
+        "201",
+    )
+    assert "Per-position acceptance (%):" in text
+    assert [value(text, f"  Position {i}:") for i in range(3)] == ["84.00", "66.00", "51.00"]
+
+
+def test_errors_and_why_acceptance_is_missing_follow_the_block():
+    text = serving_result(seed_like_result(stop_reason="completed", failed=1))
+    assert text.splitlines()[0] == "Completed 2/500, 1 errors in 20 s (no time cap hit)"
+    assert value(text, "Failed requests:") == "1"
+    assert text.splitlines()[-1] == "Error: HTTP 500: boom"
+
+    r = seed_like_result()
+    r.metrics_after = r.metrics_before  # counters frozen while 512 tokens were generated
+    text = serving_result(r)
+    assert value(text, "Acceptance rate (%):").startswith("n/a")
+    assert "512 tokens" in text and "--disable-log-stats" in text
+    r.metrics_before = r.metrics_after = "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 5\n"
+    assert "Speculative Decoding" not in serving_result(r)  # as vLLM: no section without speculation

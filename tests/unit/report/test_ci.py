@@ -1,0 +1,62 @@
+"""CI outputs: the GitHub step summary (Markdown verdict tables, appended) and a test's
+JUnit properties."""
+
+from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.metrics.registry import Tolerance
+from pytest_llmperf.report.ci import append_step_summary, junit_properties, summary_markdown
+from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
+
+OK_RATE = compare("acceptance_rate", 0.67, 0.66, Tolerance("absolute", 0.03), "higher")
+
+
+def doc():
+    gates = [
+        gate_entry("t::a", "m", 8, [REGRESSED, OK_RATE], outcome="fail"),
+        gate_entry("t::b", "n", 4, [IMPROVED]),
+        gate_entry("t::c", "m", 32, [], outcome="refused", message="baseline m.json: other workload\nDifferences: ..."),
+    ]
+    return document([run_entry("m", 8, 80.0), run_entry("n", 4, 130.0)], gates, ["m", "n"])
+
+
+def test_the_markdown_has_a_verdict_table_per_server_with_the_numbers():
+    text = summary_markdown(doc())
+    lines = text.splitlines()
+    assert lines[0] == "## llmperf: target sim, profile full"
+    assert "3 assertion(s), 2 failing; 2 run(s)" in lines
+    at = lines.index("### m")
+    assert lines[at + 2] == "| conc | metric | baseline | measured | change | noise | allowed | verdict |"
+    assert lines[at + 3] == "|---:|---|---:|---:|---:|---:|---:|---|"
+    assert lines[at + 4] == "| 8 | `decode_tok_s` | 100.0 | 80.0 | -20.0% (-20.0) | - | -5% | **regressed** |"
+    assert lines[at + 5].startswith("| 8 | `acceptance_rate` | 0.670 | 0.660 |") and lines[at + 5].endswith("| pass |")
+    assert "| 4 | `decode_tok_s` | 100.0 | 130.0 | +30.0% (+30.0) | - | -5% | improved |" in lines
+    assert "- `t::c` (refused): baseline m.json: other workload" in lines
+
+
+def test_the_step_summary_is_appended_only_where_github_says(tmp_path):
+    assert append_step_summary(doc(), {}) is None
+    path = tmp_path / "summary.md"
+    path.write_text("# earlier step\n")
+    assert append_step_summary(doc(), {"GITHUB_STEP_SUMMARY": str(path)}) == path
+    text = path.read_text()
+    assert text.startswith("# earlier step\n## llmperf:") and text.count("## llmperf:") == 1
+
+
+def test_junit_properties_name_each_runs_figures_and_each_gated_metric():
+    props = dict(
+        junit_properties(
+            [("m", 8, {"decode_tok_s": 80.04, "acceptance_rate": None, "ttft_ms_median": 40.0})],
+            [("m", 8, "fail", [REGRESSED, OK_RATE])],
+        )
+    )
+    assert props == {
+        "llmperf.m@8.decode_tok_s": "80.0",
+        "llmperf.m@8.ttft_ms_median": "40.0",
+        "llmperf.m@8.outcome": "fail",
+        "llmperf.m@8.decode_tok_s.verdict": "regressed",
+        "llmperf.m@8.decode_tok_s.baseline": "100.0",
+        "llmperf.m@8.decode_tok_s.change": "-20.0% (-20.0)",
+        "llmperf.m@8.acceptance_rate": "0.660",
+        "llmperf.m@8.acceptance_rate.verdict": "pass",
+        "llmperf.m@8.acceptance_rate.baseline": "0.670",
+        "llmperf.m@8.acceptance_rate.change": "-0.010 (-1.5%)",
+    }
