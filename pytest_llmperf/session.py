@@ -40,6 +40,7 @@ from pytest_llmperf.metrics.uncertainty import (
     request_rows,
 )
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
+from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table
 from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
@@ -104,6 +105,14 @@ class GateRecord:
     verdicts: list[Any] = field(default_factory=list)
     outcome: Outcome = Outcome.PASS
     message: str = ""
+    # The baseline entry judged against (None: none), for the reports' plots and blocks.
+    baseline_figures: dict[str, float] | None = None
+    baseline_provenance: dict[str, Any] | None = None
+    # Under a regressed or improved table (report/explain.py): the provenance changes, the
+    # split of the decode change, and the lines printed for both.
+    changes: list[str] = field(default_factory=list)
+    attribution: dict[str, Any] | None = None
+    explanation: list[str] = field(default_factory=list)
 
 
 def default_baseline_folder(kind: str, provenance: Mapping[str, Any]) -> str:
@@ -627,7 +636,19 @@ class PerfSession:
             (stalls(r.records, r.clock_speed) for r in runs),
             error_budget,
         )
-        record.message = format_verdict_table(verdicts, title=title, faults=None if invalid else faults)
+        if entry is not None:
+            record.baseline_figures = {name: m["value"] for name, m in entry["metrics"].items()}
+            record.baseline_provenance = dict(entry["provenance"])
+            if not invalid and any(v.status in (Status.REGRESSED, Status.IMPROVED) for v in verdicts):
+                lines, changes, attribution = explanation(
+                    entry["provenance"], run.provenance, record.baseline_figures, run.figures, run.server.is_speculative
+                )
+                record.explanation = lines
+                record.changes = [change.describe() for change in changes]
+                record.attribution = attribution.to_dict() if attribution is not None else None
+        record.message = format_verdict_table(
+            verdicts, title=title, faults=None if invalid else faults, explanation=record.explanation
+        )
         undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
         policy = self.options.inconclusive
         failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
