@@ -369,8 +369,20 @@ def test_a_sigterm_while_the_session_finishes_lets_it_write_the_report_then_exit
     report = project.path / "report.json"
     result = run(project, "-k", "test_base", "--llmperf-report", str(report))
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*llmperf summary*", f"full report: {report}"])
+    result.stdout.fnmatch_lines(["*llmperf summary*", f"full report: {report} (JSON only*"])
     assert [r["server"]["name"] for r in json.loads(report.read_text())["runs"]] == ["tiny"]
+
+
+def test_a_report_folder_holds_the_page_the_summary_the_json_and_the_plots(project):
+    record(project)
+    folder = project.path / "reports"
+    result = run(project, "-k", "test_base", "--llmperf-report", str(folder))
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines([f"report: {folder / 'report.html'} (with summary.md, report.json, * plots in plots/)"])
+    assert [r["server"]["name"] for r in json.loads((folder / "report.json").read_text())["runs"]] == ["tiny"]
+    assert "| tiny | 4 |" in (folder / "summary.md").read_text()
+    page = (folder / "report.html").read_text()
+    assert page.count("<svg") == len(list((folder / "plots").glob("*.svg"))) >= 2  # decode/TPOT, latency, timeline
 
 
 def test_help_lists_every_option(project):
