@@ -60,7 +60,8 @@ def test_the_report_opens_offline_without_errors_and_draws_something(tmp_path):
             page.goto(page_url, wait_until="load")
             page.wait_for_load_state("networkidle")
             assert page.title() == "pytest-llmperf report: sim"
-            boxes = [page.locator("figure svg").nth(i).bounding_box() for i in range(page.locator("figure svg").count())]
+            svgs = page.locator("figure svg")
+            boxes = [svgs.nth(i).bounding_box() for i in range(svgs.count())]
             assert len(boxes) == 6 and all(b is not None and b["width"] > 300 and b["height"] > 150 for b in boxes)
             assert page.locator("details.gate.fail[open] .explain").count() == 1
             png = page.screenshot(full_page=True)
