@@ -181,6 +181,19 @@ def test_slower_mtp_step_fails_the_speedup_test_while_base_passes(project, monke
     monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-step-time-scale 2.5")
     result = run(project, "-rA")
     result.stdout.fnmatch_lines(["*mtp_speedup*REGRESSED*"])
+    # Under the table: the one thing that moved, and decode's fall put on the steps.
+    result.stdout.fnmatch_lines(
+        [
+            "what changed since the baseline (recorded *): nothing but the simulator args: (none) -> "
+            "--sim-step-time-scale 2.5",
+            "why decode moved: -*% decode: *% from acceptance length, -*% from step time*",
+        ]
+    )
+    why = re.search(
+        r"why decode moved: -([0-9.]+)% decode: ([-+][0-9.]+)% from acceptance length, -([0-9.]+)% from step",
+        result.stdout.str(),
+    )
+    assert abs(float(why[2])) < 5 and abs(float(why[3]) - 60) < 8  # 1 / 2.5: steps 60 % fewer per second
     result.stdout.fnmatch_lines(["PASSED test_suite.py::test_base[[]4[]]*"])
     result.stdout.fnmatch_lines(["FAILED test_suite.py::test_speedup[[]4[]]*"])
 
