@@ -108,7 +108,7 @@ class GateRecord:
     # The baseline entry judged against (None: none), for the reports' plots and blocks.
     baseline_figures: dict[str, float] | None = None
     baseline_provenance: dict[str, Any] | None = None
-    # Under a regressed or improved table (report/explain.py): the provenance changes, the
+    # Under a failing or improved table (report/explain.py): the provenance changes, the
     # split of the decode change, and the lines printed for both.
     changes: list[str] = field(default_factory=list)
     attribution: dict[str, Any] | None = None
@@ -636,12 +636,17 @@ class PerfSession:
             (stalls(r.records, r.clock_speed) for r in runs),
             error_budget,
         )
+        undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
+        policy = self.options.inconclusive
+        failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
         if entry is not None:
             record.baseline_figures = {name: m["value"] for name, m in entry["metrics"].items()}
             record.baseline_provenance = dict(entry["provenance"])
-            if not invalid and any(v.status in (Status.REGRESSED, Status.IMPROVED) for v in verdicts):
+            if failing or any(v.status == Status.IMPROVED for v in verdicts):
+                # An invalid run's figures explain nothing; what changed may (a new image that crashes).
+                speculative = run.server.is_speculative and not invalid
                 lines, changes, attribution = explanation(
-                    entry["provenance"], run.provenance, record.baseline_figures, run.figures, run.server.is_speculative
+                    entry["provenance"], run.provenance, record.baseline_figures, run.figures, speculative
                 )
                 record.explanation = lines
                 record.changes = [change.describe() for change in changes]
@@ -649,9 +654,6 @@ class PerfSession:
         record.message = format_verdict_table(
             verdicts, title=title, faults=None if invalid else faults, explanation=record.explanation
         )
-        undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
-        policy = self.options.inconclusive
-        failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
         if failing:
             record.outcome = Outcome.FAIL
             raise PerfFailure(record.message)

@@ -21,7 +21,7 @@ Shape (keys of the JSON report; tools read them, so they are only ever added to)
                                        message, verdicts (Verdict fields),
                                        baseline_figures (metric -> the entry's value) and
                                        baseline_provenance (None without an entry), and
-                                       under a regressed/improved table (report/explain.py)
+                                       under a failing/improved table (report/explain.py)
                                        changes, attribution, explanation (its lines)
     workers, lost_workers              merged documents only: the xdist workers that
                                        reported, those that went down without a report;
