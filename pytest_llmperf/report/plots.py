@@ -130,8 +130,9 @@ def plot_decode_and_tpot(doc: Doc, model: str, runs: list[Doc]) -> Plot | None:
     figure.suptitle(model)
     name = f"decode_tpot_{_slug(model)}"
     caption = (
-        "Measured medians per concurrency (solid), the baseline (dashed) with its noise band (the verdict's "
-        "interval half-width at the rule's confidence) and the published figures (stars: report-only)."
+        "Measured medians per concurrency (solid), the baseline (hollow squares, dashed) with its noise band (error "
+        "bars: the verdict's interval half-width at the rule's confidence) and the published figures (stars: "
+        "report-only)."
     )
     return Plot(name, f"Decode tok/s and TPOT vs concurrency: {model}", caption, _svg(figure, name))
 
