@@ -11,6 +11,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
@@ -134,7 +135,8 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-report",),
         "str",
         None,
-        "write the full JSON report (results with raw records, verdicts, provenance) here",
+        "write the report into this folder: report.html (plots inline), summary.md, report.json (results with "
+        "raw records, verdicts, provenance) and plots/; a path ending in .json writes the JSON alone",
     ),
     Option(
         "llmperf_repetitions",
@@ -404,11 +406,34 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         # Silently dropped otherwise: a container, an external server or a real vLLM takes no --sim-* flags.
         where = "--llmperf-sim-args" if sources["llmperf_sim_args"] == "cli" else "ini option 'llmperf_sim_args'"
         raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {_NO_SIM_ARGS[target]}")
+    if values["llmperf_report"] is not None:
+        _check_report(values["llmperf_report"], sources["llmperf_report"])
     # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
     # the per-target booleans are folded into `target` above.
     names = {f.name for f in fields(LlmperfOptions)}
     settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
     return LlmperfOptions(**{**settings, "target": target, "base_url": base_url, "sources": sources})
+
+
+# Paths that name one file of the report folder rather than the folder.
+REPORT_FILE_SUFFIXES = (".html", ".htm", ".md")
+
+
+def _check_report(path: str, source: str) -> None:
+    """--llmperf-report is a folder, or a path ending in .json for the JSON document alone."""
+    where = "--llmperf-report" if source == "cli" else "ini option 'llmperf_report'"
+    report = Path(path)
+    alone = "a path ending in .json writes the JSON document alone"
+    if report.suffix.lower() in REPORT_FILE_SUFFIXES:
+        raise OptionError(
+            f"{where}: {path!r} names a file, but the report is a folder: {report.with_suffix('')} would hold "
+            f"report.html, summary.md, report.json and plots/; give a folder ({alone})"
+        )
+    if report.suffix.lower() != ".json" and report.exists() and not report.is_dir():
+        raise OptionError(
+            f"{where}: {path!r} is a file, not a folder; give a folder for report.html, summary.md and plots "
+            f"(or {alone})"
+        )
 
 
 _NO_SIM_ARGS = {

@@ -38,6 +38,7 @@ DATASET_KEY = pytest.StashKey["Any"]()
 # llmperf_tolerances, parsed once at configure.
 INI_TOLERANCES_KEY: pytest.StashKey[dict[str, Tolerance]] = pytest.StashKey()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
+REPORT_FILES_KEY = pytest.StashKey[str]()  # --llmperf-report: the line saying what was written where
 # xdist controller: worker id -> the report document it sent (None: went down without one).
 WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
 WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
@@ -576,9 +577,9 @@ def _finish(session: pytest.Session) -> None:
     config.stash[REPORT_KEY] = document
     report_path = config.stash[OPTIONS_KEY].report
     if report_path and document is not None:
-        from pytest_llmperf.report.json_report import write_report
+        from pytest_llmperf.report.folder import write_report_files
 
-        write_report(document, Path(report_path))
+        config.stash[REPORT_FILES_KEY] = write_report_files(document, Path(report_path)).describe()
     if document is not None:  # once per session: here, never on an xdist worker
         from pytest_llmperf.report.ci import append_step_summary
 
@@ -614,5 +615,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     for line in terminal_lines(document):
         terminalreporter.write_line(line)
-    if options.report:
-        terminalreporter.write_line(f"full report: {options.report}")
+    written = config.stash.get(REPORT_FILES_KEY, None)
+    if written:
+        terminalreporter.write_line(written)

@@ -41,6 +41,7 @@ from pytest_llmperf.metrics.uncertainty import (
     request_rows,
 )
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
+from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
@@ -110,6 +111,14 @@ class GateRecord:
     verdicts: list[Any] = field(default_factory=list)
     outcome: Outcome = Outcome.PASS
     message: str = ""
+    # The baseline entry judged against (None: none), for the reports' plots and blocks.
+    baseline_figures: dict[str, float] | None = None
+    baseline_provenance: dict[str, Any] | None = None
+    # Under a failing or improved table (report/explain.py): the provenance changes, the
+    # split of the decode change, and the lines printed for both.
+    changes: list[str] = field(default_factory=list)
+    attribution: dict[str, Any] | None = None
+    explanation: list[str] = field(default_factory=list)
 
 
 def default_baseline_folder(kind: str, provenance: Mapping[str, Any]) -> str:
@@ -659,13 +668,27 @@ class PerfSession:
             (stalls(r.records, r.clock_speed) for r in runs),
             error_budget,
         )
-        record.message = format_verdict_table(verdicts, title=title, faults=None if invalid else faults)
         undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
         spent = [note for note in run.notes if note.startswith("auto repetitions stopped")]
         if undecided and spent:
             record.message += f"\n{spent[0]}"
         policy = self.options.inconclusive
         failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
+        if entry is not None:
+            record.baseline_figures = {name: m["value"] for name, m in entry["metrics"].items()}
+            record.baseline_provenance = dict(entry["provenance"])
+            if failing or any(v.status == Status.IMPROVED for v in verdicts):
+                # An invalid run's figures explain nothing; what changed may (a new image that crashes).
+                speculative = run.server.is_speculative and not invalid
+                lines, changes, attribution = explanation(
+                    entry["provenance"], run.provenance, record.baseline_figures, run.figures, speculative
+                )
+                record.explanation = lines
+                record.changes = [change.describe() for change in changes]
+                record.attribution = attribution.to_dict() if attribution is not None else None
+        record.message = format_verdict_table(
+            verdicts, title=title, faults=None if invalid else faults, explanation=record.explanation
+        )
         if failing:
             record.outcome = Outcome.FAIL
             raise PerfFailure(record.message, headline=verdict_line(failing))

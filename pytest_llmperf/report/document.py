@@ -20,7 +20,11 @@ Shape (keys of the JSON report; tools read them, so they are only ever added to)
                                        server_death (None, or "server died after N of M
                                        requests: ..."), server_log (its last lines)
     verdicts[]                         test, server, concurrency, baseline, outcome,
-                                       message, verdicts (Verdict fields)
+                                       message, verdicts (Verdict fields),
+                                       baseline_figures (metric -> the entry's value) and
+                                       baseline_provenance (None without an entry), and
+                                       under a failing/improved table (report/explain.py)
+                                       changes, attribution, explanation (its lines)
     workers, lost_workers              merged documents only: the xdist workers that
                                        reported, those that went down without a report;
                                        each run and verdict then names its `worker`
@@ -70,6 +74,11 @@ def build_report(perf: Any) -> dict[str, Any]:
                     "outcome": gate.outcome,
                     "message": gate.message,
                     "verdicts": gate.verdicts,
+                    "baseline_figures": gate.baseline_figures,
+                    "baseline_provenance": gate.baseline_provenance,
+                    "changes": gate.changes,
+                    "attribution": gate.attribution,
+                    "explanation": gate.explanation,
                 }
                 for gate in perf.gates
             ],

@@ -162,11 +162,11 @@ def _hints(verdicts: Iterable[Verdict], faults: str | None = None) -> list[str]:
     return [f"  - {h}" for h in dict.fromkeys(seen)]
 
 
-_COLUMNS = ["metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
+COLUMNS = ["metric", "baseline", "measured", "change", "noise", "allowed", "verdict"]
 
 
-def _cells(v: Verdict) -> list[str]:
-    """One verdict as the cells of _COLUMNS."""
+def verdict_cells(v: Verdict) -> list[str]:
+    """One verdict as the cells of COLUMNS (the text tables and the HTML report's)."""
     return [
         v.metric,
         format_value(v.metric, v.baseline),
@@ -178,15 +178,23 @@ def _cells(v: Verdict) -> list[str]:
     ]
 
 
-def format_verdict_table(verdicts: Sequence[Verdict], title: str | None = None, faults: str | None = None) -> str:
-    """metric | baseline | measured | change | noise | allowed | verdict, then counts and hints.
+def format_verdict_table(
+    verdicts: Sequence[Verdict],
+    title: str | None = None,
+    faults: str | None = None,
+    explanation: Sequence[str] = (),
+) -> str:
+    """metric | baseline | measured | change | noise | allowed | verdict, then counts, the
+    explanation (report/explain.py: what changed since the baseline, why decode moved)
+    and hints.
 
     noise: the half-width of the change's interval at the rule's confidence; `faults`:
     failures within the error budget and stalls the run had (metrics/failures.py)."""
     lines = [title] if title else []
-    lines += render_columns(_COLUMNS, [_cells(v) for v in verdicts], right={1, 2, 3, 4, 5})
+    lines += render_columns(COLUMNS, [verdict_cells(v) for v in verdicts], right={1, 2, 3, 4, 5})
     if verdicts:
         lines.append(f"({_counts(verdicts)})")
+    lines += explanation
     hints = _hints(verdicts, faults)
     if hints:
         lines += ["hints:", *hints]
@@ -201,13 +209,13 @@ def format_server_table(server: str, rows: Iterable[SummaryRow]) -> str:
     """
     items = sorted(rows, key=lambda r: r.concurrency)  # stable: metric order kept
     with_published = any(r.published is not None for r in items)
-    header = ["conc", *_COLUMNS]
+    header = ["conc", *COLUMNS]
     if with_published:
         header.append(PUBLISHED_HEADER)
     table = []
     previous = None
     for r in items:
-        cells = ["" if r.concurrency == previous else str(r.concurrency), *_cells(r.verdict)]
+        cells = ["" if r.concurrency == previous else str(r.concurrency), *verdict_cells(r.verdict)]
         if with_published:
             cells.append(format_value(r.verdict.metric, r.published))
         table.append(cells)

@@ -37,7 +37,7 @@ def _concurrency(run: Doc) -> int:
     return concurrency
 
 
-def _completed(run: Doc) -> str:
+def completed_text(run: Doc) -> str:
     text = f"{run['completed']}/{run['attempted']}"
     reasons = set(run.get("stop_reasons", ()))
     if "max_seconds" in reasons:
@@ -57,7 +57,7 @@ def measured_table(runs: list[Doc]) -> list[str]:
             [
                 _name(run),
                 str(_concurrency(run)),
-                _completed(run),
+                completed_text(run),
                 *(format_value(m, figures.get(m)) for _, m in FIGURES),
             ]
         )

@@ -161,3 +161,15 @@ def test_server_patterns_are_split_on_commas_and_an_empty_list_is_refused():
     assert resolve().servers == ()
     with pytest.raises(OptionError, match=r"--llmperf-servers: expected server name patterns, comma-separated"):
         resolve(cli={"llmperf_servers": " , "})
+
+
+def test_the_report_is_a_folder_or_a_json_file_and_a_page_path_is_refused_with_the_folder_to_give(tmp_path):
+    assert resolve(cli={"llmperf_report": str(tmp_path / "reports")}).report == str(tmp_path / "reports")
+    assert resolve(cli={"llmperf_report": "out/report.json"}).report == "out/report.json"  # the JSON alone
+    with pytest.raises(OptionError) as err:
+        resolve(cli={"llmperf_report": "out/report.html"})
+    assert str(err.value).startswith("--llmperf-report: 'out/report.html' names a file, but the report is a folder")
+    assert "out/report would hold report.html, summary.md, report.json and plots/" in str(err.value)
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(OptionError, match=r"^ini option 'llmperf_report': .*notes\.txt' is a file, not a folder"):
+        resolve(ini={"llmperf_report": str(tmp_path / "notes.txt")})

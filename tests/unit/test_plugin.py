@@ -181,6 +181,19 @@ def test_slower_mtp_step_fails_the_speedup_test_while_base_passes(project, monke
     monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-step-time-scale 2.5")
     result = run(project, "-rA")
     result.stdout.fnmatch_lines(["*mtp_speedup*REGRESSED*"])
+    # Under the table: the one thing that moved, and decode's fall put on the steps.
+    result.stdout.fnmatch_lines(
+        [
+            "what changed since the baseline (recorded *): nothing but the simulator args: (none) -> "
+            "--sim-step-time-scale 2.5",
+            "why decode moved: -*% decode: *% from acceptance length, -*% from step time*",
+        ]
+    )
+    why = re.search(
+        r"why decode moved: -([0-9.]+)% decode: ([-+][0-9.]+)% from acceptance length, -([0-9.]+)% from step",
+        result.stdout.str(),
+    )
+    assert abs(float(why[2])) < 5 and abs(float(why[3]) - 60) < 8  # 1 / 2.5: steps 60 % fewer per second
     result.stdout.fnmatch_lines(["PASSED test_suite.py::test_base[[]4[]]*"])
     result.stdout.fnmatch_lines(["FAILED test_suite.py::test_speedup[[]4[]]*"])
 
@@ -287,7 +300,7 @@ def test_xdist_workers_send_their_runs_to_the_controller_for_one_summary_and_one
     for name, concurrency in runs:
         assert re.search(rf"^{re.escape(name)}\s+{concurrency}\s+\d+/\d+", summary, re.M), (name, concurrency)
     result.stdout.fnmatch_lines(["*baselines recorded (review and commit them)*", "*other @ 2: recorded*"])
-    assert step_summary.read_text().count("## llmperf:") == 1  # the controller's, once
+    assert step_summary.read_text().count("# pytest-llmperf report") == 1  # the controller's, once
 
 
 def test_the_controller_keeps_each_workers_document_and_remembers_a_worker_lost_without_one():
@@ -352,8 +365,20 @@ def test_a_sigterm_while_the_session_finishes_lets_it_write_the_report_then_exit
     report = project.path / "report.json"
     result = run(project, "-k", "test_base", "--llmperf-report", str(report))
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*llmperf summary*", f"full report: {report}"])
+    result.stdout.fnmatch_lines(["*llmperf summary*", f"full report: {report} (JSON only*"])
     assert [r["server"]["name"] for r in json.loads(report.read_text())["runs"]] == ["tiny"]
+
+
+def test_a_report_folder_holds_the_page_the_summary_the_json_and_the_plots(project):
+    record(project)
+    folder = project.path / "reports"
+    result = run(project, "-k", "test_base", "--llmperf-report", str(folder))
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines([f"report: {folder / 'report.html'} (with summary.md, report.json, * plots in plots/)"])
+    assert [r["server"]["name"] for r in json.loads((folder / "report.json").read_text())["runs"]] == ["tiny"]
+    assert "| tiny | 4 |" in (folder / "summary.md").read_text()
+    page = (folder / "report.html").read_text()
+    assert page.count("<svg") == len(list((folder / "plots").glob("*.svg"))) >= 2  # decode/TPOT, latency, timeline
 
 
 def test_help_lists_every_option(project):

@@ -110,7 +110,7 @@ def test_in_ci_a_failing_test_reads_as_its_verdict_in_the_short_summary_junit_an
     assert "REGRESSED" in case.find("failure").text  # the table stays the body
 
     text = step_summary.read_text()
-    assert text.startswith("earlier step\n") and text.count("## llmperf: target sim") == 1
+    assert text.startswith("earlier step\n") and text.count("# pytest-llmperf report") == 1
     assert re.search(r"^\| 4 \| `acceptance_rate` \| .* \| \*\*regressed\*\* \|$", text, re.M), text
 
 

@@ -26,14 +26,15 @@ class FakeTarget:
     name = "sim"
     starts_servers = True
 
-    def __init__(self):
+    def __init__(self, vllm_version="0.32.0"):
         self.events = []
+        self.vllm_version = vllm_version
 
     @contextmanager
     def start(self, spec):
         self.events.append(("start", spec.name))
         try:
-            yield Endpoint("http://127.0.0.1:1", spec.model_id, "sim", {"vllm_version": "0.32.0"})
+            yield Endpoint("http://127.0.0.1:1", spec.model_id, "sim", {"vllm_version": self.vllm_version})
         finally:
             self.events.append(("stop", spec.name))
 
@@ -58,10 +59,10 @@ def make_result(decode_tok_s, n=4, tokens=100):
     return RunResult(config={}, records=records, duration=duration, attempted=n, stop_reason="completed")
 
 
-def make_session(tmp_path, speeds, **cli):
+def make_session(tmp_path, speeds, vllm_version="0.32.0", **cli):
     cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}  # one run per speed given
     options = resolve_options(lambda d: cli.get(d), lambda n: "")
-    target = FakeTarget()
+    target = FakeTarget(vllm_version)
     perf = PerfSession(options, target, tmp_path)
     perf._requests_for = lambda endpoint, workload: []
     perf.server_down = lambda endpoint: None  # the fake server lives through every fault
@@ -128,6 +129,27 @@ def test_regression_fails_with_a_table_and_improvement_passes_with_a_hint(tmp_pa
 
     loose, _, _ = make_session(tmp_path, [90.0])
     loose.bind(loose.run(BASE, workload), "t", {"decode_tok_s": "15%"}).assert_no_regression("decode_tok_s")
+
+
+def test_a_regressed_table_says_what_changed_since_the_baseline_a_passing_one_does_not(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+
+    nightly, _, _ = make_session(tmp_path, [90.0], vllm_version="0.33.0")
+    with pytest.raises(PerfFailure) as failure:
+        nightly.bind(nightly.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    lines = str(failure.value).splitlines()
+    (block,) = [line for line in lines if line.startswith("what changed since the baseline")]
+    assert block.endswith("nothing but the vLLM version: 0.32.0 -> 0.33.0")
+    assert lines.index(block) < lines.index("hints:")  # under the table, before the hints
+    gate = nightly.gates[-1]
+    assert gate.changes == ["vLLM version: 0.32.0 -> 0.33.0"] and gate.attribution is None  # a base server
+    assert gate.baseline_figures["decode_tok_s"] == 100.0
+
+    same, _, _ = make_session(tmp_path, [99.0], vllm_version="0.33.0")
+    same.bind(same.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert same.gates[-1].explanation == [] and "what changed" not in same.gates[-1].message
 
 
 def test_baseline_from_another_workload_is_refused_naming_the_difference(tmp_path):

@@ -1,9 +1,10 @@
-"""CI outputs: the GitHub step summary (Markdown verdict tables, appended) and a test's
+"""CI outputs: the GitHub step summary (the report's Markdown, appended) and a test's
 JUnit properties."""
 
 from pytest_llmperf.baselines.compare import compare
 from pytest_llmperf.metrics.registry import Tolerance
-from pytest_llmperf.report.ci import append_step_summary, junit_properties, summary_markdown
+from pytest_llmperf.report.ci import PLOTS_NOTE, append_step_summary, junit_properties
+from pytest_llmperf.report.markdown import markdown_summary
 from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
 
 OK_RATE = compare("acceptance_rate", 0.67, 0.66, Tolerance("absolute", 0.03), "higher")
@@ -18,27 +19,15 @@ def doc():
     return document([run_entry("m", 8, 80.0), run_entry("n", 4, 130.0)], gates, ["m", "n"])
 
 
-def test_the_markdown_has_a_verdict_table_per_server_with_the_numbers():
-    text = summary_markdown(doc())
-    lines = text.splitlines()
-    assert lines[0] == "## llmperf: target sim, profile full"
-    assert "3 assertion(s), 2 failing; 2 run(s)" in lines
-    at = lines.index("### m")
-    assert lines[at + 2] == "| conc | metric | baseline | measured | change | noise | allowed | verdict |"
-    assert lines[at + 3] == "|---:|---|---:|---:|---:|---:|---:|---|"
-    assert lines[at + 4] == "| 8 | `decode_tok_s` | 100.0 | 80.0 | -20.0% (-20.0) | - | -5% | **regressed** |"
-    assert lines[at + 5].startswith("| 8 | `acceptance_rate` | 0.670 | 0.660 |") and lines[at + 5].endswith("| pass |")
-    assert "| 4 | `decode_tok_s` | 100.0 | 130.0 | +30.0% (+30.0) | - | -5% | improved |" in lines
-    assert "- `t::c` (refused): baseline m.json: other workload" in lines
-
-
 def test_the_step_summary_is_appended_only_where_github_says(tmp_path):
     assert append_step_summary(doc(), {}) is None
     path = tmp_path / "summary.md"
     path.write_text("# earlier step\n")
     assert append_step_summary(doc(), {"GITHUB_STEP_SUMMARY": str(path)}) == path
     text = path.read_text()
-    assert text.startswith("# earlier step\n## llmperf:") and text.count("## llmperf:") == 1
+    # the report's Markdown summary (summary.md's, tested in test_markdown.py), once
+    assert text == "# earlier step\n" + markdown_summary(doc(), plots_note=PLOTS_NOTE) + "\n"
+    assert text.count("# pytest-llmperf report") == 1 and "| decode_tok_s |" in text.replace("`", "")
 
 
 def test_junit_properties_name_each_runs_figures_and_each_gated_metric():

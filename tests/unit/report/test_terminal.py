@@ -30,7 +30,7 @@ def test_measured_table_counts_notes_and_published_reference():
     assert lines[0] == "servers started (one at a time): m, m-mtp"
     text = "\n".join(lines)
     assert lines[2].startswith("server ") and "decode tok/s" in lines[2] and "accept len" in lines[2]
-    assert lines[4].split() == ["m", "8", "4/4", "407.9", "-", "40.0", "-", "-", "-"]
+    assert lines[4].split() == ["m", "8", "4/4", "407.9", "-", "-", "40.0", "-", "-", "-"]
     assert "  published (ref only)" in text
     assert "118/500 (time cap), 2 failed" in text
     assert "note: m-mtp @ 8: spec-decode counters did not move" in lines

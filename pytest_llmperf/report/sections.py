@@ -1,0 +1,160 @@
+"""The report's content as rows of text, for the Markdown (markdown.py) and HTML (html.py)
+renderings alike: the verdicts per test, the measured figures, the provenance.
+
+Cells are the terminal's (table.verdict_cells, terminal.FIGURES), so a number reads the
+same in the terminal, summary.md and report.html.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.baselines.compare import Status
+from pytest_llmperf.metrics.registry import format_value
+from pytest_llmperf.report.document import verdict_from_dict
+from pytest_llmperf.report.series import concurrency_of, server_name
+from pytest_llmperf.report.table import COLUMNS, PUBLISHED_HEADER, verdict_cells
+from pytest_llmperf.report.terminal import FIGURES, completed_text
+
+Doc = Mapping[str, Any]
+
+# Provenance shown per server, in this order: (row label, key; dotted for nested).
+PROVENANCE = (
+    ("image", "image"),
+    ("image digest", "image_digest"),
+    ("image id", "image_id"),
+    ("vLLM version", "vllm_version"),
+    ("GPU", "gpu_name"),
+    ("GPU count", "gpu_count"),
+    ("GPU driver", "gpu_driver"),
+    ("peak GPU memory (MiB)", "peak_gpu_memory_mib"),
+    ("dataset", "dataset.path"),
+    ("dataset sha256", "dataset.sha256"),
+    ("plugin version", "plugin_version"),
+    ("git commit", "git_commit"),
+    ("target", "target"),
+    ("simulator clock speed", "clock_speed"),
+    ("simulator args", "sim_args"),
+    ("max_model_len", "max_model_len"),
+    ("server args", "server.args"),
+    ("speculative config", "server.speculative_config"),
+    ("measured at", "date"),
+)
+
+
+@dataclass
+class GateSection:
+    """One test's assertion: its verdict table, or the one line of a recorded/refused gate."""
+
+    title: str  # "qwen3.6-27b-fp8-mtp @ 8: tests/perf/...::test_mtp[8]"
+    outcome: str  # pass, warn, fail, recorded, refused
+    statuses: list[str] = field(default_factory=list)  # per row, for styling
+    rows: list[list[str]] = field(default_factory=list)
+    explanation: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    message: str = ""  # recorded/refused: what the session said
+
+    @property
+    def noteworthy(self) -> bool:
+        """Failing or improved: shown first, open."""
+        return self.outcome == "fail" or Status.IMPROVED in self.statuses
+
+
+def gate_sections(doc: Doc) -> list[GateSection]:
+    """Every gate, failing ones first (then improved, then the rest), in session order otherwise."""
+    sections = []
+    for gate in doc.get("verdicts", []):
+        section = GateSection(f"{gate['server']} @ {gate['concurrency']}: {gate['test']}", str(gate["outcome"]))
+        if gate["outcome"] in ("recorded", "refused"):
+            section.message = str(gate.get("message", ""))
+        for data in gate.get("verdicts", []):
+            verdict = verdict_from_dict(data)
+            section.statuses.append(str(verdict.status))
+            section.rows.append(verdict_cells(verdict))
+            if verdict.status in (Status.INVALID, Status.NO_DATA, Status.INCONCLUSIVE) and verdict.hint:
+                section.hints.append(verdict.hint)
+        section.explanation = list(gate.get("explanation") or [])
+        sections.append(section)
+    rank = {True: 0, False: 1}
+    return sorted(sections, key=lambda s: (rank[s.outcome == "fail"], rank[s.noteworthy]))
+
+
+VERDICT_HEADER = list(COLUMNS)
+
+
+def outcome_counts(doc: Doc) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for gate in doc.get("verdicts", []):
+        counts[str(gate["outcome"])] = counts.get(str(gate["outcome"]), 0) + 1
+    return counts
+
+
+def measured_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
+    """server | conc | completed | the seeds' headline figures; a published row under a run that has one."""
+    header = ["server", "conc", "completed", *(h for h, _ in FIGURES)]
+    rows = []
+    for run in doc.get("runs", []):
+        figures = run.get("summary", {})
+        rows.append(
+            [
+                server_name(run),
+                str(concurrency_of(run)),
+                completed_text(run),
+                *(format_value(m, figures.get(m)) for _, m in FIGURES),
+            ]
+        )
+        published = run.get("published_reference", {})
+        if any(published.get(m) is not None for _, m in FIGURES):
+            rows.append([f"  {PUBLISHED_HEADER}", "", "", *(format_value(m, published.get(m)) for _, m in FIGURES)])
+    return header, rows
+
+
+def _get(provenance: Mapping[str, Any], key: str) -> Any:
+    value: Any = provenance
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _text(value: Any) -> str:
+    if value is None or value == [] or value == {}:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def provenance_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
+    """One column per server (its first run's provenance), a row per PROVENANCE key any
+    server has: whatever the results carry."""
+    servers: dict[str, Mapping[str, Any]] = {}
+    for run in doc.get("runs", []):
+        provenance = {**run.get("provenance", {}), "server": run.get("server", {})}
+        servers.setdefault(server_name(run), provenance)
+    header = ["", *servers]
+    rows = []
+    for label, key in PROVENANCE:
+        cells = [_text(_get(p, key)) for p in servers.values()]
+        if key == "dataset.sha256":
+            cells = [c[:16] for c in cells]
+        if any(cells):
+            rows.append([label, *cells])
+    return header, rows
+
+
+def notes(doc: Doc) -> list[str]:
+    lines = []
+    for run in doc.get("runs", []):
+        where = f"{server_name(run)} @ {concurrency_of(run)}"
+        lines += [f"{where}: {note}" for note in [*([run["server_death"]] if run.get("server_death") else [])]]
+        lines += [f"{where}: {note}" for note in run.get("notes", [])]
+    lines += [
+        f"xdist worker {w} went down without reporting: its runs are missing" for w in doc.get("lost_workers") or []
+    ]
+    return lines

@@ -1,0 +1,77 @@
+"""report.html in a real headless browser: Debian's Chromium driven by Playwright (its
+`executable_path`, so no browser is downloaded). The page loads with no console error
+and no network request, every plot is laid out, and the screenshot is not blank.
+
+No Chromium or no Playwright: skips with the reason, except under
+LLMPERF_REQUIRE_BROWSER=1 (CI, after .ci/setup_browser.sh), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+
+import pytest
+
+from pytest_llmperf.report.folder import write_report_files
+from tests.unit.report.sample import sample_document
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+REQUIRED = os.environ.get("LLMPERF_REQUIRE_BROWSER") == "1"
+
+
+def chromium_or_skip() -> str:
+    path = os.environ.get("LLMPERF_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    reason = None
+    if path is None:
+        reason = "no Chromium on PATH; run .ci/setup_browser.sh (apt-get install -y chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        reason = "Playwright for Python is not installed (pip install -e '.[dev]')"
+    if reason:
+        if REQUIRED:
+            pytest.fail(f"LLMPERF_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    assert path is not None
+    return path
+
+
+def test_the_report_opens_offline_without_errors_and_draws_something(tmp_path):
+    chromium = chromium_or_skip()
+    pytest.importorskip("matplotlib")
+    import matplotlib.image
+    from playwright.sync_api import sync_playwright
+
+    files = write_report_files(sample_document(), tmp_path / "report")
+    assert files.html is not None and len(files.plots) == 6
+    page_url = files.html.resolve().as_uri()
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--disable-gpu", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_url, wait_until="load")
+            page.wait_for_load_state("networkidle")
+            assert page.title() == "pytest-llmperf report: sim"
+            svgs = page.locator("figure svg")
+            boxes = [svgs.nth(i).bounding_box() for i in range(svgs.count())]
+            assert len(boxes) == 6 and all(b is not None and b["width"] > 300 and b["height"] > 150 for b in boxes)
+            assert page.locator("details.gate.fail[open] .explain").count() == 1
+            png = page.screenshot(full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert [url for url in requests if url != page_url] == []  # nothing but the page itself
+    (tmp_path / "report.png").write_bytes(png)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 50_000
+    pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
+    assert pixels.shape[1] == 1200 and pixels.shape[0] > 2000  # the whole page: tables and six plots
+    ink = (pixels[..., :3].mean(axis=2) < 0.9).mean()  # share of pixels that are not (near) white
+    assert 0.02 < ink < 0.6

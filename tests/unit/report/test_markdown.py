@@ -1,0 +1,41 @@
+"""summary.md from a known result set: its rows and numbers."""
+
+from pytest_llmperf.report.markdown import markdown_summary
+from tests.unit.report.sample import REGRESSION_EXPLAINED, sample_document
+
+
+def test_the_outcome_line_then_failing_tables_first_with_their_explanation():
+    text = markdown_summary(sample_document(), ["plots/a.svg"])
+    lines = text.splitlines()
+    assert lines[0] == "# pytest-llmperf report"
+    assert lines[2] == "target **sim**, profile `smoke`, plugin 0.1.0: 2 fail, 1 pass"
+    headings = [line for line in lines if line.startswith("### ")]
+    assert headings == [
+        "### FAIL: qwen3.6-27b-fp8-mtp @ 8: tests/perf/test_seed.py::test_mtp[8]",
+        "### FAIL: qwen3.6-27b-fp8-mtp @ 8: tests/perf/test_seed.py::test_speedup[8]",
+        "### pass: qwen3.6-27b-fp8 @ 1: tests/perf/test_seed.py::test_base[1]",
+    ]
+    assert "| decode_tok_s | 99.0 | 86.0 | -13.1% (-13.0) | +/-2.5% | -5% | **regressed** |" in lines
+    assert "| acceptance_rate | 0.670 | 0.660 | -0.010 (-1.5%) | +/-0.008 | -0.03 | pass |" in lines
+    assert "| mtp_speedup | 1.600 | 1.430 | -10.6% (-0.170) | +/-4.1% | -5% | **regressed** |" in lines
+    table_end = lines.index("| acceptance_rate | 0.670 | 0.660 | -0.010 (-1.5%) | +/-0.008 | -0.03 | pass |")
+    assert lines[table_end + 2 : table_end + 4] == [f"> {line}  " for line in REGRESSION_EXPLAINED]
+
+
+def test_measured_rows_with_the_published_figures_provenance_and_plot_links():
+    lines = markdown_summary(sample_document(), ["plots/a.svg"]).splitlines()
+    assert "| qwen3.6-27b-fp8-mtp | 8 | 16/16 | 86.0 | - | 90.3 | 400.0 | 75.0 | 0.660 | 2.98 |" in lines
+    assert "|   published (ref only) |  |  | 98.0 | - | - | - | 66.3 | - | - |" in lines
+    assert "| vLLM version | 0.33.0 | 0.33.0 |" in lines
+    assert "| image digest | sha256:1111 | sha256:1111 |" in lines
+    assert "| dataset sha256 | 99af0276a84059ec | 99af0276a84059ec |" in lines
+    assert "| git commit | 5545e68 | 5545e68 |" in lines
+    assert "- [plots/a.svg](plots/a.svg)" in lines
+
+
+def test_without_plots_it_says_how_to_get_them_and_pipes_in_cells_are_escaped():
+    doc = sample_document()
+    doc["runs"][0]["server"]["name"] = "a|b"
+    text = markdown_summary(doc, [], "plots need matplotlib: pip install 'pytest-llmperf[report]'")
+    assert text.rstrip().endswith("plots need matplotlib: pip install 'pytest-llmperf[report]'")
+    assert "| a\\|b | 1 | 16/16 |" in text
