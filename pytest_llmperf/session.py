@@ -248,6 +248,7 @@ class PerfSession:
         self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
         self.run_count = 0  # workloads actually executed (cache misses)
         self.added_seconds = 0.0  # wall time auto repetitions added (server starts and runs)
+        self.clock: Callable[[], float] = time.perf_counter  # what added_seconds is measured with
         self.gates: list[GateRecord] = []
         self._dataset: Any = dataset  # the loaded ShareGPTFile (check_before_start's), else loaded on first use
         self.token_count_source = ""
@@ -376,7 +377,7 @@ class PerfSession:
             if note not in measured.notes:
                 measured.notes.append(note)
             return False
-        started = time.perf_counter()
+        started = self.clock()
         self.log(
             f"{measured.server.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
             f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
@@ -386,7 +387,7 @@ class PerfSession:
         try:
             self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
         finally:
-            self.added_seconds += time.perf_counter() - started
+            self.added_seconds += self.clock() - started
         self._stop_if_interrupted(measured)
         return True
 
@@ -669,9 +670,6 @@ class PerfSession:
             error_budget,
         )
         undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
-        spent = [note for note in run.notes if note.startswith("auto repetitions stopped")]
-        if undecided and spent:
-            record.message += f"\n{spent[0]}"
         policy = self.options.inconclusive
         failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
         if entry is not None:
@@ -689,6 +687,9 @@ class PerfSession:
         record.message = format_verdict_table(
             verdicts, title=title, faults=None if invalid else faults, explanation=record.explanation
         )
+        spent = [note for note in run.notes if note.startswith("auto repetitions stopped")]
+        if undecided and spent:
+            record.message += f"\n{spent[0]}"
         if failing:
             record.outcome = Outcome.FAIL
             raise PerfFailure(record.message, headline=verdict_line(failing))

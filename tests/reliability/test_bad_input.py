@@ -96,7 +96,10 @@ def test_a_bad_concurrency_parameter_is_a_usage_error_at_collection(project, con
 @pytest.mark.parametrize(
     "tolerances, message",
     [
-        ('{"decode_toks": "3%"}', "llmperf tolerances: unknown metric 'decode_toks'; did you mean decode_tok_s?"),
+        (
+            '{"decode_toks": "3%"}',
+            "llmperf tolerances: unknown metric 'decode_toks'; did you mean decode_tok_s, steady_decode_tok_s?",
+        ),
         ('{"decode_tok_s": "5 percent"}', "tolerance for decode_tok_s: invalid tolerance '5 percent'; accepted forms"),
         ('{"decode_tok_s": 0.05}', "tolerance for decode_tok_s: tolerance must be a string, got 0.05"),
         (

@@ -111,7 +111,8 @@ def test_in_ci_a_failing_test_reads_as_its_verdict_in_the_short_summary_junit_an
 
     text = step_summary.read_text()
     assert text.startswith("earlier step\n") and text.count("# pytest-llmperf report") == 1
-    assert re.search(r"^\| 4 \| `acceptance_rate` \| .* \| \*\*regressed\*\* \|$", text, re.M), text
+    assert "### FAIL: tiny-mtp @ 4: test_suite.py::test_mtp[4]" in text
+    assert re.search(r"^\| acceptance_rate \| .* \| \*\*regressed\*\* \|$", text, re.M), text
 
 
 def test_pytest_benchmark_shows_its_table_only_when_asked_and_gets_the_runs_then(project):

@@ -3,7 +3,6 @@
 import json
 from contextlib import contextmanager
 from dataclasses import replace
-from unittest import mock
 
 import pytest
 
@@ -449,9 +448,9 @@ def test_auto_repetitions_stop_when_the_sessions_time_budget_is_spent(tmp_path):
     )
     stuck._verdicts = lambda *args: [replace(INCONCLUSIVE, more_data=1.5)]
     clock = iter([1000.0, 1100.0])  # the first added repetition takes 100 s of the 90 s budget
-    with mock.patch("pytest_llmperf.session.time.perf_counter", lambda: next(clock)):
-        with pytest.warns(UserWarning, match="inconclusive"):
-            stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    stuck.clock = lambda: next(clock)
+    with pytest.warns(UserWarning, match="inconclusive"):
+        stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2  # one added within the budget; none after (4 would be allowed otherwise)
     assert stuck.added_seconds == pytest.approx(100.0)
     assert "auto repetitions stopped: the session's --llmperf-repetition-budget (90 s) is spent (100 s added)" in (
