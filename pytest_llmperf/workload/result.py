@@ -44,6 +44,9 @@ class RunResult:
     # The measuring client's event-loop lag in the window (dispatch.LagProbe: probes,
     # mean_s, p99_s, max_s; wall-clock seconds); None where not probed (worker processes).
     client_lag: dict[str, float] | None = None
+    # The warm-up before the window (warmup_record: requests, completed, failed,
+    # output_tokens, duration on the records' clock); None without one.
+    warmup: dict[str, float] | None = None
 
     @property
     def partial(self) -> bool:
@@ -88,6 +91,10 @@ class RunResult:
         median = statistics.median(gaps)
         return self.client_lag["mean_s"] / median if median > 0 else None
 
+    def warmup_figures(self) -> dict[str, float | None] | None:
+        """The warm-up's own figures in real time (warmup_figures), None without one."""
+        return warmup_figures(self.warmup, self.clock_speed)
+
     def summary(self) -> Summary:
         """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
@@ -117,6 +124,8 @@ class RunResult:
             "spec_decode": self.spec_decode().to_dict(),
             "engine_lag": self.engine_lag(),  # the simulator's; recomputed from the pages
             "client_lag": self.client_lag,
+            "warmup": self.warmup,
+            "warmup_figures": self.warmup_figures(),  # recomputed from warmup
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -158,6 +167,7 @@ class RunResult:
             provenance=dict(d.get("provenance") or {}),
             clock_speed=_clock_speed(d.get("clock_speed", 1.0)),
             client_lag=d.get("client_lag"),
+            warmup=d.get("warmup"),
         )
 
     @classmethod
@@ -167,6 +177,44 @@ class RunResult:
         except json.JSONDecodeError as exc:
             raise ValueError(f"run result is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
+
+
+def warmup_record(records: list[RequestRecord], start: float) -> dict[str, float]:
+    """A warm-up's raw figures (its records are not kept): requests, completed, failed,
+    output_tokens, duration (first dispatch to last end, on the records' clock)."""
+    ends = [r.end_time for r in records if r.end_time is not None]
+    done = [r for r in records if r.ok]
+    return {
+        "requests": len(records),
+        "completed": len(done),
+        "failed": len(records) - len(done),
+        "output_tokens": sum(r.completion_tokens or 0 for r in done),
+        "duration": max(ends) - start if ends else 0.0,
+    }
+
+
+def warmup_figures(raw: dict[str, float] | None, clock_speed: float = 1.0) -> dict[str, float | None] | None:
+    """`raw` (warmup_record's) in real time: requests, completed, failed, duration_s and
+    output_tok_s, so a cold start reads beside the measured decode tok/s."""
+    if not raw:
+        return None
+    duration = float(raw.get("duration", 0.0)) * clock_speed
+    tokens = float(raw.get("output_tokens", 0))
+    return {
+        "requests": raw.get("requests"),
+        "completed": raw.get("completed"),
+        "failed": raw.get("failed"),
+        "duration_s": duration,
+        "output_tok_s": tokens / duration if duration > 0 else None,
+    }
+
+
+def describe_warmup(figures: dict[str, Any]) -> str:
+    """A warm-up's figures in words: "64 requests in 12.3 s, 310.2 output tok/s"."""
+    tok_s = figures.get("output_tok_s")
+    failed = f", {figures['failed']} failed" if figures.get("failed") else ""
+    rate = f", {tok_s:.1f} output tok/s" if tok_s else ""
+    return f"{figures.get('requests')} requests in {figures.get('duration_s') or 0:.1f} s{rate}{failed}"
 
 
 def _clock_speed(value: Any) -> float:

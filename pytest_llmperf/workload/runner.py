@@ -30,7 +30,7 @@ from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, LagProb
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
-from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.result import RunResult, warmup_record
 from pytest_llmperf.workload.schedule import arrival_offsets
 from pytest_llmperf.workload.workers import WorkerPool
 
@@ -42,6 +42,8 @@ __all__ = [
     "check_reachable",
     "run_benchmark",
     "run_benchmark_async",
+    "run_warmup",
+    "warmup_prompts",
 ]
 
 
@@ -93,6 +95,41 @@ def _out_of_files_said(config: RunConfig) -> Iterator[None]:
     raise TooManyOpenFiles(message) from None  # no OSError traceback from deep in asyncio under it
 
 
+def warmup_prompts(requests: Sequence[SampledRequest], measured: int, count: int) -> list[SampledRequest]:
+    """`count` warm-up prompts: those beyond the first `measured` (so a prefix cache does not
+    make measured prompts faster), cycled; the measured ones only when there are no others."""
+    spare = requests[measured:] or requests
+    return [spare[i % len(spare)] for i in range(count)] if spare else []
+
+
+async def _warm_up(run: Dispatcher, prompts: Sequence[SampledRequest]) -> dict[str, float] | None:
+    """Send `prompts` at the run's concurrency, uncapped; their figures, not their records."""
+    if not prompts:
+        return None
+    pending, _, start = await run.run(prompts, capped=False)
+    return warmup_record([p.finish() for p in pending], start)
+
+
+def run_warmup(
+    base_url: str, model: str, prompts: Sequence[SampledRequest], config: RunConfig
+) -> dict[str, float] | None:
+    """A warm-up on its own (a freshly started server's, before its first run): `prompts`
+    sent at `config.concurrency`, nothing measured; its figures (result.warmup_record).
+    Raises as run_benchmark does; Ctrl-C raises KeyboardInterrupt (there is nothing to keep)."""
+    if not prompts:
+        return None
+    _check_arguments(base_url, prompts, config)
+    base_url = server_root(base_url)
+
+    async def warm() -> dict[str, float] | None:
+        async with streaming_client(base_url, model, config) as client:
+            return await _warm_up(Dispatcher(client, config), prompts)
+
+    with _out_of_files_said(config):
+        check_reachable(base_url, config.connect_timeout)
+        return run_on_event_loop(warm())
+
+
 async def _run_benchmark(
     base_url: str,
     model: str,
@@ -103,13 +140,7 @@ async def _run_benchmark(
 ) -> RunResult:
     base_url = server_root(base_url)
     measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
-    # Warm-up prompts come from beyond the measured ones when the list has them, so a
-    # prefix cache does not make measured prompts faster; else the list is reused.
-    spare = requests[len(measured) :]
-    warmup = [
-        spare[i] if i < len(spare) else requests[(i - len(spare)) % len(requests)]
-        for i in range(config.warmup_requests)
-    ]
+    warmup = warmup_prompts(requests, len(measured), config.warmup_requests)
     client = streaming_client(base_url, model, config)
     loop = asyncio.get_running_loop()
     pool: WorkerPool | None = None
@@ -133,8 +164,7 @@ async def _run_benchmark(
                 handled[sig] = signal.getsignal(sig)
                 loop.add_signal_handler(sig, on_signal, reason)
         try:
-            if warmup:
-                await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
+            warmed = await _warm_up(run, warmup)  # its figures only: warm-up is not measured
             if not run.interrupted and config.workers == 1:
                 # send times exclude connecting; so must TTFT: connect before measuring
                 await client.open_connections(config.concurrency)
@@ -183,6 +213,7 @@ async def _run_benchmark(
         metrics_after=metrics_after,
         started_at=started_at,
         client_lag=client_lag,
+        warmup=warmed,
     )
 
 

@@ -13,7 +13,14 @@ import pytest
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.runner import RunConfig, RunTuning, ServerUnreachable, TooManyOpenFiles, run_benchmark
+from pytest_llmperf.workload.runner import (
+    RunConfig,
+    RunTuning,
+    ServerUnreachable,
+    TooManyOpenFiles,
+    run_benchmark,
+    warmup_prompts,
+)
 from pytest_llmperf.workload.schedule import arrival_offsets
 from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests
 
@@ -244,9 +251,35 @@ def test_warmup_uses_prompts_beyond_the_measured_ones(server):
     reqs = [SampledRequest(i, f"ok n=2 id={i}", 5, 2) for i in range(6)]
     res = run_benchmark(server.base_url, "m", reqs, RunConfig(num_prompts=4, warmup_requests=3, progress=False))
     sent = [r["prompt"] for r in server.requests]
-    assert sent[:3] == ["ok n=2 id=4", "ok n=2 id=5", "ok n=2 id=0"]  # spare ones first, then reuse
+    assert sent[:3] == ["ok n=2 id=4", "ok n=2 id=5", "ok n=2 id=4"]  # spare ones, cycled: never a measured one
     assert sorted(sent[3:]) == [f"ok n=2 id={i}" for i in range(4)]
     assert [r.index for r in res.records] == [0, 1, 2, 3]
+    # its own figures are kept (not its records): 3 requests of 2 tokens each
+    assert res.warmup is not None
+    assert {k: res.warmup[k] for k in ("requests", "completed", "failed", "output_tokens")} == {
+        "requests": 3,
+        "completed": 3,
+        "failed": 0,
+        "output_tokens": 6,
+    }
+    figures = res.warmup_figures()
+    assert figures is not None and figures["duration_s"] > 0
+    assert figures["output_tok_s"] == pytest.approx(6 / figures["duration_s"])
+
+
+def test_warmup_prompts_reuse_the_measured_ones_only_when_there_are_no_others():
+    reqs = [SampledRequest(i, f"p{i}", 5, 2) for i in range(3)]
+    assert [r.index for r in warmup_prompts(reqs, 3, 4)] == [0, 1, 2, 0]
+    assert [r.index for r in warmup_prompts(reqs, 2, 3)] == [2, 2, 2]
+    assert warmup_prompts(reqs, 2, 0) == [] and warmup_prompts([], 0, 2) == []
+
+
+def test_no_warmup_has_no_figures(server):
+    res = run_benchmark(
+        server.base_url, "m", scripted_requests("ok n=2", 2), RunConfig(warmup_requests=0, progress=False)
+    )
+    assert res.warmup is None and res.warmup_figures() is None
+    assert res.to_dict()["warmup_figures"] is None
 
 
 def test_more_prompts_asked_than_given_is_an_error():
