@@ -75,6 +75,15 @@ def format_report(result: RunResult) -> str:
     warmed = result.warmup_figures()
     if warmed:
         lines.append(f"Warm-up (not measured): {describe_warmup(warmed)}")
+    reached = result.concurrency_reached()
+    if reached is not None:
+        lines.append(
+            f"Running on the server: peak {reached.peak:g}, mean {reached.mean:.1f} of concurrency "
+            f"{reached.concurrency} ({reached.samples} samples)"
+        )
+        short = reached.shortfall()
+        if short:
+            lines.append(f"Warning: {short}")
     lines += [f"Note: {n}" for n in s.notes]
     if s.spec_note and s.spec_status != NOT_SPECULATIVE:  # that one is said on the Acceptance line
         lines.append(f"Note: {s.spec_note}")

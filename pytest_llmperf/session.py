@@ -536,7 +536,8 @@ class PerfSession:
     @staticmethod
     def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
         """Why `run` cannot be judged, or None: its server died, failures beyond the budget,
-        nothing completed, or the client or the simulator fell behind."""
+        nothing completed, the client or the simulator fell behind, or the server never ran
+        the run's concurrency (metrics/concurrency.py)."""
         broken = combine(failures(r.records, r.attempted) for r in run.results)
         if run.server_death:
             reason = f"{run.server_death}; {broken.describe()}; the figures of a broken run judge nothing"
@@ -565,6 +566,11 @@ class PerfSession:
                 f"{MAX_ENGINE_LAG:.0%}): the host was too busy for its clock speed x{run.results[0].clock_speed:g}; "
                 "free the cores or lower --llmperf-sim-speed"
             )
+        for result in run.results:  # a server without the running gauge is not checked
+            reached = result.concurrency_reached()
+            short = reached.shortfall() if reached is not None else None
+            if short:
+                return short
         return None
 
     def gate(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmperf.metrics.records import RequestRecord
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_llmperf.metrics.concurrency import Reached
     from pytest_llmperf.metrics.prometheus import SpecDecodeStats
     from pytest_llmperf.metrics.summary import Summary
 
@@ -47,6 +48,9 @@ class RunResult:
     # The warm-up before the window (warmup_record: requests, completed, failed,
     # output_tokens, duration on the records' clock); None without one.
     warmup: dict[str, float] | None = None
+    # The server's running and waiting requests through the window (server_probe.py:
+    # [seconds, client in flight, running, waiting]); None where not sampled.
+    running: list[list[float | None]] | None = None
 
     @property
     def partial(self) -> bool:
@@ -95,6 +99,13 @@ class RunResult:
         """The warm-up's own figures in real time (warmup_figures), None without one."""
         return warmup_figures(self.warmup, self.clock_speed)
 
+    def concurrency_reached(self) -> Reached | None:
+        """What the server's running gauge showed against the run's concurrency
+        (metrics/concurrency.py); None where it was not sampled."""
+        from pytest_llmperf.metrics.concurrency import reached
+
+        return reached(self.running, int(self.config.get("concurrency") or 1), self.attempted)
+
     def summary(self) -> Summary:
         """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
@@ -126,6 +137,8 @@ class RunResult:
             "client_lag": self.client_lag,
             "warmup": self.warmup,
             "warmup_figures": self.warmup_figures(),  # recomputed from warmup
+            "running": self.running,
+            "concurrency_reached": reached.to_dict() if (reached := self.concurrency_reached()) else None,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -168,6 +181,7 @@ class RunResult:
             clock_speed=_clock_speed(d.get("clock_speed", 1.0)),
             client_lag=d.get("client_lag"),
             warmup=d.get("warmup"),
+            running=d.get("running"),
         )
 
     @classmethod

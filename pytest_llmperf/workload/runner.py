@@ -32,6 +32,7 @@ from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult, warmup_record
 from pytest_llmperf.workload.schedule import arrival_offsets
+from pytest_llmperf.workload.server_probe import RunningProbe
 from pytest_llmperf.workload.workers import WorkerPool
 
 __all__ = [
@@ -169,32 +170,41 @@ async def _run_benchmark(
                 # send times exclude connecting; so must TTFT: connect before measuring
                 await client.open_connections(config.concurrency)
             metrics_before = None if run.interrupted else await fetch_metrics_page(base_url)
+            # The server's running requests through the window, where it has /metrics.
+            running = None
+            if metrics_before is not None:
+                running = RunningProbe(base_url, (lambda: run.in_flight) if config.workers == 1 else None)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            if config.workers > 1 and not run.interrupted:
-                offsets = arrival_offsets(len(measured), config.request_rate, config.burstiness, config.seed)
-                pool = WorkerPool(base_url, model, config, measured, offsets, tuning)
-                records, stop, start = await pool.run()
-                pending: list[PendingRecord] = []
-                client_lag = None  # each worker has its own loop; not probed
-            else:
-                progress = Progress(
-                    len(measured),
-                    enabled=config.progress,
-                    quiet_for=tuning.progress_quiet_seconds,
-                    interval=tuning.progress_interval,
-                )
-                ticker = loop.create_task(_tick(progress))
-                probe = LagProbe(loop)
-                probe.start()
-                try:
-                    pending, stop, start = await run.run(
-                        [] if run.interrupted else measured, capped=True, progress=progress
+            if running is not None:
+                running.start()
+            try:
+                if config.workers > 1 and not run.interrupted:
+                    offsets = arrival_offsets(len(measured), config.request_rate, config.burstiness, config.seed)
+                    pool = WorkerPool(base_url, model, config, measured, offsets, tuning)
+                    records, stop, start = await pool.run()
+                    pending: list[PendingRecord] = []
+                    client_lag = None  # each worker has its own loop; not probed
+                else:
+                    progress = Progress(
+                        len(measured),
+                        enabled=config.progress,
+                        quiet_for=tuning.progress_quiet_seconds,
+                        interval=tuning.progress_interval,
                     )
-                finally:
-                    client_lag = probe.stop()
-                    ticker.cancel()
-                    progress.close()
-                records = []
+                    ticker = loop.create_task(_tick(progress))
+                    probe = LagProbe(loop)
+                    probe.start()
+                    try:
+                        pending, stop, start = await run.run(
+                            [] if run.interrupted else measured, capped=True, progress=progress
+                        )
+                    finally:
+                        client_lag = probe.stop()
+                        ticker.cancel()
+                        progress.close()
+                    records = []
+            finally:
+                samples = await running.stop() if running is not None else None
             # Scraped before decoding, right after the last measured completion.
             metrics_after = await fetch_metrics_page(base_url) if metrics_before is not None else None
         finally:
@@ -214,6 +224,7 @@ async def _run_benchmark(
         started_at=started_at,
         client_lag=client_lag,
         warmup=warmed,
+        running=samples,
     )
 
 

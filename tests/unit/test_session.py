@@ -749,3 +749,35 @@ def test_server_warmup_zero_sends_nothing(tmp_path):
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_server_warmup="0")
     perf._send_warmup = lambda *args: pytest.fail("no server warm-up was asked for")
     assert perf.run(BASE, resolve_workload({"num_prompts": 4}, 8)).server_warmup is None
+
+
+def capped_result(decode_tok_s, peak, waiting):
+    """A run whose server ran at most `peak` requests at once, `waiting` queued."""
+    result = make_result(decode_tok_s, n=32)
+    result.config = {"concurrency": 8}
+    result.running = [[0.5 * i, 8, peak, waiting] for i in range(1, 5)]
+    return result
+
+
+def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_recorded(tmp_path):
+    workload = resolve_workload({"num_prompts": 32}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+
+    capped, _, _ = make_session(tmp_path, [200.0])
+    capped._execute = lambda endpoint, requests, workload, speed: capped_result(200.0, peak=4, waiting=4)
+    with pytest.raises(PerfFailure) as failure:
+        capped.bind(capped.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    message = str(failure.value)
+    assert "INVALID RUN" in message
+    assert "at most 4 requests running at once" in message and "--max-num-seqs >= 8" in message
+
+    recorder, _, _ = make_session(tmp_path, [200.0], llmperf_update_baselines=True)
+    recorder._execute = lambda endpoint, requests, workload, speed: capped_result(200.0, peak=4, waiting=4)
+    with pytest.raises(PerfFailure, match="not recorded: invalid run: the server never ran the run's concurrency"):
+        recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+
+    full, _, _ = make_session(tmp_path, [100.0])
+    full._execute = lambda endpoint, requests, workload, speed: capped_result(100.0, peak=8, waiting=0)
+    full.bind(full.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert full.gates[-1].outcome == "pass"

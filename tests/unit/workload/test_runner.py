@@ -394,3 +394,22 @@ def test_running_out_in_the_metrics_scrape_reads_the_same(server, monkeypatch):
     monkeypatch.setattr(runner, "fetch_metrics_page", scrape)
     with pytest.raises(TooManyOpenFiles, match=r"at concurrency 2 .*`ulimit -n \d+`"):
         run_benchmark(server.base_url, "m", scripted_requests("ok n=2", 2), RunConfig(concurrency=2, progress=False))
+
+
+def test_the_servers_running_gauge_is_sampled_through_the_window(server):
+    server.metrics = 'vllm:num_requests_running{engine="0"} 2.0\nvllm:num_requests_waiting{engine="0"} 1.0\n'
+    reqs = scripted_requests("ok n=70 dt=0.01", 2)  # each stream ~0.7 s: at least one poll at 0.5 s
+    res = run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=2, warmup_requests=0, progress=False))
+    assert res.running, "no sample"
+    seconds, in_flight, running, waiting = res.running[0]
+    assert seconds >= 0.5 and (in_flight, running, waiting) == (2, 2.0, 1.0)
+    reached = res.concurrency_reached()
+    assert reached is not None and (reached.peak, reached.target, reached.shortfall()) == (2.0, 2, None)
+    assert RunResult.from_json(res.to_json()).running == res.running
+
+
+def test_a_server_without_the_running_gauge_is_not_sampled(server):
+    res = run_benchmark(
+        server.base_url, "m", scripted_requests("ok n=70 dt=0.01", 2), RunConfig(concurrency=2, progress=False)
+    )
+    assert res.running is None and res.concurrency_reached() is None
