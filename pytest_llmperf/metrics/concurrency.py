@@ -57,24 +57,28 @@ class Reached:
     sent: int  # requests sent in the measured window
     target: int  # min(concurrency, sent): what a run of few prompts can reach at most
     required: int  # the peak below which the run is invalid
+    # Samples taken while the client had `required` requests in flight (or did not say):
+    # without one, and with none waiting, a low peak may be only the run's tail.
+    loaded: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def shortfall(self) -> str | None:
         """Why the run cannot be judged at its concurrency, with what to do; None when the
-        peak reached `required`."""
-        if self.peak >= self.required:
+        peak reached `required`, or nothing shows it could have: no request waited on the
+        server and no sample caught the client with `required` in flight."""
+        if self.peak >= self.required or not (self.peak_waiting or self.loaded):
             return None
         of = (
             f"concurrency {self.concurrency}"
             if self.target == self.concurrency
-            else f"the {self.sent} requests sent (fewer than concurrency {self.concurrency})"
+            else f"the {self.sent} requests sent, fewer than the concurrency {self.concurrency}"
         )
         reason = (
             f"the server never ran the run's concurrency: at most {self.peak:g} requests running at once "
-            f"(mean {self.mean:.1f}, {self.samples} samples of {RUNNING}), below {self.required} "
-            f"({MIN_RUNNING_SHARE:.0%} of {of})"
+            f"(mean {self.mean:.1f}, {self.samples} samples of {RUNNING}), below {self.required}, "
+            f"{MIN_RUNNING_SHARE:.0%} of {of}"
         )
         if self.peak_waiting:
             return reason + (
@@ -102,6 +106,7 @@ def reached(samples: Sequence[Sample] | None, concurrency: int, sent: int) -> Re
         return None
     waiting = [float(s[3]) for s in samples if s[3] is not None]
     target = min(concurrency, sent)
+    required = max(1, math.floor(MIN_RUNNING_SHARE * target))
     return Reached(
         samples=len(running),
         peak=max(running),
@@ -110,5 +115,6 @@ def reached(samples: Sequence[Sample] | None, concurrency: int, sent: int) -> Re
         concurrency=concurrency,
         sent=sent,
         target=target,
-        required=max(1, math.floor(MIN_RUNNING_SHARE * target)),
+        required=required,
+        loaded=sum(1 for s in samples if s[2] is not None and (s[1] is None or s[1] >= required)),
     )

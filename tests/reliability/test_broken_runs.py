@@ -87,8 +87,8 @@ def test_a_server_that_runs_fewer_than_the_concurrency_is_invalid_and_says_max_n
     result.stdout.fnmatch_lines(
         [
             "*tiny @ concurrency 8: not recorded: invalid run: the server never ran the run's concurrency: "
-            "at most 2 requests running at once (mean *, * samples of vllm:num_requests_running), below 7 "
-            "(90% of concurrency 8); up to * waited on the server meanwhile: it admits about 2 at a time "
+            "at most 2 requests running at once (mean *, * samples of vllm:num_requests_running), below 7, "
+            "90% of concurrency 8; up to * waited on the server meanwhile: it admits about 2 at a time "
             "(its --max-num-seqs, or the KV cache's room): start it with --max-num-seqs >= 8*",
         ]
     )

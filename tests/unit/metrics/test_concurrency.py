@@ -19,7 +19,7 @@ def test_gauge_total_sums_engines_and_ignores_other_names():
     assert gauge_total(f'{RUNNING}{{a="b"}} NaN\n', RUNNING) is None
 
 
-def samples(*running, waiting=None, in_flight=None):
+def samples(*running, waiting=None, in_flight=None):  # in_flight None: the client did not say
     return [[0.5 * (i + 1), in_flight, r, waiting] for i, r in enumerate(running)]
 
 
@@ -48,7 +48,7 @@ def test_a_server_that_queues_says_max_num_seqs_and_what_to_do():
     message = reached(samples(8, 8, 8, waiting=24), 32, 128).shortfall()
     assert message == (
         "the server never ran the run's concurrency: at most 8 requests running at once (mean 8.0, 3 samples "
-        "of vllm:num_requests_running), below 28 (90% of concurrency 32); up to 24 waited on the server "
+        "of vllm:num_requests_running), below 28, 90% of concurrency 32; up to 24 waited on the server "
         "meanwhile: it admits about 8 at a time (its --max-num-seqs, or the KV cache's room): start it with "
         "--max-num-seqs >= 32 (and the memory for it), or test at concurrency 8 or less"
     )
@@ -63,7 +63,7 @@ def test_fewer_prompts_than_concurrency_are_judged_against_what_was_sent():
     ok = reached(samples(9, 10), 32, 10)
     assert ok is not None and (ok.target, ok.required, ok.shortfall()) == (10, 9, None)
     message = reached(samples(4, 4, waiting=6), 32, 10).shortfall()
-    assert "below 9 (90% of the 10 requests sent (fewer than concurrency 32))" in message
+    assert "below 9, 90% of the 10 requests sent, fewer than the concurrency 32;" in message
     assert "--max-num-seqs >= 10" in message
 
 
@@ -73,6 +73,16 @@ def test_nothing_to_judge_without_samples_or_with_a_gauge_that_never_moved():
     assert reached(samples(5), 8, 0) is None
     # --disable-log-stats: the gauge stays 0 while requests are answered; it tells nothing
     assert reached(samples(0, 0, 0, waiting=0), 8, 20) is None
+
+
+def test_a_low_peak_with_nothing_waiting_is_judged_only_where_the_client_had_the_requests_in_flight():
+    # the client had 32 in flight at the sample, nothing waited, 20 ran: they did not arrive together
+    assert "none waited" in reached(samples(20, waiting=0, in_flight=32), 32, 128).shortfall()
+    # every sample fell in the run's tail (the client had fewer than 28 left): a low peak shows nothing
+    tail = reached(samples(20, 12, waiting=0, in_flight=20), 32, 128)
+    assert tail is not None and (tail.peak, tail.loaded, tail.shortfall()) == (20, 0, None)
+    # requests waited on the server: capped, whatever the client had in flight
+    assert "--max-num-seqs >= 32" in reached(samples(8, waiting=4, in_flight=12), 32, 128).shortfall()
 
 
 def test_waiting_gauge_absent():
