@@ -28,7 +28,7 @@ from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.workload import DEFAULT_WARMUP, Workload
+from pytest_llmperf.workload.workload import DEFAULT_WARMUP, WAVE, Workload, warmup_count
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
@@ -52,6 +52,16 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _warmup(text: str) -> int | str:
+    """--warmup: a whole number >= 0, or "wave" (one request per stream)."""
+    if text.strip().lower() == WAVE:
+        return WAVE
+    try:
+        return _whole_number(0)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or {WAVE}, got {text!r}") from None
 
 
 def _seconds(text: str) -> float | None:
@@ -121,9 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     bench.add_argument(
         "--warmup",
-        type=_whole_number(0),
+        "--num-warmups",
+        type=_warmup,
         default=DEFAULT_WARMUP,
-        help=f"warm-up requests before the measured window, on prompts of their own (default {DEFAULT_WARMUP})",
+        help=f"warm-up requests before the measured window, at --concurrency, on prompts of their own (not "
+        f"copies of the first, as vllm bench serve's --num-warmups): a number, or {WAVE} (default: one per "
+        "stream, a full wave, as the plugin's markers)",
     )
     bench.add_argument("--output", "-o", default=None, help="result JSON path (default: a timestamped name)")
     bench.add_argument(
@@ -158,7 +171,7 @@ def bench_workload(args: argparse.Namespace) -> Workload:
         num_prompts=args.num_prompts,
         max_tokens=args.max_tokens,
         max_seconds=args.max_seconds,
-        warmup=args.warmup,
+        warmup=warmup_count(args.warmup, args.concurrency),
         endpoint=args.endpoint,
         seed=args.seed,
     )
@@ -183,7 +196,8 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     info = file.describe()
-    count = bench_workload(args).prompts_needed
+    workload = bench_workload(args)
+    count = workload.prompts_needed
     output_len = sampler_output_len(args)
 
     def sample(counter: ds.TokenCounter | None = None) -> list[Any]:
@@ -202,7 +216,7 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
             reqs = sample()
     except ds.NotEnoughPromptsError as exc:
         raise CLIError(
-            f"{count} prompts needed ({args.num_prompts} measured + {args.warmup} warm-up) but only {exc.kept} of "
+            f"{count} prompts needed ({args.num_prompts} measured + {workload.warmup} warm-up) but only {exc.kept} of "
             f"{exc.available} conversations in {path.name} pass the length filters ({exc.filters}); lower "
             "--num-prompts (or --warmup), or point --dataset at a larger file"
         ) from None
@@ -220,7 +234,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if output.exists() and output.is_dir():
         raise CLIError(f"--output {output} is a directory; give a file name")
     requests, dataset_info = _sample(args)
-    warmup = f" (+{args.warmup} for the warm-up)" if args.warmup else ""
+    count = bench_workload(args).warmup
+    warmup = f" (+{count} for the warm-up)" if count else ""
     output_len = sampler_output_len(args)
     lengths = f"output length {output_len}" if output_len is not None else "reference output lengths"
     print(

@@ -42,6 +42,9 @@ class MeasuredRun:
     # requests: <how>", and its last log lines (redacted). Invalid whatever the error budget.
     server_death: str | None = None
     server_log: list[str] = field(default_factory=list)
+    # The server-level warm-up this run's server had just before it (its first run since the
+    # server started): requests, completed, failed, duration_s, output_tok_s (real time).
+    server_warmup: dict[str, float | None] | None = None
     judge: Judge | None = field(default=None, repr=False, compare=False)
 
     @property

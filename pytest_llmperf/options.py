@@ -16,8 +16,13 @@ from typing import Any
 
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.util.http import server_root
+from pytest_llmperf.workload.workload import WAVE
 
 PROFILES = ("smoke", "nightly", "full")
+# Requests sent at once to a freshly started server before its first measured run, by
+# profile (--llmperf-server-warmup): two waves of the seed servers' --max-num-seqs 32,
+# one modest wave in smoke.
+SERVER_WARMUP = {"smoke": 16, "nightly": 64, "full": 64}
 INCONCLUSIVE = ("warn", "fail", "pass")
 TARGET_FLAGS = {
     "sim": "--llmperf-sim",
@@ -36,8 +41,8 @@ class OptionError(ValueError):
 class Option:
     dest: str
     flags: tuple[str, ...]
-    # "bool", "str", "int", "float", "args", "reps" (a count or auto), "budget", "duration",
-    # "patterns" (comma-separated)
+    # "bool", "str", "int", "count" (a whole number >= 0), "float", "args", "reps" (a count
+    # or auto), "warmup" (a count or wave), "budget", "duration", "patterns" (comma-separated)
     kind: str
     default: Any
     help: str
@@ -181,6 +186,22 @@ OPTIONS: tuple[Option, ...] = (
         INCONCLUSIVE,
     ),
     Option(
+        "llmperf_warmup",
+        ("--llmperf-warmup",),
+        "warmup",
+        WAVE,
+        "warm-up requests before each measured run, at its concurrency, on prompts beyond the measured ones: "
+        "a whole number, or wave (the default: one per stream, a full wave); the marker's warmup= wins",
+    ),
+    Option(
+        "llmperf_server_warmup",
+        ("--llmperf-server-warmup",),
+        "count",
+        None,
+        "requests sent at once to a freshly started server before its first run, so it measures at steady "
+        "step times (0: none; default: 16 for the smoke profile, 64 for nightly and full)",
+    ),
+    Option(
         "llmperf_error_budget",
         ("--llmperf-error-budget",),
         "budget",
@@ -286,6 +307,8 @@ class LlmperfOptions:
     repetition_budget: float | None = None  # seconds auto repetitions may add; None: no limit
     inconclusive: str = "warn"
     confidence: float = 0.95
+    warmup: int | str = WAVE  # requests, or "wave"
+    server_warmup: int = 64
     error_budget: ErrorBudget = ErrorBudget(0.0)
     sim_speed: float = 10.0
     sim_args: tuple[str, ...] = ()
@@ -339,10 +362,17 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             return parse_budget(str(raw))
         if opt.kind == "duration":
             return parse_duration(str(raw))
-        if opt.kind == "int":
-            value = int(raw)
-            if value < 1:
-                raise ValueError(f"expected a whole number >= 1, got {raw!r}")
+        if opt.kind in ("int", "count", "warmup"):
+            if opt.kind == "warmup" and str(raw).strip().lower() == WAVE:
+                return WAVE
+            least = 1 if opt.kind == "int" else 0
+            try:
+                value = int(raw)
+            except ValueError:
+                value = least - 1
+            if value < least:
+                wave = f", or {WAVE} (one per stream)" if opt.kind == "warmup" else ""
+                raise ValueError(f"expected a whole number >= {least}{wave}, got {raw!r}") from None
             return value
         if opt.kind == "float":
             number = float(raw)
@@ -395,6 +425,8 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         base_url = server_root(base_url)
     if values["llmperf_repetitions"] is None:
         values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
+    if values["llmperf_server_warmup"] is None:
+        values["llmperf_server_warmup"] = SERVER_WARMUP[values["llmperf_profile"]]
     if not 0.5 <= values["llmperf_confidence"] <= 0.999:
         where = "--llmperf-confidence" if sources["llmperf_confidence"] == "cli" else "ini option 'llmperf_confidence'"
         raise OptionError(

@@ -224,12 +224,12 @@ def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Work
     declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
     callspec = getattr(item, "callspec", None)
     params = callspec.params if callspec is not None else {}
-    profile = item.config.stash[OPTIONS_KEY].profile
+    options = item.config.stash[OPTIONS_KEY]
     try:
         check_workload(declared)
         if "concurrency" not in params:
             return []
-        return [resolve_workload(declared, params["concurrency"], profile)]
+        return [resolve_workload(declared, params["concurrency"], options.profile, options.warmup)]
     except ValueError as exc:
         where = " (its concurrency parameter)" if str(exc).startswith("concurrency") else ""
         raise pytest.UsageError(f"{item.nodeid}{where}: {exc}") from None
@@ -383,6 +383,7 @@ class LlmperfFixture:
         self._kwargs = kwargs
         self._nodeid = nodeid
         self._profile = profile
+        self._warmup = perf.options.warmup  # --llmperf-warmup: where the marker gives none
         self._benchmark = benchmark  # pytest-benchmark's fixture, fetched only when used
         self.server: ServerSpec | None = kwargs.get("server")
         self.base: ServerSpec | None = kwargs.get("base")
@@ -396,7 +397,7 @@ class LlmperfFixture:
         declared = {k: v for k, v in self._kwargs.items() if k in WORKLOAD_KEYS}
         declared.update(workload)
         try:
-            resolved = resolve_workload(declared, concurrency, self._profile)
+            resolved = resolve_workload(declared, concurrency, self._profile, self._warmup)
         except ValueError as exc:
             raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
         from pytest_llmperf.session import SetupError

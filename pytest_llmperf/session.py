@@ -53,8 +53,9 @@ from pytest_llmperf.util.files import token_counts_dir
 from pytest_llmperf.util.limits import open_files_for, open_files_limit
 from pytest_llmperf.util.secrets import redact_text
 from pytest_llmperf.util.signals import TERMINATE
+from pytest_llmperf.workload.config import RunConfig
 from pytest_llmperf.workload.requests import SampledRequest
-from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.result import RunResult, describe_warmup, warmup_figures
 from pytest_llmperf.workload.workload import Workload
 
 NO_FAILURES = ErrorBudget(0.0)
@@ -255,6 +256,7 @@ class PerfSession:
         self._requests: dict[tuple[str, int, int], list[SampledRequest]] = {}  # (model, seed, count)
         # After failed requests: why the server is gone, or None while it serves.
         self.server_down: Callable[[Endpoint], str | None] = why_down
+        self._warmed: Endpoint | None = None  # the started server the server-level warm-up ran on
 
     # -- measuring ---------------------------------------------------------------
 
@@ -280,6 +282,7 @@ class PerfSession:
             samples={},
             provenance=self._provenance(spec, endpoint),
             published=self._published(spec, workload.concurrency),
+            server_warmup=self._warm_server(spec, endpoint, requests, workload, speed),
         )
         for rep in range(self.planned_repetitions):
             if rep:
@@ -292,6 +295,39 @@ class PerfSession:
         self.runs[key] = measured
         self._stop_if_interrupted(measured)
         return measured
+
+    def _warm_server(
+        self, spec: ServerSpec, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float
+    ) -> dict[str, float | None] | None:
+        """The first use of a freshly started server: --llmperf-server-warmup requests sent at
+        once (the server queues those beyond its batch), with the first run's max_tokens and
+        endpoint, on prompts beyond its measured ones, so that compilation, graph capture,
+        the allocator and caches are done before anything is measured. Its figures in real
+        time (result.warmup_figures); None when the server was warm already or it is off."""
+        if endpoint is self._warmed:
+            return None
+        self._warmed = endpoint
+        count = self.options.server_warmup
+        if not count:
+            return None
+        from pytest_llmperf.workload.runner import warmup_prompts
+
+        prompts = warmup_prompts(requests, workload.num_prompts, count)
+        config = dataclasses.replace(
+            workload.run_config(clock_speed=speed, progress=False), concurrency=count, num_prompts=None
+        )
+        self.log(f"{spec.name}: server warm-up, {count} requests at once (not measured)")
+        with open_files_for(count):
+            figures = warmup_figures(self._send_warmup(endpoint, prompts, config), speed)
+        if figures:
+            self.log(f"{spec.name}: server warm-up: {describe_warmup(figures)}")
+        return figures
+
+    @staticmethod
+    def _send_warmup(endpoint: Endpoint, prompts: list[SampledRequest], config: RunConfig) -> dict[str, float] | None:
+        from pytest_llmperf.workload.runner import run_warmup
+
+        return run_warmup(endpoint.base_url, endpoint.model, prompts, config)
 
     @property
     def look_confidence(self) -> float:
@@ -317,6 +353,9 @@ class PerfSession:
         rep = len(measured.results)
         with endpoint.sample_peak_memory() as peak:  # empty where the target has no GPUs
             result = self._execute(endpoint, requests, measured.workload, speed)
+        warmed = result.warmup_figures()
+        if warmed:
+            self.log(f"{measured.server.name} @ concurrency {measured.concurrency}: warm-up {describe_warmup(warmed)}")
         measured.provenance.update(combine_peaks(measured.provenance, peak))  # the highest of the repetitions
         measured.results.append(result)
         summary = result.summary()
@@ -539,7 +578,8 @@ class PerfSession:
     @staticmethod
     def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
         """Why `run` cannot be judged, or None: its server died, failures beyond the budget,
-        or nothing completed."""
+        nothing completed, the client or the simulator fell behind, or the server never ran
+        the run's concurrency (metrics/concurrency.py)."""
         broken = combine(failures(r.records, r.attempted) for r in run.results)
         if run.server_death:
             reason = f"{run.server_death}; {broken.describe()}; the figures of a broken run judge nothing"
@@ -568,6 +608,11 @@ class PerfSession:
                 f"{MAX_ENGINE_LAG:.0%}): the host was too busy for its clock speed x{run.results[0].clock_speed:g}; "
                 "free the cores or lower --llmperf-sim-speed"
             )
+        for result in run.results:  # a server without the running gauge is not checked
+            reached = result.concurrency_reached()
+            short = reached.shortfall() if reached is not None else None
+            if short:
+                return short
         return None
 
     def gate(

@@ -3,7 +3,8 @@ end-to-end tests (tests/unit/test_plugin.py) and the fault suite (tests/reliabil
 
 Timing metrics get loose project tolerances (this machine is shared and noisy); the
 injected faults and regressions are far larger than those tolerances, so one repetition
-per run decides them (`llmperf_repetitions = 1`; recording would otherwise make five).
+per run decides them (`llmperf_repetitions = 1`; recording would otherwise make five),
+and a server's warm-up is one wave of its --max-num-seqs 8 (`llmperf_server_warmup = 8`).
 """
 
 import importlib
@@ -65,6 +66,7 @@ INI = """
 llmperf_dataset = sharegpt.json
 llmperf_sim_speed = 4
 llmperf_repetitions = 1
+llmperf_server_warmup = 8
 llmperf_tolerances =
     decode_tok_s = 40%
     mtp_speedup = 25%

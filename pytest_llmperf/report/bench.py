@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
 from pytest_llmperf.metrics.summary import Summary
-from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.result import RunResult, describe_warmup
 
 WIDTH = 50  # vLLM's block width
 LABEL = 40  # vLLM's label column
@@ -82,6 +82,7 @@ def serving_result(result: RunResult) -> str:
         _line("Total generated tokens:", s.total_output_tokens, "d"),
         _line("Request throughput (req/s):", s.request_throughput),
         _line("Output token throughput (tok/s):", s.decode_tok_s),
+        _line("Steady output throughput (tok/s):", s.steady_decode_tok_s),
         _line("Input token throughput (tok/s):", s.prefill_tok_s),
         _line("Total token throughput (tok/s):", s.total_tok_s),
     ]
@@ -92,6 +93,18 @@ def serving_result(result: RunResult) -> str:
         if key == "tpot" and s.per_stream_tok_s:
             lines.append(_line("Per-stream tok/s (1 / median TPOT):", s.per_stream_tok_s))
     lines += [*_speculative(result, s), "=" * WIDTH]
+    warmed = result.warmup_figures()
+    if warmed:
+        lines.append(f"Warm-up (not measured): {describe_warmup(warmed)}")
+    reached = result.concurrency_reached()
+    if reached is not None:
+        lines.append(
+            f"Running on the server: peak {reached.peak:g}, mean {reached.mean:.1f} of concurrency "
+            f"{reached.concurrency} ({reached.samples} samples)"
+        )
+        short = reached.shortfall()
+        if short:
+            lines.append(f"Warning: {short}")
     lines += [f"Note: {n}" for n in s.notes]
     if s.spec_note and s.spec_status != NOT_SPECULATIVE:
         lines.append(f"Note: {s.spec_note}")

@@ -18,7 +18,10 @@ Shape (keys of the JSON report; tools read them, so they are only ever added to)
                                        notes, published_reference, results (raw RunResults),
                                        completed, attempted, failed, stop_reasons,
                                        server_death (None, or "server died after N of M
-                                       requests: ..."), server_log (its last lines)
+                                       requests: ..."), server_log (its last lines),
+                                       warmup (the first repetition's warm-up figures),
+                                       server_warmup (the server-level warm-up before
+                                       this run, on a freshly started server)
     verdicts[]                         test, server, concurrency, baseline, outcome,
                                        message, verdicts (Verdict fields),
                                        baseline_figures (metric -> the entry's value) and
@@ -103,6 +106,8 @@ def _run(run: Any) -> dict[str, Any]:
         "stop_reasons": sorted({r.stop_reason for r in run.results}),
         "server_death": run.server_death,
         "server_log": run.server_log,
+        "warmup": run.results[0].warmup_figures() if run.results else None,
+        "server_warmup": run.server_warmup,
     }
 
 

@@ -67,6 +67,32 @@ def measured_table(runs: list[Doc]) -> list[str]:
     return render_columns(header, rows, right=set(range(1, 3 + len(FIGURES))))
 
 
+def warmup_table(runs: list[Doc]) -> list[str]:
+    """Each warm-up's own figures beside the run it preceded: what a cold start costs. A
+    server's first run has its server-level warm-up on the line above it."""
+    rows = []
+    for run in runs:
+        measured = format_value("decode_tok_s", run.get("summary", {}).get("decode_tok_s"))
+        for kind, figures in (("server", run.get("server_warmup")), (str(_concurrency(run)), run.get("warmup"))):
+            if not figures:
+                continue
+            failed = f", {figures['failed']} failed" if figures.get("failed") else ""
+            rows.append(
+                [
+                    _name(run),
+                    kind,
+                    f"{figures.get('requests')}{failed}",
+                    f"{figures.get('duration_s') or 0:.1f}",
+                    format_value("decode_tok_s", figures.get("output_tok_s")),
+                    measured if kind != "server" else "",
+                ]
+            )
+    if not rows:
+        return []
+    header = ["warm-up (not measured)", "conc", "requests", "seconds", "output tok/s", "measured decode tok/s"]
+    return ["", *render_columns(header, rows, right=set(range(1, 6)))]
+
+
 def _started(doc: Doc) -> list[str]:
     workers = doc.get("workers") or []
     where = "one at a time" if len(workers) < 2 else f"one at a time on each of {len(workers)} xdist workers"
@@ -84,7 +110,7 @@ def terminal_lines(doc: Doc) -> list[str]:
     runs = list(doc.get("runs", []))
     if not runs:
         return lines + ["no workload ran"]
-    lines += ["", *measured_table(runs)]
+    lines += ["", *measured_table(runs), *warmup_table(runs)]
     for run in runs:
         notes = [*([run["server_death"]] if run.get("server_death") else []), *run.get("notes", [])]
         lines += [f"note: {_name(run)} @ {_concurrency(run)}: {note}" for note in notes]

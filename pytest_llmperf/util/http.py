@@ -36,12 +36,18 @@ def fetch_version(base_url: str, *, timeout: float = 5.0, client: httpx.Client |
     return str(version)
 
 
-async def fetch_metrics_page(base_url: str, *, timeout: float = 10.0) -> str | None:
+async def fetch_metrics_page(
+    base_url: str, *, timeout: float = 10.0, client: httpx.AsyncClient | None = None
+) -> str | None:
     """The raw Prometheus page from `GET {base_url}/metrics`, or None when the server has
-    none (any status but 200) or cannot answer."""
+    none (any status but 200) or cannot answer. `client`: an open httpx client to reuse
+    (its own timeout applies; a new one costs milliseconds of CPU to set up)."""
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        if client is not None:
             answer = await client.get(f"{base_url}/metrics")
+        else:
+            async with httpx.AsyncClient(timeout=timeout) as own:
+                answer = await own.get(f"{base_url}/metrics")
     except httpx.HTTPError:
         return None
     return answer.text if answer.status_code == 200 else None

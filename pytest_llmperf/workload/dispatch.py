@@ -130,6 +130,11 @@ class Dispatcher:
         self._in_flight = 0
         self._kept_bytes = 0
 
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet ended."""
+        return self._in_flight
+
     def interrupt(self, reason: str = INTERRUPTED_BY["SIGINT"]) -> None:
         """Cut every stream in flight (each recorded as failed with `reason`) and send no more."""
         if self.interrupted:  # a second Ctrl-C: stop waiting for the wind-down

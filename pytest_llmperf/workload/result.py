@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmperf.metrics.records import RequestRecord
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_llmperf.metrics.concurrency import Reached
     from pytest_llmperf.metrics.prometheus import SpecDecodeStats
     from pytest_llmperf.metrics.summary import Summary
 
@@ -44,6 +45,12 @@ class RunResult:
     # The measuring client's event-loop lag in the window (dispatch.LagProbe: probes,
     # mean_s, p99_s, max_s; wall-clock seconds); None where not probed (worker processes).
     client_lag: dict[str, float] | None = None
+    # The warm-up before the window (warmup_record: requests, completed, failed,
+    # output_tokens, duration on the records' clock); None without one.
+    warmup: dict[str, float] | None = None
+    # The server's running and waiting requests through the window (server_probe.py:
+    # [seconds, client in flight, running, waiting]); None where not sampled.
+    running: list[list[float | None]] | None = None
 
     @property
     def partial(self) -> bool:
@@ -88,6 +95,17 @@ class RunResult:
         median = statistics.median(gaps)
         return self.client_lag["mean_s"] / median if median > 0 else None
 
+    def warmup_figures(self) -> dict[str, float | None] | None:
+        """The warm-up's own figures in real time (warmup_figures), None without one."""
+        return warmup_figures(self.warmup, self.clock_speed)
+
+    def concurrency_reached(self) -> Reached | None:
+        """What the server's running gauge showed against the run's concurrency
+        (metrics/concurrency.py); None where it was not sampled."""
+        from pytest_llmperf.metrics.concurrency import reached
+
+        return reached(self.running, int(self.config.get("concurrency") or 1), self.attempted)
+
     def summary(self) -> Summary:
         """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
@@ -124,6 +142,10 @@ class RunResult:
             "spec_decode": self.spec_decode().to_dict(),
             "engine_lag": self.engine_lag(),  # the simulator's; recomputed from the pages
             "client_lag": self.client_lag,
+            "warmup": self.warmup,
+            "warmup_figures": self.warmup_figures(),  # recomputed from warmup
+            "running": self.running,
+            "concurrency_reached": reached.to_dict() if (reached := self.concurrency_reached()) else None,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -165,6 +187,8 @@ class RunResult:
             provenance=dict(d.get("provenance") or {}),
             clock_speed=_clock_speed(d.get("clock_speed", 1.0)),
             client_lag=d.get("client_lag"),
+            warmup=d.get("warmup"),
+            running=d.get("running"),
         )
 
     @classmethod
@@ -174,6 +198,44 @@ class RunResult:
         except json.JSONDecodeError as exc:
             raise ValueError(f"run result is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
+
+
+def warmup_record(records: list[RequestRecord], start: float) -> dict[str, float]:
+    """A warm-up's raw figures (its records are not kept): requests, completed, failed,
+    output_tokens, duration (first dispatch to last end, on the records' clock)."""
+    ends = [r.end_time for r in records if r.end_time is not None]
+    done = [r for r in records if r.ok]
+    return {
+        "requests": len(records),
+        "completed": len(done),
+        "failed": len(records) - len(done),
+        "output_tokens": sum(r.completion_tokens or 0 for r in done),
+        "duration": max(ends) - start if ends else 0.0,
+    }
+
+
+def warmup_figures(raw: dict[str, float] | None, clock_speed: float = 1.0) -> dict[str, float | None] | None:
+    """`raw` (warmup_record's) in real time: requests, completed, failed, duration_s and
+    output_tok_s, so a cold start reads beside the measured decode tok/s."""
+    if not raw:
+        return None
+    duration = float(raw.get("duration", 0.0)) * clock_speed
+    tokens = float(raw.get("output_tokens", 0))
+    return {
+        "requests": raw.get("requests"),
+        "completed": raw.get("completed"),
+        "failed": raw.get("failed"),
+        "duration_s": duration,
+        "output_tok_s": tokens / duration if duration > 0 else None,
+    }
+
+
+def describe_warmup(figures: dict[str, Any]) -> str:
+    """A warm-up's figures in words: "64 requests in 12.3 s, 310.2 output tok/s"."""
+    tok_s = figures.get("output_tok_s")
+    failed = f", {figures['failed']} failed" if figures.get("failed") else ""
+    rate = f", {tok_s:.1f} output tok/s" if tok_s else ""
+    return f"{figures.get('requests')} requests in {figures.get('duration_s') or 0:.1f} s{rate}{failed}"
 
 
 def _clock_speed(value: Any) -> float:

@@ -30,8 +30,9 @@ from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, LagProb
 from pytest_llmperf.workload.http1 import Origin
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
-from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.result import RunResult, warmup_record
 from pytest_llmperf.workload.schedule import arrival_offsets
+from pytest_llmperf.workload.server_probe import RunningProbe
 from pytest_llmperf.workload.workers import WorkerPool
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "check_reachable",
     "run_benchmark",
     "run_benchmark_async",
+    "run_warmup",
+    "warmup_prompts",
 ]
 
 
@@ -101,6 +104,41 @@ def _out_of_files_said(config: RunConfig) -> Iterator[None]:
     raise TooManyOpenFiles(message) from None  # no OSError traceback from deep in asyncio under it
 
 
+def warmup_prompts(requests: Sequence[SampledRequest], measured: int, count: int) -> list[SampledRequest]:
+    """`count` warm-up prompts: those beyond the first `measured` (so a prefix cache does not
+    make measured prompts faster), cycled; the measured ones only when there are no others."""
+    spare = requests[measured:] or requests
+    return [spare[i % len(spare)] for i in range(count)] if spare else []
+
+
+async def _warm_up(run: Dispatcher, prompts: Sequence[SampledRequest]) -> dict[str, float] | None:
+    """Send `prompts` at the run's concurrency, uncapped; their figures, not their records."""
+    if not prompts:
+        return None
+    pending, _, start = await run.run(prompts, capped=False)
+    return warmup_record([p.finish() for p in pending], start)
+
+
+def run_warmup(
+    base_url: str, model: str, prompts: Sequence[SampledRequest], config: RunConfig
+) -> dict[str, float] | None:
+    """A warm-up on its own (a freshly started server's, before its first run): `prompts`
+    sent at `config.concurrency`, nothing measured; its figures (result.warmup_record).
+    Raises as run_benchmark does; Ctrl-C raises KeyboardInterrupt (there is nothing to keep)."""
+    if not prompts:
+        return None
+    _check_arguments(base_url, prompts, config)
+    base_url = server_root(base_url)
+
+    async def warm() -> dict[str, float] | None:
+        async with streaming_client(base_url, model, config) as client:
+            return await _warm_up(Dispatcher(client, config), prompts)
+
+    with _out_of_files_said(config):
+        check_reachable(base_url, config.connect_timeout)
+        return run_on_event_loop(warm())
+
+
 async def _run_benchmark(
     base_url: str,
     model: str,
@@ -112,13 +150,7 @@ async def _run_benchmark(
 ) -> RunResult:
     base_url = server_root(base_url)
     measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
-    # Warm-up prompts come from beyond the measured ones when the list has them, so a
-    # prefix cache does not make measured prompts faster; else the list is reused.
-    spare = requests[len(measured) :]
-    warmup = [
-        spare[i] if i < len(spare) else requests[(i - len(spare)) % len(requests)]
-        for i in range(config.warmup_requests)
-    ]
+    warmup = warmup_prompts(requests, len(measured), config.warmup_requests)
     client = streaming_client(base_url, model, config)
     loop = asyncio.get_running_loop()
     pool: WorkerPool | None = None
@@ -143,41 +175,49 @@ async def _run_benchmark(
                 handled[sig] = signal.getsignal(sig)
                 loop.add_signal_handler(sig, on_signal, reason)
         try:
-            if warmup:
-                await run.run(warmup, capped=False)  # records dropped: warm-up is not measured
+            warmed = await _warm_up(run, warmup)  # its figures only: warm-up is not measured
             if not run.interrupted and config.workers == 1:
                 # send times exclude connecting; so must TTFT: connect before measuring
                 await client.open_connections(config.concurrency)
             metrics_before = None if run.interrupted else await fetch_metrics_page(base_url)
+            # The server's running requests through the window, where it has /metrics.
+            running = None
+            if metrics_before is not None:
+                running = RunningProbe(base_url, (lambda: run.in_flight) if config.workers == 1 else None)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            if config.workers > 1 and not run.interrupted:
-                offsets = arrival_offsets(len(measured), config.request_rate, config.burstiness, config.seed)
-                pool = WorkerPool(base_url, model, config, measured, offsets, tuning)
-                records, stop, start = await pool.run()
-                pending: list[PendingRecord] = []
-                client_lag = None  # each worker has its own loop; not probed
-            else:
-                progress = Progress(
-                    len(measured),
-                    enabled=config.progress,
-                    quiet_for=tuning.progress_quiet_seconds,
-                    interval=tuning.progress_interval,
-                    clock_speed=clock_speed,
-                )
-                ticker = loop.create_task(_tick(progress))
-                probe = LagProbe(loop)
-                probe.start()
-                try:
-                    pending, stop, start = await run.run(
-                        [] if run.interrupted else measured, capped=True, progress=progress
+            if running is not None:
+                running.start()
+            try:
+                if config.workers > 1 and not run.interrupted:
+                    offsets = arrival_offsets(len(measured), config.request_rate, config.burstiness, config.seed)
+                    pool = WorkerPool(base_url, model, config, measured, offsets, tuning)
+                    records, stop, start = await pool.run()
+                    pending: list[PendingRecord] = []
+                    client_lag = None  # each worker has its own loop; not probed
+                else:
+                    progress = Progress(
+                        len(measured),
+                        enabled=config.progress,
+                        quiet_for=tuning.progress_quiet_seconds,
+                        interval=tuning.progress_interval,
+                        clock_speed=clock_speed,
                     )
-                except BaseException:
-                    progress.close()
-                    raise
-                finally:
-                    client_lag = probe.stop()
-                    ticker.cancel()
-                records = []
+                    ticker = loop.create_task(_tick(progress))
+                    probe = LagProbe(loop)
+                    probe.start()
+                    try:
+                        pending, stop, start = await run.run(
+                            [] if run.interrupted else measured, capped=True, progress=progress
+                        )
+                    except BaseException:
+                        progress.close()
+                        raise
+                    finally:
+                        client_lag = probe.stop()
+                        ticker.cancel()
+                    records = []
+            finally:
+                samples = await running.stop() if running is not None else None
             # Scraped before decoding, right after the last measured completion.
             metrics_after = await fetch_metrics_page(base_url) if metrics_before is not None else None
         finally:
@@ -200,6 +240,8 @@ async def _run_benchmark(
         started_at=started_at,
         client_lag=client_lag,
         clock_speed=clock_speed,
+        warmup=warmed,
+        running=samples,
     )
 
 

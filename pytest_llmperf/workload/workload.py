@@ -24,8 +24,11 @@ WORKLOAD_KEYS = ("num_prompts", "max_tokens", "max_seconds", "warmup", "endpoint
 
 ENDPOINTS = ("completions", "chat")
 
-# Warm-up requests before the measured window, unless the marker or --warmup says otherwise.
-DEFAULT_WARMUP = 2
+# Warm-up requests before the measured window, unless the marker, --llmperf-warmup or
+# `llmperf bench --warmup` says otherwise: "wave", a full wave of `concurrency` requests at
+# the run's own concurrency, so the measured window starts at its steady batch size.
+WAVE = "wave"
+DEFAULT_WARMUP: int | str = WAVE
 
 # profile -> (prompts per concurrent stream, minimum prompts, time cap in seconds)
 PROFILE_SCALE = {
@@ -40,7 +43,7 @@ class Workload:
     num_prompts: int
     max_tokens: int
     max_seconds: float | None
-    warmup: int = DEFAULT_WARMUP
+    warmup: int  # requests; warmup_count() turns "wave" into one
     endpoint: str = "completions"
     seed: int = 0
     ignore_eos: bool = False
@@ -78,6 +81,11 @@ class Workload:
         )
 
 
+def warmup_count(value: int | str, concurrency: int) -> int:
+    """Warm-up requests for `value` at `concurrency`: "wave" is `concurrency` of them."""
+    return concurrency if value == WAVE else int(value)
+
+
 def _whole(minimum: int | None) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -94,6 +102,10 @@ def _seconds(value: Any) -> str | None:
     return None if value is None or (number and 0 < value < math.inf) else "a number of seconds > 0, or None for no cap"
 
 
+def _warmup(value: Any) -> str | None:
+    return None if value == WAVE or _whole(0)(value) is None else f"a whole number >= 0, or {WAVE!r} (one per stream)"
+
+
 def _endpoint(value: Any) -> str | None:
     return None if value in ENDPOINTS else "'completions' or 'chat'"
 
@@ -107,7 +119,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "num_prompts": (_whole(1), "measured requests"),
     "max_tokens": (_whole(1), "output tokens per request"),
     "max_seconds": (_seconds, "the time cap"),
-    "warmup": (_whole(0), "warm-up requests before the measured window"),
+    "warmup": (_warmup, "warm-up requests before the measured window"),
     "endpoint": (_endpoint, "the OpenAI endpoint"),
     "seed": (_whole(None), "the sampling seed"),
     "ignore_eos": (_flag, "whether to generate past the end of sequence"),
@@ -171,8 +183,11 @@ def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
     return value
 
 
-def resolve_workload(declared: Mapping[str, Any], concurrency: int, profile: str = "full") -> Workload:
-    """The concrete workload for one concurrency; ValueError names any bad key or value."""
+def resolve_workload(
+    declared: Mapping[str, Any], concurrency: int, profile: str = "full", warmup: int | str = DEFAULT_WARMUP
+) -> Workload:
+    """The concrete workload for one concurrency; ValueError names any bad key or value.
+    `warmup`: the warm-up when the marker gives none (--llmperf-warmup)."""
     check_workload(declared)
     check_concurrency(concurrency)
     if profile not in PROFILE_SCALE and profile != "full":
@@ -190,7 +205,7 @@ def resolve_workload(declared: Mapping[str, Any], concurrency: int, profile: str
         num_prompts=num_prompts,
         max_tokens=values.get("max_tokens", 256),
         max_seconds=max_seconds,
-        warmup=values.get("warmup", DEFAULT_WARMUP),
+        warmup=warmup_count(values.get("warmup", warmup), concurrency),
         endpoint=values.get("endpoint", "completions"),
         seed=values.get("seed", 0),
         ignore_eos=values.get("ignore_eos", False),

@@ -66,3 +66,32 @@ def test_requests_cut_at_the_time_cap_are_counted_apart_and_do_not_spend_the_bud
     found = failures(res.records, res.attempted)
     assert (found.attempted, found.failed, found.cut_at_cap) == (3, 0, 3)
     assert ErrorBudget(0).allows(found.failed, found.attempted)
+
+
+CAPPED = """
+import pytest
+from conftest import BASE
+
+@pytest.mark.llmperf(server=BASE, num_prompts=8, max_tokens=96, warmup=0)
+def test_base_at_8(llmperf):
+    llmperf.run(concurrency=8).assert_no_regression("decode_tok_s")
+"""
+
+
+def test_a_server_that_runs_fewer_than_the_concurrency_is_invalid_and_says_max_num_seqs(project):
+    """The tiny server declares --max-num-seqs 8; the simulator's own flag, given after it,
+    caps it at 2: a test at concurrency 8 measured batches of 2, and says so."""
+    project.makepyfile(test_suite=CAPPED)
+    result = run(project, "--llmperf-sim-args", "--max-num-seqs 2", "--update-baselines")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*tiny @ concurrency 8: not recorded: invalid run: the server never ran the run's concurrency: "
+            "at most 2 requests running at once (mean *, * samples of vllm:num_requests_running), below 7, "
+            "90% of concurrency 8; up to * waited on the server meanwhile: it admits about 2 at a time "
+            "(its --max-num-seqs, or the KV cache's room): start it with --max-num-seqs >= 8*",
+        ]
+    )
+    assert baseline_files(project) == []
+    # the warm-ups before it, with their own figures: 8 at once on the fresh server, no run warm-up
+    result.stdout.fnmatch_lines(["warm-up (not measured)*", "tiny*server*8*"])

@@ -249,7 +249,7 @@ def test_bench_with_too_few_prompts_names_its_own_flags(tmp_path, capsys):
     assert cli.main([*argv, "--num-prompts", "5", "--approx-tokens"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(
-        "llmperf: error: 7 prompts needed (5 measured + 2 warm-up) but only 6 of 6 conversations in sharegpt.json "
+        "llmperf: error: 13 prompts needed (5 measured + 8 warm-up) but only 6 of 6 conversations in sharegpt.json "
         "pass the length filters (min_len=4, max_prompt_len=1024, max_total_len=2048, output_len=256); lower "
         "--num-prompts "
         "(or --warmup), or point --dataset at a larger file"
@@ -294,4 +294,18 @@ def test_bench_runs_the_plugins_workload_with_the_same_defaults():
     marker = resolve_workload(dict(num_prompts=500, max_seconds=300, max_tokens=256), 8)
     assert cli.bench_workload(args) == marker
     assert cli.bench_workload(args).run_config() == marker.run_config()
-    assert marker.run_config().warmup_requests == 2
+    assert marker.run_config().warmup_requests == 8  # a full wave at --concurrency 8
+
+
+@pytest.mark.parametrize(
+    "given, warmup", [([], 8), (["--warmup", "wave"], 8), (["--warmup", "0"], 0), (["--num-warmups", "3"], 3)]
+)
+def test_bench_warmup_is_a_wave_or_a_count_under_either_name(given, warmup):
+    args = cli.build_parser().parse_args(["bench", "--base-url", "http://h", "--model", "m", *given])
+    assert cli.bench_workload(args).warmup == warmup
+
+
+def test_bench_refuses_a_bad_warmup(capsys):
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["bench", "--base-url", "http://h", "--model", "m", "--warmup", "-1"])
+    assert "expected a whole number >= 0 or wave, got '-1'" in capsys.readouterr().err

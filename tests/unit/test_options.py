@@ -36,6 +36,10 @@ def test_two_targets_are_refused_naming_both_flags():
         ({"llmperf_inconclusive": "maybe"}, "--llmperf-inconclusive: expected one of warn, fail, pass"),
         ({"llmperf_confidence": "0.2"}, "--llmperf-confidence: expected a confidence between 0.5 and 0.999"),
         ({"llmperf_sim_speed": "-2"}, "--llmperf-sim-speed: expected a number > 0"),
+        ({"llmperf_warmup": "-1"}, "--llmperf-warmup: expected a whole number >= 0, or wave "),
+        ({"llmperf_warmup": "waves"}, "--llmperf-warmup: expected a whole number >= 0, or wave"),
+        ({"llmperf_server_warmup": "2.5"}, "--llmperf-server-warmup: expected a whole number >= 0, got '2.5'"),
+        ({"llmperf_max_repetitions": "many"}, "--llmperf-max-repetitions: expected a whole number >= 1"),
         ({"llmperf_base_url": "gpu-box:8000"}, "expected http://HOST:PORT"),
         ({"llmperf_sim": True, "llmperf_image": "vllm/vllm-openai:nightly"}, "add --llmperf-gpu"),
     ],
@@ -43,6 +47,15 @@ def test_two_targets_are_refused_naming_both_flags():
 def test_bad_values_name_the_option_and_the_fix(cli, message):
     with pytest.raises(OptionError, match=message.replace("+", r"\+").replace(".", r"\.")):
         resolve(cli=cli)
+
+
+def test_warmups_default_to_a_wave_per_run_and_a_modest_server_warmup_in_smoke():
+    assert (resolve().warmup, resolve().server_warmup) == ("wave", 64)
+    assert resolve(cli={"llmperf_profile": "smoke"}).server_warmup == 16
+    assert resolve(cli={"llmperf_profile": "nightly"}).server_warmup == 64
+    opts = resolve(cli={"llmperf_warmup": "3"}, ini={"llmperf_server_warmup": "0", "llmperf_warmup": "wave"})
+    assert (opts.warmup, opts.server_warmup) == (3, 0)  # the CLI wins; 0 turns the server warm-up off
+    assert resolve(ini={"llmperf_warmup": "WAVE"}).warmup == "wave"
 
 
 def test_bad_ini_value_names_the_ini_option():

@@ -183,7 +183,7 @@ def test_two_workloads_of_one_server_and_concurrency_keep_an_entry_each(tmp_path
     entries = doc["concurrency"]["8"]
     assert sorted(entries) == sorted(
         f"endpoint=completions ignore_eos=false max_seconds=null max_tokens={n} num_prompts=4 profile=full "
-        "seed=0 warmup=2"
+        "seed=0 warmup=8"
         for n in (64, 512)
     )
     assert sorted(e["metrics"]["decode_tok_s"]["value"] for e in entries.values()) == [100.0, 200.0]
@@ -779,3 +779,73 @@ def test_failed_requests_on_a_server_that_still_serves_are_no_death(tmp_path):
     run = perf.run(BASE, resolve_workload({"num_prompts": 4}, 8))
     assert asked == ["org/m"] and run.server_death is None and run.server_log == []
     assert perf.invalid_reason(run, parse_budget("100%")) is None
+
+
+def test_a_fresh_server_is_warmed_up_once_before_its_first_run(tmp_path):
+    perf, target, calls = make_session(tmp_path, [100.0, 100.0, 100.0], llmperf_server_warmup="6")
+    prompts = [object() for _ in range(7)]  # 4 measured, 3 of their own for warm-ups
+    perf._requests_for = lambda endpoint, workload: prompts
+    sent = []
+
+    def send_warmup(endpoint, given, config):
+        sent.append((endpoint.model, calls[:], given, config.concurrency, config.num_prompts, config.max_tokens))
+        return {"requests": 6, "completed": 6, "failed": 0, "output_tokens": 600, "duration": 2.0}
+
+    perf._send_warmup = send_warmup
+    four, eight = resolve_workload({"num_prompts": 4, "warmup": 3}, 4), resolve_workload({"num_prompts": 4}, 8)
+    first, second = perf.run(BASE, four), perf.run(BASE, eight)
+    other = perf.run(MTP, four)
+    # once per started server, before anything is measured on it, all at once, on prompts beyond the measured ones
+    assert [(m, before, conc, n, tokens) for m, before, _, conc, n, tokens in sent] == [
+        ("org/m", [], 6, None, 256),
+        ("org/m", ["org/m", "org/m"], 6, None, 256),
+    ]
+    assert sent[0][2] == [prompts[4], prompts[5], prompts[6], prompts[4], prompts[5], prompts[6]]
+    # its figures in real time, on the first run of the server only
+    assert first.server_warmup == {
+        "requests": 6,
+        "completed": 6,
+        "failed": 0,
+        "duration_s": 2.0,
+        "output_tok_s": 300.0,
+    }
+    assert second.server_warmup is None and other.server_warmup is not None
+    assert target.events[:2] == [("start", "m"), ("stop", "m")]
+
+
+def test_server_warmup_zero_sends_nothing(tmp_path):
+    perf, _, _ = make_session(tmp_path, [100.0], llmperf_server_warmup="0")
+    perf._send_warmup = lambda *args: pytest.fail("no server warm-up was asked for")
+    assert perf.run(BASE, resolve_workload({"num_prompts": 4}, 8)).server_warmup is None
+
+
+def capped_result(decode_tok_s, peak, waiting):
+    """A run whose server ran at most `peak` requests at once, `waiting` queued."""
+    result = make_result(decode_tok_s, n=32)
+    result.config = {"concurrency": 8}
+    result.running = [[0.5 * i, 8, peak, waiting] for i in range(1, 5)]
+    return result
+
+
+def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_recorded(tmp_path):
+    workload = resolve_workload({"num_prompts": 32}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+
+    capped, _, _ = make_session(tmp_path, [200.0])
+    capped._execute = lambda endpoint, requests, workload, speed: capped_result(200.0, peak=4, waiting=4)
+    with pytest.raises(PerfFailure) as failure:
+        capped.bind(capped.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    message = str(failure.value)
+    assert "INVALID RUN" in message
+    assert "at most 4 requests running at once" in message and "--max-num-seqs >= 8" in message
+
+    recorder, _, _ = make_session(tmp_path, [200.0], llmperf_update_baselines=True)
+    recorder._execute = lambda endpoint, requests, workload, speed: capped_result(200.0, peak=4, waiting=4)
+    with pytest.raises(PerfFailure, match="not recorded: invalid run: the server never ran the run's concurrency"):
+        recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+
+    full, _, _ = make_session(tmp_path, [100.0])
+    full._execute = lambda endpoint, requests, workload, speed: capped_result(100.0, peak=8, waiting=0)
+    full.bind(full.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert full.gates[-1].outcome == "pass"

@@ -37,6 +37,26 @@ def test_measured_table_counts_notes_and_published_reference():
     assert "note: m @ 1: 2 successful request(s) reported no usage" in lines
 
 
+def test_warmups_are_a_table_beside_the_measured_decode_so_the_cold_start_shows():
+    cold = {"requests": 64, "completed": 64, "failed": 0, "duration_s": 20.0, "output_tok_s": 250.0}
+    wave = {"requests": 8, "completed": 7, "failed": 1, "duration_s": 4.5, "output_tok_s": 380.0}
+    runs = [
+        run_entry("m", 8, 407.9, server_warmup=cold, warmup=wave),
+        run_entry("m", 32, 500.0, server_warmup=None, warmup=None),  # none: no line
+    ]
+    lines = terminal_lines(document(runs, [], ["m"]))
+    start = lines.index(next(line for line in lines if line.startswith("warm-up (not measured)")))
+    assert lines[start].split() == [
+        "warm-up", "(not", "measured)", "conc", "requests", "seconds", "output", "tok/s", "measured", "decode", "tok/s"
+    ]  # fmt: skip
+    assert [line.split() for line in lines[start + 2 : start + 4]] == [
+        ["m", "server", "64", "20.0", "250.0"],
+        ["m", "8", "8,", "1", "failed", "4.5", "380.0", "407.9"],
+    ]
+    assert len(lines) == start + 4
+    assert not any(line.startswith("warm-up") for line in terminal_lines(document(runs[1:], [], ["m"])))
+
+
 def test_verdicts_become_server_tables_with_hints_and_recorded_and_refused_lines():
     noisy = compare("ttft_ms_median", 40.0, 41.0, Tolerance("relative", 0.05), "lower", error=5.0)
     assert noisy.status == "inconclusive"

@@ -14,7 +14,14 @@ import pytest
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.runner import RunConfig, RunTuning, ServerUnreachable, TooManyOpenFiles, run_benchmark
+from pytest_llmperf.workload.runner import (
+    RunConfig,
+    RunTuning,
+    ServerUnreachable,
+    TooManyOpenFiles,
+    run_benchmark,
+    warmup_prompts,
+)
 from pytest_llmperf.workload.schedule import arrival_offsets
 from tests.unit.workload.stream_fakes import FakeStreamServer, interrupted_run, max_overlap, scripted_requests
 
@@ -260,9 +267,35 @@ def test_warmup_uses_prompts_beyond_the_measured_ones(server):
     reqs = [SampledRequest(i, f"ok n=2 id={i}", 5, 2) for i in range(6)]
     res = run_benchmark(server.base_url, "m", reqs, RunConfig(num_prompts=4, warmup_requests=3, progress=False))
     sent = [r["prompt"] for r in server.requests]
-    assert sent[:3] == ["ok n=2 id=4", "ok n=2 id=5", "ok n=2 id=0"]  # spare ones first, then reuse
+    assert sent[:3] == ["ok n=2 id=4", "ok n=2 id=5", "ok n=2 id=4"]  # spare ones, cycled: never a measured one
     assert sorted(sent[3:]) == [f"ok n=2 id={i}" for i in range(4)]
     assert [r.index for r in res.records] == [0, 1, 2, 3]
+    # its own figures are kept (not its records): 3 requests of 2 tokens each
+    assert res.warmup is not None
+    assert {k: res.warmup[k] for k in ("requests", "completed", "failed", "output_tokens")} == {
+        "requests": 3,
+        "completed": 3,
+        "failed": 0,
+        "output_tokens": 6,
+    }
+    figures = res.warmup_figures()
+    assert figures is not None and figures["duration_s"] > 0
+    assert figures["output_tok_s"] == pytest.approx(6 / figures["duration_s"])
+
+
+def test_warmup_prompts_reuse_the_measured_ones_only_when_there_are_no_others():
+    reqs = [SampledRequest(i, f"p{i}", 5, 2) for i in range(3)]
+    assert [r.index for r in warmup_prompts(reqs, 3, 4)] == [0, 1, 2, 0]
+    assert [r.index for r in warmup_prompts(reqs, 2, 3)] == [2, 2, 2]
+    assert warmup_prompts(reqs, 2, 0) == [] and warmup_prompts([], 0, 2) == []
+
+
+def test_no_warmup_has_no_figures(server):
+    res = run_benchmark(
+        server.base_url, "m", scripted_requests("ok n=2", 2), RunConfig(warmup_requests=0, progress=False)
+    )
+    assert res.warmup is None and res.warmup_figures() is None
+    assert res.to_dict()["warmup_figures"] is None
 
 
 def test_more_prompts_asked_than_given_is_an_error():
@@ -377,3 +410,22 @@ def test_running_out_in_the_metrics_scrape_reads_the_same(server, monkeypatch):
     monkeypatch.setattr(runner, "fetch_metrics_page", scrape)
     with pytest.raises(TooManyOpenFiles, match=r"at concurrency 2 .*`ulimit -n \d+`"):
         run_benchmark(server.base_url, "m", scripted_requests("ok n=2", 2), RunConfig(concurrency=2, progress=False))
+
+
+def test_the_servers_running_gauge_is_sampled_through_the_window(server):
+    server.metrics = 'vllm:num_requests_running{engine="0"} 2.0\nvllm:num_requests_waiting{engine="0"} 1.0\n'
+    reqs = scripted_requests("ok n=70 dt=0.01", 2)  # each stream ~0.7 s: at least one poll at 0.5 s
+    res = run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=2, warmup_requests=0, progress=False))
+    assert res.running, "no sample"
+    seconds, in_flight, running, waiting = res.running[0]
+    assert seconds >= 0.5 and (in_flight, running, waiting) == (2, 2.0, 1.0)
+    reached = res.concurrency_reached()
+    assert reached is not None and (reached.peak, reached.target, reached.shortfall()) == (2.0, 2, None)
+    assert RunResult.from_json(res.to_json()).running == res.running
+
+
+def test_a_server_without_the_running_gauge_is_not_sampled(server):
+    res = run_benchmark(
+        server.base_url, "m", scripted_requests("ok n=70 dt=0.01", 2), RunConfig(concurrency=2, progress=False)
+    )
+    assert res.running is None and res.concurrency_reached() is None

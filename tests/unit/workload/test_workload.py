@@ -21,6 +21,18 @@ def test_smoke_shrinks_prompts_and_cap_but_keeps_max_tokens():
     assert resolve_workload(dict(num_prompts=10), 32, "smoke").num_prompts == 10  # never grows
 
 
+def test_the_warmup_is_a_full_wave_at_the_runs_concurrency_by_default():
+    assert [resolve_workload(SEED, c).warmup for c in (1, 8, 32)] == [1, 8, 32]
+    assert resolve_workload(SEED, 32, "smoke").prompts_needed == 128 + 32
+    assert resolve_workload(dict(warmup="wave"), 4).warmup == 4
+    assert resolve_workload(dict(warmup={8: "wave", "default": 2}), 8).warmup == 8
+    assert resolve_workload(dict(warmup={8: "wave", "default": 2}), 1).warmup == 2
+    # --llmperf-warmup sets the default; the marker's warmup= wins over it
+    assert resolve_workload(SEED, 8, warmup=2).warmup == 2
+    assert resolve_workload(dict(SEED, warmup=0), 8, warmup=5).warmup == 0
+    assert resolve_workload(SEED, 8, warmup="wave").to_dict()["warmup"] == 8  # the identity holds the count
+
+
 def test_missing_concurrency_in_a_mapping_is_named():
     with pytest.raises(ValueError, match="no entry for concurrency 4"):
         resolve_workload(SEED, 4)
@@ -44,6 +56,7 @@ def test_bad_declarations(declared, message):
     [
         (dict(warmup=-1), "warmup=-1: warmup (warm-up requests before the measured window) takes a whole number >= 0"),
         (dict(warmup="2"), "warmup='2': warmup (warm-up requests before the measured window) takes a whole number"),
+        (dict(warmup="waves"), "takes a whole number >= 0, or 'wave' (one per stream)"),
         (dict(num_prompts=12.5), "num_prompts=12.5: num_prompts (measured requests) takes a whole number >= 1"),
         (dict(num_prompts=True), "num_prompts=True: num_prompts (measured requests) takes a whole number >= 1"),
         (dict(max_tokens=-256), "max_tokens=-256: max_tokens (output tokens per request) takes a whole number >= 1"),
