@@ -284,9 +284,12 @@ class PerfSession:
             published=self._published(spec, workload.concurrency),
             server_warmup=self._warm_server(spec, endpoint, requests, workload, speed),
         )
-        for rep in range(self.planned_repetitions):
+        self._check_warmed(measured, endpoint, measured.server_warmup)
+        for rep in range(self.planned_repetitions if not measured.server_death else 0):
             if rep:
                 endpoint = self._fresh_start(measured)
+                if measured.server_death:  # during the fresh start's warm-up
+                    break
             self._repeat(measured, endpoint, requests, speed)
             last = measured.results[-1]
             if last.partial or not last.completed or measured.server_death:  # nothing more to learn
@@ -373,14 +376,15 @@ class PerfSession:
         if not result.partial and failures(result.records).failed:
             self._check_alive(measured, endpoint)
 
-    def _check_alive(self, measured: MeasuredRun, endpoint: Endpoint) -> None:
+    def _check_alive(self, measured: MeasuredRun, endpoint: Endpoint, during: str | None = None) -> None:
         """Requests failed: if the server is gone, the run says so, with its last log lines,
         and the server is retired (later tests of it fail at once instead of running
-        against a corpse)."""
+        against a corpse). `during`: what was running when they failed, when not the run."""
         down = self.server_down(endpoint)
         if down is None:
             return
-        measured.server_death = f"server died after {measured.completed} of {measured.attempted} requests: {down}"
+        when = during or f"after {measured.completed} of {measured.attempted} requests"  # of the measured runs
+        measured.server_death = f"server died {when}: {down}"
         if endpoint.log_tail is not None:
             text = redact_text(endpoint.log_tail(SERVER_LOG_LINES), measured.server.secret_values())
             measured.server_log = [line for line in text.splitlines() if line.strip()][-SERVER_LOG_LINES:]
@@ -422,6 +426,9 @@ class PerfSession:
             f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
         )
         endpoint = self._fresh_start(measured)
+        if measured.server_death:  # during the fresh start's warm-up
+            self.added_seconds += self.clock() - started
+            return False
         requests = self._requests_for(endpoint, measured.workload)
         try:
             self._repeat(measured, endpoint, requests, float(endpoint.provenance.get("clock_speed", 1.0)))
@@ -437,7 +444,21 @@ class PerfSession:
         if self.options.same_server or self.options.target == "external":
             return self.pool.endpoint(measured.server)
         self.log(f"restarting server {measured.server.name} for repetition {len(measured.results) + 1}")
-        return self.pool.restart(measured.server)
+        endpoint = self.pool.restart(measured.server)
+        # A fresh start is as cold as the first: warmed the same way (its figures are logged).
+        requests = self._requests_for(endpoint, measured.workload)
+        speed = float(endpoint.provenance.get("clock_speed", 1.0))
+        self._check_warmed(
+            measured, endpoint, self._warm_server(measured.server, endpoint, requests, measured.workload, speed)
+        )
+        return endpoint
+
+    def _check_warmed(self, measured: MeasuredRun, endpoint: Endpoint, warm: Mapping[str, float | None] | None) -> None:
+        """Warm-up requests failed: a server that died warming up is a dead server."""
+        failed = (warm or {}).get("failed")
+        if failed:
+            sent = (warm or {}).get("requests") or 0
+            self._check_alive(measured, endpoint, during=f"during its warm-up ({failed:g} of {sent:g} failed)")
 
     @staticmethod
     def _stop_if_interrupted(measured: MeasuredRun) -> None:

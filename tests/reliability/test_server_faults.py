@@ -52,7 +52,8 @@ def test_a_forgotten_value_is_still_a_usage_error_not_a_swallowed_flag(project):
 
 # ----------------------------------------------------------------------- a server that dies
 
-CRASH = ["--llmperf-sim-args", "--sim-crash-after-requests 6"]  # the engine dies on the 7th request
+# The engine dies on the 16th request: after the server's warm-up (8), the run's (1) and 6 measured.
+CRASH = ["--llmperf-sim-args", "--sim-crash-after-requests 15"]
 
 
 def test_a_server_that_died_mid_run_says_so_with_its_last_log_lines_whatever_the_budget(project):
@@ -63,7 +64,7 @@ def test_a_server_that_died_mid_run_says_so_with_its_last_log_lines_whatever_the
             "*decode_tok_s*INVALID RUN*",
             "  - invalid run: server died after * of 12 requests: /health answers 503; * of 12 failed: "
             "*x HTTP 500: EngineCore encountered an issue*; its last * log lines:",
-            "    ERROR pytest_llmperf.sim: sim: engine dead (crash_after_requests=6); cutting * stream(s)",
+            "    ERROR pytest_llmperf.sim: sim: engine dead (crash_after_requests=15); cutting * stream(s)",
         ]
     )
     result.stdout.fnmatch_lines(["note: tiny @ 4: server died after * of 12 requests: /health answers 503"])
@@ -77,12 +78,27 @@ def test_a_dead_server_is_never_recorded_nor_repeated_and_an_exited_one_gives_it
         [
             "*tiny @ concurrency 4: not recorded: invalid run: server died after * of 12 requests: "
             "the simulator process exited with code 1; *",
-            "*engine dead (crash_after_requests=6)*",
+            "*engine dead (crash_after_requests=15)*",
             # Recording makes 5 runs; after the death none more: 12 requests, not 60.
             "tiny *4 */12, * failed*",
         ]
     )
     assert not list(project.path.rglob("baselines/**/*.json"))
+
+
+def test_a_server_that_dies_during_its_warm_up_is_a_dead_server_not_a_traceback(project):
+    dies = "--sim-crash-after-requests 6 --sim-crash-exit"  # within the server warm-up's 8 requests
+    result = run(project, "-k", "test_base", "--llmperf-sim-args", dies)
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*decode_tok_s*INVALID RUN*",
+            "  - invalid run: server died during its warm-up (* of 8 failed): the simulator process exited "
+            "with code 1; *",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str() and "ServerUnreachable" not in result.stdout.str()
+    assert "org/tiny @ concurrency 4: 12 prompts" not in result.stdout.str()  # nothing measured after it
 
 
 def test_failed_requests_on_a_live_server_are_no_death(project):

@@ -813,6 +813,38 @@ def test_a_fresh_server_is_warmed_up_once_before_its_first_run(tmp_path):
     assert target.events[:2] == [("start", "m"), ("stop", "m")]
 
 
+def test_each_fresh_start_of_a_repetition_is_warmed_up_too(tmp_path):
+    perf, target, calls = make_session(
+        tmp_path, [100.0, 101.0, 99.0], llmperf_server_warmup="2", llmperf_repetitions="3"
+    )
+    perf._requests_for = lambda endpoint, workload: [object() for _ in range(6)]
+    warmed = []
+
+    def send_warmup(endpoint, given, config):
+        warmed.append(len(calls))  # how many measured runs came before it
+        return {"requests": 2, "completed": 2, "failed": 0, "output_tokens": 200, "duration": 1.0}
+
+    perf._send_warmup = send_warmup
+    perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))
+    perf.close()
+    assert target.events == [("start", "m"), ("stop", "m")] * 3
+    assert warmed == [0, 1, 2]  # each start warmed before its run
+
+
+def test_a_server_that_dies_during_a_repetitions_warm_up_ends_the_repetitions(tmp_path):
+    perf, target, calls = make_session(
+        tmp_path, [100.0, 101.0, 99.0], llmperf_server_warmup="2", llmperf_repetitions="3"
+    )
+    perf._requests_for = lambda endpoint, workload: [object() for _ in range(6)]
+    answers = iter([{"requests": 2, "completed": 2, "failed": 0, "output_tokens": 200, "duration": 1.0}])
+    perf._send_warmup = lambda *args: next(answers, {"requests": 2, "completed": 0, "failed": 2, "duration": 1.0})
+    perf.server_down = lambda endpoint: "/health answers 503"
+    run = perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))
+    assert len(calls) == 1 and len(run.results) == 1
+    assert run.server_death == "server died during its warm-up (2 of 2 failed): /health answers 503"
+    assert perf.invalid_reason(run, parse_budget("0")).startswith("server died during its warm-up")
+
+
 def test_server_warmup_zero_sends_nothing(tmp_path):
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_server_warmup="0")
     perf._send_warmup = lambda *args: pytest.fail("no server warm-up was asked for")
