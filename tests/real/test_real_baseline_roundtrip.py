@@ -138,7 +138,7 @@ FIRST_AND_SECOND = """
 import pytest
 from conftest import NGRAM
 
-@pytest.mark.llmperf(server=NGRAM, num_prompts=24, max_tokens=32, endpoint="chat")
+@pytest.mark.llmperf(server=NGRAM, num_prompts=12, max_tokens=32, endpoint="chat")  # + a wave of 4: the 16 prompts
 def test_two_runs_of_a_fresh_server(llmperf):
     llmperf.run(concurrency=4)
 """
