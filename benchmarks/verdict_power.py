@@ -182,6 +182,7 @@ def judge(
             registry.metric(name).direction,
             error=noise,
             confidence=confidence,
+            pass_confidence=DEFAULT_CONFIDENCE,
         )
     return out
 

@@ -340,9 +340,10 @@ class PerfSession:
 
     @property
     def look_confidence(self) -> float:
-        """The confidence of each look. Auto repetitions judge again after every added run;
-        each look is another chance for noise to cross, so the error rate is split over the
-        budget's looks (Bonferroni): 95 % over 5 runs judges each look at 99 %."""
+        """The confidence of each look's claims of a change. Auto repetitions judge again
+        after every added run; each look is another chance for noise to cross, so the error
+        rate is split over the budget's looks (Bonferroni): 95 % over 5 runs judges each
+        look at 99 %. A pass is claimed at the nominal confidence (compare())."""
         confidence = self.options.confidence
         if self.options.repetitions == "auto" and self.options.max_repetitions > 1:
             return 1 - (1 - confidence) / self.options.max_repetitions
@@ -798,6 +799,7 @@ class PerfSession:
             update_command=command,
             no_data_reasons=no_data,
             confidence=self.look_confidence,
+            pass_confidence=self.options.confidence,
             invalid=invalid,
             **self._noise(run, entry, samples, base, target),
         )

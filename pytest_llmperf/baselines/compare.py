@@ -252,8 +252,14 @@ def compare(
     note: str = "",
     confidence: float = DEFAULT_CONFIDENCE,
     invalid: str | None = None,
+    pass_confidence: float | None = None,
 ) -> Verdict:
     """Judge one metric. `update_command` is what the hints tell the user to run.
+
+    `confidence` is that of the claims of a change (regressed, improved); `pass_confidence`
+    (default: the same) that of the claim "within the tolerance". Auto repetitions judge
+    changes at a confidence split over their looks, and passes at the nominal one: a false
+    alarm is what gets a gate switched off (docs/verdicts.md).
 
     `error`: the noise of the change (a Noise, or a bare standard error in metric units
     with normal quantiles; see change_error); None judges the change on the tolerance
@@ -267,6 +273,8 @@ def compare(
     allowed = tolerance.allowed(direction)
     noise = error if isinstance(error, Noise) or error is None else Noise(float(error))
     z = z_value(confidence, noise.dof if noise else None)
+    pass_confidence = confidence if pass_confidence is None else pass_confidence
+    z_pass = z_value(pass_confidence, noise.dof if noise else None)
     verdict = partial(
         Verdict,
         metric=metric,
@@ -304,12 +312,21 @@ def compare(
             sigma_amount = 0.0
     else:
         amount, sigma_amount = worse, sigma
-    half = z * sigma_amount
+    half, half_pass = z * sigma_amount, z_pass * sigma_amount
     limit = tolerance.limit
     change = Change(absolute=delta, relative=relative)
 
-    def judged(status: Status, hint: str = "", more_data: float | None = None) -> Verdict:
-        return verdict(status=status, hint=hint, more_data=more_data, change=change, noise=z * sigma, note=note)
+    def judged(status: Status, hint: str = "", more_data: float | None = None, at: float = confidence) -> Verdict:
+        factor = z_pass if at == pass_confidence else z
+        return verdict(
+            status=status,
+            hint=hint,
+            more_data=more_data,
+            change=change,
+            noise=factor * sigma,
+            note=note,
+            confidence=at,
+        )
 
     level = f"{confidence:.0%}"
 
@@ -330,10 +347,20 @@ def compare(
                 f"if this is the new normal, record it with: {update_command}"
             ),
         )
-    if not _beyond(amount + half, limit):
-        return judged(status=Status.PASS)
-    text, factor = _resolution(amount, limit, half, level)
-    return judged(status=Status.INCONCLUSIVE, hint=f"{metric}: inconclusive: {text}", more_data=factor)
+    if not _beyond(amount + half_pass, limit):
+        return judged(status=Status.PASS, at=pass_confidence)
+    # Undecided: the boundary that would decide is 0 for a change beyond the tolerance
+    # (a claim of change), the tolerance for one inside it (a pass).
+    beyond = amount > limit
+    text, factor = _resolution(
+        amount, limit, half if beyond else half_pass, level if beyond else f"{pass_confidence:.0%}"
+    )
+    return judged(
+        status=Status.INCONCLUSIVE,
+        hint=f"{metric}: inconclusive: {text}",
+        more_data=factor,
+        at=confidence if beyond else pass_confidence,
+    )
 
 
 def _resolution(amount: float, limit: float, half: float, level: str) -> tuple[str, float | None]:
@@ -366,6 +393,7 @@ def compare_metrics(
     notes: Mapping[str, str] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
     invalid: str | None = None,
+    pass_confidence: float | None = None,
 ) -> list[Verdict]:
     """Judge several metrics of one run against one baseline entry's "metrics" section.
 
@@ -396,6 +424,7 @@ def compare_metrics(
                 note=(notes or {}).get(name, ""),
                 confidence=confidence,
                 invalid=invalid,
+                pass_confidence=pass_confidence,
             )
         )
     return verdicts

@@ -89,6 +89,7 @@ class UnknownMetric(ValueError):
 
 _H, _L = Direction.HIGHER, Direction.LOWER
 _REL5, _REL10 = Tolerance("relative", 0.05), Tolerance("relative", 0.10)
+_REL3 = Tolerance("relative", 0.03)
 _LATENCY = {
     "ttft": "time to first token: first token chunk (any chunk with choices) minus send time",
     "tpot": "time per output token: (E2EL - TTFT) / (output tokens - 1), per request",
@@ -106,7 +107,7 @@ _TABLE: tuple[Metric, ...] = (
         Scaling.RATE,
         1,
         "output tokens / s while >= 90% of the concurrency was in flight (no ramp-down tail)",
-        _REL5,
+        _REL3,  # the gated decode figure: 3 % catches a 5 % drop (benchmarks/verdict_power.py)
     ),
     Metric("prefill_tok_s", _H, "tok/s", Scaling.RATE, 1, "sum of prompt tokens / wall duration", _REL5),
     Metric("total_tok_s", _H, "tok/s", Scaling.RATE, 1, "prompt and output tokens / wall duration"),

@@ -185,3 +185,21 @@ def test_zero_drafts_are_no_data_whatever_the_noise():
         "acceptance_rate", 0.67, None, ABS003, "higher", error=Noise(0.01), no_data_reason="drafts did not move"
     )
     assert v.status == "no-data" and "drafts did not move" in v.hint
+
+
+def test_a_pass_is_claimed_at_its_own_confidence_and_a_change_at_the_looks():
+    # change -1 %, sigma 1 %, tolerance 3 %: the bound is 2.64 % at 95 % (a pass), 3.33 % at 99 % (not)
+    noise = Noise(1.0)
+    tol = Tolerance("relative", 0.03)
+    strict = compare("x", 100.0, 99.0, tol, "higher", error=noise, confidence=0.99)
+    assert strict.status == "inconclusive" and strict.confidence == 0.99
+    split = compare("x", 100.0, 99.0, tol, "higher", error=noise, confidence=0.99, pass_confidence=0.95)
+    assert split.status == "pass" and split.confidence == 0.95
+    assert split.noise == pytest.approx(1.645, abs=1e-3)  # shown at the confidence of its claim
+    # a regression still needs the looks' confidence: -4 % with a 99 % half-width of 2.33 % is one
+    assert compare("x", 100.0, 96.0, tol, "higher", error=noise, confidence=0.99, pass_confidence=0.95).status == (
+        "regressed"
+    )
+    # -3.5 % is beyond the tolerance, but with sigma 2 % its 99 % interval reaches 0: undecided, at 99 %
+    wide = compare("x", 100.0, 96.5, tol, "higher", error=Noise(2.0), confidence=0.99, pass_confidence=0.95)
+    assert wide.status == "inconclusive" and wide.confidence == 0.99 and "(99%)" in wide.hint
