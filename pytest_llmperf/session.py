@@ -57,7 +57,7 @@ from pytest_llmperf.util.secrets import redact_text
 from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.config import RunConfig
 from pytest_llmperf.workload.requests import SampledRequest
-from pytest_llmperf.workload.result import RunResult, describe_warmup, warmup_figures
+from pytest_llmperf.workload.result import RunResult, describe_warmup, plural, warmup_figures
 from pytest_llmperf.workload.workload import Workload
 
 NO_FAILURES = ErrorBudget(0.0)
@@ -325,7 +325,7 @@ class PerfSession:
         config = dataclasses.replace(
             workload.run_config(clock_speed=speed, progress=False), concurrency=count, num_prompts=None
         )
-        self.log(f"{spec.name}: server warm-up, {count} requests at once (not measured)")
+        self.log(f"{spec.name}: server warm-up, {plural(count, 'request')} at once (not measured)")
         with open_files_for(count):
             figures = warmup_figures(self._send_warmup(endpoint, prompts, config), speed)
         if figures:
@@ -361,6 +361,10 @@ class PerfSession:
     def _repeat(self, measured: MeasuredRun, endpoint: Endpoint, requests: list[SampledRequest], speed: float) -> None:
         """One more repetition of `measured`'s workload, added to it in place."""
         rep = len(measured.results)
+        # The server's name, not its model's: a base and an MTP server share the model.
+        self.log(
+            f"{measured.server.name} @ concurrency {measured.concurrency}: {measured.workload.num_prompts} prompts"
+        )
         with endpoint.sample_peak_memory() as peak:  # empty where the target has no GPUs
             result = self._execute(endpoint, requests, measured.workload, speed)
         warmed = result.warmup_figures()
@@ -484,7 +488,6 @@ class PerfSession:
 
         # The simulator's clock runs `speed` times faster: so does the cap.
         config = workload.run_config(clock_speed=speed)
-        self.log(f"{endpoint.model} @ concurrency {workload.concurrency}: {workload.num_prompts} prompts")
         with open_files_for(workload.concurrency) as raised:
             if raised is not None:
                 self.log(

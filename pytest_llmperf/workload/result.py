@@ -246,7 +246,12 @@ def describe_warmup(figures: dict[str, Any]) -> str:
     tok_s = figures.get("output_tok_s")
     failed = f", {figures['failed']} failed" if figures.get("failed") else ""
     rate = f", {tok_s:.1f} output tok/s" if tok_s else ""
-    return f"{figures.get('requests')} requests in {figures.get('duration_s') or 0:.1f} s{rate}{failed}"
+    return f"{plural(figures.get('requests'), 'request')} in {figures.get('duration_s') or 0:.1f} s{rate}{failed}"
+
+
+def plural(count: Any, noun: str) -> str:
+    """ "1 request", "4 requests" (a count that is not exactly 1 takes the plural)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _clock_speed(value: Any) -> float:

@@ -98,7 +98,7 @@ def test_a_server_that_dies_during_its_warm_up_is_a_dead_server_not_a_traceback(
         ]
     )
     assert "Traceback" not in result.stdout.str() and "ServerUnreachable" not in result.stdout.str()
-    assert "org/tiny @ concurrency 4: 12 prompts" not in result.stdout.str()  # nothing measured after it
+    assert "[llmperf] tiny @ concurrency 4: 12 prompts" not in result.stdout.str()  # nothing measured after it
 
 
 def test_failed_requests_on_a_live_server_are_no_death(project):

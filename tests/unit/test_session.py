@@ -87,6 +87,19 @@ def test_runs_are_cached_and_servers_start_once_one_at_a_time(tmp_path):
     assert mtp_run.speedup_over(base_run) == pytest.approx(1.5)
 
 
+def test_the_run_log_names_the_server_not_its_model(tmp_path):
+    """A base and an MTP server serve one model: the log line says which one runs."""
+    perf, _, _ = make_session(tmp_path, [100.0, 150.0])
+    lines: list[str] = []
+    perf.log = lines.append
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf.run(BASE, workload)
+    perf.run(MTP, workload)
+    perf.close()
+    assert "m @ concurrency 8: 4 prompts" in lines and "m-mtp @ concurrency 8: 4 prompts" in lines
+    assert not [line for line in lines if line.startswith("org/m @")]
+
+
 def test_missing_baseline_fails_with_the_record_command_then_update_records_and_passes(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0])

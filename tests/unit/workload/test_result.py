@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_llmperf.metrics.records import RequestRecord
-from pytest_llmperf.workload.result import RunResult
+from pytest_llmperf.workload.result import RunResult, describe_warmup, plural
 
 CONFIG = {
     "dataset": "sharegpt.json",
@@ -186,3 +186,10 @@ def test_from_json_rejects_non_json():
 def test_nan_cannot_be_written_silently():
     with pytest.raises(ValueError, match="NaN"):
         make(recs=[replace(records()[0], send_time=float("nan"))]).to_json()
+
+
+def test_warmup_words_take_the_singular_for_one_request():
+    one = {"requests": 1, "completed": 1, "failed": 0, "duration_s": 2.0, "output_tok_s": 32.0}
+    assert describe_warmup(one) == "1 request in 2.0 s, 32.0 output tok/s"
+    assert describe_warmup({**one, "requests": 4}) == "4 requests in 2.0 s, 32.0 output tok/s"
+    assert [plural(n, "request") for n in (0, 1, 2)] == ["0 requests", "1 request", "2 requests"]

@@ -1,0 +1,398 @@
+"""The project against vLLM's own benchmark tools, on the real vLLM CPU build (issue 13).
+
+- `test_samplers_pick_vllms_prompts`: `llmperf bench`'s sampler and the plugin's pick
+  the prompts vLLM's ShareGPT sampler picks for the same dataset, seed, count and output
+  length, prompt for prompt (no server: vLLM's sampler and tokenizer run in the venv).
+- `test_llmperf_bench_measures_what_vllm_bench_serve_measures`: one real vLLM server,
+  `vllm bench serve` and `llmperf bench` against it with the same settings; the same
+  prompts, the same successes, and the same figures within stated tolerances.
+
+vLLM's loader is `json.load` and cannot read the packaged ShareGPT copy (cut off
+mid-record), so both tools read one file of its complete records (vllm_bench.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+
+import pytest
+from real_vllm_helpers import BASE, REPORT_LINES, serve
+from vllm_bench import (
+    VllmTokenCounter,
+    complete_sharegpt_copy,
+    llmperf_bench,
+    vllm_bench_serve,
+    vllm_metrics,
+    vllm_samples,
+)
+
+from pytest_llmperf.workload.result import RunResult
+
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
+
+NUM_PROMPTS = 64
+CONCURRENCY = 4
+OUTPUT_LEN = 64
+SEED = 0
+
+
+@pytest.fixture(scope="module")
+def complete_sharegpt(tmp_path_factory):
+    path, records = complete_sharegpt_copy(tmp_path_factory.mktemp("sharegpt") / "sharegpt_complete.json")
+    assert records > 10_000, f"only {records} complete records in the project's ShareGPT file"
+    return path
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _ours(requests) -> list[dict]:
+    return [
+        {"sha256": _sha(r.prompt), "prompt_len": r.prompt_len, "output_len": r.expected_output_len} for r in requests
+    ]
+
+
+def _first_difference(vllm: list[dict], ours: list[dict]) -> str:
+    for i, (v, o) in enumerate(zip(vllm, ours)):
+        if v != o:
+            return f"first difference at prompt {i}: vLLM {v}, ours {o}"
+    return f"vLLM picked {len(vllm)}, ours {len(ours)}"
+
+
+def _bench_args(dataset, *extra: str) -> list[str]:
+    return ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--num-prompts", str(NUM_PROMPTS), *extra]
+
+
+# -------------------------------------------------------------------- sampling
+
+
+def test_samplers_pick_vllms_prompts(prepared_vllm, complete_sharegpt, tmp_path, monkeypatch):
+    """Same dataset, seed, count and output length: the same prompts, in the same order,
+    with the same token counts, as vLLM's `get_samples` (what `vllm bench serve` runs):
+
+    - `llmperf bench --max-tokens 64` (its sampler's output length defaults to
+      --max-tokens) against `vllm bench serve --sharegpt-output-len 64`, at two seeds;
+    - the plugin (reference completion lengths, PerfSession's own sampling path) against
+      `vllm bench serve` without --sharegpt-output-len.
+
+    Tokens are counted by vLLM's tokenizer in the venv for both (the server's /tokenize
+    gives the same counts; the comparison test below checks that end to end). The warm-up
+    prompts both of ours sample beyond the measured ones are not vLLM's concern: the
+    measured ones are compared.
+    """
+    from pytest_llmperf import cli
+    from pytest_llmperf.options import resolve_options
+    from pytest_llmperf.servers.endpoint import Endpoint
+    from pytest_llmperf.session import PerfSession
+    from pytest_llmperf.workload import dataset as ds
+    from pytest_llmperf.workload import token_counts
+    from pytest_llmperf.workload.workload import resolve_workload
+
+    model_dir = prepared_vllm.model
+    common = ["--model", "smollm2", "--tokenizer", str(model_dir)]
+    t0 = time.monotonic()
+    bench0, bench7, plugin0 = vllm_samples(
+        prepared_vllm,
+        tmp_path / "vllm_samples.json",
+        [*common, *_bench_args(complete_sharegpt, "--seed", "0", "--sharegpt-output-len", str(OUTPUT_LEN))],
+        [*common, *_bench_args(complete_sharegpt, "--seed", "7", "--sharegpt-output-len", str(OUTPUT_LEN))],
+        [*common, *_bench_args(complete_sharegpt, "--seed", "0")],
+    )
+    vllm_s = time.monotonic() - t0
+    counter = VllmTokenCounter(prepared_vllm, model_dir)
+    try:
+        # llmperf bench: its own argument parsing and sampling, the server's counter
+        # swapped for vLLM's tokenizer (no server runs here).
+        monkeypatch.setattr(ds, "ServerTokenCounter", lambda *args, **kwargs: counter)
+        for seed, expected in ((0, bench0), (7, bench7)):
+            args = cli.build_parser().parse_args(
+                ["bench", "--base-url", "http://127.0.0.1:9", "--model", "smollm2", "--dataset", str(complete_sharegpt)]
+                + ["--num-prompts", str(NUM_PROMPTS), "--concurrency", str(CONCURRENCY)]
+                + ["--max-tokens", str(OUTPUT_LEN), "--seed", str(seed)]
+            )
+            requests, _info = cli._sample(args)
+            ours = _ours(requests[:NUM_PROMPTS])
+            assert ours == expected, f"llmperf bench, seed {seed}: " + _first_difference(expected, ours)
+            assert len(requests) == NUM_PROMPTS + CONCURRENCY  # + the warm-up wave, beyond the measured ones
+
+        # The plugin: PerfSession's sampling, with reference completion lengths.
+        monkeypatch.setattr(token_counts, "token_counter_for", lambda *args, **kwargs: (counter, "server"))
+        options = resolve_options({"llmperf_sim": True, "llmperf_dataset": str(complete_sharegpt)}.get, lambda name: "")
+        session = PerfSession(options, target=None, rootdir=tmp_path)  # type: ignore[arg-type]
+        endpoint = Endpoint(base_url="http://127.0.0.1:9", model="smollm2", target="none")
+        workload = resolve_workload({"num_prompts": NUM_PROMPTS, "max_tokens": OUTPUT_LEN}, CONCURRENCY)
+        ours = _ours(session._requests_for(endpoint, workload)[:NUM_PROMPTS])
+        assert ours == plugin0, "the plugin, reference lengths: " + _first_difference(plugin0, ours)
+    finally:
+        counter.close()
+    # The two output-length modes really pick different prompts (else this proves less).
+    assert [r["sha256"] for r in bench0] != [r["sha256"] for r in plugin0]
+    print(
+        f"\nsamplers agree with vLLM's ({vllm_s:.0f} s in vLLM's): 64 prompts at seeds 0 and 7 with output length "
+        f"{OUTPUT_LEN} ({sum(r['prompt_len'] for r in bench0)} and {sum(r['prompt_len'] for r in bench7)} prompt "
+        f"tokens), 64 at seed 0 with reference lengths ({sum(r['prompt_len'] for r in plugin0)} prompt tokens)"
+    )
+
+
+# -------------------------------------------------------------------- measuring
+
+# The server for the comparison: the real-engine tests' base server without prefix
+# caching, so whichever tool runs second does not find the other's prompts cached
+# (their TTFT would drop by the whole prefill).
+FIDELITY = dataclasses.replace(BASE, name="smollm2-fidelity", args=(*BASE.args, "--no-enable-prefix-caching"))
+
+# Allowed |llmperf - vLLM| / vLLM per figure on a quiet machine; widened to what the
+# machine's own noise was in this run (see the test's docstring).
+TOLERANCES = {
+    "output tok/s": 0.10,
+    "median TPOT (ms)": 0.10,
+    "median ITL (ms)": 0.10,
+    "median E2EL (ms)": 0.10,
+    "median TTFT (ms)": 0.30,
+}
+ROUNDS = ("vllm", "llmperf", "llmperf", "vllm")  # ABBA: a drift in the machine's load cancels
+
+
+def _pct(ours: float, theirs: float) -> float:
+    if ours == theirs:
+        return 0.0
+    return (ours - theirs) / theirs * 100 if theirs else float("inf")
+
+
+def _fmt(value) -> str:
+    return f"{value:>12.2f}" if isinstance(value, float) else f"{value:>12}"
+
+
+def mean(runs: list[dict], key: str) -> float:
+    return sum(r["figures"][key] for r in runs) / len(runs)
+
+
+def spread(runs: list[dict], key: str) -> float:
+    """One tool's two runs' difference on `key`, relative to their mean: the noise floor."""
+    return abs(runs[0]["figures"][key] - runs[1]["figures"][key]) / mean(runs, key)
+
+
+def _vllm_args(url, model, prepared, dataset, out_dir, name) -> list[str]:
+    return (
+        ["--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions"]
+        + ["--model", model, "--tokenizer", str(prepared.model)]
+        + ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
+        + ["--num-prompts", str(NUM_PROMPTS), "--sharegpt-output-len", str(OUTPUT_LEN), "--seed", str(SEED)]
+        + ["--max-concurrency", str(CONCURRENCY), "--num-warmups", str(CONCURRENCY), "--temperature", "0"]
+        + ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
+        + ["--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", name]
+        + ["--disable-tqdm"]
+    )
+
+
+def _llmperf_args(url, model, dataset, out, cache) -> list[str]:
+    return (
+        ["--base-url", url, "--model", model, "--dataset", str(dataset)]
+        + ["--num-prompts", str(NUM_PROMPTS), "--max-tokens", str(OUTPUT_LEN), "--seed", str(SEED)]
+        + ["--concurrency", str(CONCURRENCY), "--warmup", str(CONCURRENCY), "--output", str(out)]
+        + ["--token-cache", str(cache)]
+    )
+
+
+def _vllm_figures(theirs: dict) -> dict:
+    return {
+        "output tok/s": theirs["output_throughput"],
+        "median TPOT (ms)": theirs["median_tpot_ms"],
+        "median ITL (ms)": theirs["median_itl_ms"],
+        "median E2EL (ms)": theirs["median_e2el_ms"],
+        "median TTFT (ms)": theirs["median_ttft_ms"],
+    }
+
+
+def _our_figures(summary) -> dict:
+    return {
+        "output tok/s": summary.decode_tok_s,
+        "median TPOT (ms)": summary.tpot_ms_median,
+        "median ITL (ms)": summary.itl_ms_median,
+        "median E2EL (ms)": summary.e2el_ms_median,
+        "median TTFT (ms)": summary.ttft_ms_median,
+    }
+
+
+# vLLM's BenchmarkMetrics field -> our Summary field, for the definitions check.
+SAME_DEFINITION = {
+    "completed": "completed",
+    "failed": "failed",
+    "total_input": "total_prompt_tokens",
+    "total_output": "total_output_tokens",
+    "request_throughput": "request_throughput",
+    "output_throughput": "decode_tok_s",
+    "total_token_throughput": "total_tok_s",
+    **{f"{stat}_{m}_ms": f"{m}_ms_{stat}" for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median")},
+}
+
+
+def _definition_mismatches(vllm_metrics: dict, summary) -> list[str]:
+    ours = summary.to_dict()
+    pairs = [(v, o) for v, o in SAME_DEFINITION.items()]
+    for m in ("ttft", "tpot", "itl", "e2el"):
+        for p, value in vllm_metrics[f"percentiles_{m}_ms"]:
+            pairs.append((f"p{p:g} {m}", f"{m}_ms_p{p:g}"))
+            vllm_metrics[f"p{p:g} {m}"] = value
+    return [
+        f"{v}: vLLM {vllm_metrics[v]!r}, ours ({o}) {ours.get(o)!r}"
+        for v, o in pairs
+        if ours.get(o) is None or abs(vllm_metrics[v] - ours[o]) > 1e-9 * max(1.0, abs(vllm_metrics[v]))
+    ]
+
+
+def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
+    request, prepared_vllm, real_pool, real_target, complete_sharegpt, tmp_path
+):
+    """`vllm bench serve` (the venv's own) and `llmperf bench` against one real vLLM server
+    (prefix caching off, so no run finds another's prompts cached), in ABBA order (vLLM,
+    llmperf, llmperf, vLLM): ShareGPT, seed 0, 64 prompts, output length 64 (vLLM's
+    --sharegpt-output-len, our --max-tokens), concurrency 4, greedy (vLLM's bench sends
+    no temperature unless told: --temperature 0), a warm-up of 4 requests in each run.
+
+    Exact, in every run: the prompts (per-request prompt tokens from the server's usage,
+    in request order, hence their total), the successful and failed request counts, the
+    EOS-only replies (successes with 1 output token in both tools).
+
+    Exact, without noise: vLLM's own `calculate_metrics` over each llmperf run's raw
+    records gives that run's llmperf figures (throughputs, mean/median/P90/P99 TTFT,
+    TPOT, ITL, E2EL) to 1e-9: one definition of every figure.
+
+    Within a tolerance, because they are different runs on 2 CPU cores that other work
+    shares: each tool's mean over its two runs, output tok/s, median TPOT, ITL and E2EL
+    within 10 % and median TTFT within 30 % (at concurrency 4 TTFT is mostly queueing
+    behind the other streams' prefills and decode steps, and moves most between runs).
+    Where the machine was noisier than that in this very run, the bound is the larger of
+    the two tools' own run-to-run differences on that figure (the "noise" column): the
+    tools cannot be told apart more finely than a tool from itself. Observed while
+    writing this, with other jobs keeping the 2 cores' load average at 5-11: one run
+    each differed by 7 % in output tok/s and 25 % in median TPOT; two ABBA runs had each
+    tool's own two runs differ by 10-31 % and then 18-34 % per figure, while the means
+    agreed within 5 % (TTFT 21 %) and within 15 % (median TPOT; the rest 10 %) — always
+    with identical prompts, outputs and token counts, and vLLM's calculate_metrics over
+    our records equal to ours to 1e-12, so these differences are the machine's, not the
+    definitions'. On a quiet machine the base bounds apply unwidened. Total
+    output tokens: greedy on identical prompts, but batching differs between runs and a
+    float near-tie can flip: within 2 % (it was equal, and every output text the same).
+    """
+    server = serve(real_pool, real_target, FIDELITY)
+    url, model = server.url, server.endpoint.model
+    runs: dict[str, list[dict]] = {"vllm": [], "llmperf": []}
+    for i, tool in enumerate(ROUNDS):
+        t0 = time.monotonic()
+        if tool == "vllm":
+            out = tmp_path / f"vllm-{i}"
+            out.mkdir()
+            args = _vllm_args(url, model, prepared_vllm, complete_sharegpt, out, "vllm.json")
+            cpu = vllm_bench_serve(prepared_vllm, args, tmp_path / f"vllm_bench-{i}.log")
+            runs[tool].append(_vllm_run(out / "vllm.json", cpu, time.monotonic() - t0))
+        else:
+            out = tmp_path / f"llmperf-{i}.json"
+            cpu = llmperf_bench(
+                _llmperf_args(url, model, complete_sharegpt, out, tmp_path / "token-cache"),
+                tmp_path / f"llmperf_bench-{i}.log",
+            )
+            runs[tool].append(_llmperf_run(out, cpu, time.monotonic() - t0))
+        assert server.process.exit_status() is None, f"the server died: {server.process.death()}"
+    _compare(request, prepared_vllm, runs, tmp_path)
+
+
+def _vllm_run(path, cpu: float, wall: float) -> dict:
+    theirs = json.loads(path.read_text())
+    return {
+        "figures": _vllm_figures(theirs),
+        "completed": theirs["completed"],
+        "failed": theirs["failed"],
+        "input_lens": theirs["input_lens"],
+        "output_lens": theirs["output_lens"],
+        "texts": theirs["generated_texts"],
+        "cpu": cpu,
+        "wall": wall,
+    }
+
+
+def _llmperf_run(path, cpu: float, wall: float) -> dict:
+    result = RunResult.from_json(path.read_text())
+    summary = result.summary()
+    records = sorted(result.records, key=lambda r: r.index)
+    return {
+        "result": result,
+        "summary": summary,
+        "figures": _our_figures(summary),
+        "completed": summary.completed,
+        "failed": summary.failed,
+        "input_lens": [r.prompt_tokens for r in records],
+        "output_lens": [r.completion_tokens if r.ok else 0 for r in records],
+        "texts": [r.output_text for r in records],
+        "cpu": cpu,
+        "wall": wall,
+    }
+
+
+def _compare(request, prepared_vllm, runs: dict[str, list[dict]], tmp_path) -> None:
+    v, o = runs["vllm"], runs["llmperf"]
+    all_runs = [*v, *o]
+
+    head = f"{'metric':<22} {'vLLM':>12} {'llmperf':>12} {'diff %':>8} {'allowed':>8} {'noise %':>8}"
+    lines = [head, "-" * len(head)]
+
+    def exact_row(name, theirs, ours):
+        lines.append(f"{name:<22} {_fmt(theirs)} {_fmt(ours)} {_pct(ours, theirs):>+8.1f} {'equal':>8} {'':>8}")
+
+    exact_row("completed", v[0]["completed"], o[0]["completed"])
+    exact_row("failed", v[0]["failed"], o[0]["failed"])
+    exact_row("total input tokens", sum(v[0]["input_lens"]), sum(o[0]["input_lens"]))
+    exact_row("EOS-only replies", v[0]["output_lens"].count(1), o[0]["output_lens"].count(1))
+    allowed: dict[str, float] = {}
+    for key, base in TOLERANCES.items():
+        noise = max(spread(v, key), spread(o, key))
+        allowed[key] = max(base, noise)
+        theirs, ours = mean(v, key), mean(o, key)
+        lines.append(
+            f"{key:<22} {_fmt(theirs)} {_fmt(ours)} {_pct(ours, theirs):>+8.1f} {allowed[key] * 100:>7.0f}% "
+            f"{noise * 100:>8.1f}"
+        )
+    t_out, o_out = sum(v[0]["output_lens"]), sum(o[0]["output_lens"])
+    lines.append(f"{'total output tokens':<22} {_fmt(t_out)} {_fmt(o_out)} {_pct(o_out, t_out):>+8.1f} {'2%':>8}")
+    lines.append(
+        f"{'client CPU (s)':<22} {_fmt(sum(r['cpu'] for r in v) / 2)} {_fmt(sum(r['cpu'] for r in o) / 2)} "
+        f"{_pct(sum(r['cpu'] for r in o), sum(r['cpu'] for r in v)):>+8.1f} {'-':>8}"
+    )
+    same_text = [sum(a == b for a, b in zip(v[0]["texts"], r["texts"])) for r in all_runs[1:]]
+    lines.append(
+        f"vLLM and llmperf: means of 2 runs each (ABBA); noise: the larger of each tool's two runs' difference; "
+        f"output text equal to vLLM's first run's for {same_text} of {NUM_PROMPTS} prompts in the other runs; "
+        f"wall s per run: " + ", ".join(f"{t} {r['wall']:.0f}" for t, r in zip(ROUNDS, [v[0], o[0], o[1], v[1]]))
+    )
+
+    # The definitions, without noise: vLLM's calculate_metrics over our raw records.
+    mismatches = []
+    for i, run in enumerate(o):
+        mismatches += [
+            f"llmperf run {i + 1}: {m}"
+            for m in _definition_mismatches(
+                vllm_metrics(prepared_vllm, run["result"], tmp_path / f"defs-{i}"), run["summary"]
+            )
+        ]
+    lines.append(
+        "vLLM's calculate_metrics over llmperf's records: "
+        + ("equal to llmperf's figures (1e-9) in both runs" if not mismatches else f"{len(mismatches)} differ")
+    )
+    text = "\n".join(lines)
+    title = f"vllm bench serve vs llmperf bench ({FIDELITY.name}, {NUM_PROMPTS} ShareGPT prompts, c={CONCURRENCY}):"
+    print(f"\n{title}\n{text}")
+    REPORT_LINES.extend([f"{request.node.name}: {title}", *text.splitlines()])  # the summary, even without -s
+
+    for run in all_runs:
+        assert run["input_lens"] == v[0]["input_lens"], "the tools sent different prompts (prompt tokens per request)"
+        assert (run["completed"], run["failed"]) == (NUM_PROMPTS, 0), f"not every request succeeded\n{text}"
+        assert run["output_lens"].count(1) == v[0]["output_lens"].count(1), f"EOS-only replies differ\n{text}"
+    assert not mismatches, "\n".join(mismatches)
+    for key in TOLERANCES:
+        theirs, ours = mean(v, key), mean(o, key)
+        assert abs(ours - theirs) <= allowed[key] * theirs, f"{key}: beyond tolerance\n{text}"
+    assert abs(o_out - t_out) <= 0.02 * t_out, f"total output tokens: vLLM {t_out}, llmperf {o_out}\n{text}"
