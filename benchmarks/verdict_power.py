@@ -114,10 +114,13 @@ def median_of(runs: list[Run], name: str) -> float:
 def worth_another(runs: int, budget: int, verdicts: dict) -> bool:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
     verdict could be decided within the budget."""
-    return any(
-        v.status == "inconclusive" and v.more_data is not None and runs * v.more_data <= budget
-        for name, v in verdicts.items()
-        if name in GATED
+
+    def decidable(v) -> bool:
+        factor = v.resolution if runs < 2 else v.more_data
+        return factor is not None and runs * factor <= budget
+
+    return runs < budget and any(
+        v.status == "inconclusive" and decidable(v) for name, v in verdicts.items() if name in GATED
     )
 
 

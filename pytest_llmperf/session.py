@@ -403,16 +403,17 @@ class PerfSession:
         self.pool.retire(measured.server, measured.server_death)
 
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
-        """Auto repetitions go on while some inconclusive verdict could be decided within the
-        budget (its noise shrinks with the square root of the runs); a verdict that would need
-        more runs than the budget allows stays inconclusive at the cost of what ran."""
+        """Auto repetitions go on while some verdict is inconclusive and could be decided
+        within the budget (its noise shrinks with the square root of the runs). After one
+        run, that is judged by the noise alone (Verdict.resolution): one run's change may
+        sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
+        regress; only the median of more runs moves it). From the second on, by the change
+        too (Verdict.more_data). A verdict that would need more runs than the budget allows
+        stays inconclusive at the cost of what ran."""
         if self.options.repetitions != "auto":
             return False
         runs, budget = len(run.results), self.options.max_repetitions
-        return any(
-            v.status == Status.INCONCLUSIVE and v.more_data is not None and runs * v.more_data <= budget
-            for v in verdicts
-        )
+        return runs < budget and any(v.status == Status.INCONCLUSIVE and _decidable(v, runs, budget) for v in verdicts)
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
@@ -900,6 +901,13 @@ class PerfSession:
 
     def close(self) -> None:
         self.pool.stop()
+
+
+def _decidable(verdict: Any, runs: int, budget: int) -> bool:
+    """Whether more runs, up to `budget`, could decide an inconclusive verdict
+    (PerfSession._worth_another)."""
+    factor = verdict.resolution if runs < 2 else verdict.more_data
+    return factor is not None and runs * factor <= budget
 
 
 def _median(values: list[float | None]) -> float | None:

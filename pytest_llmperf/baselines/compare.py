@@ -97,6 +97,20 @@ class Verdict:
     def ok(self) -> bool:
         return self.status in PASSING
 
+    @property
+    def resolution(self) -> float | None:
+        """How many times this run's data an unchanged value would need to be shown within
+        the tolerance: (the interval's half-width / the tolerance)^2. Above the repetition
+        budget, no amount of repeating within it can decide the metric. None without noise."""
+        tol = self.tolerance
+        if self.noise is None or tol is None or tol.limit <= 0:
+            return None
+        if tol.kind == "relative":
+            if not self.baseline:
+                return None
+            return (self.noise / abs(self.baseline) / tol.limit) ** 2
+        return (self.noise / tol.limit) ** 2
+
 
 def _number(value: Any) -> float | None:
     """A finite float, or None for "no value" (None, NaN)."""

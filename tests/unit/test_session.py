@@ -454,12 +454,23 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
         stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 3
 
-    # Hopeless (far more data than the budget, or a change on the boundary): no run is added.
+    # Hopeless (noise far wider than the tolerance: even an unchanged value would need more
+    # runs than the budget to pass): no run is added.
     hopeless, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
     with pytest.warns(UserWarning, match="inconclusive"):
         hopeless.bind(hopeless.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     verdict = hopeless.gates[-1].verdicts[0]
-    assert len(calls) == 1 and verdict.status == "inconclusive"
+    assert len(calls) == 1 and verdict.status == "inconclusive" and verdict.resolution > 5
+
+    # One run's change far from passing (more_data beyond the budget) but a noise that more
+    # runs can narrow below the tolerance: a second run, then judged on more_data.
+    steps = iter([[replace(INCONCLUSIVE, more_data=50.0)], [replace(INCONCLUSIVE, more_data=50.0)]])
+    moved, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
+    moved._verdicts = lambda *args: next(steps)
+    assert INCONCLUSIVE.resolution == pytest.approx(1.645**2, rel=1e-3)  # 10 % noise (95 %) on a 10 % tolerance
+    with pytest.warns(UserWarning, match="inconclusive"):
+        moved.bind(moved.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 2
     assert verdict.more_data is None or verdict.more_data > 5
 
 
