@@ -302,15 +302,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not plans:
         return
     try:
-        folders = baseline_folders_before_start(options)  # a local vLLM: its interpreter imports vllm
+        local = check_target(options) if options.target in LOCAL_TARGETS else None  # its interpreter imports vllm
+        folders = baseline_folders_before_start(options)
         dataset = check_before_start(options, Path(config.rootpath), plans, folders=folders)
     except (SetupError, InterpreterError) as exc:
         raise pytest.UsageError(str(exc)) from None
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and reporter.verbosity >= 0:
         reporter.write_line(f"[llmperf] dataset {dataset.path}: {len(dataset.conversations)} conversations")
-        if options.target in LOCAL_TARGETS:  # checked above; the answer is kept
-            local = check_target(options)
+        if local is not None:
             reporter.write_line(f"[llmperf] vLLM {local.vllm_version} ({local.platform}) from {local.python}")
     config.stash[DATASET_KEY] = dataset
 

@@ -84,6 +84,13 @@ def test_an_interpreter_that_cannot_run_vllm_is_a_usage_error_before_any_server_
     assert not (project.path / "baselines").exists()
 
 
+def test_the_interpreter_is_checked_when_the_baseline_folder_is_named_too(project):
+    python = python_without_vllm(project.path / "bad" / "python")
+    result = project.runpytest(*ARGS, f"--llmperf-local={python}", "--llmperf-target-name", "box")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llmperf-local: */bad/python cannot import vllm*"])
+
+
 def test_a_test_path_read_as_the_interpreter_says_how_to_write_it(project):
     result = project.runpytest(*ARGS, "--llmperf-local", ".")  # meant: the tests here, on the python on PATH
     assert result.ret == pytest.ExitCode.USAGE_ERROR
