@@ -111,3 +111,10 @@ def test_local_with_another_target_is_refused(project):
     result = project.runpytest(*ARGS, "--llmperf-local", "--llmperf-sim")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--llmperf-sim and --llmperf-local choose different targets: pass exactly one*"])
+
+
+def test_xdist_never_runs_local_servers_side_by_side(project):
+    pytest.importorskip("xdist")
+    result = project.runpytest(*ARGS, "--llmperf-local", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*would start several vLLM servers at once on one GPU*"])
