@@ -69,7 +69,16 @@ def _add_option(parser: pytest.Parser, opt: Option) -> None:
     if opt.kind == "bool":
         group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=text)
     elif opt.const is not None:  # the value may be left out: --llmperf-local [PYTHON]
-        group.addoption(*opt.flags, action="store", nargs="?", const=opt.const, default=None, dest=opt.dest, help=text)
+        group.addoption(
+            *opt.flags,
+            action="store",
+            nargs="?",
+            const=opt.const,
+            default=None,
+            dest=opt.dest,
+            help=text,
+            metavar=opt.kind.upper(),
+        )
     else:
         group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=text)
 
