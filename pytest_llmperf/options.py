@@ -30,6 +30,7 @@ TARGET_FLAGS = {
     "docker": "--llmperf-docker",
     "external": "--llmperf-base-url",
     "real-cpu": "--llmperf-real-cpu",
+    "local": "--llmperf-local",
 }
 
 
@@ -42,11 +43,13 @@ class Option:
     dest: str
     flags: tuple[str, ...]
     # "bool", "str", "int", "count" (a whole number >= 0), "float", "args", "reps" (a count
-    # or auto), "warmup" (a count or wave), "budget", "duration", "patterns" (comma-separated)
+    # or auto), "warmup" (a count or wave), "budget", "duration", "patterns" (comma-separated),
+    # "python" (an interpreter: a path or a command on PATH; an ini true means `const`)
     kind: str
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
+    const: str | None = None  # the value of the flag given alone (its value is optional)
 
     @property
     def ini(self) -> str:
@@ -74,7 +77,17 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-real-cpu",),
         "bool",
         False,
-        "target: a real vLLM CPU build run as a local process (scripts/real_vllm_cpu.sh prepares it)",
+        "target: a real vLLM CPU build run as a local process (scripts/real_vllm_cpu.sh prepares it): "
+        "--llmperf-local with that venv's python",
+    ),
+    Option(
+        "llmperf_local",
+        ("--llmperf-local",),
+        "python",
+        None,
+        "target: vLLM run as a local process from this Python interpreter (default: the python on PATH), "
+        "on the GPUs CUDA_VISIBLE_DEVICES names; --llmperf-local=PYTHON when test paths follow",
+        const="python",
     ),
     Option(
         "llmperf_base_url",
@@ -293,6 +306,7 @@ def join_flag_values(args: list[str]) -> None:
 class LlmperfOptions:
     target: str | None  # one of TARGET_FLAGS, or None (perf tests skip)
     base_url: str | None = None
+    local: str | None = None  # --llmperf-local: the interpreter vLLM runs from (a path or a name on PATH)
     image: str | None = None
     servers: tuple[str, ...] = ()  # glob patterns on server names; () selects every server
     update_baselines: bool = False
@@ -321,7 +335,7 @@ class LlmperfOptions:
     def target_description(self) -> str:
         if self.target is None:
             return "none (performance tests skip; choose " + ", ".join(TARGET_FLAGS.values()) + ")"
-        where = f" {self.base_url}" if self.target == "external" else ""
+        where = {"external": f" {self.base_url}", "local": f" {self.local}"}.get(self.target, "")
         return f"{self.target}{where} (from {self.sources.get('target', 'cli')})"
 
 
@@ -384,6 +398,11 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if not patterns:
                 raise ValueError(f"expected server name patterns, comma-separated (e.g. 'qwen3.6-27b*'), got {raw!r}")
             return patterns
+        if opt.kind == "python":
+            text = str(raw).strip()
+            if text.lower() in ("1", "true", "yes", "on"):
+                return opt.const
+            return None if text.lower() in ("0", "false", "no", "off", "") else text
         if opt.kind == "args":
             return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
         text = str(raw).strip()
@@ -474,6 +493,7 @@ _NO_SIM_ARGS = {
     "gpu": "--llmperf-gpu runs vLLM images, which take no --sim-* flags; drop it",
     "external": "--llmperf-base-url attaches to a server someone else runs; drop it",
     "real-cpu": "--llmperf-real-cpu runs a real vLLM, which takes no --sim-* flags; drop it",
+    "local": "--llmperf-local runs a real vLLM, which takes no --sim-* flags; drop it",
 }
 
 

@@ -51,8 +51,9 @@ SELECTION_KEY = pytest.StashKey[list[str]]()  # what --llmperf-servers deselecte
 USED_RUNS_KEY = pytest.StashKey["list[MeasuredRun]"]()
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 NO_TARGET = (
-    "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, "
-    "--llmperf-docker, --llmperf-real-cpu or --llmperf-base-url URL (or set the ini twin, e.g. llmperf_sim = true)"
+    "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, --llmperf-docker, "
+    "--llmperf-local [PYTHON], --llmperf-real-cpu or --llmperf-base-url URL (or set the ini twin, e.g. "
+    "llmperf_sim = true)"
 )
 
 
@@ -67,6 +68,17 @@ def _add_option(parser: pytest.Parser, opt: Option) -> None:
     text = opt.help.replace("%", "%%")  # argparse %-formats help text ('5%' broke --help)
     if opt.kind == "bool":
         group.addoption(*opt.flags, action="store_true", default=None, dest=opt.dest, help=text)
+    elif opt.const is not None:  # the value may be left out: --llmperf-local [PYTHON]
+        group.addoption(
+            *opt.flags,
+            action="store",
+            nargs="?",
+            const=opt.const,
+            default=None,
+            dest=opt.dest,
+            help=text,
+            metavar=opt.kind.upper(),
+        )
     else:
         group.addoption(*opt.flags, action="store", default=None, dest=opt.dest, help=text)
 
@@ -129,9 +141,9 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
     numprocesses = getattr(config.option, "numprocesses", None)
     if not numprocesses or options.target is None:
         return
-    if options.target in ("gpu", "docker"):
+    if options.target in ("gpu", "docker", "local"):
         raise pytest.UsageError(
-            "pytest-llmperf: -n/--numprocesses would start several vLLM containers at once on one GPU; "
+            "pytest-llmperf: -n/--numprocesses would start several vLLM servers at once on one GPU; "
             "run the performance suite without -n"
         )
     if getattr(config.option, "dist", None) != "loadgroup":
@@ -277,15 +289,17 @@ def pytest_report_collectionfinish(config: pytest.Config, items: Sequence[pytest
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Before any server starts: the dataset (found, readable, parses, enough prompts for
-    the largest workload a collected test declares) and the baseline files those tests
-    read. A problem is a usage error saying the fix, not a traceback after a model load."""
+    """Before any server starts: a local vLLM's interpreter (it imports vllm), the dataset
+    (found, readable, parses, enough prompts for the largest workload a collected test
+    declares) and the baseline files those tests read. A problem is a usage error saying
+    the fix, not a traceback after a model load."""
     config = session.config
     options = config.stash[OPTIONS_KEY]
     if options.target is None or config.option.collectonly:
         return
+    from pytest_llmperf.servers.local_vllm import InterpreterError
     from pytest_llmperf.session import PlannedTest, SetupError, check_before_start
-    from pytest_llmperf.targets import baseline_folders_before_start
+    from pytest_llmperf.targets import LOCAL_TARGETS, baseline_folders_before_start, check_target
 
     plans = []
     for item in session.items:
@@ -297,14 +311,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not plans:
         return
     try:
-        dataset = check_before_start(
-            options, Path(config.rootpath), plans, folders=baseline_folders_before_start(options)
-        )
-    except SetupError as exc:
+        local = check_target(options) if options.target in LOCAL_TARGETS else None  # its interpreter imports vllm
+        folders = baseline_folders_before_start(options)
+        dataset = check_before_start(options, Path(config.rootpath), plans, folders=folders)
+    except (SetupError, InterpreterError) as exc:
         raise pytest.UsageError(str(exc)) from None
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and reporter.verbosity >= 0:
         reporter.write_line(f"[llmperf] dataset {dataset.path}: {len(dataset.conversations)} conversations")
+        if local is not None:
+            reporter.write_line(f"[llmperf] vLLM {local.vllm_version} ({local.platform}) from {local.python}")
     config.stash[DATASET_KEY] = dataset
 
 

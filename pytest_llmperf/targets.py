@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pytest_llmperf.options import LlmperfOptions
-from pytest_llmperf.servers.base import ServerTarget
+from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
+from pytest_llmperf.servers.base import ServerStartError, ServerTarget
 from pytest_llmperf.servers.spec import ServerSpec
+
+if TYPE_CHECKING:  # imported when a local target is chosen
+    from pytest_llmperf.servers.local_vllm import LocalVllmTarget
 
 LEFTOVER_CHECK_TIMEOUT = 10.0  # seconds: the session-start notice must not hang on a far engine
 
@@ -21,15 +25,21 @@ BASELINE_FOLDERS: dict[str, str | None] = {
     "docker": "docker",
     "external": "external",
     "real-cpu": "local-vllm",
+    "local": "local-vllm",  # or the GPU model's, once a server runs on one (baseline_folders_before_start)
     "gpu": None,
 }
+LOCAL_TARGETS = ("local", "real-cpu")  # vLLM as a local process; real-cpu: from the prepared CPU build
 
 
 def baseline_folders_before_start(options: LlmperfOptions) -> list[str] | None:
     """The baseline folders this session's tests will be judged in, or None when only a
-    running server can tell (--llmperf-gpu without --llmperf-target-name)."""
+    running server can tell (--llmperf-gpu, or a local vLLM GPU build where nvidia-smi
+    answers, without --llmperf-target-name). A local target's interpreter is checked
+    here (InterpreterError)."""
     if options.target_name:
         return [options.target_name]
+    if options.target in LOCAL_TARGETS and check_target(options).gpu_query(os.environ) is not None:
+        return None  # a GPU build where nvidia-smi answers: judged per GPU model
     folder = BASELINE_FOLDERS.get(options.target or "")
     return None if folder is None else [folder]
 
@@ -58,11 +68,25 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
             progress=progress,
             cleanup_age=options.cleanup_age,
         )
-    if kind == "real-cpu":
-        from pytest_llmperf.servers.local_vllm import target_from_prepared_env
+    if kind in LOCAL_TARGETS:
+        from pytest_llmperf.servers.local_vllm import InterpreterError
 
-        return target_from_prepared_env(ready_timeout=min(options.ready_timeout, 600.0))
+        try:
+            return check_target(options)
+        except InterpreterError as exc:  # check_target ran at session start: changed since
+            raise ServerStartError(f"cannot start a local vLLM: {exc}") from None
     raise ValueError(f"no target chosen (got {kind!r})")
+
+
+def check_target(options: LlmperfOptions) -> LocalVllmTarget:
+    """The local vLLM target of --llmperf-local (or --llmperf-real-cpu), its interpreter
+    checked before any server starts: InterpreterError names it and the fix."""
+    from pytest_llmperf.servers.local_vllm import local_target
+
+    if options.target == "real-cpu":
+        return local_target(None, TARGET_FLAGS["real-cpu"], ready_timeout=options.ready_timeout)
+    where = "ini option 'llmperf_local'" if options.sources.get("llmperf_local") == "ini" else TARGET_FLAGS["local"]
+    return local_target(options.local, where, ready_timeout=options.ready_timeout)
 
 
 def sim_profile_lines(options: LlmperfOptions, specs: Sequence[ServerSpec]) -> list[str]:

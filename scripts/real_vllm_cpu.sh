@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare a real vLLM (CPU build) and a small model: for the real-engine tests
 # (`.ci/setup_real_vllm.sh` calls this) and for trying the plugin on a laptop
-# (`pytest --llmperf-real-cpu`, or LocalVllmTarget in your own code).
+# (`pytest --llmperf-real-cpu`, which is `--llmperf-local <this venv>/bin/python`, or
+# LocalVllmTarget in your own code).
 #
 # Idempotent: everything lands in a cache folder outside the checkout, keyed by the
 # versions below; a READY marker is written last, so a half-built cache is rebuilt and

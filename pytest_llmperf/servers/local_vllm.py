@@ -3,20 +3,25 @@
 The server is started as `PYTHON -m vllm.entrypoints.openai.api_server ...` in its own
 process group, logs to a file, and is stopped with the whole group (vLLM forks an
 engine-core process) on every way out of the context: normal exit, exception,
-KeyboardInterrupt. `.ci/setup_real_vllm.sh` prepares a CPU build and a small model;
-`find_prepared_vllm()` finds them.
+KeyboardInterrupt. `--llmperf-local PYTHON` runs it from any interpreter that imports
+vllm (`check_interpreter` says why one cannot, before any server starts); on a GPU build
+the GPUs it sees (CUDA_VISIBLE_DEVICES) are queried with the host's `nvidia-smi` for
+provenance and peak memory, as containers are. `.ci/setup_real_vllm.sh` prepares a CPU
+build and a small model; `find_prepared_vllm()` finds them (`--llmperf-real-cpu`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +29,7 @@ from typing import Any
 
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
+from pytest_llmperf.servers.gpu_info import NVIDIA_SMI_QUERY, gpu_provenance, parse_nvidia_smi_csv, sampling_peak_memory
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.files import cache_root
@@ -38,15 +44,30 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # Hub ids a spec may name for the prepared model (no hub here: the folder stands in).
 PREPARED_MODEL_IDS = ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m-instruct", "smollm2")
 
-# Set unless the caller overrides them: no hub, a small KV cache that fits beside
-# other work on a laptop, no telemetry.
-DEFAULT_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_DO_NOT_TRACK": "1",
-}
+# Set unless the caller overrides them: no telemetry.
+DEFAULT_ENV = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
+# And for the prepared CPU build: no hub (its model is a local folder), a small KV cache
+# that fits beside other work on a laptop. Not for any other interpreter: a GPU box's
+# first run downloads its model.
+PREPARED_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+PREPARED_READY_TIMEOUT = 600.0  # seconds: a 135M model on a CPU is ready in about one minute
 LOG_TAIL_LINES = 100
+NVIDIA_SMI_TIMEOUT = 10.0  # seconds per query
+# `import vllm` imports torch: seconds when the files are cached, a minute from a cold disk.
+PROBE_TIMEOUT = 180.0
+PROBE_MARK = "llmperf-probe"
+# What the interpreter says about its vLLM: version, and the platform vLLM detects (cuda,
+# cpu, ...), on one marked line (vLLM may log to stdout on import).
+PROBE = (
+    "import vllm\n"
+    "try:\n"
+    "    from vllm.platforms import current_platform\n"
+    "    device = current_platform.device_type or 'unknown'\n"
+    "except Exception:\n"
+    "    device = 'unknown'\n"
+    f"print({PROBE_MARK!r}, vllm.__version__, device)\n"
+)
+INSTALL_FIX = "pip install vllm into it ({python} -m pip install vllm), or pass the python of the venv that has vLLM"
 
 
 @dataclass(frozen=True)
@@ -72,6 +93,106 @@ def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | No
     return found, "ready"
 
 
+class InterpreterError(ValueError):
+    """An interpreter vLLM cannot run from; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    python: Path  # absolute; symlinks kept (a venv's python links to its base interpreter)
+    vllm_version: str
+    platform: str  # vLLM's current_platform.device_type: cuda, cpu, ... or unknown
+
+
+_CHECKED: dict[Path, Interpreter] = {}  # one probe per interpreter and process
+
+
+def check_interpreter(
+    python: str | os.PathLike[str],
+    where: str = "--llmperf-local",
+    fix: str = INSTALL_FIX,
+    timeout: float = PROBE_TIMEOUT,
+) -> Interpreter:
+    """The interpreter `python` names (a path, or a command looked up on PATH), once it
+    has shown that it imports vllm; InterpreterError names it, says what is wrong and
+    `fix` ({python} is filled in). `where` is the option that gave it."""
+    path = _locate(str(python), where)
+    if path in _CHECKED:
+        return _CHECKED[path]
+    fix = fix.format(python=path)
+    try:
+        done = subprocess.run(
+            [str(path), "-c", PROBE],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            env={**os.environ, **DEFAULT_ENV},
+        )
+    except subprocess.TimeoutExpired:
+        raise InterpreterError(
+            f"{where}: `{path} -c 'import vllm'` did not finish in {timeout:g} s (a first import from a cold "
+            "disk can be that slow: run it once by hand, then pytest again)"
+        ) from None
+    except OSError as exc:
+        raise InterpreterError(f"{where}: {path} does not run ({exc}); {fix}") from None
+    mark = next((line.split() for line in reversed(done.stdout.splitlines()) if line.startswith(PROBE_MARK)), [])
+    if done.returncode != 0 or len(mark) != 3:
+        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit code {done.returncode}"
+        raise InterpreterError(f"{where}: {path} cannot import vllm ({why}); {fix}")
+    found = _CHECKED[path] = Interpreter(python=path, vllm_version=mark[1], platform=mark[2])
+    return found
+
+
+def _locate(python: str, where: str) -> Path:
+    hint = f"pass the python of the environment vLLM is installed in ({where}=/path/to/venv/bin/python)"
+    if os.sep not in python:  # a bare name, as a shell finds it; else a test path taken for one
+        found = shutil.which(python)
+        if found is None and not os.path.exists(python):
+            raise InterpreterError(f"{where}: no `{python}` on PATH; {hint}")
+        python = found or python
+    path = Path(os.path.abspath(os.path.expanduser(python)))
+    if path.is_dir():
+        raise InterpreterError(
+            f"{where}: {path} is a folder, not a Python interpreter; {hint} (a test path right after "
+            f"{where} is read as its value: write {where}=PYTHON, or put the paths first)"
+        )
+    if not path.exists():
+        raise InterpreterError(f"{where}: {path} does not exist; {hint}")
+    if not os.access(path, os.X_OK):
+        raise InterpreterError(f"{where}: {path} is not executable; chmod +x it, or {hint}")
+    return path
+
+
+def local_target(
+    python: str | os.PathLike[str] | None, where: str = "--llmperf-local", ready_timeout: float = 1800.0, **kwargs: Any
+) -> LocalVllmTarget:
+    """The target of `--llmperf-local PYTHON`, its interpreter checked (InterpreterError).
+    `python` None: the CPU build `scripts/real_vllm_cpu.sh` prepared (`--llmperf-real-cpu`).
+    The prepared interpreter, however named, serves its model folder for the hub ids it
+    stands in for, offline, and gets at most PREPARED_READY_TIMEOUT to start."""
+    prepared, reason = find_prepared_vllm()
+    if python is None:
+        if prepared is None:
+            raise InterpreterError(f"{where}: {reason}")
+        python = prepared.python
+    fix = f"run `{SETUP_COMMAND}` again" if prepared is not None and python == prepared.python else INSTALL_FIX
+    found = check_interpreter(python, where, fix=fix)
+    settings: dict[str, Any] = {}
+    if prepared is not None and found.python == Path(os.path.abspath(prepared.python)):
+        settings = {"model_paths": {m: prepared.model for m in PREPARED_MODEL_IDS}, "env": PREPARED_ENV}
+        ready_timeout = min(ready_timeout, PREPARED_READY_TIMEOUT)
+    return LocalVllmTarget(
+        python=found.python,
+        ready_timeout=ready_timeout,
+        platform=found.platform,
+        vllm_version=found.vllm_version,
+        **{**settings, **kwargs},
+    )
+
+
 def target_from_prepared_env(
     ready_timeout: float = 300.0, log_dir: str | os.PathLike[str] | None = None, **kwargs: Any
 ) -> LocalVllmTarget:
@@ -88,7 +209,7 @@ def target_from_prepared_env(
         ready_timeout=ready_timeout,
         log_dir=log_dir,
         model_paths={m: prepared.model for m in PREPARED_MODEL_IDS},
-        **kwargs,
+        **{"env": PREPARED_ENV, **kwargs},
     )
 
 
@@ -158,6 +279,9 @@ class LocalVllmTarget:
         module: str = SERVER_MODULE,
         model_paths: Mapping[str, str | os.PathLike[str]] | None = None,
         on_progress: Callable[[float, str], None] | None = None,
+        platform: str = "cpu",
+        vllm_version: str | None = None,
+        gpu_sample_interval: float = 2.0,
     ) -> None:
         self.python = Path(python)
         if not self.python.is_file() or not os.access(self.python, os.X_OK):
@@ -176,6 +300,11 @@ class LocalVllmTarget:
         # spec.model -> local folder, so a suite can name a hub id and still run offline.
         self.model_paths = {k: str(v) for k, v in (model_paths or {}).items()}
         self.on_progress = on_progress
+        # vLLM's platform (check_interpreter): any but cpu has its GPUs watched where
+        # nvidia-smi is on PATH; the version /version cannot give.
+        self.platform = platform
+        self.vllm_version = vllm_version
+        self.gpu_sample_interval = gpu_sample_interval
         self.current: RunningServer | None = None  # the server of the open context
         self.last: RunningServer | None = None  # the most recent one, kept after stop
 
@@ -207,6 +336,7 @@ class LocalVllmTarget:
         log_path = log_dir / f"{_safe(spec.name)}-{port}.log"
         argv = self.command(spec, port)
         base_url = f"http://{self.host}:{port}"
+        env = self.process_env(spec)
         with open(log_path, "wb") as log:
             log.write(("$ " + " ".join(redact_args(argv)) + "\n").encode())  # its tail goes into errors
             log.flush()
@@ -215,10 +345,10 @@ class LocalVllmTarget:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self.process_env(spec),
+                env=env,
                 start_new_session=True,
             )
-        secrets = spec.secret_values(self.process_env(spec))
+        secrets = spec.secret_values(env)
         server = RunningServer(process=process, log_path=log_path, port=port, argv=argv, secrets=secrets)
         self.current = self.last = server
         try:
@@ -230,11 +360,17 @@ class LocalVllmTarget:
                 if server.death() is not None:
                     raise
                 raise ServerStartError(f"{exc}; last lines of {log_path}:\n{server.tail()}") from None
+            query = self.gpu_query(env)
+            sampler = None  # the session opens one window per run: the peak belongs to that run
+            if query is not None:
+                read = functools.partial(run_nvidia_smi, query)
+                sampler = functools.partial(sampling_peak_memory, read, interval=self.gpu_sample_interval)
             yield Endpoint(
                 base_url=base_url,
                 model=spec.model_id,
                 target=self.name,
-                provenance=self._provenance(base_url),
+                provenance=self._provenance(base_url, env, query),
+                memory_sampler=sampler,
                 exit_status=server.exit_status,
                 log_tail=lambda lines: server.tail(lines).rstrip("\n"),
             )
@@ -242,15 +378,51 @@ class LocalVllmTarget:
             self.current = None
             stop_process_group(process, self.stop_grace)
 
-    def _provenance(self, base_url: str) -> dict[str, Any]:
+    def gpu_query(self, env: Mapping[str, str]) -> list[str] | None:
+        """The nvidia-smi query of the GPUs a server with `env` sees (CUDA_VISIBLE_DEVICES:
+        indices or UUIDs), or None where there is none to watch: a CPU build, no nvidia-smi
+        on PATH, CUDA_VISIBLE_DEVICES empty."""
+        smi = shutil.which(NVIDIA_SMI_QUERY[0], path=env.get("PATH"))
+        if self.platform == "cpu" or smi is None:
+            return None
+        query = [smi, *NVIDIA_SMI_QUERY[1:]]
+        visible = env.get("CUDA_VISIBLE_DEVICES")
+        if visible is None:
+            return query
+        ids = ",".join(v.strip() for v in visible.split(",") if v.strip())
+        return [*query, f"--id={ids}"] if ids else None
+
+    def _provenance(self, base_url: str, env: Mapping[str, str], gpu_query: Sequence[str] | None) -> dict[str, Any]:
         # The session adds the target's name and the spec's description to every run.
-        prov: dict[str, Any] = {"platform": "cpu", "cpu_count": os.cpu_count(), "cpu_model": _cpu_model()}
+        prov: dict[str, Any] = {
+            "platform": self.platform,
+            "python": str(self.python),
+            "cpu_count": os.cpu_count(),
+            "cpu_model": _cpu_model(),
+        }
+        if "CUDA_VISIBLE_DEVICES" in env:
+            prov["cuda_visible_devices"] = env["CUDA_VISIBLE_DEVICES"]
         try:
             prov["vllm_version"] = fetch_version(base_url, timeout=10.0)
         except PageError as exc:
-            prov["vllm_version"] = None
+            prov["vllm_version"] = self.vllm_version  # what the interpreter imported, if it was checked
             prov["vllm_version_error"] = str(exc)
+        if gpu_query is not None:  # name, driver, count: the GPU model names the baseline folder
+            try:
+                prov.update(gpu_provenance(parse_nvidia_smi_csv(run_nvidia_smi(gpu_query))))
+            except Exception as exc:  # noqa: BLE001 - provenance must not fail the run
+                prov["gpu_error"] = f"{type(exc).__name__}: {exc}"
         return prov
+
+
+def run_nvidia_smi(query: Sequence[str], timeout: float = NVIDIA_SMI_TIMEOUT) -> str:
+    """nvidia-smi's CSV answer to `query` (LocalVllmTarget.gpu_query); RuntimeError when it fails."""
+    done = subprocess.run(
+        list(query), capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL, timeout=timeout
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"nvidia-smi exited with {done.returncode}: {(done.stdout + done.stderr).strip()[:200]}")
+    return done.stdout
 
 
 def stop_process_group(process: subprocess.Popen[bytes], grace: float) -> None:

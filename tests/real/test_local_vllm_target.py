@@ -14,6 +14,7 @@ import pytest
 
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.local_vllm import (
+    PREPARED_ENV,
     LocalVllmTarget,
     find_prepared_vllm,
     group_members,
@@ -26,7 +27,7 @@ SPEC = ServerSpec(name="fake", model="/models/none", served_model_name="fake-mod
 
 
 def target(tmp_path, mode="ok", **kw) -> LocalVllmTarget:
-    env = {"FAKE_VLLM_MODE": mode, "PYTHONPATH": str(HERE)}
+    env = {**kw.pop("env", {}), "FAKE_VLLM_MODE": mode, "PYTHONPATH": str(HERE)}
     return LocalVllmTarget(
         python=sys.executable,
         env=env,
@@ -125,11 +126,14 @@ def test_a_server_serving_another_model_fails_at_once_naming_it_with_the_log_tai
 
 def test_spec_env_passes_through_and_overrides(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "secret-value")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     spec = ServerSpec(name="s", model="m", env={"HF_TOKEN": None, "VLLM_CPU_KVCACHE_SPACE": "2"})
-    env = target(tmp_path).process_env(spec)
+    env = target(tmp_path, env=PREPARED_ENV).process_env(spec)  # the prepared CPU build's settings
     assert env["HF_TOKEN"] == "secret-value"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1"
+    # Any other interpreter may download its model (a GPU box's first run): the hub stays on.
+    assert "HF_HUB_OFFLINE" not in LocalVllmTarget(python=sys.executable).process_env(spec)
 
 
 def test_command_uses_api_server_module_with_model_flag(tmp_path):

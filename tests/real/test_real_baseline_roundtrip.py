@@ -1,5 +1,6 @@
 """The plugin's baseline round trip on the real engine, as a user runs it:
-`pytest --llmperf-real-cpu --update-baselines` records (three repetitions, each on its
+`pytest --llmperf-local <the prepared venv's python> --update-baselines` (what
+`--llmperf-real-cpu` runs) records (three repetitions, each on its
 own server start, so the spread between starts is known), three unchanged sessions
 never read `regressed`, and an injected regression (ngram with 1 speculative token
 instead of 3, same server name) fails the default gate with the verdict table. Each
@@ -77,6 +78,7 @@ def project(pytester, prepared_vllm, real_pool):
     pytester.makepyfile(test_suite=SUITE)
     pytester.makeini(INI)
     pytester.llmperf_cache_dir = str(prepared_vllm.root.parent)
+    pytester.llmperf_python = str(prepared_vllm.python)  # found by find_prepared_vllm, never spelled out
     return pytester
 
 
@@ -86,9 +88,8 @@ def run(pytester, *args, spec_tokens: int = 3):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return pytester.runpytest_subprocess(
-            "-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-real-cpu", *args, timeout=420
-        )
+        local = f"--llmperf-local={pytester.llmperf_python}"  # the target --llmperf-real-cpu names
+        return pytester.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider", local, *args, timeout=420)
     finally:
         for k, v in old.items():
             if v is None:

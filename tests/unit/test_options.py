@@ -95,7 +95,7 @@ def test_every_option_reaches_the_resolved_options():
     from pytest_llmperf.options import LlmperfOptions
 
     names = {f.name for f in fields(LlmperfOptions)}
-    target_flags = {"llmperf_sim", "llmperf_gpu", "llmperf_docker", "llmperf_real_cpu"}
+    target_flags = {"llmperf_sim", "llmperf_gpu", "llmperf_docker", "llmperf_real_cpu"}  # folded into target
     for opt in OPTIONS:
         assert opt.dest.removeprefix("llmperf_") in names or opt.dest in target_flags, opt.dest
 
@@ -132,6 +132,7 @@ def test_a_bad_cleanup_age_names_the_option_and_the_forms_it_takes(raw):
         ({"llmperf_gpu": True}, "--llmperf-gpu runs vLLM images"),
         ({"llmperf_base_url": "http://gpu-box:8000"}, "--llmperf-base-url attaches to a server someone else runs"),
         ({"llmperf_real_cpu": True}, "--llmperf-real-cpu runs a real vLLM"),
+        ({"llmperf_local": "python"}, "--llmperf-local runs a real vLLM"),
     ],
 )
 def test_sim_args_on_a_target_that_ignores_them_are_refused(target, why):
@@ -186,3 +187,39 @@ def test_the_report_is_a_folder_or_a_json_file_and_a_page_path_is_refused_with_t
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(OptionError, match=r"^ini option 'llmperf_report': .*notes\.txt' is a file, not a folder"):
         resolve(ini={"llmperf_report": str(tmp_path / "notes.txt")})
+
+
+@pytest.mark.parametrize(
+    "cli, ini, local, source",
+    [
+        ({"llmperf_local": "python"}, {}, "python", "cli"),  # the flag alone: argparse's const
+        ({"llmperf_local": "/opt/vllm/bin/python"}, {}, "/opt/vllm/bin/python", "cli"),
+        ({}, {"llmperf_local": "true"}, "python", "ini"),
+        ({}, {"llmperf_local": "~/venvs/vllm/bin/python"}, "~/venvs/vllm/bin/python", "ini"),
+        ({"llmperf_local": "/cli/python"}, {"llmperf_local": "/ini/python"}, "/cli/python", "cli"),
+    ],
+)
+def test_local_takes_an_interpreter_or_the_python_on_path(cli, ini, local, source):
+    opts = resolve(cli=cli, ini=ini)
+    assert (opts.target, opts.local, opts.sources["target"]) == ("local", local, source)
+    assert opts.target_description() == f"local {local} (from {source})"
+
+
+@pytest.mark.parametrize("off", ["false", "0", "off"])
+def test_local_switched_off_in_the_ini_chooses_nothing(off):
+    assert resolve(ini={"llmperf_local": off}).target is None
+
+
+@pytest.mark.parametrize(
+    "other, flag",
+    [
+        ({"llmperf_real_cpu": True}, "--llmperf-real-cpu"),
+        ({"llmperf_sim": True}, "--llmperf-sim"),
+        ({"llmperf_gpu": True}, "--llmperf-gpu"),
+        ({"llmperf_base_url": "http://gpu-box:8000"}, "--llmperf-base-url"),
+    ],
+)
+def test_local_and_another_target_are_refused(other, flag):
+    with pytest.raises(OptionError) as err:
+        resolve(cli={**other, "llmperf_local": "python"})
+    assert str(err.value) == f"{flag} and --llmperf-local choose different targets: pass exactly one"

@@ -228,7 +228,7 @@ def test_xdist_never_runs_gpu_servers_side_by_side(project):
     pytest.importorskip("xdist")
     result = project.runpytest("-p", "no:benchmark", "--llmperf-gpu", "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*would start several vLLM containers at once on one GPU*"])
+    result.stderr.fnmatch_lines(["*would start several vLLM servers at once on one GPU*"])
 
 
 def test_xdist_on_the_simulator_needs_loadgroup(project):

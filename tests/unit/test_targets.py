@@ -23,11 +23,13 @@ from pytest_llmperf.servers.sim_target import SimTarget
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.targets import (
     LEFTOVER_CHECK_TIMEOUT,
+    baseline_folders_before_start,
     build_target,
     cleanup_leftover_containers,
     leftover_report,
     sim_profile_lines,
 )
+from tests.local_fakes import fake_nvidia_smi, fake_python, python_without_vllm, smi_calls
 
 
 def build(**options: Any) -> Any:
@@ -84,12 +86,9 @@ def test_containers_get_the_gpu_choice_image_cache_timeout_session_and_progress(
 
 
 def _prepared_env(root: Path) -> Path:
-    """What .ci/setup_real_vllm.sh leaves: READY, an executable python, the model's config."""
+    """What .ci/setup_real_vllm.sh leaves: READY, a python that imports vllm, the model's config."""
     env = root / PREPARED_KEY
-    python = env / "venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.write_text("#!/bin/sh\n")
-    python.chmod(0o755)
+    fake_python(env / "venv" / "bin" / "python", version="0.32.0", platform="cpu")
     model = env / "models" / "smollm2-135m-instruct"
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
@@ -110,8 +109,35 @@ def test_real_cpu_runs_the_prepared_build_and_waits_at_most_ten_minutes(tmp_path
 
 def test_real_cpu_without_the_prepared_build_says_how_to_prepare_it(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
-    with pytest.raises(ServerStartError, match=r"cannot start a local vLLM: no prepared real vLLM at .*READY"):
+    with pytest.raises(
+        ServerStartError, match=r"cannot start a local vLLM: --llmperf-real-cpu: no prepared real vLLM at .*READY"
+    ):
         build(target="real-cpu")
+
+
+@pytest.mark.parametrize("source, where", [("cli", "--llmperf-local"), ("ini", "ini option 'llmperf_local'")])
+def test_local_runs_vllm_from_the_interpreter_given_and_waits_as_long_as_asked(tmp_path, source, where):
+    python = fake_python(tmp_path / "venv" / "bin" / "python")
+    target = build(target="local", local=str(python), ready_timeout=1800.0, sources={"llmperf_local": source})
+    assert isinstance(target, LocalVllmTarget)
+    assert (target.python, target.ready_timeout, target.platform) == (python, 1800.0, "cuda")
+    with pytest.raises(ServerStartError, match=rf"cannot start a local vLLM: {where}: .* cannot import vllm"):
+        build(target="local", local=str(python_without_vllm(tmp_path / "other")), sources={"llmperf_local": source})
+
+
+def test_a_local_gpu_build_is_judged_per_gpu_model_a_cpu_one_in_local_vllm(tmp_path, monkeypatch):
+    gpu, cpu = fake_python(tmp_path / "gpu"), fake_python(tmp_path / "cpu", platform="cpu")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-smi"))
+    assert baseline_folders_before_start(LlmperfOptions(target="local", local=str(gpu))) == ["local-vllm"]
+    smi = fake_nvidia_smi(tmp_path / "smi")
+    monkeypatch.setenv("PATH", str(smi))
+    assert baseline_folders_before_start(LlmperfOptions(target="local", local=str(gpu))) is None
+    assert baseline_folders_before_start(LlmperfOptions(target="local", local=str(cpu))) == ["local-vllm"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU visible
+    assert baseline_folders_before_start(LlmperfOptions(target="local", local=str(gpu))) == ["local-vllm"]
+    assert baseline_folders_before_start(LlmperfOptions(target="local", local=str(gpu), target_name="box")) == ["box"]
+    assert smi_calls(smi) == []  # decided without asking it
 
 
 def test_no_target_is_an_error_naming_what_was_given():
