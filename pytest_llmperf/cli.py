@@ -4,6 +4,7 @@
                   --max-seconds S --concurrency C --max-tokens T [--output FILE]
                   [--sharegpt-output-len N|reference]
     llmperf show RESULT.json
+    llmperf history [--server S] [--metric M] [--path P]
 
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
@@ -11,6 +12,8 @@
 concurrency and caps, print the figures as `vllm bench serve` lays them out
 (report/bench.py) and write the raw result (records +
 /metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
+`history` prints the trend of every series of the history (report/history.py) with
+its change points.
 """
 
 from __future__ import annotations
@@ -154,6 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="recompute and print the figures of a saved result")
     show.add_argument("result", help="a JSON file written by `llmperf bench`")
     show.set_defaults(func=cmd_show)
+
+    history = sub.add_parser("history", help="trends, change points and drift in the runs' history")
+    history.add_argument("--server", action="append", default=[], help="server name or glob (repeatable)")
+    history.add_argument("--metric", action="append", default=[], help="metric name or glob (repeatable)")
+    history.add_argument(
+        "--path", default="baselines", help="a history.jsonl, or a folder searched for them (default: baselines)"
+    )
+    history.add_argument("--pvalue", type=float, default=None, help="change-point significance (default 0.01)")
+    history.add_argument(
+        "--min-change", type=float, default=None, help="smallest relative step called a change (default 0.02)"
+    )
+    history.set_defaults(func=cmd_history)
+
     return parser
 
 
@@ -264,6 +280,36 @@ def cmd_show(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(f"{path}: {exc}") from exc
     print(serving_result(result))
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from pytest_llmperf.baselines import drift
+    from pytest_llmperf.baselines.history import HistoryError, find_files, read
+    from pytest_llmperf.report.history import history_text
+
+    path = Path(args.path)
+    if not path.exists():
+        raise CLIError(f"no history at {path}: give --path a history.jsonl or the baselines folder")
+    files = find_files(path)
+    if not files:
+        raise CLIError(f"no history.jsonl under {path}: gated runs append one (see --llmperf-history)")
+    try:
+        history = read(files)
+    except HistoryError as exc:
+        raise CLIError(str(exc)) from None
+    pvalue = drift.PVALUE if args.pvalue is None else args.pvalue
+    if not 0 < pvalue < 1:
+        raise CLIError(f"--pvalue must be between 0 and 1, got {pvalue}")
+    print(
+        history_text(
+            history,
+            servers=args.server,
+            metrics=args.metric,
+            pvalue=pvalue,
+            min_change=drift.MIN_CHANGE if args.min_change is None else args.min_change,
+        )
+    )
     return EXIT_OK
 
 
