@@ -5,6 +5,7 @@
                   [--sharegpt-output-len N|reference]
     llmperf show RESULT.json
     llmperf history [--server S] [--metric M] [--path P]
+    llmperf compare A.json B.json
 
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
@@ -13,7 +14,8 @@ concurrency and caps, print the figures as `vllm bench serve` lays them out
 (report/bench.py) and write the raw result (records +
 /metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
 `history` prints the trend of every series of the history (report/history.py) with
-its change points.
+its change points; `compare` judges one saved result against another with the
+plugin's rule and tables (report/saved.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from pytest_llmperf.workload.workload import DEFAULT_WARMUP, WAVE, Workload, war
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
+# `llmperf compare`: 0 every verdict passed (inconclusive warns), 1 one failed (regressed,
+# invalid, no data), 2 the files cannot be compared (unreadable, other kinds or workloads).
+EXIT_CANNOT_COMPARE = 2
 # --sharegpt-output-len's word for each conversation's reference completion length.
 REFERENCE = "reference"
 
@@ -170,6 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     history.set_defaults(func=cmd_history)
 
+    compare = sub.add_parser(
+        "compare", help="judge saved result B against saved result A with the plugin's rule and tables"
+    )
+    compare.add_argument("a", metavar="A.json", help="the reference: a --llmperf-report JSON or `llmperf bench` output")
+    compare.add_argument("b", metavar="B.json", help="the result judged against A (same kinds)")
+    compare.add_argument(
+        "--metric", action="append", default=[], help="metrics to judge (repeatable; default: the plugin's gate)"
+    )
+    compare.add_argument(
+        "--tolerance", action="append", default=[], metavar="METRIC=TOL", help="e.g. steady_decode_tok_s=3%%"
+    )
+    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.set_defaults(func=cmd_compare)
     return parser
 
 
@@ -260,6 +278,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     result = _run(args, requests)
     # Which prompts, beside the runner's config (concurrency, caps, seed, endpoint).
+    result.config.setdefault("model", args.model)  # `llmperf compare` refuses results of other models
     result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
     result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
     result.config.setdefault("sharegpt_output_len", REFERENCE if output_len is None else output_len)
@@ -311,6 +330,20 @@ def cmd_history(args: argparse.Namespace) -> int:
         )
     )
     return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pytest_llmperf.report.saved import SavedError, compare_files
+
+    try:
+        text, ok = compare_files(
+            Path(args.a), Path(args.b), metrics=args.metric, tolerances=args.tolerance, confidence=args.confidence
+        )
+    except SavedError as exc:
+        print(f"llmperf compare: cannot compare: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_COMPARE
+    print(text)
+    return EXIT_OK if ok else EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
