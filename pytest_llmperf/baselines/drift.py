@@ -41,7 +41,7 @@ from pytest_llmperf.metrics.registry import Direction, metric
 # The detector's settings, chosen on benchmarks/drift_detectors.py (docs/history.md).
 PVALUE = 0.01  # the permutation test's significance
 MIN_CHANGE = 0.02  # relative; a smaller move is not called a change point
-PERMUTATIONS = 100
+PERMUTATIONS = 100  # what compute_change_points_orig runs (not a parameter of it)
 SEED = 0  # the permutation test's: one history, one answer
 MAX_RUNS = 60  # the latest runs searched (E-Divisive is quadratic in the runs)
 MIN_POINTS = 5  # fewer runs are too few to split

@@ -34,6 +34,7 @@ A line (keys in this order; absent values are left out to keep lines short):
     reps        repetitions behind `value`
     target      the baseline folder (sim, NVIDIA-H200, ...)
     image, digest, vllm, commit    from the run's provenance
+    sim         on the simulator, the flags it ran with (what stands for an image there)
     workload    12 hex digits of the workload identity's hash (runs of different
                 workloads are never one series)
 """
@@ -72,6 +73,7 @@ KEYS = (
     "digest",
     "vllm",
     "commit",
+    "sim",
     "workload",
 )
 REQUIRED = ("date", "server", "concurrency", "metric", "value", "outcome")
@@ -140,6 +142,8 @@ def make_record(
         "digest": provenance.get("image_digest"),
         "vllm": provenance.get("vllm_version"),
         "commit": provenance.get("git_commit"),
+        # The simulator's "image": the flags it ran with (--llmperf-sim-args, the spec's).
+        "sim": " ".join(map(str, provenance.get("sim_args") or ())) or None,
         "workload": workload,
     }
     return {k: line[k] for k in KEYS if line.get(k) is not None}

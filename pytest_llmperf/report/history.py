@@ -10,6 +10,7 @@ flag of a sustained shift for the worse that every run passed its gate.
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ def describe_run(line: Mapping[str, Any]) -> str:
     parts = []
     if line.get("image"):
         parts.append(f"image {line['image']}" + (f" ({_short_digest(line['digest'])})" if line.get("digest") else ""))
+    if line.get("sim"):
+        parts.append(f"sim {line['sim']}")
     if line.get("vllm"):
         parts.append(f"vLLM {line['vllm']}")
     if line.get("commit"):
@@ -64,11 +67,23 @@ def since_what(line: Mapping[str, Any]) -> str:
     """The flag's "since image X": the image (digest), else the vLLM version, else the commit."""
     if line.get("image"):
         return f"image {line['image']}" + (f" ({_short_digest(line['digest'])})" if line.get("digest") else "")
+    if line.get("sim"):
+        return f"sim {line['sim']} ({str(line.get('date', ''))[:10]})"
     if line.get("vllm"):
         return f"vLLM {line['vllm']} ({str(line.get('date', ''))[:10]})"
     if line.get("commit"):
         return f"commit {line['commit']} ({str(line.get('date', ''))[:10]})"
     return f"the run of {str(line.get('date', ''))[:10]}"
+
+
+def _p(pvalue: float) -> str:
+    """The permutation test's p-value: none of its permutations beat the split reads
+    p < 1/permutations, not 0."""
+    if math.isnan(pvalue):
+        return ""
+    if pvalue < 1 / drift.PERMUTATIONS:
+        return f", p<{1 / drift.PERMUTATIONS:g}"
+    return f", p={pvalue:.2g}"
 
 
 def _percent(x: float | None) -> str:
@@ -131,7 +146,7 @@ def series_lines(
         line = lines[cp.index]
         out.append(
             f"  change at run {cp.index + 1}: {_value(name, cp.before)} -> {_value(name, cp.after)}{_unit(name)} "
-            f"({_percent(cp.relative)}, p={cp.pvalue:.2g}), from {describe_run(line)}"
+            f"({_percent(cp.relative)}{_p(cp.pvalue)}), from {describe_run(line)}"
         )
     shift = drift.latest_shift(lines, points)
     if shift is not None and shift.worse:

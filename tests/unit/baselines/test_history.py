@@ -168,3 +168,9 @@ def test_concurrent_appends_from_several_processes_leave_every_line_intact(tmp_p
         mine = [r["value"] for r in decoded if r["server"] == f"w{w}"]
         # each append's three lines stay together and in order
         assert mine == [i + c / 100 for i in range(count) for c in (1, 8, 32)]
+
+
+def test_on_the_simulator_its_flags_stand_for_the_image():
+    record = line(1.0, provenance={"date": "d", "simulator": True, "sim_args": ["--sim-step-time-scale", "1.05"]})
+    assert record["sim"] == "--sim-step-time-scale 1.05"
+    assert "sim" not in line(1.0, provenance={"date": "d", "sim_args": []})
