@@ -75,7 +75,8 @@ def detectors() -> tuple[dict[str, Detector], list[str]]:
 
             return detect
 
-        found["otava e-divisive p=0.01"] = otava_ediv(0.01)
+        for p in (0.01, 0.05):
+            found[f"otava e-divisive p={p:g}"] = otava_ediv(p)
     except ImportError:
         missing.append("apache-otava")
     try:

@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument(
         "--path", default="baselines", help="a history.jsonl, or a folder searched for them (default: baselines)"
     )
-    history.add_argument("--pvalue", type=float, default=None, help="change-point significance (default 0.01)")
+    history.add_argument("--pvalue", type=float, default=None, help="change-point significance (default 0.05)")
     history.add_argument(
         "--min-change", type=float, default=None, help="smallest relative step called a change (default 0.02)"
     )

@@ -19,7 +19,9 @@ Otava is an optional dependency (`pip install 'pytest-llmperf[history]'`, part o
 
 The level on each side of a change point is the mean of the runs between it and its
 neighbours; change points that move the level by less than `min_change` are dropped
-(the smallest first, the levels recomputed after each).
+(the smallest first, the levels recomputed after each). Runs whose own noise (the
+verdict's, kept in the history) is over NOISY times the series' median are left out:
+they measured a disturbed box.
 
 A *sustained shift* (`sustained_shift`): the last change points of a series, taken
 together while each moves the metric the same way, moved it the worse way; at least
@@ -39,13 +41,16 @@ from typing import Any
 from pytest_llmperf.metrics.registry import Direction, metric
 
 # The detector's settings, chosen on benchmarks/drift_detectors.py (docs/history.md).
-PVALUE = 0.01  # the permutation test's significance
+PVALUE = 0.05  # the permutation test's significance
 MIN_CHANGE = 0.02  # relative; a smaller move is not called a change point
 PERMUTATIONS = 100  # what compute_change_points_orig runs (not a parameter of it)
 SEED = 0  # the permutation test's: one history, one answer
 MAX_RUNS = 60  # the latest runs searched (E-Divisive is quadratic in the runs)
 MIN_POINTS = 5  # fewer runs are too few to split
 MIN_RUNS = 3  # a shift is sustained after this many runs at the new level
+# A run whose own noise (the verdict's interval, in the history) is this many times the
+# series' median noise measured a disturbed box, not the image: left out of the series.
+NOISY = 5.0
 # Outcomes after which the gate itself failed: such a shift was already reported red.
 FAILED = frozenset({"regressed", "invalid"})
 
@@ -131,6 +136,22 @@ class Shift:
         return (self.after - self.before) / abs(self.before) if self.before else 0.0
 
 
+def trusted(lines: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The series' runs to read levels from, and those left out: a run whose noise is over
+    NOISY times the median noise of the runs that have one (a loaded host, a stalled
+    stream: the verdict was usually inconclusive). Runs without a noise are kept."""
+    noises = [float(line["noise"]) for line in lines if isinstance(line.get("noise"), (int, float))]
+    if len(noises) < MIN_POINTS:
+        return list(lines), []
+    bound = NOISY * statistics.median(noises)
+    kept: list[Mapping[str, Any]] = []
+    dropped: list[Mapping[str, Any]] = []
+    for line in lines:
+        noise = line.get("noise")
+        (dropped if isinstance(noise, (int, float)) and bound > 0 and noise > bound else kept).append(line)
+    return kept, dropped
+
+
 def _worse(name: str, move: float) -> bool:
     try:
         direction = metric(name).direction
@@ -172,6 +193,8 @@ def sustained_shift(
     lines: Sequence[Mapping[str, Any]], *, pvalue: float = PVALUE, min_change: float = MIN_CHANGE
 ) -> Shift | None:
     """The series' sustained shift for the worse that every run since passed its gate (the
-    nightly summary's flag), or None. `lines`: one series' history lines, oldest first."""
+    nightly summary's flag), or None. `lines`: one series' history lines, oldest first;
+    the runs `trusted` leaves out are not read."""
+    lines, _ = trusted(lines)
     shift = latest_shift(lines, change_points([line["value"] for line in lines], pvalue=pvalue, min_change=min_change))
     return shift if shift is not None and shift.worse and shift.passed else None

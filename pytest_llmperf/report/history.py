@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,11 @@ def since_what(line: Mapping[str, Any]) -> str:
     return f"the run of {str(line.get('date', ''))[:10]}"
 
 
+def _median_noise(lines: Sequence[Mapping[str, Any]]) -> float | None:
+    noises = [float(x["noise"]) for x in lines if isinstance(x.get("noise"), (int, float))]
+    return statistics.median(noises) if noises else None
+
+
 def _p(pvalue: float) -> str:
     """The permutation test's p-value: none of its permutations beat the split reads
     p < 1/permutations, not 0."""
@@ -126,15 +132,24 @@ def series_lines(
 ) -> list[str]:
     """One series' block: header, sparkline with latest and range, change points, flag."""
     target, server, concurrency, name, workload = key
+    everything = lines
+    lines, dropped = drift.trusted(lines)
     values = [float(line["value"]) for line in lines]
-    first, last = str(lines[0].get("date", ""))[:10], str(lines[-1].get("date", ""))[:10]
+    first, last = str(everything[0].get("date", ""))[:10], str(everything[-1].get("date", ""))[:10]
     out = [
         f"{server} @ {concurrency}  {name}  [{target}, workload {workload or '?'}]  "
-        f"{len(values)} run{'s' if len(values) != 1 else ''} {first} .. {last}",
+        f"{len(everything)} run{'s' if len(everything) != 1 else ''} {first} .. {last}",
         f"  {sparkline(values)}  latest {_value(name, values[-1])}{_unit(name)}, range "
         f"{_value(name, min(values))} .. {_value(name, max(values))}"
         + (f" (last {SPARK_WIDTH} shown)" if len(values) > SPARK_WIDTH else ""),
     ]
+    if dropped:
+        runs = ", ".join(str(everything.index(line) + 1) for line in dropped)
+        out.append(
+            f"  left out: run{'s' if len(dropped) > 1 else ''} {runs} of {len(everything)}, noise over "
+            f"{drift.NOISY:g}x the median ({', '.join(_value(name, d.get('noise')) for d in dropped)} "
+            f"against {_value(name, _median_noise(everything))}): a disturbed box, not a level"
+        )
     if not detect:
         return out
     points = drift.change_points(values, pvalue=pvalue, min_change=min_change)
@@ -142,18 +157,24 @@ def series_lines(
         few = f" (fewer than {drift.MIN_POINTS} runs)" if len(values) < drift.MIN_POINTS else ""
         out.append(f"  no change point{few}")
         return out
+
+    def run_number(index: int) -> int:  # counted over every run shown, left-out ones included
+        return everything.index(lines[index]) + 1
+
     for cp in points:
         line = lines[cp.index]
         out.append(
-            f"  change at run {cp.index + 1}: {_value(name, cp.before)} -> {_value(name, cp.after)}{_unit(name)} "
-            f"({_percent(cp.relative)}{_p(cp.pvalue)}), from {describe_run(line)}"
+            f"  change at run {run_number(cp.index)}: {_value(name, cp.before)} -> {_value(name, cp.after)}"
+            f"{_unit(name)} ({_percent(cp.relative)}{_p(cp.pvalue)}), from {describe_run(line)}"
         )
     shift = drift.latest_shift(lines, points)
     if shift is not None and shift.worse:
         if shift.passed:
             out.append(f"  FLAGGED: {shift_text(key, shift)}")
         else:
-            out.append(f"  shift of {_percent(shift.relative)} since run {shift.start + 1}; its gate failed already")
+            out.append(
+                f"  shift of {_percent(shift.relative)} since run {run_number(shift.start)}; its gate failed already"
+            )
     return out
 
 

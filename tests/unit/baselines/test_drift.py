@@ -100,3 +100,14 @@ def test_the_summary_lines_name_the_fall_the_runs_and_the_image():
     assert "qwen @ 8: steady_decode_tok_s has fallen " in text[1]
     assert " runs since image vllm/vllm-openai:nightly-1" in text[1] and "each passing its gate" in text[1]
     assert drift_lines(History(records=lines), scope=[("qwen", 8, "acceptance_length")]) == []
+
+
+def test_runs_whose_own_noise_was_wild_are_left_out():
+    lines = nightly(noisy([1.0] * 12 + [0.9] * 6, seed=4))
+    for line in lines:
+        line["noise"] = 2.5
+    lines[3].update(value=250.0, noise=74.0, outcome="inconclusive")  # a loaded host that night
+    kept, dropped = drift.trusted(lines)
+    assert dropped == [lines[3]] and len(kept) == 17
+    shift = drift.sustained_shift(lines)
+    assert shift is not None and shift.start == 11  # index among the kept runs: the step at night 12
