@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf import ServerSpec, cli
-from pytest_llmperf.baselines import history
+from pytest_llmperf.baselines import drift, history
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import flatten
@@ -47,6 +47,12 @@ def noisy(levels, seed=0):
     return [400 * v * (1 + rng.normal(0, 0.01)) for v in levels]
 
 
+needs_otava = pytest.mark.skipif(
+    not drift.detector_available(), reason="apache-otava is not installed: pip install -e '.[dev]'"
+)
+
+
+@needs_otava
 def test_history_shows_the_trend_the_change_point_its_image_and_step(tmp_path, capsys):
     path = tmp_path / "baselines" / "sim" / "history.jsonl"
     write_history(path, noisy([1.0] * 10 + [0.93] * 8))
@@ -63,6 +69,16 @@ def test_history_shows_the_trend_the_change_point_its_image_and_step(tmp_path, c
     spark = block.splitlines()[1].split()[0]
     assert len(spark) == 18 and set(spark) <= set("▁▂▃▄▅▆▇█")
     assert "no change point" in out.split("qwen @ 8  acceptance_length")[1]
+
+
+def test_without_otava_the_trend_is_shown_with_a_note(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "history.jsonl"
+    write_history(path, [400.0] * 6)
+    monkeypatch.setattr(drift, "detector_available", lambda: False)
+    assert cli.main(["history", "--path", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: trends only, no change points: pip install 'pytest-llmperf[history]'" in out
+    assert "▄▄▄▄▄▄  latest 400.0 tok/s" in out
 
 
 def test_history_filters_by_server_and_metric_globs(tmp_path, capsys):

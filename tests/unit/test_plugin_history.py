@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from pytest_llmperf.baselines import history
+from pytest_llmperf.baselines import drift, history
 from tests.plugin_project import make_project, run
 
 
@@ -14,6 +14,12 @@ def project(pytester, monkeypatch, tmp_path_factory):
     return make_project(pytester, monkeypatch, tmp_path_factory)
 
 
+needs_otava = pytest.mark.skipif(
+    not drift.detector_available(), reason="apache-otava is not installed: pip install -e '.[dev]'"
+)
+
+
+@needs_otava
 def test_runs_append_history_and_the_summary_flags_a_drift_each_night_passed(project):
     path = project.path / "baselines" / "sim" / "history.jsonl"
     run(project, "-k", "test_base", "--update-baselines").assert_outcomes(passed=1)

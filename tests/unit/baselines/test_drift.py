@@ -9,6 +9,8 @@ from pytest_llmperf.baselines import drift
 from pytest_llmperf.baselines.history import History
 from pytest_llmperf.report.history import drift_lines
 
+pytest.importorskip("otava.analysis", reason="apache-otava is not installed: pip install -e '.[dev]'")
+
 
 def noisy(levels, noise=0.01, seed=0, base=400.0):
     rng = np.random.default_rng(seed)
