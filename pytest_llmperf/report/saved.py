@@ -34,6 +34,7 @@ from pytest_llmperf.baselines.compare import (
     compare_metrics,
 )
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
+from pytest_llmperf.metrics.failures import combine, failures
 from pytest_llmperf.metrics.registry import GATED_DECODE, flatten
 from pytest_llmperf.metrics.uncertainty import Row, independent_blocks, paired_errors, request_rows
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
@@ -110,6 +111,23 @@ def _dataset(provenance: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _invalid(results: Sequence[RunResult]) -> str | None:
+    """Why runs cannot be judged, as far as the saved records tell: failed requests (the
+    plugin's default error budget is none), nothing completed, or the server never ran
+    the concurrency. (The plugin's client- and engine-lag bounds are not applied here.)"""
+    broken = combine(failures(r.records, r.attempted) for r in results)
+    if broken.failed:
+        return f"{broken.describe()}; the figures of a broken run judge nothing"
+    if not any(r.completed for r in results):
+        return "no request completed"
+    for result in results:
+        reached = result.concurrency_reached()
+        short = reached.shortfall() if reached is not None else None
+        if short:
+            return short
+    return None
+
+
 def _report_runs(path: Path, doc: Mapping[str, Any]) -> list[SavedRun]:
     runs = []
     for i, run in enumerate(doc["runs"]):
@@ -137,7 +155,7 @@ def _report_runs(path: Path, doc: Mapping[str, Any]) -> list[SavedRun]:
                     samples=samples,
                     rows=rows,
                     speculative=bool(server.get("speculative_config")),
-                    invalid=str(death) if death else None,
+                    invalid=str(death) if death else _invalid(results) if results else None,
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -166,7 +184,7 @@ def _bench_run(path: Path, doc: Mapping[str, Any]) -> SavedRun:
         samples={k: [v] for k, v in figures.items()},
         rows=request_rows(result.records, clock_speed=result.clock_speed),
         speculative=figures.get("acceptance_rate") is not None,
-        invalid=None if result.completed else "no request completed",
+        invalid=_invalid([result]),
     )
 
 

@@ -234,3 +234,13 @@ def test_report_runs_of_another_workload_are_refused(tmp_path, capsys):
     b = report(tmp_path, "b.json", {8: 400.0}, max_tokens=50)
     assert cli.main(["compare", a, b]) == 2
     assert "max_tokens: A 100, B 50" in capsys.readouterr().err
+
+
+def test_a_b_with_failed_requests_is_invalid_not_judged(tmp_path, capsys):
+    a = write(tmp_path / "a.json", bench_result(400.0))
+    broken = bench_result(400.0, seed=3)
+    broken.records[5] = dataclasses.replace(broken.records[5], error="HTTP 500: boom", status=500, completion_tokens=0)
+    b = write(tmp_path / "b.json", broken)
+    assert cli.main(["compare", a, b]) == 1
+    out = capsys.readouterr().out
+    assert "INVALID RUN" in out and "1 of 24 failed" in out
