@@ -4,6 +4,8 @@
                   --max-seconds S --concurrency C --max-tokens T [--output FILE]
                   [--sharegpt-output-len N|reference]
     llmperf show RESULT.json
+    llmperf history [--server S] [--metric M] [--path P]
+    llmperf compare A.json B.json
 
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
@@ -11,6 +13,9 @@
 concurrency and caps, print the figures as `vllm bench serve` lays them out
 (report/bench.py) and write the raw result (records +
 /metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
+`history` prints the trend of every series of the history (report/history.py) with
+its change points; `compare` judges one saved result against another with the
+plugin's rule and tables (report/saved.py).
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from pytest_llmperf.workload.workload import DEFAULT_WARMUP, WAVE, Workload, war
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
+# `llmperf compare`: 0 every verdict passed (inconclusive warns), 1 one failed (regressed,
+# invalid, no data), 2 the files cannot be compared (unreadable, other kinds or workloads).
+EXIT_CANNOT_COMPARE = 2
 # --sharegpt-output-len's word for each conversation's reference completion length.
 REFERENCE = "reference"
 
@@ -154,6 +162,32 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="recompute and print the figures of a saved result")
     show.add_argument("result", help="a JSON file written by `llmperf bench`")
     show.set_defaults(func=cmd_show)
+
+    history = sub.add_parser("history", help="trends, change points and drift in the runs' history")
+    history.add_argument("--server", action="append", default=[], help="server name or glob (repeatable)")
+    history.add_argument("--metric", action="append", default=[], help="metric name or glob (repeatable)")
+    history.add_argument(
+        "--path", default="baselines", help="a history.jsonl, or a folder searched for them (default: baselines)"
+    )
+    history.add_argument("--pvalue", type=float, default=None, help="change-point significance (default 0.05)")
+    history.add_argument(
+        "--min-change", type=float, default=None, help="smallest relative step called a change (default 0.02)"
+    )
+    history.set_defaults(func=cmd_history)
+
+    compare = sub.add_parser(
+        "compare", help="judge saved result B against saved result A with the plugin's rule and tables"
+    )
+    compare.add_argument("a", metavar="A.json", help="the reference: a --llmperf-report JSON or `llmperf bench` output")
+    compare.add_argument("b", metavar="B.json", help="the result judged against A (same kinds)")
+    compare.add_argument(
+        "--metric", action="append", default=[], help="metrics to judge (repeatable; default: the plugin's gate)"
+    )
+    compare.add_argument(
+        "--tolerance", action="append", default=[], metavar="METRIC=TOL", help="e.g. steady_decode_tok_s=3%%"
+    )
+    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.set_defaults(func=cmd_compare)
     return parser
 
 
@@ -244,6 +278,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     result = _run(args, requests)
     # Which prompts, beside the runner's config (concurrency, caps, seed, endpoint).
+    result.config.setdefault("model", args.model)  # `llmperf compare` refuses results of other models
     result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
     result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
     result.config.setdefault("sharegpt_output_len", REFERENCE if output_len is None else output_len)
@@ -265,6 +300,50 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise CLIError(f"{path}: {exc}") from exc
     print(serving_result(result))
     return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from pytest_llmperf.baselines import drift
+    from pytest_llmperf.baselines.history import HistoryError, find_files, read
+    from pytest_llmperf.report.history import history_text
+
+    path = Path(args.path)
+    if not path.exists():
+        raise CLIError(f"no history at {path}: give --path a history.jsonl or the baselines folder")
+    files = find_files(path)
+    if not files:
+        raise CLIError(f"no history.jsonl under {path}: gated runs append one (see --llmperf-history)")
+    try:
+        history = read(files)
+    except HistoryError as exc:
+        raise CLIError(str(exc)) from None
+    pvalue = drift.PVALUE if args.pvalue is None else args.pvalue
+    if not 0 < pvalue < 1:
+        raise CLIError(f"--pvalue must be between 0 and 1, got {pvalue}")
+    print(
+        history_text(
+            history,
+            servers=args.server,
+            metrics=args.metric,
+            pvalue=pvalue,
+            min_change=drift.MIN_CHANGE if args.min_change is None else args.min_change,
+        )
+    )
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pytest_llmperf.report.saved import SavedError, compare_files
+
+    try:
+        text, ok = compare_files(
+            Path(args.a), Path(args.b), metrics=args.metric, tolerances=args.tolerance, confidence=args.confidence
+        )
+    except SavedError as exc:
+        print(f"llmperf compare: cannot compare: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_COMPARE
+    print(text)
+    return EXIT_OK if ok else EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -157,6 +157,14 @@ OPTIONS: tuple[Option, ...] = (
         "raw records, verdicts, provenance) and plots/; a path ending in .json writes the JSON alone",
     ),
     Option(
+        "llmperf_history",
+        ("--llmperf-history",),
+        "str",
+        None,
+        "append one JSON line per gated server, concurrency and metric of each run to this file (default: "
+        "history.jsonl beside the baselines judged in, baselines/<folder>/history.jsonl); off: keep no history",
+    ),
+    Option(
         "llmperf_repetitions",
         ("--llmperf-repetitions",),
         "reps",
@@ -315,6 +323,7 @@ class LlmperfOptions:
     dataset: str | None = None
     profile: str = "full"
     report: str | None = None
+    history: str | None = None  # a path, "off", or None: beside the baselines
     repetitions: int | str = 1  # a count, or "auto"
     max_repetitions: int = 5
     same_server: bool = False  # repetitions share one server start

@@ -632,6 +632,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     for line in terminal_lines(document):
         terminalreporter.write_line(line)
+    from pytest_llmperf.report.history import summary_drift_lines  # the history check, after the verdicts
+
+    for line in summary_drift_lines(document, config.rootpath, options.history):
+        terminalreporter.write_line(line)
     written = config.stash.get(REPORT_FILES_KEY, None)
     if written:
         terminalreporter.write_line(written)

@@ -30,6 +30,11 @@ from pytest_llmperf.baselines.compare import (
     other_workload_message,
     pooled_spread,
 )
+from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
+from pytest_llmperf.baselines.history import append as append_history
+from pytest_llmperf.baselines.history import default_path as history_default_path
+from pytest_llmperf.baselines.history import make_record as history_record
+from pytest_llmperf.baselines.history import workload_hash as history_workload_hash
 from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
@@ -88,6 +93,10 @@ class PerfFailure(AssertionError):
     def __init__(self, message: str, headline: str | None = None) -> None:
         super().__init__(message)
         self.headline = headline or next(iter(message.splitlines()), "")
+
+
+class HistoryWarning(UserWarning):
+    """The history file could not be written (the verdict stands)."""
 
 
 class InconclusiveWarning(UserWarning):
@@ -708,6 +717,9 @@ class PerfSession:
                 provenance,
                 requests=encode_rows(run.rows) if base is None else None,
             )
+            self._append_history(
+                run, target, workload, [(n, _median(samples[n]), "recorded", None, None) for n in samples]
+            )
             recorded = [name for name in samples if name not in missing]
             record.outcome = Outcome.RECORDED
             record.message = f"recorded {', '.join(recorded) or 'nothing'} in {record.baseline_path}"
@@ -745,6 +757,9 @@ class PerfSession:
             if invalid or not self._worth_another(run, verdicts) or not self.extend(run):
                 break
         record.verdicts = verdicts
+        self._append_history(
+            run, target, workload, [(v.metric, v.measured, v.status, v.noise, v.baseline) for v in verdicts]
+        )
         title = f"{run.server.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
         if len(run.results) > 1:
             title += f" ({len(run.results)} repetitions)"
@@ -781,6 +796,53 @@ class PerfSession:
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
+
+    def history_path(self, target: str) -> Path | None:
+        """Where this session's runs judged in baseline folder `target` append their history
+        (baselines/history.py): --llmperf-history, else beside the baselines; None when off."""
+        chosen = self.options.history
+        if chosen is not None and chosen.strip().lower() == HISTORY_OFF:
+            return None
+        return self.rootdir / chosen if chosen else history_default_path(self.store.root, target)
+
+    def _append_history(
+        self,
+        run: MeasuredRun,
+        target: str,
+        workload: Mapping[str, Any],
+        judged: Sequence[tuple[str, float | None, str, float | None, float | None]],
+    ) -> None:
+        """One history line per judged (metric, value, outcome, noise, baseline) with a value.
+        A history that cannot be written warns; it does not change the verdict."""
+        path = self.history_path(target)
+        if path is None:
+            return
+        reps = max((len(v) for v in run.samples.values()), default=0) or None
+        key = history_workload_hash(workload)
+        lines = [
+            line
+            for name, value, outcome, noise, baseline in judged
+            if (
+                line := history_record(
+                    server=run.server.name,
+                    concurrency=run.concurrency,
+                    metric=name,
+                    value=value,
+                    outcome=str(outcome),
+                    target=target,
+                    provenance=run.provenance,
+                    workload=key,
+                    noise=noise,
+                    confidence=self.look_confidence,
+                    baseline=baseline,
+                    reps=reps,
+                )
+            )
+        ]
+        try:
+            append_history(path, lines)
+        except OSError as exc:
+            warnings.warn(HistoryWarning(f"history {path}: not written: {exc}"), stacklevel=4)
 
     def _verdicts(
         self,

@@ -21,7 +21,10 @@ Shape (keys of the JSON report; tools read them, so they are only ever added to)
                                        requests: ..."), server_log (its last lines),
                                        warmup (the first repetition's warm-up figures),
                                        server_warmup (the server-level warm-up before
-                                       this run, on a freshly started server)
+                                       this run, on a freshly started server),
+                                       workload_identity (what a baseline entry is
+                                       keyed by: workload, model, dataset, clock speed;
+                                       `llmperf compare` refuses runs that differ in it)
     verdicts[]                         test, server, concurrency, baseline, outcome,
                                        message, verdicts (Verdict fields),
                                        baseline_figures (metric -> the entry's value) and
@@ -59,6 +62,7 @@ def plain(value: Any) -> Any:
 
 def build_report(perf: Any) -> dict[str, Any]:
     """The document of one session (a PerfSession, read only here)."""
+    identity = getattr(perf, "workload_identity", None)
     document: dict[str, Any] = plain(
         {
             "plugin_version": __version__,
@@ -67,7 +71,7 @@ def build_report(perf: Any) -> dict[str, Any]:
             "inconclusive": perf.options.inconclusive,
             "servers_started": list(perf.pool.starts),
             "servers_attached": list(perf.pool.attached),
-            "runs": [_run(run) for run in perf.runs.values()],
+            "runs": [_run(run, identity(run) if identity else None) for run in perf.runs.values()],
             "verdicts": [
                 {
                     "test": gate.nodeid,
@@ -90,10 +94,11 @@ def build_report(perf: Any) -> dict[str, Any]:
     return document
 
 
-def _run(run: Any) -> dict[str, Any]:
+def _run(run: Any, identity: Any = None) -> dict[str, Any]:
     return {
         "server": run.server.describe(),
         "workload": run.workload.to_dict(),
+        "workload_identity": identity,
         "provenance": run.provenance,
         "summary": run.figures,
         "samples": run.samples,
