@@ -4,6 +4,7 @@
                   --max-seconds S --concurrency C --max-tokens T [--output FILE]
                   [--sharegpt-output-len N|reference]
     llmperf show RESULT.json
+    llmperf doctor [--gpu | --docker | --local [PYTHON] | --base-url URL] [--image IMAGE] [--model M]
 
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
@@ -11,6 +12,7 @@
 concurrency and caps, print the figures as `vllm bench serve` lays them out
 (report/bench.py) and write the raw result (records +
 /metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
+`doctor` checks a box for a target (doctor.py) and exits 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf import doctor
 from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
@@ -154,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="recompute and print the figures of a saved result")
     show.add_argument("result", help="a JSON file written by `llmperf bench`")
     show.set_defaults(func=cmd_show)
+
+    check = sub.add_parser("doctor", help="check this box for a target before the first long run (seconds)")
+    doctor.add_arguments(check)
+    check.set_defaults(func=doctor.cmd_doctor)
     return parser
 
 
