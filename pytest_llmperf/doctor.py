@@ -191,7 +191,8 @@ def check_image(client: Any, ref: str, *, pull: bool) -> tuple[Check, Any]:
     except docker.errors.ImageNotFound:
         image = None
     except docker.errors.DockerException as exc:
-        return Check(name, FAIL, f"the engine could not look it up: {exc}", "check the engine (see above)"), None
+        detail = f"the engine could not look it up: {engine_error(exc)}"
+        return Check(name, FAIL, detail, "check the engine (see above)"), None
     if image is not None:
         digests = image.attrs.get("RepoDigests") or []
         digest = digests[0].partition("@")[2] if digests else "no repo digest (built or loaded here)"
@@ -207,12 +208,12 @@ def check_image(client: Any, ref: str, *, pull: bool) -> tuple[Check, Any]:
             client.images.pull(ref)
             image = client.images.get(ref)
         except docker.errors.DockerException as exc:
-            return Check(name, FAIL, f"not present, and the pull failed: {str(exc)[:300]}", fix), None
+            return Check(name, FAIL, f"not present, and the pull failed: {engine_error(exc)}", fix), None
         return Check(name, OK, f"pulled: id {image.id[:19]}"), image
     try:
         data = client.images.get_registry_data(ref)
     except docker.errors.DockerException as exc:
-        detail = f"not present on the engine, and its registry cannot be asked: {str(exc)[:300]}"
+        detail = f"not present on the engine, and its registry cannot be asked: {engine_error(exc)}"
         return Check(name, FAIL, detail, fix), None
     digest = getattr(data, "id", "") or "?"
     return (
@@ -224,6 +225,13 @@ def check_image(client: Any, ref: str, *, pull: bool) -> tuple[Check, Any]:
         ),
         None,
     )
+
+
+def engine_error(exc: BaseException, limit: int = 300) -> str:
+    """What the engine said (an APIError's explanation), without the request URL around it."""
+    explanation = getattr(exc, "explanation", None)
+    text = str(explanation if explanation else exc)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _lines(text: str, limit: int = 3) -> str:
@@ -289,8 +297,8 @@ def check_gpus_in_image(client: Any, ref: str, image: Any, *, gpu_request: bool,
     except ValueError as exc:  # nvidia-smi answered something else
         detail, fix = f"nvidia-smi's answer did not parse: {exc}", "run `nvidia-smi` on the host and check it"
     except docker.errors.DockerException as exc:
-        text = str(exc)
-        detail = f"the container did not run: {text[:300]}"
+        text = engine_error(exc)
+        detail = f"the container did not run: {text}"
         if "could not select device driver" in text:
             fix = NVIDIA_TOOLKIT_FIX
         elif "executable file not found" in text or "no such file" in text.lower():
@@ -307,7 +315,7 @@ def check_gpus_in_image(client: Any, ref: str, image: Any, *, gpu_request: bool,
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as exc:
-                detail += f"; the doctor's container {container.name} could not be removed ({exc})"
+                detail += f"; the doctor's container {container.name} could not be removed ({engine_error(exc)})"
             finally:
                 LIVE.discard(container.id)
     return Check(name, FAIL, detail, fix)
