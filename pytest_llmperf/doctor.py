@@ -355,8 +355,16 @@ def cached_model_size(hf_cache: Path, model: str) -> tuple[int, int, int] | None
 
 
 def check_hf_cache(
-    hf_cache: str, models: Sequence[str], environ: Mapping[str, str], *, remote_engine: bool = False
+    hf_cache: str,
+    models: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    remote_engine: bool = False,
+    local: bool = False,
 ) -> list[Check]:
+    """The cache folder: present (a container's bind mount of a missing folder makes it
+    root's; a local vLLM makes its own, `local`: a warning), a folder, writable (really
+    written: as root the mode bits say nothing), its free space; each model's size."""
     from pytest_llmperf.servers.docker import engine_host
 
     name = "Hugging Face cache"
@@ -369,6 +377,9 @@ def check_hf_cache(
         if parent is not None and not parent.is_dir():
             detail = f"{path} cannot exist: {parent} is a file"
             fix = "give a folder with --hf-cache / --llmperf-hf-cache"
+        elif local:
+            detail = f"{path} does not exist yet: vLLM creates it at its first download"
+            return [Check(name, WARN, detail, f"`mkdir -p {path}` and download the models first")]
         else:
             detail = f"{path} does not exist (Docker would create it owned by root)"
             fix = f"`mkdir -p {path}`, or give another folder with --hf-cache / --llmperf-hf-cache"
@@ -591,7 +602,7 @@ def run_doctor(config: DoctorConfig) -> list[Check]:
         if config.local_gpu:
             checks.append(check_host_gpus(env, timeout=config.timeout))
         if config.hf_cache is not None:
-            checks += check_hf_cache(config.hf_cache, config.models, env)
+            checks += check_hf_cache(config.hf_cache, config.models, env, local=True)
         checks += check_tokens(config.tokens, env)
         return _redacted(checks, secrets)
     engine, client = check_engine(env, config.timeout)

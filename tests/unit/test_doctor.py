@@ -298,6 +298,9 @@ def test_cache_missing_under_a_file_and_unwritable_each_fail_with_their_fix(tmp_
     (missing,) = dr.check_hf_cache(str(tmp_path / "nope"), (), {})
     assert missing.failed and "does not exist" in missing.detail and f"mkdir -p {tmp_path / 'nope'}" in missing.fix
 
+    (local,) = dr.check_hf_cache(str(tmp_path / "nope"), (), {}, local=True)  # vLLM makes its own
+    assert local.status == dr.WARN and "vLLM creates it at its first download" in local.detail
+
     (tmp_path / "file").write_text("x")
     (under_file,) = dr.check_hf_cache(str(tmp_path / "file" / "hf"), (), {})
     assert under_file.failed and f"{tmp_path / 'file'} is a file" in under_file.detail
