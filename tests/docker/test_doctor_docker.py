@@ -7,7 +7,8 @@ labelled, started, waited for, removed), the cache folders and the port. What is
 in the one test that shows GPUs: `nvidia-smi` is a shell script baked into an image
 derived from the local sim image, printing a fixed 8 x H200 CSV, and that test asks the
 doctor for no GPU device request and no runtime check (`gpu_request=False`), since this
-engine cannot satisfy `--gpus all`.
+engine cannot satisfy `--gpus all`. Last, `pytest --llmperf-docker --llmperf-doctor` on
+a small project: a failed check stops the session, passed checks let it run.
 """
 
 from __future__ import annotations
@@ -172,3 +173,48 @@ def test_an_unwritable_cache_fails_with_its_fix(sim_image, tmp_path):
     assert done.returncode == 1
     assert f"  ✗ Hugging Face cache: {frozen} is not writable: Operation not permitted" in done.stdout
     assert f"      fix: make it writable for the server (`chown -R $USER {frozen}`" in done.stdout
+
+
+PROJECT_CONFTEST = """
+from pytest_llmperf import ServerSpec
+
+def pytest_llmperf_servers():
+    return [ServerSpec(name="sim", model="org/sim", image={image!r}, env={{"HF_TOKEN": None}})]
+"""
+PROJECT_SUITE = """
+import pytest
+
+@pytest.mark.llmperf(server="sim", num_prompts=4, max_tokens=8)
+def test_perf():  # asks for no llmperf fixture: no server starts
+    pass
+"""
+
+
+def test_llmperf_doctor_in_a_docker_session_stops_it_or_lets_it_run(pytester, sim_image, tmp_path, monkeypatch):
+    pytester.makeconftest(PROJECT_CONFTEST.format(image=sim_image))
+    pytester.makepyfile(PROJECT_SUITE)
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    args = ("-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-docker", "--llmperf-doctor")
+    stopped = pytester.runpytest_subprocess(*args, "--llmperf-hf-cache", str(tmp_path / "file" / "hf"))
+    assert stopped.ret == pytest.ExitCode.USAGE_ERROR
+    err = stopped.stderr.str()
+    assert "--llmperf-doctor: 1 check(s) failed, the suite did not start:" in err
+    assert f"✗ Hugging Face cache: {tmp_path / 'file' / 'hf'} cannot exist: {tmp_path / 'file'} is a file" in err
+    assert "fix: give a folder with --hf-cache / --llmperf-hf-cache" in err
+
+    cache = tmp_path / "hf"
+    cache.mkdir()
+    ran = pytester.runpytest_subprocess(*args, "--llmperf-hf-cache", str(cache))
+    ran.assert_outcomes(passed=1)
+    ran.stdout.fnmatch_lines(
+        [
+            "[[]llmperf] doctor: ✓ Docker Engine: Docker Engine * answers at *",
+            f"[[]llmperf] doctor: ✓ image {sim_image}: present: id sha256:*",
+            f"[[]llmperf] doctor: ✓ Hugging Face cache: {cache} exists and is writable; *",
+            "[[]llmperf] doctor: ✓ HF_TOKEN: set (passed to the server by name, shown as ***)",
+            "[[]llmperf] doctor: ✓ publish address: 127.0.0.1 binds *",
+        ]
+    )
+    assert TOKEN not in ran.stdout.str() + stopped.stdout.str() + err
