@@ -613,12 +613,14 @@ def run_doctor(config: DoctorConfig) -> list[Check]:
         later += [f"image {ref}" for ref in config.images]
         checks += [Check(name, SKIP, "not tried: no Docker Engine") for name in later]
     else:
+        runtime_ok = True
         if gpu and config.gpu_request:
             try:
-                checks.append(gpu_runtime_check(client.info()))
+                runtime = gpu_runtime_check(client.info())
             except Exception as exc:  # noqa: BLE001 - the engine went away between calls
-                checks.append(Check("GPU support in Docker", FAIL, f"`docker info` failed: {exc}", "check the engine"))
-        runtime_ok = not checks[-1].failed
+                runtime = Check("GPU support in Docker", FAIL, f"`docker info` failed: {exc}", "check the engine")
+            checks.append(runtime)
+            runtime_ok = not runtime.failed
         for ref in config.images:
             image_check, image = check_image(client, ref, pull=config.pull)
             checks.append(image_check)
