@@ -96,7 +96,7 @@ def test_without_gpus_the_gpu_line_fails_with_the_fix_and_the_other_lines_pass(s
     assert lines[2].startswith("  ✗ GPU support in Docker: no NVIDIA runtime (runtimes: ")
     assert "fix: install the NVIDIA Container Toolkit" in lines[3] and "nvidia-ctk runtime configure" in lines[3]
     assert lines[4].startswith(f"  ✓ image {sim_image}: present: id sha256:")
-    assert lines[5] == f"  - GPUs in {sim_image}: not tried: the engine has no GPU support"
+    assert lines[5] == f"  - GPUs in {sim_image}: not run: the engine refused the container its GPUs (see above)"
     assert lines[6].startswith(f"  ✓ Hugging Face cache: {cache} exists and is writable; ")
     assert lines[7] == "  ✓ HF_TOKEN: set (passed to the server by name, shown as ***)"
     assert lines[8].startswith("  ✓ publish address: 127.0.0.1 binds")

@@ -22,6 +22,7 @@ from pytest_llmperf.options import resolve_options
 from pytest_llmperf.servers import docker as dk
 from pytest_llmperf.servers.spec import ServerSpec
 
+NO_DRIVER = 'could not select device driver "" with capabilities: [[gpu]]'
 H200_CSV = "NVIDIA H200, 570.133.20, 1, 143771\nNVIDIA H200, 570.133.20, 1, 143771\n"
 
 
@@ -187,17 +188,29 @@ def test_a_gpu_box_passes_every_line_and_shows_the_gpus_from_nvidia_smi_in_a_rem
     assert not dk.LIVE.names()
 
 
-def test_no_nvidia_runtime_fails_the_gpu_line_with_the_toolkit_fix_and_tries_no_container(monkeypatch, cache):
-    engine = FakeEngine(runtimes=("io.containerd.runc.v2", "runc"))
+def test_no_nvidia_runtime_fails_the_gpu_line_once_with_the_toolkit_fix(monkeypatch, cache):
+    engine = FakeEngine(
+        runtimes=("io.containerd.runc.v2", "runc"),
+        start_error='could not select device driver "" with capabilities: [[gpu]]',
+    )
     engine_is(monkeypatch, engine)
     checks = dr.run_doctor(config(cache))
     lines = by_name(checks)
     gpu = lines["GPU support in Docker"]
     assert gpu.failed and "no NVIDIA runtime (runtimes: io.containerd.runc.v2, runc)" in gpu.detail
     assert "nvidia-ctk runtime configure --runtime=docker" in gpu.fix
-    assert lines[f"GPUs in {dr.DEFAULT_IMAGE}"].status == dr.SKIP
+    container = lines[f"GPUs in {dr.DEFAULT_IMAGE}"]
+    assert container.status == dr.SKIP and "the engine refused the container its GPUs" in container.detail
     assert [c.name for c in dr.failed(checks)] == ["GPU support in Docker"]
-    assert engine.containers.made == []
+    assert [c.removed for c in engine.containers.made] == [True]
+
+
+def test_no_runtime_listed_but_the_gpu_request_works_passes(monkeypatch, cache):
+    """Docker gives `--gpus` wherever the NVIDIA hook is installed, runtime registered or not."""
+    engine_is(monkeypatch, FakeEngine(runtimes=("runc",)))
+    checks = dr.run_doctor(config(cache))
+    assert not dr.failed(checks), dr.format_checks(checks)
+    assert "but `--gpus all` works" in by_name(checks)["GPU support in Docker"].detail
 
 
 def test_cdi_gpu_devices_count_as_gpu_support():
@@ -442,7 +455,7 @@ def test_format_marks_and_fixes():
 
 
 def test_llmperf_doctor_prints_the_checklist_and_exits_1_on_a_failure(monkeypatch, cache, capsys):
-    engine_is(monkeypatch, FakeEngine(runtimes=("runc",), images=("my/vllm:nightly",)))
+    engine_is(monkeypatch, FakeEngine(runtimes=("runc",), images=("my/vllm:nightly",), start_error=NO_DRIVER))
     monkeypatch.setenv("HF_TOKEN", "hf_secretvalue123")
     code = cli.main(["doctor", "--image", "my/vllm:nightly", "--hf-cache", str(cache), "--model", "o/m"])
     out = capsys.readouterr().out
@@ -560,7 +573,7 @@ def test_plain():
 
 
 def test_llmperf_doctor_stops_the_session_listing_the_failed_lines_with_their_fixes(pytester, monkeypatch, cache):
-    engine_is(monkeypatch, FakeEngine(runtimes=("runc",), images=()))
+    engine_is(monkeypatch, FakeEngine(runtimes=("runc",), images=(), start_error=NO_DRIVER))
     monkeypatch.delenv("HF_TOKEN", raising=False)
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(SUITE)
