@@ -4,7 +4,7 @@
                   --max-seconds S --concurrency C --max-tokens T [--output FILE]
                   [--sharegpt-output-len N|reference]
     llmperf show RESULT.json
-    llmperf doctor [--gpu | --docker | --local [PYTHON] | --base-url URL] [--image IMAGE] [--model M]
+    llmperf doctor [--gpu | --docker | --local [PYTHON] | --real-cpu | --base-url URL] [--image IMAGE] [--model M]
 
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
