@@ -7,8 +7,9 @@ a warning (!, does not fail) or not tried (-, says why):
   for GPUs, the engine has the NVIDIA runtime or CDI GPU devices, then a throwaway
   container of the vLLM image runs `nvidia-smi` (entrypoint overridden) and shows the
   GPUs, driver and memory (a container that gets its GPUs passes the runtime line too:
-  Docker serves `--gpus` wherever the NVIDIA hook is installed, listed or not); the image is present (id, digest) or at least pullable
-  (the registry is asked, nothing is pulled unless `pull=True`); the Hugging Face cache
+  Docker serves `--gpus` wherever the NVIDIA hook is installed, listed or not); the
+  image is present (id, digest) or at least pullable (the registry is asked, nothing is
+  pulled unless `pull=True`); the Hugging Face cache
   folder exists and is writable, with its free space against each cached model's size;
   the tokens the servers pass (HF_TOKEN) are set; the publish address binds.
 - a local vLLM process: the interpreter exists, `import vllm` works (its version),
