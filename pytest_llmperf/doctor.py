@@ -9,9 +9,9 @@ a warning (!, does not fail) or not tried (-, says why):
   GPUs, driver and memory (a container that gets its GPUs passes the runtime line too:
   Docker serves `--gpus` wherever the NVIDIA hook is installed, listed or not); the
   image is present (id, digest) or at least pullable (the registry is asked, nothing is
-  pulled unless `pull=True`); the Hugging Face cache
-  folder exists and is writable, with its free space against each cached model's size;
-  the tokens the servers pass (HF_TOKEN) are set; the publish address binds.
+  pulled unless `pull=True`); the Hugging Face cache folder exists and is writable,
+  with its free space against each cached model's size; the tokens the servers pass
+  (HF_TOKEN) are set; the publish address binds.
 - a local vLLM process: the interpreter exists, `import vllm` works (its version),
   CUDA_VISIBLE_DEVICES, the host's `nvidia-smi`, the cache and the tokens.
 - an external server: it answers /version.
