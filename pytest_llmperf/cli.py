@@ -6,6 +6,7 @@
     llmperf show RESULT.json
     llmperf history [--server S] [--metric M] [--path P]
     llmperf compare A.json B.json
+    llmperf doctor [--gpu | --docker | --local [PYTHON] | --real-cpu | --base-url URL] [--image IMAGE] [--model M]
 
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
@@ -16,6 +17,7 @@ concurrency and caps, print the figures as `vllm bench serve` lays them out
 `history` prints the trend of every series of the history (report/history.py) with
 its change points; `compare` judges one saved result against another with the
 plugin's rule and tables (report/saved.py).
+`doctor` checks a box for a target (doctor.py) and exits 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf import doctor
 from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
@@ -188,6 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--confidence", type=float, default=0.95)
     compare.set_defaults(func=cmd_compare)
+    check = sub.add_parser(
+        "doctor",
+        help="check this box for a target before the first long run (seconds)",
+        description="One line per check with a fix under each failed one; exit status 1 when one failed. "
+        "Starts no server: its one container (the GPU line) runs nvidia-smi and is removed.",
+    )
+    doctor.add_arguments(check)
+    check.set_defaults(func=doctor.cmd_doctor)
     return parser
 
 

@@ -284,6 +284,14 @@ OPTIONS: tuple[Option, ...] = (
         "a container whose owner cannot be checked (another host on a shared DOCKER_HOST, or no owner "
         "labels) is a leftover once older than this: 30m, 24h, 2d or seconds (default 24h)",
     ),
+    Option(
+        "llmperf_doctor",
+        ("--llmperf-doctor",),
+        "bool",
+        False,
+        "before the first test, run `llmperf doctor`'s checks for the target and the collected servers "
+        "(engine, GPUs in the image, image, cache, tokens, port); a failed check stops the session with its fix",
+    ),
 )
 
 
@@ -339,6 +347,7 @@ class LlmperfOptions:
     hf_cache: str = "~/.cache/huggingface"
     cleanup: bool = False
     cleanup_age: float = 24 * 3600.0  # seconds
+    doctor: bool = False  # --llmperf-doctor: the doctor's checks before the first test
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
 
     def target_description(self) -> str:

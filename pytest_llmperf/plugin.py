@@ -310,6 +310,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         plans.append(PlannedTest(item.nodeid, servers, tuple(planned_workloads(item, kwargs))))
     if not plans:
         return
+    if options.doctor:
+        _doctor(config, options, [spec for plan in plans for spec in plan.servers])
     try:
         local = check_target(options) if options.target in LOCAL_TARGETS else None  # its interpreter imports vllm
         folders = baseline_folders_before_start(options)
@@ -322,6 +324,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if local is not None:
             reporter.write_line(f"[llmperf] vLLM {local.vllm_version} ({local.platform}) from {local.python}")
     config.stash[DATASET_KEY] = dataset
+
+
+def _doctor(config: pytest.Config, options: Any, specs: list[ServerSpec]) -> None:
+    """--llmperf-doctor: `llmperf doctor`'s checks for the target and these servers; a
+    failed one is a usage error listing the failed lines with their fixes."""
+    from pytest_llmperf import doctor
+
+    checks = doctor.run_doctor(doctor.config_from_options(options, specs))
+    if doctor.failed(checks):
+        raise pytest.UsageError(doctor.usage_error_text(checks))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and reporter.verbosity >= 0:
+        for line in doctor.format_checks(checks, ascii_marks=doctor.use_ascii()):
+            reporter.write_line(f"[llmperf] doctor: {line}")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

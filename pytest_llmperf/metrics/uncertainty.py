@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pytest_llmperf.metrics.records import RequestRecord
 
@@ -115,7 +117,7 @@ def independent_blocks(baseline_rows: Sequence[Row], measured_rows: Sequence[Row
     return -(-n // block_length(n, concurrency)) if n else 0
 
 
-def _indices(n: int, length: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+def _indices(n: int, length: int, resamples: int, rng: np.random.Generator) -> NDArray[Any]:
     blocks = -(-n // length)
     starts = rng.integers(0, n, size=(resamples, blocks))
     idx = (starts[:, :, None] + np.arange(length)) % n
@@ -136,13 +138,13 @@ class _Side:
         self.col["accepted"] = np.maximum(out - chunks, 0)
         self.figures = figures
 
-    def statistic(self, name: str, idx: np.ndarray) -> np.ndarray | None:
+    def statistic(self, name: str, idx: NDArray[Any]) -> NDArray[Any] | None:
         """`name` recomputed on every resample (rows of `idx`); None when it has no estimator."""
         col = self.col
         prefix, _, stat = name.rpartition("_")
         if prefix in ("ttft_ms", "e2el_ms", "tpot_ms") and stat in _STATS:
             values = col[prefix][idx]
-            resampled: np.ndarray
+            resampled: NDArray[Any]
             with np.errstate(all="ignore"):
                 if stat == "mean":
                     resampled = np.nanmean(values, axis=1)
@@ -151,7 +153,7 @@ class _Side:
             return resampled
         if name == "per_stream_tok_s":
             with np.errstate(all="ignore"):
-                median_tpot: np.ndarray = np.nanpercentile(col["tpot_ms"][idx], 50, axis=1)
+                median_tpot: NDArray[Any] = np.nanpercentile(col["tpot_ms"][idx], 50, axis=1)
                 return 1000.0 / median_tpot
         figure = self.figures.get(name)
         if figure is None:
@@ -168,12 +170,12 @@ class _Side:
         return None
 
     @staticmethod
-    def _scaled(figure: float, num: np.ndarray, den: np.ndarray, idx: np.ndarray) -> np.ndarray | None:
+    def _scaled(figure: float, num: NDArray[Any], den: NDArray[Any], idx: NDArray[Any]) -> NDArray[Any] | None:
         if num.sum() <= 0 or den.sum() <= 0:
             return None
         d = den[idx].sum(axis=1)
         with np.errstate(all="ignore"):
-            ratio: np.ndarray = (num[idx].sum(axis=1) / d) / (num.sum() / den.sum())
+            ratio: NDArray[Any] = (num[idx].sum(axis=1) / d) / (num.sum() / den.sum())
         return figure * ratio
 
 

@@ -15,8 +15,10 @@ make the draft-weighted rates equal the configured ones.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 _EPS = 1e-6
 
@@ -55,8 +57,8 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    y: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+def _sigmoid(x: NDArray[Any]) -> NDArray[Any]:
+    y: NDArray[Any] = 1.0 / (1.0 + np.exp(-x))
     return y
 
 

@@ -24,5 +24,5 @@ def arrival_offsets(n: int, rate: float, burstiness: float = 1.0, seed: int = 0)
     gaps = np.random.default_rng(seed).gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
     # The first request goes at once; the others follow the drawn gaps.
     offsets = np.concatenate(([0.0], np.cumsum(gaps[:-1]))) if n else np.zeros(0)
-    times: list[float] = offsets.tolist()
+    times = [float(x) for x in offsets]
     return times
