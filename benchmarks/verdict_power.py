@@ -12,7 +12,10 @@ one, then one more on a fresh start while a gated metric of the seed suite's MTP
 within `--max-reps`; the speedup is judged on the runs that made), judged by the
 plugin's own rule (baselines/compare.py: the paired block
 bootstrap of metrics/uncertainty.py plus the spread between repetitions) with the
-default tolerances. Workload: the `nightly` profile of the seed suite (max(16 x c, 64)
+default tolerances; the spread between starts pooled, as the session pools it, over the
+suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
+the 35B pair: the same profiles with starts of their own; --no-pool judges without).
+Workload: the `nightly` profile of the seed suite (max(16 x c, 64)
 prompts, 150 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles.
 
 Noise between server starts (the simulator's --sim-run-noise / --sim-acceptance-noise,
