@@ -31,7 +31,11 @@ def test_runs_append_history_and_the_summary_flags_a_drift_each_night_passed(pro
     rng = np.random.default_rng(0)
     levels = [1.0] * 11 + [0.985**k for k in range(1, 7)]
     nights = [
-        {**recorded, "date": f"2026-11-{i + 1:02d}T02:00:00+00:00", "value": 300 * v * (1 + rng.normal(0, 0.01))}
+        {
+            **recorded,
+            "date": f"2026-11-{i + 1:02d}T02:00:00+00:00",
+            "value": recorded["value"] / 0.985**6 * v * (1 + rng.normal(0, 0.01)),  # tonight's level is the last
+        }
         for i, v in enumerate(levels)
     ]
     for night in nights:
