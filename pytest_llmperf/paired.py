@@ -28,7 +28,6 @@ from typing import Any
 
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.failures import ErrorBudget
-from pytest_llmperf.metrics.registry import metric
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.spec import ServerSpec
@@ -123,13 +122,10 @@ def cost_line(options: LlmperfOptions, plans: Iterable[PlannedTest]) -> str:
     return line
 
 
-def _metric_entry(name: str, values: Iterable[float | None]) -> dict[str, Any]:
+def _metric_entry(values: Iterable[float | None]) -> dict[str, Any] | None:
+    """A metric of a baseline entry from one side's repetitions; None when none has it."""
     present = [v for v in values if v is not None]
-    return {
-        "value": statistics.median(present) if present else None,
-        "samples": present,
-        "direction": str(metric(name).direction),
-    }
+    return {"value": statistics.median(present), "samples": present} if present else None
 
 
 class PairedSession(PerfSession):
@@ -252,9 +248,10 @@ class PairedSession(PerfSession):
         each metric's per-repetition samples and their median, the speedup over OLD's base
         run for a speedup gate, OLD's first repetition's request lines, its provenance."""
         old = self._old(run)
-        metrics = {name: _metric_entry(name, values) for name, values in old.samples.items()}
+        sides = dict(old.samples)
         if base is not None:
-            metrics["mtp_speedup"] = _metric_entry("mtp_speedup", old.speedup_samples(self._old(base)))
+            sides["mtp_speedup"] = old.speedup_samples(self._old(base))
+        metrics = {name: m for name, values in sides.items() if (m := _metric_entry(values)) is not None}
         entry: dict[str, Any] = {
             "workload": self.workload_identity(old),
             "provenance": dict(old.provenance),
