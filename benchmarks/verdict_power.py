@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE, change_error, compare  # noqa: E402
+from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE, change_error, compare, pooled_spread  # noqa: E402
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
 from pytest_llmperf.metrics import registry  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
@@ -129,8 +129,12 @@ def judge(
     mtp_m: list[Run],
     confidence: float = DEFAULT_CONFIDENCE,
     tolerances: dict | None = None,
+    others: list[list[Run]] = (),
+    other_speedups: list[list[float]] = (),
 ) -> dict:
-    """The rule's verdict on each metric, exactly as the session computes it."""
+    """The rule's verdict on each metric, exactly as the session computes it; `others`:
+    the other cells' baseline repetitions at this concurrency (the session pools their
+    spread between starts), `other_speedups` their speedup tests'."""
     out = {}
     rows_b, rows_m = mtp_b[0].result.rows, mtp_m[0].result.rows
     fig_b = {k: median_of(mtp_b, k) for k in mtp_b[0].figures}
@@ -165,7 +169,11 @@ def judge(
             b, m = fig_b.get(name), fig_m.get(name)
             sb = [r.figures.get(name) for r in mtp_b]
             sm = [r.figures.get(name) for r in mtp_m]
-        noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1))
+        if name == "mtp_speedup":
+            pool = pooled_spread(other_speedups)
+        else:
+            pool = pooled_spread([r.figures.get(name) for r in cell] for cell in [base_b, *others])
+        noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1), pool=pool)
         out[name] = compare(
             name,
             b,
@@ -204,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tolerances", default="", help="overrides as the ini's llmperf_tolerances: 'steady_decode_tok_s = 3%%, ...'"
     )
+    parser.add_argument(
+        "--no-pool",
+        dest="pool",
+        action="store_false",
+        help="judge each cell on its own spread between starts (no pooling over the suite's other servers)",
+    )
     args = parser.parse_args(argv)
     tolerances = parse_tolerance_overrides(args.tolerances.replace(",", "\n"))
     auto = args.measured_reps == "auto"
@@ -231,6 +245,17 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.trials):
             base_b = [one_run(c, False, lens, rng) for _ in range(args.baseline_reps)]
             mtp_b = [one_run(c, True, lens, rng) for _ in range(args.baseline_reps)]
+            # The seed suite's other model (35B base and MTP) at this concurrency: stand-ins of
+            # the same profiles with their own starts, whose recorded spread the session pools.
+            other_base = [one_run(c, False, lens, rng) for _ in range(args.baseline_reps)]
+            other_mtp = [one_run(c, True, lens, rng) for _ in range(args.baseline_reps)]
+            others = [other_base, other_mtp] if args.pool else []
+            other_speedups = (
+                [[m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(other_mtp, other_base)]]
+                if args.pool
+                else []
+            )
+            pooled = {"others": others, "other_speedups": other_speedups}
             base_m = [one_run(c, False, lens, rng) for _ in range(first)]
             device_nightly += sum(r.result.duration for r in base_m) * 2  # two models
             for scenario, change in SCENARIOS.items():
@@ -240,10 +265,10 @@ def main(argv: list[str] | None = None) -> int:
                     "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0,
                 }
                 mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(first)]
-                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances)
+                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
                 while auto and len(mtp_m) < args.max_reps and worth_another(len(mtp_m), args.max_reps, verdicts):
                     mtp_m.append(one_run(c, True, lens, rng, **kw))
-                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances)
+                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
                 if scenario == "none":
                     # each repetition after the first is a fresh server start: a model load
                     device_nightly += (sum(r.result.duration for r in mtp_m) + (len(mtp_m) - 1) * args.load_s) * 2

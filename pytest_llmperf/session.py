@@ -21,14 +21,16 @@ from typing import Any
 
 from pytest_llmperf import __version__
 from pytest_llmperf.baselines.compare import (
+    Spread,
     Status,
     change_error,
     check_compatible,
     compare_metrics,
     incompatibility_message,
     other_workload_message,
+    pooled_spread,
 )
-from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, BaselineStore
+from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
@@ -73,6 +75,10 @@ MAX_ENGINE_LAG = 0.5
 # Likewise the measuring client's event loop (RunResult.client_lag_share; about 0.001 on
 # the same machine).
 MAX_CLIENT_LAG = 0.5
+# Chunks read in one piece with the one before (RunResult.burst_share): a share of the gaps
+# between chunks beyond this says a proxy or a late client buffered them. The simulator
+# at 32 streams on a 2-core machine reads 0.0, held 4 at a time (--sim-burst-chunks 4) 0.75.
+MAX_BURST_SHARE = 0.25
 
 
 class PerfFailure(AssertionError):
@@ -630,6 +636,14 @@ class PerfSession:
                 f"late (bound {MAX_CLIENT_LAG:.0%}): chunks were timestamped late; free the cores, or spread "
                 "the streams over client processes (RunConfig.workers)"
             )
+        bursts = [share for r in run.results if (share := r.burst_share()) is not None]
+        if bursts and max(bursts) > MAX_BURST_SHARE:
+            return (
+                f"{max(bursts):.0%} of the gaps between chunks were 0 (bound {MAX_BURST_SHARE:.0%}): chunks "
+                "arrived in bursts of already-buffered data, so their times are not when they were made; "
+                "measure without a buffering proxy in between (or with one that flushes each event), and "
+                "free the client's cores"
+            )
         lags = [lag for r in run.results if (lag := r.engine_lag()) is not None]
         if lags and max(lags) > MAX_ENGINE_LAG:
             return (
@@ -868,10 +882,15 @@ class PerfSession:
                     speedup * ((mine[GATED_DECODE] / ours) ** 2 + (theirs[GATED_DECODE] / their) ** 2) ** 0.5
                 )
         errors, notes = {}, {}
+        pools = self._spread_pools(target, run, list(samples))
         for name, values in samples.items():
             old = recorded.get(name)
             errors[name] = change_error(
-                paired.get(name), old["samples"] if old else (), values, paired_dof=max(blocks - 1, 1)
+                paired.get(name),
+                old["samples"] if old else (),
+                values,
+                paired_dof=max(blocks - 1, 1),
+                pool=pools.get(name),
             )
             if "requests" not in entry:
                 notes[name] = (
@@ -884,6 +903,25 @@ class PerfSession:
                     + "; re-record it to judge against the request-level noise"
                 )
         return {"errors": errors, "notes": notes}
+
+    def _spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
+        """Per metric, the between-start spread recorded in the other cells of this target at
+        this concurrency (the other servers' baselines, and this server's other workloads):
+        the same box and engine move every server's runs alike in relative terms, so their
+        repetitions tell this cell's spread on far more degrees of freedom than its own five
+        (docs/verdicts.md)."""
+        own = (sanitize_name(run.server.name), workload_key(self.workload_identity(run)))
+        cells = [
+            entry["metrics"]
+            for server, key, entry in self.store.entries_at(target, run.concurrency)
+            if (sanitize_name(server), key) != own
+        ]
+        pools = {}
+        for name in names:
+            spread = pooled_spread(cell[name]["samples"] for cell in cells if name in cell)
+            if spread is not None:
+                pools[name] = spread
+        return pools
 
     @staticmethod
     def _paired(run: MeasuredRun, entry: Mapping[str, Any] | None, names: list[str]) -> tuple[dict[str, float], int]:

@@ -3,13 +3,14 @@
 The rule (docs/verdicts.md has it with its assumptions). `worse` is the change in the
 metric's bad direction (relative to the baseline for a relative tolerance), `t` the
 tolerance, `sigma` the standard error of the change (both sides' errors combined) and
-`z` the two-sided normal quantile of the confidence (1.96 at 95 %):
+`q` the one-sided quantile of the confidence (normal 1.645 at 95 %, or Student's t on
+the degrees of freedom the error rests on):
 
-  regressed         worse > t and worse - z*sigma > 0: beyond tolerance, and the interval
+  regressed         worse > t and worse - q*sigma > 0: beyond tolerance, and the interval
                     excludes no change; fails
-  improved          -worse > t and worse + z*sigma < 0; passes, with a hint to record the
+  improved          -worse > t and worse + q*sigma < 0; passes, with a hint to record the
                     new level (--update-baselines)
-  pass              worse + z*sigma <= t: the evidence bounds the change within tolerance
+  pass              worse + q*sigma <= t: the evidence bounds the change within tolerance
                     (exactly at the limit passes)
   inconclusive      anything else: the noise is too wide to tell; says how much more data
                     would decide it; --llmperf-inconclusive decides (default warn)
@@ -157,49 +158,79 @@ class Noise:
     dof: float | None = None  # None: normal quantiles (many independent units)
 
 
+@dataclass(frozen=True)
+class Spread:
+    """The spread between server starts of one metric, pooled from other cells (other
+    servers' baselines at the same concurrency): the variance of a repetition's value over
+    its cell's median (a squared coefficient of variation), and its degrees of freedom."""
+
+    variance: float
+    dof: int
+
+
+def pooled_spread(cells: Iterable[Iterable[float | None]]) -> Spread | None:
+    """The relative between-start spread pooled over `cells` (each a list of one cell's
+    repetitions): sum of (n - 1) * var(value / median) over sum of (n - 1). None when no
+    cell has two repetitions (or a cell's median is 0)."""
+    squares, dof = 0.0, 0
+    for cell in cells:
+        values = [v for v in cell if v is not None]
+        if len(values) < 2:
+            continue
+        center = statistics.median(values)
+        if center == 0:
+            continue
+        squares += (len(values) - 1) * statistics.variance([v / center for v in values])
+        dof += len(values) - 1
+    return Spread(squares / dof, dof) if dof else None
+
+
 def change_error(
     paired: float | None,
     baseline_samples: Iterable[float | None] = (),
     measured_samples: Iterable[float | None] = (),
     *,
     paired_dof: float | None = None,
+    pool: Spread | None = None,
 ) -> Noise | None:
     """The noise of (measured - baseline) for one metric.
 
     `paired`: the request-level error of the change (metrics/uncertainty.paired_errors)
     from one repetition of each side, resting on `paired_dof` degrees of freedom (its
     independent blocks less one). Added to it, the noise common to a whole run: the
-    standard deviation between repetitions over the square root of their number, for
-    each side with two or more (a side with one borrows the other's: same setup, same
-    noise), with repetitions less one degrees of freedom. Degrees of freedom combine by
-    Welch-Satterthwaite. None when nothing is known.
+    variance between repetitions, pooled over both sides (same setup, same noise: a side
+    with one repetition has the other's) and over `pool` (other cells' relative spread,
+    scaled to this metric's level), times the variance factor of each side's median
+    (1/n, or pi/2n from three repetitions); its degrees of freedom are the pooled ones.
+    Degrees of freedom of the two parts combine by Welch-Satterthwaite. None when
+    nothing is known.
     """
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
     parts: list[tuple[float, float | None]] = []  # (variance, dof)
     if paired is not None:
         parts.append((paired**2, paired_dof))
-    if len(b) >= 2 and len(m) >= 2:  # two estimates of the spread
-        parts.append((statistics.stdev(b) ** 2 * _median_variance(len(b)), len(b) - 1))
-        parts.append((statistics.stdev(m) ** 2 * _median_variance(len(m)), len(m) - 1))
-    elif len(b) >= 2 or len(m) >= 2:  # one, shared by both sides
-        own = b if len(b) >= 2 else m
-        if b and m:
-            parts.append(
-                (statistics.stdev(own) ** 2 * (_median_variance(len(b)) + _median_variance(len(m))), len(own) - 1)
-            )
+    if b and m:
+        squares = sum((len(x) - 1) * statistics.variance(x) for x in (b, m) if len(x) >= 2)
+        dof = sum(len(x) - 1 for x in (b, m) if len(x) >= 2)
+        if pool is not None and pool.dof > 0:
+            level = statistics.median(b)
+            squares += pool.dof * pool.variance * level**2
+            dof += pool.dof
+        if dof:
+            parts.append((squares / dof * (_median_variance(len(b)) + _median_variance(len(m))), dof))
     if not parts:
         return None
     variance = sum(v for v, _ in parts)
     if variance <= 0:
         return Noise(0.0)
     known = [(v, d) for v, d in parts if d is not None]
-    dof: float | None
+    dof_all: float | None
     if len(known) < len(parts):  # a part on normal quantiles: the fewest known degrees rule
-        dof = min((d for _, d in known), default=None)
+        dof_all = min((d for _, d in known), default=None)
     else:
-        dof = variance**2 / sum(v**2 / d for v, d in known if v > 0)
-    return Noise(math.sqrt(variance), dof)
+        dof_all = variance**2 / sum(v**2 / d for v, d in known if v > 0)
+    return Noise(math.sqrt(variance), dof_all)
 
 
 def _median_variance(n: int) -> float:

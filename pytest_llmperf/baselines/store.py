@@ -449,6 +449,22 @@ class BaselineStore:
         _check_header(path, doc, {"target": sanitize_name(target), "server": sanitize_name(server)}, READ_FORMATS)
         return BaselineFile(path=path, target=doc["target"], server=doc["server"], entries=_entries_of(path, doc))
 
+    def entries_at(self, target: str, concurrency: int) -> list[tuple[str, str, dict[str, Any]]]:
+        """Every entry at `concurrency` in `target`'s folder, over all its servers' files, as
+        (server, workload key, entry); a file that cannot be read is left out (its own test
+        reports it)."""
+        folder = self.root / sanitize_name(target)
+        found: list[tuple[str, str, dict[str, Any]]] = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            try:
+                doc = _read_json(path)
+                _check_header(path, doc, {"target": sanitize_name(target), "server": path.stem}, READ_FORMATS)
+                entries = _entries_of(path, doc)
+            except BaselineError:
+                continue
+            found += [(doc["server"], key, entry) for key, entry in entries.get(int(concurrency), {}).items()]
+        return found
+
     def record(
         self,
         target: str,

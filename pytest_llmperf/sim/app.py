@@ -235,6 +235,7 @@ def build_app(config: SimConfig) -> Starlette:
         prefix = ("data: " + _DUMPS(head)[:-1] + ',"choices":').encode()
         chunks = 0
         finished = False
+        held: list[bytes] = []
         try:
             async for em in _emissions(req, queue):
                 text = "".join(em.pieces)
@@ -294,8 +295,13 @@ def build_app(config: SimConfig) -> Starlette:
                 entry["tokens_per_chunk"].append(len(em.pieces))
                 entry["completion_tokens"] = req.generated
                 chunks += 1
-                yield b"".join(parts)
                 finished = em.finished
+                if faulty and cfg.burst_chunks > 1:  # held back, written `burst_chunks` at a time
+                    held += parts
+                    if chunks % cfg.burst_chunks and not finished:
+                        continue
+                    parts, held = held, []
+                yield b"".join(parts)
             entry["finish_reason"] = req.finish_reason
             if include_usage:
                 usage: dict[str, Any] = {

@@ -38,6 +38,7 @@ _SIM_FLAGS: dict[str, type] = {
     "fault_request_rate": float,
     "slow_start_seconds": float,
     "eos_only_rate": float,
+    "burst_chunks": int,
 }
 
 # vLLM flags that take no value (so the next word is not swallowed when ignoring them).
@@ -94,6 +95,7 @@ class SimConfig:
     reset_after_chunks: int | None = None  # connection dropped after this many chunks
     fault_request_rate: float = 1.0  # fraction of requests the stream faults hit
     slow_start_seconds: float = 0.0  # /health answers 503 this long after start
+    burst_chunks: int = 1  # a stream's chunks are written this many at a time (a buffering proxy)
     # Replies: the fraction of requests answered with one EOS token (empty text,
     # finish_reason stop, completion_tokens 1), drawn per prompt, never with ignore_eos.
     eos_only_rate: float = 0.0
@@ -125,6 +127,8 @@ class SimConfig:
             bad(f"step_time_scale must be > 0, got {self.step_time_scale}")
         if not 0 <= self.acceptance_scale <= 10:
             bad(f"acceptance_scale must be in [0, 10], got {self.acceptance_scale}")
+        if self.burst_chunks < 1:
+            bad(f"burst_chunks must be >= 1 (1: every chunk written when made), got {self.burst_chunks}")
         for name in ("run_noise", "acceptance_noise"):
             if not 0 <= getattr(self, name) <= 1:
                 bad(f"{name} must be a relative spread in [0, 1] (0.01 = 1 %), got {getattr(self, name)}")

@@ -95,6 +95,17 @@ class RunResult:
         median = statistics.median(gaps)
         return self.client_lag["mean_s"] / median if median > 0 else None
 
+    def burst_share(self) -> float | None:
+        """The share of the gaps between a stream's chunks that are 0: chunks read by the
+        client in one piece, already buffered when it read (a proxy holding them, or a
+        client reading late), whose times say nothing of when they were made. A stream's
+        first and last gaps are left out (the chat role chunk comes with the first token,
+        the final chunk may come with the last). None with no stream of four chunks."""
+        gaps = [g for r in self.records if r.ok for g in r.itls[1:-1]]
+        if not gaps:
+            return None
+        return sum(1 for g in gaps if g <= 0.0) / len(gaps)
+
     def warmup_figures(self) -> dict[str, float | None] | None:
         """The warm-up's own figures in real time (warmup_figures), None without one."""
         return warmup_figures(self.warmup, self.clock_speed)

@@ -95,3 +95,18 @@ def test_a_server_that_runs_fewer_than_the_concurrency_is_invalid_and_says_max_n
     assert baseline_files(project) == []
     # the warm-ups before it, with their own figures: 8 at once on the fresh server, no run warm-up
     result.stdout.fnmatch_lines(["warm-up (not measured)*", "tiny*server*8*"])
+
+
+def test_chunks_that_arrive_in_bursts_of_buffered_data_make_the_run_invalid(project):
+    """A proxy holding the stream's chunks and passing them on 4 at a time: their arrival
+    times are not when they were made, so nothing measured from them is judged."""
+    buffered = ["--llmperf-sim-args", "--sim-burst-chunks 4", "-k", "test_base"]
+    result = run(project, *buffered, "--update-baselines")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*tiny @ concurrency 4: not recorded: invalid run: *% of the gaps between chunks were 0 (bound 25%): "
+            "chunks arrived in bursts of already-buffered data*"
+        ]
+    )
+    assert baseline_files(project) == []

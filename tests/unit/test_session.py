@@ -130,6 +130,42 @@ def test_regression_fails_with_a_table_and_improvement_passes_with_a_hint(tmp_pa
     loose.bind(loose.run(BASE, workload), "t", {"decode_tok_s": "15%"}).assert_no_regression("decode_tok_s")
 
 
+def test_the_spread_between_starts_is_pooled_over_the_targets_other_servers(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+
+    def record(root, spec, speeds):
+        recorder, _, _ = make_session(root, speeds, llmperf_update_baselines=True, llmperf_repetitions="5")
+        recorder.bind(recorder.run(spec, workload), "t").assert_no_regression("decode_tok_s")
+        recorder.close()
+
+    def judge(root):
+        perf, _, _ = make_session(root, [95.0])  # one run, -5 %, against a 3 % tolerance
+        try:
+            perf.bind(perf.run(BASE, workload), "t", {"decode_tok_s": "3%"}).assert_no_regression("decode_tok_s")
+        except PerfFailure:
+            pass
+        return perf.gates[-1].verdicts[0]
+
+    alone, pooled = tmp_path / "alone", tmp_path / "pooled"
+    for root in (alone, pooled):
+        record(root, BASE, [100.0, 103.0, 97.0, 101.5, 98.5])  # its own five starts: a wide spread on 4 dof
+    # two more servers of the same target whose starts moved 0.4 %: 8 more degrees of freedom
+    record(pooled, ServerSpec(name="n", model="org/n"), [100.0, 100.5, 99.5, 100.2, 99.8])
+    record(pooled, ServerSpec(name="o", model="org/o"), [50.0, 50.25, 49.75, 50.1, 49.9])
+    # another target's files are no part of it
+    (alone / "baselines" / "docker").mkdir()
+    for name in ("n.json", "o.json"):
+        text = (pooled / "baselines" / "sim" / name).read_text().replace('"target": "sim"', '"target": "docker"')
+        (alone / "baselines" / "docker" / name).write_text(text)
+
+    with pytest.warns(UserWarning, match="inconclusive"):
+        undecided = judge(alone)
+    assert undecided.status == "inconclusive"
+    verdict = judge(pooled)
+    assert verdict.status == "regressed"
+    assert verdict.noise < undecided.noise
+
+
 def test_a_regressed_table_says_what_changed_since_the_baseline_a_passing_one_does_not(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
@@ -550,6 +586,26 @@ def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     fine = make_result(100.0)
     fine.client_lag = {"probes": 40, "mean_s": 0.0005, "p99_s": 0.002, "max_s": 0.003}
     perf._execute = lambda *args: fine
+    perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
+
+
+def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    bursty = make_result(100.0)
+    for record in bursty.records:  # read two at a time: every other gap is 0
+        record.chunk_times = [t for t in record.chunk_times[1::2] for _ in (0, 1)]
+    assert bursty.burst_share() == pytest.approx(0.5, abs=0.02)
+    perf._execute = lambda *args: bursty
+    with pytest.raises(PerfFailure, match=r"invalid run: 49% of the gaps between chunks were 0 \(bound 25%\)"):
+        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    # a first gap of 0 (chat's role chunk with the first token) and a last one (the final chunk) are no burst
+    edges = make_result(100.0)
+    for record in edges.records:
+        t = record.chunk_times
+        record.chunk_times = [t[0], *t[:-1], t[-2]]
+    assert edges.burst_share() == 0.0
+    perf._execute = lambda *args: edges
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
 
 

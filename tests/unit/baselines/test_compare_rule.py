@@ -6,9 +6,11 @@ import pytest
 
 from pytest_llmperf.baselines.compare import (
     Noise,
+    Spread,
     change_error,
     compare,
     compare_metrics,
+    pooled_spread,
     t_quantile,
     z_value,
 )
@@ -109,12 +111,51 @@ def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
     assert noise.dof == pytest.approx(2.0)  # both parts rest on the baseline's 3 repetitions
 
 
-def test_change_error_combines_paired_and_repetitions_by_welch_satterthwaite():
-    noise = change_error(1.0, [100.0, 102.0], [100.0, 102.0], paired_dof=9)
-    parts = [(1.0, 9), (2.0 / 2, 1), (2.0 / 2, 1)]  # variances: paired, sd^2/2 per side
+def test_change_error_pools_both_sides_spread_and_combines_with_paired_by_welch_satterthwaite():
+    noise = change_error(1.0, [100.0, 102.0], [100.0, 104.0], paired_dof=9)
+    pooled = (2.0 + 8.0) / 2  # variances 2 and 8, one degree of freedom each
+    parts = [(1.0, 9), (pooled * (1 / 2 + 1 / 2), 2)]  # paired; the spread over both medians of 2
     total = sum(v for v, _ in parts)
     assert noise.sigma == pytest.approx(math.sqrt(total))
     assert noise.dof == pytest.approx(total**2 / sum(v**2 / d for v, d in parts))
+
+
+def test_pooled_spread_is_the_relative_variance_over_cells_with_two_or_more_runs():
+    spread = pooled_spread([[100.0, 102.0, 98.0], [9.8, 10.2], [5.0], [None, 7.0]])
+    # var(x / median): (0.02^2 * 2) / 2 = 4e-4 on 2 dof; (0.04^2 / 2) = 8e-4 on 1 dof
+    assert spread == Spread(pytest.approx((2 * 4e-4 + 1 * 8e-4) / 3), 3)
+    assert pooled_spread([[5.0], [None, 7.0], []]) is None
+
+
+def test_change_error_adds_the_pool_in_relative_terms_with_its_degrees_of_freedom():
+    alone = change_error(None, [100.0, 102.0, 98.0], [95.0])
+    pooled = change_error(None, [100.0, 102.0, 98.0], [95.0], pool=Spread(variance=0.0004, dof=16))
+    # the other cells' 2 % spread is this cell's 2 units: the same variance on 18 dof, not 2
+    assert pooled.sigma == pytest.approx(alone.sigma)
+    assert pooled.dof == pytest.approx(18.0)
+    # a single run on each side borrows the pool alone
+    only = change_error(None, [100.0], [95.0], pool=Spread(variance=0.0001, dof=8))
+    assert only.sigma == pytest.approx(math.sqrt(1.0 * 2))
+    assert only.dof == pytest.approx(8.0)
+
+
+def test_a_pooled_spread_turns_an_inconclusive_drop_into_a_decided_one():
+    baseline, measured = [100.0, 102.0, 98.0, 101.0, 99.0], [95.0]
+    tolerance = Tolerance("relative", 0.03)
+    alone = compare(
+        "x", 100.0, 95.0, tolerance, "higher", error=change_error(None, baseline, measured), confidence=0.99
+    )
+    pooled = compare(
+        "x",
+        100.0,
+        95.0,
+        tolerance,
+        "higher",
+        error=change_error(None, baseline, measured, pool=Spread(0.0001, 16)),
+        confidence=0.99,
+    )
+    assert alone.status == "inconclusive"  # t(4) at 99 % is 3.75
+    assert pooled.status == "regressed"
 
 
 def test_identical_repetitions_carry_no_noise():
