@@ -100,10 +100,13 @@ def trial(c: int, lens: list[int], rng: random.Random, args: argparse.Namespace,
         block(box, False, base_old, base_new, new_scale)
     for _ in range(first):
         block(box, True, mtp_old, mtp_new, new_scale)
-    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances)
+    # The spread between starts pooled over the session's other cells, as the paired gate
+    # pools it (PairedSession._spread_pools): the base server's OLD (judge's base_b) and NEW.
+    others = [base_new]
+    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, others=others)
     while len(mtp_new) < most and worth_another(len(mtp_new), most, verdicts):
         block(box, True, mtp_old, mtp_new, new_scale)
-        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances)
+        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, others=others)
     return verdicts, len(mtp_new)
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmperf.baselines.compare import Spread, pooled_spread
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.uncertainty import encode_rows
@@ -281,6 +282,24 @@ class PairedSession(PerfSession):
 
     def _base_entry(self, base: MeasuredRun, target: str) -> Mapping[str, Any] | None:
         return self.paired_entry(base)
+
+    def _spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
+        """The between-start spread of this session's other paired cells at this concurrency
+        (OLD's and NEW's repetitions of the other servers and workloads, each side a cell):
+        the stored baselines' spreads are not read in a paired run."""
+        cells: list[Mapping[str, list[float | None]]] = []
+        for key, new in self.runs.items():
+            if key == (run.server, run.workload) or new.concurrency != run.concurrency:
+                continue
+            cells.append(new.samples)
+            if key in self.against:
+                cells.append(self.against[key].samples)
+        pools = {}
+        for name in names:
+            spread = pooled_spread(cell[name] for cell in cells if name in cell)
+            if spread is not None:
+                pools[name] = spread
+        return pools
 
     def _gate_title(self, run: MeasuredRun, record: GateRecord, target: str) -> str:
         blocks = len(run.results)
