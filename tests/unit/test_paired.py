@@ -155,7 +155,7 @@ def test_the_cost_line_names_servers_images_blocks_and_container_starts():
 
 
 def test_a_broken_old_makes_new_invalid_naming_old_never_a_verdict(project):
-    result = run(project, "--llmperf-against-sim-args", "--sim-error-rate 0.5", "-k", "test_base")
+    result = run(project, *SLOWER, "--llmperf-against-sim-args", "--sim-error-rate 0.5", "-k", "test_base")
     result.assert_outcomes(failed=1, deselected=2)
     result.stdout.fnmatch_lines(
         ["*invalid run: sim args '--sim-error-rate 0.5' (what NEW is judged against): * failed*error budget*"]
