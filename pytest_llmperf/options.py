@@ -104,6 +104,22 @@ OPTIONS: tuple[Option, ...] = (
         "run every declared server with this image instead (the nightly-upgrade case)",
     ),
     Option(
+        "llmperf_against_image",
+        ("--llmperf-against-image",),
+        "str",
+        None,
+        "paired A/B: judge --llmperf-image (NEW) against this image (OLD) on this box, today: every server "
+        "runs with both, interleaved in blocks A B, B A, ... (container targets; the baselines are not read)",
+    ),
+    Option(
+        "llmperf_against_sim_args",
+        ("--llmperf-against-sim-args",),
+        "args",
+        None,
+        "paired A/B on the simulator: these simulator flags are OLD, --llmperf-sim-args NEW (e.g. '' or "
+        "defaults: the simulator's defaults); --llmperf-sim only",
+    ),
+    Option(
         "llmperf_servers",
         ("--llmperf-servers",),
         "patterns",
@@ -299,7 +315,7 @@ OPTIONS: tuple[Option, ...] = (
 # argparse reads such a value as an option of its own ("expected one argument"), so
 # plugin.py registers these after pytest's early parses of the command line, once
 # join_flag_values has turned `FLAG VALUE` into `FLAG=VALUE`.
-FLAG_VALUED = ("llmperf_sim_args",)
+FLAG_VALUED = ("llmperf_sim_args", "llmperf_against_sim_args")
 
 
 def join_flag_values(args: list[str]) -> None:
@@ -324,6 +340,10 @@ class LlmperfOptions:
     base_url: str | None = None
     local: str | None = None  # --llmperf-local: the interpreter vLLM runs from (a path or a name on PATH)
     image: str | None = None
+    # Paired A/B (pytest_llmperf/paired.py): OLD's image, or OLD's simulator flags (() for
+    # the simulator's defaults); None: not paired.
+    against_image: str | None = None
+    against_sim_args: tuple[str, ...] | None = None
     servers: tuple[str, ...] = ()  # glob patterns on server names; () selects every server
     update_baselines: bool = False
     baselines_dir: str = "baselines"
@@ -349,6 +369,11 @@ class LlmperfOptions:
     cleanup_age: float = 24 * 3600.0  # seconds
     doctor: bool = False  # --llmperf-doctor: the doctor's checks before the first test
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
+
+    @property
+    def paired(self) -> bool:
+        """A paired A/B session: NEW judged against OLD, run side by side (paired.py)."""
+        return self.against_image is not None or self.against_sim_args is not None
 
     def target_description(self) -> str:
         if self.target is None:
@@ -475,6 +500,7 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         # Silently dropped otherwise: a container, an external server or a real vLLM takes no --sim-* flags.
         where = "--llmperf-sim-args" if sources["llmperf_sim_args"] == "cli" else "ini option 'llmperf_sim_args'"
         raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {_NO_SIM_ARGS[target]}")
+    _check_paired(values, sources, target)
     if values["llmperf_report"] is not None:
         _check_report(values["llmperf_report"], sources["llmperf_report"])
     # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
@@ -482,6 +508,43 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
     names = {f.name for f in fields(LlmperfOptions)}
     settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
     return LlmperfOptions(**{**settings, "target": target, "base_url": base_url, "sources": sources})
+
+
+def _where(dest: str, flag: str, sources: dict[str, str]) -> str:
+    return flag if sources.get(dest) == "cli" else f"ini option {dest!r}"
+
+
+def _check_paired(values: dict[str, Any], sources: dict[str, str], target: str | None) -> None:
+    """Paired A/B options make sense together or not at all, before any server starts."""
+    against = values["llmperf_against_image"]
+    sim_args = values["llmperf_against_sim_args"]
+    if sim_args is not None and [a.lower() for a in sim_args] in (["defaults"], ["none"]):
+        values["llmperf_against_sim_args"] = sim_args = ()  # the simulator's own defaults
+    if against is None and sim_args is None:
+        return
+    if against is not None:
+        where = _where("llmperf_against_image", "--llmperf-against-image", sources)
+        if target not in ("gpu", "docker"):
+            raise OptionError(
+                f"{where} runs two images side by side, so it needs a container target: add --llmperf-gpu "
+                "(or --llmperf-docker); on the simulator use --llmperf-against-sim-args OLD_FLAGS with "
+                "--llmperf-sim-args NEW_FLAGS"
+            )
+        if not values["llmperf_image"]:
+            raise OptionError(f"{where} {against}: name the image to judge against it with --llmperf-image NEW")
+    if sim_args is not None:
+        where = _where("llmperf_against_sim_args", "--llmperf-against-sim-args", sources)
+        if target != "sim":
+            raise OptionError(
+                f"{where} gives the simulator's OLD flags, so it needs --llmperf-sim; with containers use "
+                "--llmperf-against-image OLD with --llmperf-image NEW"
+            )
+    if values["llmperf_update_baselines"]:
+        raise OptionError(
+            "--update-baselines with a paired A/B run (--llmperf-against-image / --llmperf-against-sim-args): "
+            "a paired run judges NEW against OLD and leaves the stored baselines untouched; to record NEW's "
+            "baselines, run without the against option (e.g. --llmperf-image NEW --update-baselines)"
+        )
 
 
 # Paths that name one file of the report folder rather than the folder.

@@ -132,6 +132,13 @@ def pytest_configure(config: pytest.Config) -> None:
             SimConfig.from_vllm_argv(["check/model", *options.sim_args])
         except ValueError as exc:
             raise pytest.UsageError(f"--llmperf-sim-args: {exc}") from None
+    if options.target == "sim" and options.against_sim_args:
+        from pytest_llmperf.sim import SimConfig
+
+        try:
+            SimConfig.from_vllm_argv(["check/model", *options.against_sim_args])
+        except ValueError as exc:
+            raise pytest.UsageError(f"--llmperf-against-sim-args: {exc}") from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SESSION_KEY] = None
     _check_xdist(config, options)
@@ -184,6 +191,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     options = config.stash[OPTIONS_KEY]
     mode = "update baselines" if options.update_baselines else "compare with baselines"
+    if options.paired:
+        mode = "paired A/B: NEW judged against OLD on this box (baselines not read)"
     return f"llmperf: target {options.target_description()}, profile {options.profile}, {mode}"
 
 
@@ -323,6 +332,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         reporter.write_line(f"[llmperf] dataset {dataset.path}: {len(dataset.conversations)} conversations")
         if local is not None:
             reporter.write_line(f"[llmperf] vLLM {local.vllm_version} ({local.platform}) from {local.python}")
+    if reporter is not None and options.paired:  # the cost, said before anything starts
+        from pytest_llmperf.paired import cost_line
+
+        reporter.write_line(f"[llmperf] {cost_line(options, plans)}")
     config.stash[DATASET_KEY] = dataset
 
 
@@ -365,6 +378,7 @@ def _plain_nodeid(item: pytest.Item) -> str:
 
 
 def _perf_session(config: pytest.Config) -> Any:
+    from pytest_llmperf.paired import PairedSession
     from pytest_llmperf.session import PerfSession
     from pytest_llmperf.targets import build_target
 
@@ -385,7 +399,7 @@ def _perf_session(config: pytest.Config) -> Any:
 
         target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log)
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
-        perf = PerfSession(
+        perf = (PairedSession if options.paired else PerfSession)(
             options,
             target,
             Path(config.rootpath),

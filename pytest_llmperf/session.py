@@ -427,19 +427,7 @@ class PerfSession:
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
         budget is spent or the run was interrupted."""
-        if self.options.repetitions != "auto" or len(measured.results) >= self.options.max_repetitions:
-            return False
-        if any(r.partial or not r.completed for r in measured.results) or measured.server_death:
-            return False
-        budget = self.options.repetition_budget
-        if budget is not None and self.added_seconds >= budget:
-            note = (
-                f"auto repetitions stopped: the session's --llmperf-repetition-budget "
-                f"({budget:g} s) is spent ({self.added_seconds:.0f} s added)"
-            )
-            self.log(f"{measured.server.name} @ concurrency {measured.concurrency}: {note}")
-            if note not in measured.notes:
-                measured.notes.append(note)
+        if not self._can_extend(measured):
             return False
         started = self.clock()
         self.log(
@@ -456,6 +444,26 @@ class PerfSession:
         finally:
             self.added_seconds += self.clock() - started
         self._stop_if_interrupted(measured)
+        return True
+
+    def _can_extend(self, measured: MeasuredRun) -> bool:
+        """Whether auto repetitions may add a run to `measured`: within --llmperf-max-repetitions
+        and the session's --llmperf-repetition-budget (a spent budget is noted on the run), and
+        nothing broke or was interrupted."""
+        if self.options.repetitions != "auto" or len(measured.results) >= self.options.max_repetitions:
+            return False
+        if any(r.partial or not r.completed for r in measured.results) or measured.server_death:
+            return False
+        budget = self.options.repetition_budget
+        if budget is not None and self.added_seconds >= budget:
+            note = (
+                f"auto repetitions stopped: the session's --llmperf-repetition-budget "
+                f"({budget:g} s) is spent ({self.added_seconds:.0f} s added)"
+            )
+            self.log(f"{measured.server.name} @ concurrency {measured.concurrency}: {note}")
+            if note not in measured.notes:
+                measured.notes.append(note)
+            return False
         return True
 
     def _fresh_start(self, measured: MeasuredRun) -> Endpoint:
@@ -681,9 +689,7 @@ class PerfSession:
         beyond its error budget is invalid: never recorded, never passed."""
         tolerances = {**(marker_tolerances or {}), **(tolerances or {})}
         samples = collect()
-        invalid = self.invalid_reason(run, error_budget) or (
-            self.invalid_reason(base, error_budget) if base is not None else None
-        )
+        invalid = self._gate_invalid(run, base, error_budget)
         target = self.baseline_folder(run)
         path = self.store.path_for(target, run.server.name)
         workload = self.workload_identity(run)
@@ -730,29 +736,9 @@ class PerfSession:
                 raise PerfFailure(record.message)
             return
 
-        baseline = self.store.load(target, run.server.name)
-        entry = baseline.entry(run.concurrency, workload) if baseline else None
-        if entry is not None:
-            differences = check_compatible(entry["workload"], workload, entry["provenance"], run.provenance)
-            if differences:
-                record.outcome = Outcome.REFUSED
-                record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
-                raise PerfFailure(record.message)
-        elif baseline is not None and (others := baseline.others(run.concurrency, workload)):
-            # Entries of other workloads only: say what differs rather than "missing".
-            differences = min(
-                (
-                    check_compatible(other["workload"], workload, other["provenance"], run.provenance)
-                    for other in others
-                ),
-                key=len,
-            )
-            record.outcome = Outcome.REFUSED
-            record.message = other_workload_message(
-                record.baseline_path, run.concurrency, differences, command, len(others)
-            )
-            raise PerfFailure(record.message)
+        entry = self._gate_entry(run, base, record=record, workload=workload, command=command, target=target)
         while True:
+            entry = self._refresh_entry(entry, run, base)
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
             if invalid or not self._worth_another(run, verdicts) or not self.extend(run):
                 break
@@ -760,9 +746,7 @@ class PerfSession:
         self._append_history(
             run, target, workload, [(v.metric, v.measured, v.status, v.noise, v.baseline) for v in verdicts]
         )
-        title = f"{run.server.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
-        if len(run.results) > 1:
-            title += f" ({len(run.results)} repetitions)"
+        title = self._gate_title(run, record, target)
         runs = [*run.results, *(base.results if base is not None else [])]
         faults = faults_note(
             (failures(r.records, r.attempted) for r in runs),
@@ -844,6 +828,64 @@ class PerfSession:
         except OSError as exc:
             warnings.warn(HistoryWarning(f"history {path}: not written: {exc}"), stacklevel=4)
 
+    def _gate_invalid(self, run: MeasuredRun, base: MeasuredRun | None, budget: ErrorBudget) -> str | None:
+        """Why the gate cannot judge: the run's or its base run's invalid_reason."""
+        return self.invalid_reason(run, budget) or (self.invalid_reason(base, budget) if base is not None else None)
+
+    def _gate_entry(
+        self,
+        run: MeasuredRun,
+        base: MeasuredRun | None,
+        *,
+        record: GateRecord,
+        workload: Mapping[str, Any],
+        command: str,
+        target: str,
+    ) -> Mapping[str, Any] | None:
+        """The baseline entry `run` is judged against: the stored one of its workload (None:
+        none). A stored entry of another workload or hardware is refused (PerfFailure)."""
+        baseline = self.store.load(target, run.server.name)
+        entry = baseline.entry(run.concurrency, workload) if baseline else None
+        if entry is not None:
+            differences = check_compatible(entry["workload"], workload, entry["provenance"], run.provenance)
+            if differences:
+                record.outcome = Outcome.REFUSED
+                record.message = incompatibility_message(record.baseline_path, run.concurrency, differences, command)
+                raise PerfFailure(record.message)
+        elif baseline is not None and (others := baseline.others(run.concurrency, workload)):
+            # Entries of other workloads only: say what differs rather than "missing".
+            differences = min(
+                (
+                    check_compatible(other["workload"], workload, other["provenance"], run.provenance)
+                    for other in others
+                ),
+                key=len,
+            )
+            record.outcome = Outcome.REFUSED
+            record.message = other_workload_message(
+                record.baseline_path, run.concurrency, differences, command, len(others)
+            )
+            raise PerfFailure(record.message)
+        return entry
+
+    def _refresh_entry(
+        self, entry: Mapping[str, Any] | None, run: MeasuredRun, base: MeasuredRun | None
+    ) -> Mapping[str, Any] | None:
+        """The entry to judge against after auto repetitions added runs: a stored one does
+        not change (paired.py's is rebuilt from the runs it grew)."""
+        return entry
+
+    def _gate_title(self, run: MeasuredRun, record: GateRecord, target: str) -> str:
+        title = f"{run.server.name} @ concurrency {run.concurrency} vs {record.baseline_path} [{target}]"
+        if len(run.results) > 1:
+            title += f" ({len(run.results)} repetitions)"
+        return title
+
+    def _base_entry(self, base: MeasuredRun, target: str) -> Mapping[str, Any] | None:
+        """The entry a speedup's base run is judged against (for the speedup's noise)."""
+        base_file = self.store.load(target, base.server.name)
+        return base_file.entry(base.concurrency, self.workload_identity(base)) if base_file else None
+
     def _verdicts(
         self,
         run: MeasuredRun,
@@ -896,9 +938,8 @@ class PerfSession:
         if base is None:
             paired, blocks = self._paired(run, entry, list(samples))
         else:  # the speedup: each server's decode change against its own baseline
-            base_file = self.store.load(target, base.server.name)
             mine, blocks = self._paired(run, entry, [GATED_DECODE])
-            base_entry = base_file.entry(base.concurrency, self.workload_identity(base)) if base_file else None
+            base_entry = self._base_entry(base, target)
             theirs, base_blocks = self._paired(base, base_entry, [GATED_DECODE])
             blocks = min(blocks, base_blocks)
             speedup = _median(samples.get("mtp_speedup", []))

@@ -49,7 +49,9 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
     if kind == "sim":
         from pytest_llmperf.servers.sim_target import SimTarget
 
-        return SimTarget(speed=options.sim_speed, extra_args=options.sim_args, ready_timeout=options.ready_timeout)
+        # Paired A/B: each server's OLD and NEW flags travel in its spec (paired.py), not here.
+        extra = () if options.paired else options.sim_args
+        return SimTarget(speed=options.sim_speed, extra_args=extra, ready_timeout=options.ready_timeout)
     if kind == "external":
         from pytest_llmperf.servers.external import ExternalTarget
 
@@ -61,7 +63,7 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
 
         return DockerTarget(
             gpu=kind == "gpu",
-            image_override=options.image,
+            image_override=None if options.paired else options.image,  # paired: per spec (paired.py)
             hf_cache=Path(options.hf_cache).expanduser(),
             ready_timeout=options.ready_timeout,
             session_id=session_id,

@@ -31,6 +31,10 @@ Shape (keys of the JSON report; tools read them, so they are only ever added to)
                                        baseline_provenance (None without an entry), and
                                        under a failing/improved table (report/explain.py)
                                        changes, attribution, explanation (its lines)
+    paired                             paired A/B sessions only (paired.py): kind ("image"
+                                       or "sim args"), old, new, old_label, new_label,
+                                       order (every server start: server, role A = OLD or
+                                       B = NEW, label) and runs (OLD's, as runs[] holds NEW's)
     workers, lost_workers              merged documents only: the xdist workers that
                                        reported, those that went down without a report;
                                        each run and verdict then names its `worker`
@@ -91,6 +95,9 @@ def build_report(perf: Any) -> dict[str, Any]:
             ],
         }
     )
+    paired_info = getattr(perf, "paired_info", None)
+    if paired_info is not None:  # a paired A/B session (paired.py): OLD's runs and the start order
+        document["paired"] = plain({**paired_info(), "runs": [_run(run) for run in perf.against.values()]})
     return document
 
 
@@ -145,6 +152,10 @@ def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, 
         merged["servers_attached"] += doc.get("servers_attached", [])
         merged["runs"] += [{**run, "worker": worker} for run in doc.get("runs", [])]
         merged["verdicts"] += [{**gate, "worker": worker} for gate in doc.get("verdicts", [])]
+        if doc.get("paired"):
+            paired = merged.setdefault("paired", {**doc["paired"], "order": [], "runs": []})
+            paired["order"] += [{**start, "worker": worker} for start in doc["paired"].get("order", [])]
+            paired["runs"] += [{**run, "worker": worker} for run in doc["paired"].get("runs", [])]
     return merged
 
 

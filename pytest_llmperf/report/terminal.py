@@ -96,6 +96,14 @@ def warmup_table(runs: list[Doc]) -> list[str]:
 def _started(doc: Doc) -> list[str]:
     workers = doc.get("workers") or []
     where = "one at a time" if len(workers) < 2 else f"one at a time on each of {len(workers)} xdist workers"
+    paired = doc.get("paired")
+    if paired and paired.get("order"):
+        order = ", ".join(f"{start['server']} {start['role']}" for start in paired["order"])
+        return [
+            f"paired A/B: {paired['new_label']} (B) judged against {paired['old_label']} (A); the baseline "
+            "column of the verdicts is A",
+            f"servers started ({where}, {len(paired['order'])} starts): {order}",
+        ]
     lines = [f"servers started ({where}): " + ", ".join(doc["servers_started"])] if doc.get("servers_started") else []
     if doc.get("servers_attached"):
         lines.append("servers used (run by someone else, none started here): " + ", ".join(doc["servers_attached"]))
@@ -110,7 +118,13 @@ def terminal_lines(doc: Doc) -> list[str]:
     runs = list(doc.get("runs", []))
     if not runs:
         return lines + ["no workload ran"]
-    lines += ["", *measured_table(runs), *warmup_table(runs)]
+    paired = doc.get("paired")
+    if paired and paired.get("runs"):
+        lines += ["", f"B: {paired['new_label']}", *measured_table(runs)]
+        lines += ["", f"A: {paired['old_label']}", *measured_table(list(paired["runs"]))]
+        lines += warmup_table(runs)
+    else:
+        lines += ["", *measured_table(runs), *warmup_table(runs)]
     for run in runs:
         notes = [*([run["server_death"]] if run.get("server_death") else []), *run.get("notes", [])]
         lines += [f"note: {_name(run)} @ {_concurrency(run)}: {note}" for note in notes]
