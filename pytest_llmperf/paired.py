@@ -283,6 +283,11 @@ class PairedSession(PerfSession):
     def _base_entry(self, base: MeasuredRun, target: str) -> Mapping[str, Any] | None:
         return self.paired_entry(base)
 
+    def _append_history(self, *args: Any, **kwargs: Any) -> None:
+        """A paired run appends no history: its verdicts are NEW against OLD on this box
+        tonight, not a night of one image against the baselines the history follows, and
+        the baselines folder stays untouched (docs/history.md)."""
+
     def _spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
         """The between-start spread of this session's other paired cells at this concurrency
         (OLD's and NEW's repetitions of the other servers and workloads, each side a cell):
