@@ -23,6 +23,10 @@ WAITING = "vllm:num_requests_waiting"
 # finished leaves its slot empty until the client's next one is admitted, so one short
 # under 10 streams, four at 32 (28 of 32).
 MIN_RUNNING_SHARE = 0.9
+# Samples with the client's requests in flight it takes to call a low peak the server's
+# doing when none waited on it: a request between the client and the server's admission
+# (sent, not yet running) can catch one sample or two of a short run.
+MIN_LOADED_SAMPLES = 3
 
 Sample = Sequence[float | None]
 
@@ -67,8 +71,9 @@ class Reached:
     def shortfall(self) -> str | None:
         """Why the run cannot be judged at its concurrency, with what to do; None when the
         peak reached `required`, or nothing shows it could have: no request waited on the
-        server and no sample caught the client with `required` in flight."""
-        if self.peak >= self.required or not (self.peak_waiting or self.loaded):
+        server and fewer than MIN_LOADED_SAMPLES samples caught the client with `required`
+        in flight."""
+        if self.peak >= self.required or not (self.peak_waiting or self.loaded >= MIN_LOADED_SAMPLES):
             return None
         of = (
             f"concurrency {self.concurrency}"

@@ -41,7 +41,7 @@ def test_the_margin_is_ninety_percent_rounded_down(concurrency, required):
 
 def test_exactly_at_the_margin_passes_one_below_is_invalid():
     assert reached(samples(28), 32, 64).shortfall() is None
-    assert "at most 27 requests running at once" in reached(samples(27), 32, 64).shortfall()
+    assert "at most 27 requests running at once" in reached(samples(27, 27, 26), 32, 64).shortfall()
 
 
 def test_a_server_that_queues_says_max_num_seqs_and_what_to_do():
@@ -55,7 +55,7 @@ def test_a_server_that_queues_says_max_num_seqs_and_what_to_do():
 
 
 def test_none_waiting_points_at_the_path_to_the_server():
-    message = reached(samples(3, 4, waiting=0), 32, 128).shortfall()
+    message = reached(samples(3, 4, 4, waiting=0), 32, 128).shortfall()
     assert "none waited on the server: the requests did not reach it together" in message
 
 
@@ -76,8 +76,10 @@ def test_nothing_to_judge_without_samples_or_with_a_gauge_that_never_moved():
 
 
 def test_a_low_peak_with_nothing_waiting_is_judged_only_where_the_client_had_the_requests_in_flight():
-    # the client had 32 in flight at the sample, nothing waited, 20 ran: they did not arrive together
-    assert "none waited" in reached(samples(20, waiting=0, in_flight=32), 32, 128).shortfall()
+    # the client had 32 in flight at three samples, nothing waited, 20 ran: they did not arrive together
+    assert "none waited" in reached(samples(20, 20, 19, waiting=0, in_flight=32), 32, 128).shortfall()
+    # at one sample or two, a request between the client and the server's admission explains it
+    assert reached(samples(2, 2, waiting=0, in_flight=4), 4, 12).shortfall() is None
     # every sample fell in the run's tail (the client had fewer than 28 left): a low peak shows nothing
     tail = reached(samples(20, 12, waiting=0, in_flight=20), 32, 128)
     assert tail is not None and (tail.peak, tail.loaded, tail.shortfall()) == (20, 0, None)
@@ -86,7 +88,7 @@ def test_a_low_peak_with_nothing_waiting_is_judged_only_where_the_client_had_the
 
 
 def test_waiting_gauge_absent():
-    seen = reached(samples(2, 2), 8, 20)
+    seen = reached(samples(2, 2, 2), 8, 20)
     assert seen is not None and seen.peak_waiting is None
     assert "none waited" in seen.shortfall()
     assert seen.to_dict()["peak"] == 2
