@@ -88,7 +88,7 @@ def trial(c: int, lens: list[int], rng: random.Random, args: argparse.Namespace,
     """One paired session of the base and MTP servers at concurrency `c`: the verdicts and
     the MTP server's blocks."""
     auto = args.blocks == "auto"
-    first = 1 if auto else int(args.blocks)
+    first = min(2, args.max_blocks) if auto else int(args.blocks)  # paired.first_blocks: A B, B A
     most = args.max_blocks if auto else first
     confidence = 1 - (1 - DEFAULT_CONFIDENCE) / most if auto and most > 1 else DEFAULT_CONFIDENCE
     box = Box(c, lens, rng, args.drift)

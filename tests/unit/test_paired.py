@@ -149,7 +149,7 @@ def test_the_cost_line_names_servers_images_blocks_and_container_starts():
     opts = resolve(cli={"llmperf_docker": True, "llmperf_image": "vllm:new", "llmperf_against_image": "vllm:old"})
     assert cost_line(opts, plans) == (
         "paired A/B: image vllm:new (B) against image vllm:old (A), blocks A B, B A, ...; 2 servers x 2 images "
-        "x 1 block (3 runs of a server at a concurrency): about 6 container starts; auto adds blocks while a "
+        "x 2 blocks (3 runs of a server at a concurrency): about 12 container starts; auto adds blocks while a "
         "verdict is inconclusive, up to 5: at most 30"
     )
 
