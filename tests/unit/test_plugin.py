@@ -202,7 +202,7 @@ def test_slower_mtp_step_fails_the_speedup_test_while_base_passes(project, monke
 
 def test_improvement_beyond_tolerance_passes_with_a_hint_to_update(project, monkeypatch):
     record(project)
-    monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-step-time-scale 0.4")
+    monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-step-time-scale 0.7")
     result = run(project)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*mtp_speedup*improved*", "*if this is the new normal, record it with*"])
