@@ -6,14 +6,13 @@ sampling window opened around a run reads the peak of that window."""
 
 from __future__ import annotations
 
-import io
 import time
-import uuid
 
 import pytest
 
 from pytest_llmperf.servers import docker as dk
 from pytest_llmperf.servers.spec import ServerSpec
+from tests.docker.images import build_with_script
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -26,12 +25,7 @@ echo "NVIDIA H200, 570.133.20, $((n * 1000)), 143771"
 
 @pytest.fixture(scope="module")
 def fake_gpu_image(docker_client, sim_image):
-    tag = f"pytest-llmperf/test-fake-gpu:{uuid.uuid4().hex[:8]}"
-    script = FAKE_NVIDIA_SMI.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "'\\''")
-    dockerfile = (
-        f"FROM {sim_image}\nRUN printf '{script}' > /usr/local/bin/nvidia-smi && chmod +x /usr/local/bin/nvidia-smi\n"
-    )
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
+    tag = build_with_script(docker_client, sim_image, "test-fake-gpu", "/usr/local/bin/nvidia-smi", FAKE_NVIDIA_SMI)
     yield tag
     docker_client.images.remove(tag, force=True)
 

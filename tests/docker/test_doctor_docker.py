@@ -13,7 +13,6 @@ a small project: a failed check stops the session, passed checks let it run.
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import pytest
 
 from pytest_llmperf import doctor as dr
 from pytest_llmperf.servers import docker as dk
+from tests.docker.images import build_with_script
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -36,12 +36,7 @@ FAKE_NVIDIA_SMI = "#!/bin/sh\n" + "".join(f"echo '{H200_LINE}'\n" for _ in range
 
 @pytest.fixture(scope="module")
 def fake_gpu_image(docker_client, sim_image):
-    tag = f"pytest-llmperf/test-doctor-gpu:{uuid.uuid4().hex[:8]}"
-    script = FAKE_NVIDIA_SMI.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "'\\''")
-    dockerfile = (
-        f"FROM {sim_image}\nRUN printf '{script}' > /usr/local/bin/nvidia-smi && chmod +x /usr/local/bin/nvidia-smi\n"
-    )
-    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
+    tag = build_with_script(docker_client, sim_image, "test-doctor-gpu", "/usr/local/bin/nvidia-smi", FAKE_NVIDIA_SMI)
     yield tag
     docker_client.images.remove(tag, force=True)
 
