@@ -131,7 +131,7 @@ def test_speculative_steps_mix_reasoning_and_answer_and_account_every_token():
         replies = [chat(client, f"question {i} about colours", 2000) for i in range(12)]
         log = {e["id"]: e for e in client.get("/sim/requests").json()}
     mixed = 0
-    for role, *tokens, usage in replies:
+    for _role, *tokens, usage in replies:
         entry = log[usage["id"]]
         # every token is in some chunk: a step the parser kept back adds to the next chunk
         assert sum(entry["tokens_per_chunk"]) == entry["completion_tokens"] == usage["usage"]["completion_tokens"]

@@ -143,7 +143,10 @@ def test_defaults_round_trip():
         (["m", "--reasoning-parser"], "--reasoning-parser needs a value"),
         (["m", "--sim-reasoning-share", "0.5"], "--sim-reasoning-share needs --reasoning-parser qwen3"),
         (["m", "--reasoning-parser", "qwen3", "--sim-reasoning-share", "1.5"], "reasoning_share must be a fraction"),
-        (["m", "--reasoning-parser", "qwen3", "--sim-reasoning-share", "most"], "--sim-reasoning-share expects a float"),
+        (
+            ["m", "--reasoning-parser", "qwen3", "--sim-reasoning-share", "most"],
+            "--sim-reasoning-share expects a float",
+        ),
     ],
 )
 def test_bad_arguments_say_what_is_wrong(argv, fragment):
