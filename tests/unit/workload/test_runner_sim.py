@@ -151,9 +151,10 @@ def test_reasoning_chat_run_times_the_first_answer_after_vllms_ttft_and_splits_t
             assert r.first_answer_time is None and r.ttfa is None
         else:
             kinds.add("answered")
-            assert r.ttft < r.ttfa <= r.e2el
+            assert r.ttft <= r.ttfa <= r.e2el  # equal only if one read held them all (a loaded host)
             # the answer began after the reasoning chunks (one token each without speculation)
-            assert r.chunk_times.index(r.first_answer_time) == 1 + r.reasoning_chunks
+            # (chunks read together share a time: compared by position, not looked up)
+            assert r.chunk_times[1 + r.reasoning_chunks] == r.first_answer_time
     assert kinds == {"answered", "never answered"}
     s = res.summary()
     answered = [r for r in res.records if r.ttfa is not None]
