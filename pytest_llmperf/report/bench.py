@@ -3,10 +3,9 @@
 Its `============ Serving Benchmark Result ============` block, with vLLM's labels where
 the figure is the same one (vllm/benchmarks/serve.py): totals and throughputs, then
 mean/median/P90/P99 of TTFT, TPOT, ITL and E2EL, a reasoning model's time to first
-answer token and reasoning/answer token split (only when the replies carried reasoning),
-then the speculative-decoding lines
-(acceptance rate and length, drafts, draft and accepted tokens, acceptance per
-position). The seeds' own lines stay around it: completed/attempted with why the run
+answer token and reasoning/answer token split (only when the replies carried
+reasoning), then the speculative-decoding lines (acceptance rate and length, drafts,
+draft and accepted tokens, acceptance per position). The seeds' own lines stay around it: completed/attempted with why the run
 stopped first, the input (prefill) throughput inside, notes and errors after. vLLM's
 peak output throughput and peak concurrent requests are not computed here.
 """
