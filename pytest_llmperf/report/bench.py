@@ -5,9 +5,10 @@ the figure is the same one (vllm/benchmarks/serve.py): totals and throughputs, t
 mean/median/P90/P99 of TTFT, TPOT, ITL and E2EL, a reasoning model's time to first
 answer token and reasoning/answer token split (only when the replies carried
 reasoning), then the speculative-decoding lines (acceptance rate and length, drafts,
-draft and accepted tokens, acceptance per position). The seeds' own lines stay around it: completed/attempted with why the run
-stopped first, the input (prefill) throughput inside, notes and errors after. vLLM's
-peak output throughput and peak concurrent requests are not computed here.
+draft and accepted tokens, acceptance per position). The seeds' own lines stay around
+it: completed/attempted with why the run stopped first, the input (prefill) throughput
+inside, notes and errors after. vLLM's peak output throughput and peak concurrent
+requests are not computed here.
 """
 
 from __future__ import annotations
