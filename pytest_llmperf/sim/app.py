@@ -274,8 +274,7 @@ def build_app(config: SimConfig) -> Starlette:
                     if labels is not None:
                         delta = labels.delta(em, req.finish_reason == "stop")
                         if delta is None and not em.finished:
-                            # vLLM's parser gave nothing to send (`</think>`, a blank line it
-                            # holds until the answer's text): no chunk for this step
+                            # vLLM's parser gave nothing to send (`</think>` alone): no chunk
                             if faulty and cfg.burst_chunks > 1:
                                 held += parts
                             elif parts:
@@ -489,31 +488,29 @@ def _split_reasoning(reasoning_len: int, em: Emission, eos_last: bool) -> tuple[
 
 
 class _ReasoningStream:
-    """A reasoning reply's deltas, step by step, as vLLM 0.32 streams them with a
-    reasoning parser (vllm/parser/engine/parser_engine.py `_events_to_delta`, the chat
-    path in vllm/entrypoints/openai/chat_completion/serving.py):
+    """A reasoning reply's deltas, step by step, as vLLM 0.32 streams them with
+    `--reasoning-parser qwen3` and no tool parser (`DelegatingParser.parse_delta` in
+    vllm/parser/abstract_parser.py, the engine's deltas in
+    vllm/parser/engine/parser_engine.py, the chat path in
+    vllm/entrypoints/openai/chat_completion/serving.py):
 
-    - reasoning text as `{"reasoning": ...}`, answer text as `{"content": ...}`, both in
-      one delta when one step holds the end of the one and the start of the other
-      (`content` first, the field order of vLLM's `DeltaMessage`);
-    - a step with nothing to send (`</think>` alone, or only whitespace before the
-      answer's first text, which the parser holds and sends in front of it) is no chunk,
-      unless it finishes the reply: then its delta is `{}`.
+    - while the reply reasons, the engine parses each step: reasoning text as
+      `{"reasoning": ...}`; the step that holds `</think>` sends the reasoning before it
+      and, as `content`, whatever followed it in the step (the engine's held whitespace
+      is flushed at that transition), both in one delta when both are there (`content`
+      first, the field order of vLLM's `DeltaMessage`), and no chunk when neither is
+      (`</think>` alone), unless it finishes the reply: then its delta is `{}`;
+    - after it, every step's text passes through as `{"content": ...}`, the blank line
+      after `</think>` and the EOS token's empty text (`{"content": ""}`) included.
     """
 
     def __init__(self, reasoning_len: int) -> None:
         self.reasoning_len = reasoning_len
-        self.deferred = ""  # whitespace-only answer text, held until the answer's first text
-        self.answered = False
 
     def delta(self, em: Emission, stop: bool) -> dict[str, str] | None:
         reasoning, answer = _split_reasoning(self.reasoning_len, em, em.finished and stop)
-        answer, self.deferred = self.deferred + answer, ""
-        if answer and not self.answered:
-            if answer.strip():
-                self.answered = True
-            elif not em.finished:
-                answer, self.deferred = "", answer
+        if em.start > self.reasoning_len:  # the reasoning ended in an earlier step
+            return {"content": answer}
         delta = {}
         if answer:
             delta["content"] = answer

@@ -69,12 +69,13 @@ def test_a_reply_reasons_then_answers_in_vllms_chunk_shapes(server):
         shapes.add("answered")
         kinds = [tuple(d) for d in deltas]
         r = kinds.count(("reasoning",))
-        # reasoning first, one token a chunk; then the answer; the EOS chunk's delta is {}
-        assert kinds == [("reasoning",)] * r + [("content",)] * (len(kinds) - r - 1) + [()]
+        # reasoning first, one token a chunk; then the answer, each step's text passed through
+        assert kinds == [("reasoning",)] * r + [("content",)] * (len(kinds) - r)
         assert r == reasoning_tokens
-        # </think> and the blank line after it make no chunk: the blank line comes with the answer's first text
-        assert len(tokens) == out - 2
-        assert deltas[r]["content"].startswith("\n\n") and deltas[r]["content"].strip()
+        # </think> alone in its step makes no chunk; the blank line after it is the answer's first
+        assert len(tokens) == out - 1
+        assert deltas[r] == {"content": "\n\n"} and deltas[r + 1]["content"].strip()
+        assert deltas[-1] == {"content": ""}  # EOS, as without a parser
         for c in tokens[:-1]:  # the reference's token chunk, its delta's field renamed where reasoning
             delta_key = next(iter(c["choices"][0]["delta"]))
             expected = key_tree(ref[1])
@@ -141,3 +142,15 @@ def test_speculative_steps_mix_reasoning_and_answer_and_account_every_token():
         for c in tokens:
             assert list(c["choices"][0]["delta"]) in ([], ["content"], ["reasoning"], ["content", "reasoning"])
     assert mixed >= 1  # a step that ended the reasoning and began the answer: one delta with both
+
+
+def test_an_eos_only_reply_of_a_reasoning_server_is_one_empty_delta():
+    # vLLM: still in the reasoning phase, the parser has nothing to send; the finishing
+    # chunk goes out with an empty DeltaMessage.
+    config = SimConfig(model=MODEL, speed=50, eos_only_rate=1.0, reasoning_parser="qwen3")
+    with simulated_server(config) as url, httpx.Client(base_url=url, timeout=30) as client:
+        role, token, usage = chat(client, "hi", 50)
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert (token["choices"][0]["delta"], token["choices"][0]["finish_reason"]) == ({}, "stop")
+    assert usage["usage"]["completion_tokens"] == 1
+    assert usage["usage"]["completion_tokens_details"] == {"reasoning_tokens": 0}

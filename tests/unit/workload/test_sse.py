@@ -152,10 +152,10 @@ def test_missing_done_leaves_done_time_unset():
 
 # Reasoning models: chat streams of a server run with `--reasoning-parser qwen3`, in the
 # shapes vLLM 0.32's source writes them (DeltaMessage serialized with exclude_unset:
-# `reasoning` for reasoning text, `content` for the answer, both when one step holds the
-# end of one and the start of the other; `</think>` and the blank line held before the
-# answer make no chunk; the finishing EOS chunk's delta is `{}`; usage carries
-# completion_tokens_details.reasoning_tokens).
+# `reasoning` for reasoning text, `content` for the answer, both when one speculative
+# step holds the end of one and the start of the other; a step of `</think>` alone makes
+# no chunk; after the reasoning each step's text passes through as `content`, the EOS
+# chunk's empty one too; usage carries completion_tokens_details.reasoning_tokens).
 _HEAD = b'data: {"id":"chatcmpl-5a1b","object":"chat.completion.chunk","created":1796012022,"model":"qwen3.6"'
 
 
@@ -180,7 +180,7 @@ def _reasoning_stream(field: bytes) -> bytes:
         + _chat_chunk(b'{"' + field + b'":" wants colours."}')
         + _chat_chunk(b'{"content":"\\n\\nRed","' + field + b'":" Done."}')
         + _chat_chunk(b'{"content":", blue."}')
-        + _chat_chunk(b"{}", b'"stop"', b',"stop_reason":null')
+        + _chat_chunk(b'{"content":""}', b'"stop"', b',"stop_reason":null')
         + _HEAD
         + b',"choices":[],"usage":{"prompt_tokens":14,"total_tokens":40,"completion_tokens":26,'
         + b'"completion_tokens_details":{"reasoning_tokens":19}},"system_fingerprint":"vllm-0.32.0-3054a22d"}\n\n'
