@@ -27,11 +27,12 @@ class RequestRecord:
     output_text: str = ""
     expected_prompt_len: int | None = None  # from the dataset sampler, for reference
     cut_at_cap: bool = False  # ended by the run's time cap (its own category, not a server fault)
-    # Reasoning models (chat with a server's --reasoning-parser): the arrival time of the
-    # first chunk with answer text (`content`; None when the reply never left its
-    # reasoning), how many chunks carried reasoning text, and the reasoning tokens of the
-    # server's usage (`completion_tokens_details.reasoning_tokens`; None when not reported).
-    # TTFT stays vLLM's: the first token chunk of any kind, a reasoning one included.
+    # The arrival time of the first chunk with answer text (chat `content`, completions
+    # `text`; None when none came, e.g. a reply that never left its reasoning). Reasoning
+    # models (chat with a server's --reasoning-parser): how many chunks carried reasoning
+    # text, and the reasoning tokens of the server's usage
+    # (`completion_tokens_details.reasoning_tokens`; None when not reported). TTFT stays
+    # vLLM's: the first token chunk of any kind, a reasoning one included.
     first_answer_time: float | None = None
     reasoning_chunks: int = 0
     reasoning_tokens: int | None = None
