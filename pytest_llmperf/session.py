@@ -39,7 +39,7 @@ from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, Baselin
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
-from pytest_llmperf.metrics.registry import GATED_DECODE, Tolerance, flatten, metric
+from pytest_llmperf.metrics.registry import GATED_DECODE, REASONING_METRICS, Tolerance, flatten, metric
 from pytest_llmperf.metrics.uncertainty import (
     decode_rows,
     encode_rows,
@@ -921,6 +921,13 @@ class PerfSession:
             return run.spec_note or "the server's spec-decode counters gave no figure"
         if name == "mtp_speedup":
             return "decode tok/s is missing on this run or on its base run"
+        if name in REASONING_METRICS and run.value("answered") is None:
+            return (
+                "no reply carried reasoning: it needs a chat run (endpoint='chat') of a server that streams "
+                "reasoning (vLLM with --reasoning-parser)"
+            )
+        if name.startswith("ttfa_ms") and not run.value("answered"):
+            return "no reply got past its reasoning to answer text: raise max_tokens"
         return "; ".join(run.notes) or f"the run produced no value for {name}"
 
     def _noise(

@@ -27,6 +27,15 @@ class RequestRecord:
     output_text: str = ""
     expected_prompt_len: int | None = None  # from the dataset sampler, for reference
     cut_at_cap: bool = False  # ended by the run's time cap (its own category, not a server fault)
+    # The arrival time of the first chunk with answer text (chat `content`, completions
+    # `text`; None when none came, e.g. a reply that never left its reasoning). Reasoning
+    # models (chat with a server's --reasoning-parser): how many chunks carried reasoning
+    # text, and the reasoning tokens of the server's usage
+    # (`completion_tokens_details.reasoning_tokens`; None when not reported). TTFT stays
+    # vLLM's: the first token chunk of any kind, a reasoning one included.
+    first_answer_time: float | None = None
+    reasoning_chunks: int = 0
+    reasoning_tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -35,6 +44,16 @@ class RequestRecord:
     @property
     def ttft(self) -> float | None:
         return self.chunk_times[0] - self.send_time if self.chunk_times else None
+
+    @property
+    def ttfa(self) -> float | None:
+        """Time to the first answer token: the first chunk with answer text minus send time."""
+        return self.first_answer_time - self.send_time if self.first_answer_time is not None else None
+
+    @property
+    def reasoned(self) -> bool:
+        """The reply carried reasoning: reasoning text streamed, or reasoning tokens counted."""
+        return self.reasoning_chunks > 0 or bool(self.reasoning_tokens)
 
     @property
     def e2el(self) -> float | None:

@@ -96,6 +96,11 @@ _LATENCY = {
     "itl": "inter-chunk latency, pooled over every chunk gap (per chunk, not per token)",
     "e2el": "end-to-end latency: last token chunk minus send time",
 }
+# Reasoning models: shown and recorded only for runs whose replies carried reasoning.
+_TTFA = (
+    "time to first answer token (reasoning runs): first chunk with answer text (`content`, after the "
+    "reasoning) minus send time, over the requests that answered"
+)
 _STATS = {"mean": "mean", "median": "median", "p90": "90th percentile", "p99": "99th percentile"}
 
 _TABLE: tuple[Metric, ...] = (
@@ -126,6 +131,50 @@ _TABLE: tuple[Metric, ...] = (
         for kind, meaning in _LATENCY.items()
         for stat in _STATS
     ),
+    *(
+        Metric(
+            f"ttfa_ms_{stat}",
+            _L,
+            "ms",
+            Scaling.DURATION,
+            1,
+            f"{_STATS[stat]} {_TTFA}",
+            _REL10 if stat == "median" else None,
+        )
+        for stat in _STATS
+    ),
+    Metric(
+        "answered",
+        _H,
+        "requests",
+        Scaling.NONE,
+        0,
+        "reasoning runs: completed requests whose reply got past its reasoning to answer text",
+    ),
+    Metric(
+        "total_reasoning_tokens",
+        _L,
+        "tokens",
+        Scaling.NONE,
+        0,
+        "reasoning runs: reasoning tokens of completed requests (usage `completion_tokens_details.reasoning_tokens`)",
+    ),
+    Metric(
+        "total_answer_tokens",
+        _H,
+        "tokens",
+        Scaling.NONE,
+        0,
+        "reasoning runs: output tokens that are not reasoning (the answer, `</think>` and EOS included)",
+    ),
+    Metric(
+        "reasoning_share",
+        _L,
+        "ratio",
+        Scaling.NONE,
+        3,
+        "reasoning runs: reasoning tokens / output tokens, over completed requests",
+    ),
     Metric(
         "acceptance_rate",
         _H,
@@ -146,6 +195,15 @@ _TABLE: tuple[Metric, ...] = (
 )
 
 METRICS: dict[str, Metric] = {m.name: m for m in _TABLE}
+# A reasoning model's figures: None (absent from tables, reports and baselines) unless a
+# run's replies carried reasoning (metrics/summary.py).
+REASONING_METRICS = (
+    *(f"ttfa_ms_{stat}" for stat in _STATS),
+    "answered",
+    "total_reasoning_tokens",
+    "total_answer_tokens",
+    "reasoning_share",
+)
 # The decode figure an MTP speedup divides, and the default gate's: without a capped
 # run's ramp-down tail, which moves the whole-run figure unevenly (metrics/steady.py).
 GATED_DECODE = "steady_decode_tok_s"

@@ -13,7 +13,13 @@ Definitions follow vLLM's `vllm bench serve` (DESIGN.md "Measurement definitions
 - steady_decode_tok_s = output tokens / s inside the window where the run was at its
   concurrency (metrics/steady.py): the decode figure without a capped run's ramp-down;
 - per_stream_tok_s = 1 / median TPOT: the decode speed one stream sees (the seeds'
-  "TPOT median 66.3 ms (~15 tok/s/stream)").
+  "TPOT median 66.3 ms (~15 tok/s/stream)");
+- reasoning models, only for a run whose replies carried reasoning (reasoning text
+  streamed, or reasoning tokens in `usage`; otherwise every one is None): TTFA (time to
+  the first chunk with answer text) over the requests that got that far (`answered`),
+  and the reasoning/answer split of the output tokens from `usage`
+  (`completion_tokens_details.reasoning_tokens`, which vLLM sends with
+  `--reasoning-parser`). TTFT stays vLLM's: the first token chunk of any kind.
 
 Figures that cannot be computed (no successful request, zero duration, no TPOT sample)
 are None, never 0 and never a ZeroDivisionError.
@@ -70,6 +76,14 @@ class Summary:
     e2el_ms_median: float | None = None
     e2el_ms_p90: float | None = None
     e2el_ms_p99: float | None = None
+    ttfa_ms_mean: float | None = None
+    ttfa_ms_median: float | None = None
+    ttfa_ms_p90: float | None = None
+    ttfa_ms_p99: float | None = None
+    answered: int | None = None  # completed requests that got to answer text
+    total_reasoning_tokens: int | None = None
+    total_answer_tokens: int | None = None
+    reasoning_share: float | None = None  # reasoning tokens / output tokens
     acceptance_rate: float | None = None
     acceptance_length: float | None = None
     acceptance_per_position: list[float] | None = None
@@ -128,6 +142,26 @@ def _peak(spans: list[tuple[float, float, list[float], int]]) -> int:
         running += step
         peak = max(peak, running)
     return peak
+
+
+def _reasoning(summary: Summary, ok: list[RequestRecord], output_tokens: int, notes: list[str]) -> None:
+    """The reasoning figures of a run whose replies carried reasoning, into `summary`."""
+    ttfa = _stats([r.ttfa for r in ok if r.ttfa is not None])
+    summary.ttfa_ms_mean, summary.ttfa_ms_median, summary.ttfa_ms_p90, summary.ttfa_ms_p99 = ttfa
+    summary.answered = sum(r.first_answer_time is not None for r in ok)
+    unreported = [r.index for r in ok if r.reasoning_tokens is None]
+    if unreported:
+        shown = ", ".join(map(str, unreported[:5])) + (", ..." if len(unreported) > 5 else "")
+        notes.append(
+            f"{len(unreported)} successful request(s) of a reasoning run reported no reasoning token count "
+            f"(usage.completion_tokens_details.reasoning_tokens; indices {shown}): the reasoning/answer token "
+            "split is not computed (vLLM reports it when served with --reasoning-parser)"
+        )
+        return
+    reasoning = sum(r.reasoning_tokens or 0 for r in ok)
+    summary.total_reasoning_tokens = reasoning
+    summary.total_answer_tokens = output_tokens - reasoning
+    summary.reasoning_share = reasoning / output_tokens if output_tokens else None
 
 
 def summarize(
@@ -200,6 +234,8 @@ def summarize(
         e2el_ms_p99=e2el.p99,
         notes=notes,
     )
+    if any(r.reasoned for r in ok):
+        _reasoning(summary, ok, output_tokens, notes)
     if spec is not None:
         summary.spec_status = spec.status
         summary.acceptance_rate = spec.acceptance_rate

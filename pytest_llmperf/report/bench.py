@@ -2,11 +2,13 @@
 
 Its `============ Serving Benchmark Result ============` block, with vLLM's labels where
 the figure is the same one (vllm/benchmarks/serve.py): totals and throughputs, then
-mean/median/P90/P99 of TTFT, TPOT, ITL and E2EL, then the speculative-decoding lines
-(acceptance rate and length, drafts, draft and accepted tokens, acceptance per
-position). The seeds' own lines stay around it: completed/attempted with why the run
-stopped first, the input (prefill) throughput inside, notes and errors after. vLLM's
-peak output throughput and peak concurrent requests are not computed here.
+mean/median/P90/P99 of TTFT, TPOT, ITL and E2EL, a reasoning model's time to first
+answer token and reasoning/answer token split (only when the replies carried
+reasoning), then the speculative-decoding lines (acceptance rate and length, drafts,
+draft and accepted tokens, acceptance per position). The seeds' own lines stay around
+it: completed/attempted with why the run stopped first, the input (prefill) throughput
+inside, notes and errors after. vLLM's peak output throughput and peak concurrent
+requests are not computed here.
 """
 
 from __future__ import annotations
@@ -65,6 +67,25 @@ def _speculative(result: RunResult, s: Summary) -> list[str]:
     return lines
 
 
+def _reasoning(s: Summary) -> list[str]:
+    """A reasoning model's lines (not vLLM's: its TTFT above counts reasoning tokens too);
+    none for a run whose replies carried no reasoning."""
+    if s.answered is None:
+        return []
+    lines = [_section("Time to First Answer Token")]
+    lines += [
+        _line(f"{word} TTFA (ms):", getattr(s, f"ttfa_ms_{stat}"))
+        for stat, word in (("mean", "Mean"), ("median", "Median"), ("p90", "P90"), ("p99", "P99"))
+    ]
+    lines += [
+        _line("Requests that answered:", f"{s.answered}/{s.completed}"),
+        _line("Reasoning tokens:", s.total_reasoning_tokens, "d"),
+        _line("Answer tokens:", s.total_answer_tokens, "d"),
+        _line("Reasoning share (%):", None if s.reasoning_share is None else s.reasoning_share * 100),
+    ]
+    return lines
+
+
 def serving_result(result: RunResult) -> str:
     """The block, with the seeds' completed line before it and notes and errors after."""
     s = result.summary()
@@ -92,7 +113,7 @@ def serving_result(result: RunResult) -> str:
             lines.append(_line(f"{word} {name} (ms):", getattr(s, f"{key}_ms_{stat}")))
         if key == "tpot" and s.per_stream_tok_s:
             lines.append(_line("Per-stream tok/s (1 / median TPOT):", s.per_stream_tok_s))
-    lines += [*_speculative(result, s), "=" * WIDTH]
+    lines += [*_reasoning(s), *_speculative(result, s), "=" * WIDTH]
     warmed = result.warmup_figures()
     if warmed:
         lines.append(f"Warm-up (not measured): {describe_warmup(warmed)}")

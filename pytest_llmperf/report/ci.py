@@ -26,6 +26,7 @@ KEY_FIGURES = (
     "prefill_tok_s",
     "ttft_ms_median",
     "tpot_ms_median",
+    "ttfa_ms_median",  # a reasoning model's runs only
     "acceptance_rate",
     "acceptance_length",
 )

@@ -23,6 +23,12 @@ FIGURES = (
     ("accept rate", "acceptance_rate"),
     ("accept len", "acceptance_length"),
 )
+# A reasoning model's columns, after those, in a table where some run's replies carried
+# reasoning (its TTFT above is vLLM's, the first token of any kind).
+REASONING_FIGURES = (
+    ("TTFA p50 ms", "ttfa_ms_median"),
+    ("reasoning share", "reasoning_share"),
+)
 
 Doc = Mapping[str, Any]
 
@@ -48,8 +54,16 @@ def completed_text(run: Doc) -> str:
     return text + (f", {failed} failed" if failed else "")
 
 
+def figure_columns(runs: list[Doc]) -> tuple[tuple[str, str], ...]:
+    """The measured table's (header, metric) columns: FIGURES, and REASONING_FIGURES when
+    some run has them."""
+    reasoning = any(run.get("summary", {}).get(m) is not None for run in runs for _, m in REASONING_FIGURES)
+    return FIGURES + REASONING_FIGURES if reasoning else FIGURES
+
+
 def measured_table(runs: list[Doc]) -> list[str]:
-    header = ["server", "conc", "completed", *(h for h, _ in FIGURES)]
+    columns = figure_columns(runs)
+    header = ["server", "conc", "completed", *(h for h, _ in columns)]
     rows = []
     for run in runs:
         figures = run.get("summary", {})
@@ -58,13 +72,13 @@ def measured_table(runs: list[Doc]) -> list[str]:
                 _name(run),
                 str(_concurrency(run)),
                 completed_text(run),
-                *(format_value(m, figures.get(m)) for _, m in FIGURES),
+                *(format_value(m, figures.get(m)) for _, m in columns),
             ]
         )
-        published = {m: run.get("published_reference", {}).get(m) for _, m in FIGURES}
+        published = {m: run.get("published_reference", {}).get(m) for _, m in columns}
         if any(v is not None for v in published.values()):
-            rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in FIGURES)])
-    return render_columns(header, rows, right=set(range(1, 3 + len(FIGURES))))
+            rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in columns)])
+    return render_columns(header, rows, right=set(range(1, 3 + len(columns))))
 
 
 def warmup_table(runs: list[Doc]) -> list[str]:

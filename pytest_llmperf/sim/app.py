@@ -192,6 +192,7 @@ def build_app(config: SimConfig) -> Starlette:
             ignore_eos=params["ignore_eos"],
             now=receive_time,
             temperature=params["temperature"],
+            reasoning=chat and config.reasoning_parser is not None,
         )
         entry: dict[str, Any] = {
             "id": req.rid,
@@ -202,6 +203,7 @@ def build_app(config: SimConfig) -> Starlette:
             "prompt_tokens": req.prompt_tokens,
             "completion_tokens": 0,
             "finish_reason": None,
+            "reasoning_tokens": None,
             "stream": params["stream"],
             "error": None,
         }
@@ -233,15 +235,20 @@ def build_app(config: SimConfig) -> Starlette:
             "model": served,
         }
         prefix = ("data: " + _DUMPS(head)[:-1] + ',"choices":').encode()
+        labels = _ReasoningStream(req.reasoning_len) if chat and req.reasoning_len is not None else None
         chunks = 0
+        tokens = 0  # emitted since the last chunk written (a step the parser kept back adds to the next)
+        role_sent = False
         finished = False
         held: list[bytes] = []
         try:
             async for em in _emissions(req, queue):
                 text = "".join(em.pieces)
                 reason = req.finish_reason if em.finished else None
+                tokens += len(em.pieces)
                 parts = []
-                if chat and chunks == 0:  # vLLM: the role chunk comes with the first output
+                if chat and not role_sent:  # vLLM: the role chunk comes with the first output
+                    role_sent = True
                     parts.append(
                         (
                             "data: "
@@ -264,9 +271,20 @@ def build_app(config: SimConfig) -> Starlette:
                         + b"\n\n"
                     )
                 if chat:
+                    if labels is not None:
+                        delta = labels.delta(em, req.finish_reason == "stop")
+                        if delta is None and not em.finished:
+                            # vLLM's parser gave nothing to send (`</think>` alone): no chunk
+                            if faulty and cfg.burst_chunks > 1:
+                                held += parts
+                            elif parts:
+                                yield b"".join(parts)
+                            continue
+                    else:
+                        delta = {"content": text}
                     choice: dict[str, Any] = {
                         "index": 0,
-                        "delta": {"content": text},
+                        "delta": delta or {},
                         "logprobs": None,
                         "finish_reason": reason,
                     }
@@ -292,8 +310,9 @@ def build_app(config: SimConfig) -> Starlette:
                 if faulty and cfg.malformed_chunk_after is not None and chunks == cfg.malformed_chunk_after:
                     yield b'data: {"id":"' + req.rid.encode() + b'","object":\n\n'
                 entry["chunk_times"].append(time.perf_counter())
-                entry["tokens_per_chunk"].append(len(em.pieces))
+                entry["tokens_per_chunk"].append(tokens)
                 entry["completion_tokens"] = req.generated
+                tokens = 0
                 chunks += 1
                 finished = em.finished
                 if faulty and cfg.burst_chunks > 1:  # held back, written `burst_chunks` at a time
@@ -303,11 +322,12 @@ def build_app(config: SimConfig) -> Starlette:
                     parts, held = held, []
                 yield b"".join(parts)
             entry["finish_reason"] = req.finish_reason
+            entry["reasoning_tokens"] = req.reasoning_tokens
             if include_usage:
                 usage: dict[str, Any] = {
                     **head,
                     "choices": [],
-                    "usage": _usage(req),
+                    "usage": _usage(req, details=chat and config.reasoning_parser is not None),
                     "system_fingerprint": SYSTEM_FINGERPRINT,
                 }
                 yield ("data: " + _DUMPS(usage) + "\n\n").encode()
@@ -340,20 +360,27 @@ def build_app(config: SimConfig) -> Starlette:
         finally:
             service.release(req, finished)
             entry["completion_tokens"] = req.generated
+            entry["reasoning_tokens"] = req.reasoning_tokens
             entry["finish_reason"] = req.finish_reason if finished else None
             service.request_log.append(entry)
         text = "".join(pieces)
         usage: dict[str, Any] = {**_usage(req), "prompt_tokens_details": None, "completion_tokens_details": None}
+        if chat and config.reasoning_parser is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens or 0}
+        reasoning = None
+        if chat and req.reasoning_len is not None:
+            whole = Emission(req, pieces, finished, 0)
+            reasoning, text = _split_reasoning(req.reasoning_len, whole, finished and req.finish_reason == "stop")
         if chat:
             message: dict[str, Any] = {
                 "role": "assistant",
-                "content": text,
+                "content": text if req.reasoning_len is None else text or None,
                 "refusal": None,
                 "annotations": None,
                 "audio": None,
                 "function_call": None,
                 "tool_calls": [],
-                "reasoning": None,
+                "reasoning": reasoning or None,
             }
             body = _full_body(req, served, "chat.completion", {"message": message}, {}, usage, _CHAT_BODY_TAIL)
         else:
@@ -422,12 +449,74 @@ def _full_body(
     }
 
 
-def _usage(req: SimRequest) -> dict[str, int]:
-    return {
+def _usage(req: SimRequest, details: bool = False) -> dict[str, Any]:
+    """vLLM's usage; `details` (a chat answer of a server with --reasoning-parser): with
+    `completion_tokens_details.reasoning_tokens`, as vLLM then sends it."""
+    usage: dict[str, Any] = {
         "prompt_tokens": req.prompt_tokens,
         "total_tokens": req.prompt_tokens + req.generated,
         "completion_tokens": req.generated,
     }
+    if details:
+        usage["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens or 0}
+    return usage
+
+
+def _split_reasoning(reasoning_len: int, em: Emission, eos_last: bool) -> tuple[str, str]:
+    """(reasoning, answer) text of the tokens of `em` in a reply that reasons for its first
+    `reasoning_len` tokens; `eos_last`: its last token is EOS (no text).
+
+    As vLLM's qwen3 parser splits a Qwen3 reply (vllm/parser/qwen3.py): the chat template
+    opens `<think>` in the prompt, so the reply starts inside its reasoning; `</think>`
+    (token `reasoning_len`) ends it and is dropped from both; the answer follows from the
+    blank line after it."""
+    reasoning, answer = [], []
+    last = len(em.pieces) - 1
+    for j, piece in enumerate(em.pieces):
+        pos = em.start + j
+        if j == last and eos_last:
+            continue
+        if pos < reasoning_len:
+            reasoning.append(piece.lstrip(" ") if pos == 0 else piece)
+        elif pos == reasoning_len + 1:
+            answer.append("\n\n")
+        elif pos == reasoning_len + 2:
+            answer.append(piece.lstrip(" "))
+        elif pos > reasoning_len:
+            answer.append(piece)
+    return "".join(reasoning), "".join(answer)
+
+
+class _ReasoningStream:
+    """A reasoning reply's deltas, step by step, as vLLM 0.32 streams them with
+    `--reasoning-parser qwen3` and no tool parser (`DelegatingParser.parse_delta` in
+    vllm/parser/abstract_parser.py, the engine's deltas in
+    vllm/parser/engine/parser_engine.py, the chat path in
+    vllm/entrypoints/openai/chat_completion/serving.py):
+
+    - while the reply reasons, the engine parses each step: reasoning text as
+      `{"reasoning": ...}`; the step that holds `</think>` sends the reasoning before it
+      and, as `content`, whatever followed it in the step (the engine's held whitespace
+      is flushed at that transition), both in one delta when both are there (`content`
+      first, the field order of vLLM's `DeltaMessage`), and no chunk when neither is
+      (`</think>` alone), unless it finishes the reply: then its delta is `{}`;
+    - after it, every step's text passes through as `{"content": ...}`, the blank line
+      after `</think>` and the EOS token's empty text (`{"content": ""}`) included.
+    """
+
+    def __init__(self, reasoning_len: int) -> None:
+        self.reasoning_len = reasoning_len
+
+    def delta(self, em: Emission, stop: bool) -> dict[str, str] | None:
+        reasoning, answer = _split_reasoning(self.reasoning_len, em, em.finished and stop)
+        if em.start > self.reasoning_len:  # the reasoning ended in an earlier step
+            return {"content": answer}
+        delta = {}
+        if answer:
+            delta["content"] = answer
+        if reasoning:
+            delta["reasoning"] = reasoning
+        return delta or None
 
 
 async def _json_body(request: Request) -> dict[str, Any]:

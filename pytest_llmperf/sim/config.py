@@ -39,7 +39,12 @@ _SIM_FLAGS: dict[str, type] = {
     "slow_start_seconds": float,
     "eos_only_rate": float,
     "burst_chunks": int,
+    "reasoning_share": float,
 }
+
+# The --reasoning-parser names whose streams the simulator writes (vLLM's qwen3 parser:
+# the reply starts inside its reasoning, `</think>` ends it).
+REASONING_PARSERS = ("qwen3",)
 
 # vLLM flags that take no value (so the next word is not swallowed when ignoring them).
 _VLLM_BOOL_FLAGS = {
@@ -100,6 +105,11 @@ class SimConfig:
     # finish_reason stop, completion_tokens 1), drawn per prompt, never with ignore_eos.
     eos_only_rate: float = 0.0
     disable_log_stats: bool = False  # engine counters exist but never move
+    # Reasoning (vLLM's --reasoning-parser; chat only): each reply spends `reasoning_share`
+    # of its natural length reasoning (None: the profile's), streamed as `delta.reasoning`,
+    # then `</think>` and the answer as `delta.content`.
+    reasoning_parser: str | None = None
+    reasoning_share: float | None = None
     ignored_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -143,6 +153,19 @@ class SimConfig:
             v = getattr(self, name)
             if v is not None and v < 0:
                 bad(f"{name} must be >= 0 or None, got {v}")
+        if self.reasoning_parser is not None and self.reasoning_parser not in REASONING_PARSERS:
+            bad(
+                f"--reasoning-parser {self.reasoning_parser!r} is not simulated: the simulator writes the "
+                f"streams of vLLM's {', '.join(REASONING_PARSERS)} parser (give --reasoning-parser qwen3)"
+            )
+        if self.reasoning_share is not None:
+            if self.reasoning_parser is None:
+                bad(
+                    "--sim-reasoning-share needs --reasoning-parser qwen3: without a reasoning parser vLLM's "
+                    "chat stream has no reasoning field"
+                )
+            if not 0 <= self.reasoning_share <= 1:
+                bad(f"reasoning_share must be a fraction in [0, 1] of each reply, got {self.reasoning_share}")
         if self.stall_after_chunks < 0:
             bad(f"stall_after_chunks must be >= 0, got {self.stall_after_chunks}")
         if self.speculative_config is not None:
@@ -159,6 +182,13 @@ class SimConfig:
     def resolved_profile(self) -> Profile:
         """The profile: `profile` as resolved on init, or the model name's if it was unset since."""
         return self.profile if self.profile is not None else resolve_profile(self.model)
+
+    @property
+    def resolved_reasoning_share(self) -> float | None:
+        """The share of each chat reply spent reasoning; None without a reasoning parser."""
+        if self.reasoning_parser is None:
+            return None
+        return self.reasoning_share if self.reasoning_share is not None else self.resolved_profile.reasoning_share
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -217,6 +247,8 @@ class SimConfig:
                     i += 1
             elif name == "--seed":
                 kw["seed"] = _int(name, value())
+            elif name == "--reasoning-parser":
+                kw["reasoning_parser"] = value()
             elif name == "--disable-log-stats":
                 kw["disable_log_stats"] = True
                 i += 1
@@ -276,6 +308,8 @@ class SimConfig:
             argv += ["--speculative-config", json.dumps(self.speculative_config, separators=(",", ":"))]
         if self.disable_log_stats:
             argv.append("--disable-log-stats")
+        if self.reasoning_parser is not None:
+            argv += ["--reasoning-parser", self.reasoning_parser]
         defaults = SimConfig(model=self.model)
         for key, typ in _SIM_FLAGS.items():
             v = getattr(self, key)

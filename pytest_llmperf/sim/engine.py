@@ -37,6 +37,9 @@ class SimRequest:
     rng: random.Random  # acceptance draws
     text: TextGenerator
     cond: tuple[float, ...] = ()  # per-position conditional acceptance (empty: no spec)
+    # Reasoning (chat with --reasoning-parser): tokens 0..reasoning_len-1 are reasoning, the
+    # next is `</think>`, then the answer. None: no reasoning phase.
+    reasoning_len: int | None = None
     prefilled: int = 0
     generated: int = 0
     scheduled_at: float | None = None
@@ -54,12 +57,18 @@ class SimRequest:
     def done(self) -> bool:
         return self.generated >= self.target_len
 
+    @property
+    def reasoning_tokens(self) -> int | None:
+        """Reasoning tokens generated so far (vLLM's usage count); None without a reasoning phase."""
+        return None if self.reasoning_len is None else min(self.reasoning_len, self.generated)
+
 
 @dataclass
 class Emission:
     request: SimRequest
     pieces: list[str]  # token strings emitted by this step ("" for EOS)
     finished: bool
+    start: int = 0  # position of the first of them in the reply
 
 
 @dataclass
@@ -125,12 +134,17 @@ class Engine:
         ignore_eos: bool,
         now: float,
         temperature: float = 0.0,
+        reasoning: bool = False,
     ) -> SimRequest:
         """A request whose output derives from the prompt.
 
         Greedy (temperature 0): the same prompt gives the same text and length every
         time. Sampled: each occurrence of a prompt gets its own. Acceptance draws are
         per occurrence either way, so repeated prompts still give independent draws.
+        `reasoning` (a chat request to a server with a reasoning parser): the reply's
+        first `reasoning_share` of its natural length is reasoning, then `</think>`, a
+        blank line and the answer; its length and timing are those of the same reply
+        without, so only the labels of its tokens differ.
         """
         h = zlib.crc32(prompt.encode("utf-8", "surrogatepass"))
         n = self._seen.get(h, 0)
@@ -160,6 +174,12 @@ class Engine:
             occurrence = f":{n}" if temperature > 0 else ""
             if random.Random(f"{seed}:{h}{occurrence}:eos").random() < self.config.eos_only_rate:
                 target, reason = 1, "stop"  # the reply is one EOS token
+        reasoning_len = None
+        share = self.config.resolved_reasoning_share if reasoning else None
+        if share is not None:
+            # At least one answer token before EOS: reasoning, </think>, "\n\n", answer, EOS.
+            eos_only = target == 1 and reason == "stop"
+            reasoning_len = 0 if eos_only else max(0, min(int(share * natural), natural - 4))
         return SimRequest(
             rid=rid,
             prompt_tokens=max(1, prompt_tokens),
@@ -170,6 +190,7 @@ class Engine:
             rng=draws,
             text=TextGenerator(shape.getrandbits(32)),
             cond=request_conditionals(self._base_logits, shift) if self.k else (),
+            reasoning_len=reasoning_len,
         )
 
     def add(self, req: SimRequest) -> None:
@@ -275,6 +296,7 @@ class Engine:
     def _emit(self, req: SimRequest, n: int, now: float) -> Emission:
         n = min(n, req.target_len - req.generated)
         pieces = [req.text.next_piece() for _ in range(n)]
+        start = req.generated
         req.generated += n
         if req.first_token_at is None:
             req.first_token_at = now
@@ -284,4 +306,4 @@ class Engine:
             req.finished_at = now
             if req.finish_reason == "stop":
                 pieces[-1] = ""  # EOS: counted as a token, has no text
-        return Emission(req, pieces, finished)
+        return Emission(req, pieces, finished, start)

@@ -37,6 +37,9 @@ class Profile:
     # Qwen3.6 reasons before it answers, so nearly every request reaches max_tokens 256.
     output_len_median: int = 200
     output_len_sigma: float = 1.0
+    # Served with --reasoning-parser qwen3 (chat): the share of a reply's natural length
+    # spent reasoning before `</think>` and the answer.
+    reasoning_share: float = 0.5
     kv_cache_tokens: int = 500_000  # KV capacity for vllm:kv_cache_usage_perc
     max_prefill_tokens_per_step: int = 8192  # chunked-prefill budget per step
 
@@ -54,6 +57,7 @@ PROFILES: dict[str, Profile] = {
         acceptance_spread=1.53,
         output_len_median=2000,
         output_len_sigma=1.3,
+        reasoning_share=0.9,
     ),
     "qwen3.6-27b-fp8": Profile(
         name="qwen3.6-27b-fp8",
@@ -65,6 +69,7 @@ PROFILES: dict[str, Profile] = {
         acceptance_spread=1.53,
         output_len_median=2000,
         output_len_sigma=1.3,
+        reasoning_share=0.9,
     ),
 }
 

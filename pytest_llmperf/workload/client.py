@@ -294,6 +294,9 @@ def _fill(record: RequestRecord, resp: Response) -> None:
     record.prompt_tokens = decoded.prompt_tokens
     record.completion_tokens = decoded.completion_tokens
     record.finish_reason = decoded.finish_reason
+    record.first_answer_time = decoded.first_answer_time
+    record.reasoning_chunks = decoded.reasoning_chunks
+    record.reasoning_tokens = decoded.reasoning_tokens
     if splitter.done_time is not None:
         record.end_time = splitter.done_time
     record.error = (

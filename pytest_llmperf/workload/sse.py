@@ -115,22 +115,46 @@ class DecodedStream:
     """What an OpenAI-compatible stream said, with the arrival time of each token chunk."""
 
     chunk_times: list[float] = field(default_factory=list)
-    text_parts: list[str] = field(default_factory=list)
+    text_parts: list[str] = field(default_factory=list)  # reasoning and answer text, in stream order
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    # Reasoning models (chat, a server with --reasoning-parser): the arrival of the first
+    # chunk with answer text, how many chunks carried reasoning text, and the reasoning
+    # tokens the server's usage counted (`completion_tokens_details.reasoning_tokens`).
+    first_answer_time: float | None = None
+    reasoning_chunks: int = 0
+    reasoning_tokens: int | None = None
 
 
-def _chunk_text(choice: dict[str, Any]) -> str | None:
+def _chunk_texts(choice: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(reasoning, answer) text of one choice of a token chunk.
+
+    Completions carry answer text in `text`. Chat carries it in `delta.content` and, from
+    a server run with `--reasoning-parser`, the reasoning in `delta.reasoning` (vLLM 0.32's
+    `DeltaMessage`); vLLM before the rename (vllm-project/vllm#27752) sent it as
+    `reasoning_content`, and releases between the rename and the old name's removal
+    (#33402) sent both with the same text: `reasoning` is read when present, so such a
+    chunk counts once. A chunk may carry both reasoning and answer text (the step that
+    ended the reasoning, several tokens under speculation).
+    """
     text = choice.get("text")  # completions
-    if text is None:
-        delta = choice.get("delta")  # chat
-        if delta:
-            text = delta.get("content")
-            if text is None:
-                text = delta.get("reasoning_content") or delta.get("reasoning")
-    return text
+    if text is not None:
+        return None, text
+    delta = choice.get("delta")  # chat
+    if not isinstance(delta, dict):
+        return None, None
+    reasoning = delta.get("reasoning")
+    if reasoning is None:
+        reasoning = delta.get("reasoning_content")
+    return reasoning, delta.get("content")
+
+
+def _reasoning_tokens(usage: dict[str, Any]) -> int | None:
+    details = usage.get("completion_tokens_details")
+    count = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
 
 def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
@@ -138,10 +162,10 @@ def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
 
     A token chunk is any chunk with a non-empty `choices` list, whatever its text, as
     `vllm bench serve` counts them (`endpoint_request_func.py`): the empty-text chunk
-    that carries `finish_reason` (an EOS token), chat's role-only first chunk, and so a
-    reply that is one EOS token has one token chunk. The usage chunk (empty `choices`)
-    is not one. Token counts come from `usage` only; one chunk may hold several tokens
-    under speculation.
+    that carries `finish_reason` (an EOS token), chat's role-only first chunk, a chunk
+    of reasoning text, and so a reply that is one EOS token has one token chunk. The
+    usage chunk (empty `choices`) is not one. Token counts come from `usage` only; one
+    chunk may hold several tokens under speculation.
     """
     out = DecodedStream()
     try:  # one parse for the whole stream; on failure, find the bad event one by one
@@ -168,15 +192,25 @@ def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
         choices = obj.get("choices")
         if choices:
             out.chunk_times.append(t)
+            reasoned = False
             for choice in choices:
-                text = _chunk_text(choice)
-                if text:
-                    out.text_parts.append(text)
+                reasoning, answer = _chunk_texts(choice)
+                if reasoning:
+                    out.text_parts.append(reasoning)
+                    reasoned = True
+                if answer:
+                    out.text_parts.append(answer)
+                    if out.first_answer_time is None:
+                        out.first_answer_time = t
                 reason = choice.get("finish_reason")
                 if reason is not None:
                     out.finish_reason = reason
+            out.reasoning_chunks += reasoned
         usage = obj.get("usage")
         if usage:
             out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
             out.completion_tokens = usage.get("completion_tokens", out.completion_tokens)
+            reasoning_tokens = _reasoning_tokens(usage)
+            if reasoning_tokens is not None:
+                out.reasoning_tokens = reasoning_tokens
     return out

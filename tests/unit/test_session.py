@@ -3,11 +3,13 @@
 import json
 from contextlib import contextmanager
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import Tolerance
@@ -961,3 +963,22 @@ def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_rec
     full._execute = lambda endpoint, requests, workload, speed: capped_result(100.0, peak=8, waiting=0)
     full.bind(full.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert full.gates[-1].outcome == "pass"
+
+
+@pytest.mark.parametrize(
+    "samples, name, reason",
+    [
+        ({}, "ttfa_ms_median", "no reply carried reasoning: it needs a chat run (endpoint='chat')"),
+        ({"answered": [None]}, "reasoning_share", "of a server that streams reasoning (vLLM with --reasoning-parser)"),
+        ({"answered": [0]}, "ttfa_ms_p90", "no reply got past its reasoning to answer text: raise max_tokens"),
+    ],
+)
+def test_a_missing_reasoning_figure_says_why(samples, name, reason):
+    run = MeasuredRun(
+        server=ServerSpec(name="m", model="org/m"),
+        workload=resolve_workload({"num_prompts": 4}, 1),
+        results=[SimpleNamespace(completed=4)],  # type: ignore[list-item]
+        samples=samples,
+        provenance={},
+    )
+    assert reason in PerfSession._no_data_reason(run, name)

@@ -5,6 +5,7 @@ import pytest
 
 from pytest_llmperf.metrics.registry import (
     METRICS,
+    REASONING_METRICS,
     Direction,
     Scaling,
     Tolerance,
@@ -98,3 +99,17 @@ def test_values_are_shown_with_the_metrics_decimals():
 def test_the_readme_metric_table_is_the_registry():
     readme = (Path(__file__).parents[3] / "README.md").read_text()
     assert markdown_table() in readme, "regenerate README's metric table from metrics.registry.markdown_table()"
+
+
+def test_a_reasoning_models_figures_scale_and_judge_as_their_kind():
+    assert set(REASONING_METRICS) <= {f.name for f in fields(Summary)}
+    for stat in ("mean", "median", "p90", "p99"):
+        ttfa = metric(f"ttfa_ms_{stat}")
+        assert (ttfa.direction, ttfa.unit, ttfa.scaling) == (Direction.LOWER, "ms", Scaling.DURATION)
+    assert metric("ttfa_ms_median").tolerance == Tolerance("relative", 0.10)  # as TTFT's median
+    for name in ("answered", "total_reasoning_tokens", "total_answer_tokens", "reasoning_share"):
+        assert metric(name).scaling is Scaling.NONE and metric(name).tolerance is None, name
+    assert to_real_time({"ttfa_ms_median": 70.0, "reasoning_share": 0.9}, 10.0) == {
+        "ttfa_ms_median": 700.0,
+        "reasoning_share": 0.9,
+    }

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_llmperf.metrics.prometheus import SpecDecodeStats
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.metrics.registry import REASONING_METRICS
 from pytest_llmperf.metrics.summary import Summary, summarize
 
 
@@ -169,3 +170,67 @@ def test_bad_types_are_clear_errors():
     with pytest.raises(TypeError, match="RequestRecord"):
         summarize([{"index": 0}], 1.0)
     assert isinstance(summarize(iter(RECORDS), 4.0), Summary)
+
+
+def reasoning_rec(index, send, chunks, out, answer_at=None, reasoning_tokens=None, reasoning_chunks=0):
+    r = rec(index, send, chunks, out=out, prompt=10)
+    r.first_answer_time, r.reasoning_tokens, r.reasoning_chunks = answer_at, reasoning_tokens, reasoning_chunks
+    return r
+
+
+# A reasoning model's chat run (TTFT is the role chunk's, as vLLM times it):
+# E: reasons 2 chunks, answers at 0.9: TTFT 0.1, TTFA 0.9; 6 of its 10 tokens reasoning
+# F: reasons, answers at 1.5: TTFT 0.2 (from 1.0), TTFA 0.5; 4 of 8
+# G: never leaves its reasoning (cut at max_tokens): no TTFA; 12 of 12
+# H: failed: counts in nothing
+REASONING = [
+    reasoning_rec(0, 0.0, [0.1, 0.3, 0.9, 1.2], out=10, answer_at=0.9, reasoning_tokens=6, reasoning_chunks=2),
+    reasoning_rec(1, 1.0, [1.2, 1.4, 1.5, 1.9], out=8, answer_at=1.5, reasoning_tokens=4, reasoning_chunks=1),
+    reasoning_rec(2, 2.0, [2.3, 2.6, 3.0], out=12, reasoning_tokens=12, reasoning_chunks=2),
+    reasoning_rec(3, 0.0, [0.3], out=None, answer_at=0.3, reasoning_tokens=3, reasoning_chunks=1),
+]
+REASONING[3].error = "HTTP 500"
+
+
+def test_reasoning_run_has_ttfa_beside_vllms_ttft_and_the_token_split():
+    s = summarize(REASONING, duration=4.0)
+    assert s.ttft_ms_median == pytest.approx(200)  # vLLM's: first chunk of any kind (100, 200, 300)
+    # TTFA over the requests that answered: 900 and 500 ms
+    assert (s.ttfa_ms_mean, s.ttfa_ms_median) == (pytest.approx(700), pytest.approx(700))
+    assert s.ttfa_ms_p90 == pytest.approx(860) and s.ttfa_ms_p99 == pytest.approx(896)
+    assert s.answered == 2 and s.completed == 3
+    assert (s.total_output_tokens, s.total_reasoning_tokens, s.total_answer_tokens) == (30, 22, 8)
+    assert s.reasoning_share == pytest.approx(22 / 30)
+    assert s.notes == []
+
+
+def test_reasoning_figures_are_real_time_on_a_sped_up_clock():
+    fast, real = summarize(REASONING, 4.0, clock_speed=10.0), summarize(REASONING, 4.0)
+    assert fast.ttfa_ms_median == pytest.approx(real.ttfa_ms_median * 10)
+    assert (fast.answered, fast.total_reasoning_tokens, fast.reasoning_share) == (2, 22, real.reasoning_share)
+
+
+def test_no_reasoning_means_no_reasoning_figures():
+    s = summarize(RECORDS, duration=4.0)
+    d = s.to_dict()
+    for name in REASONING_METRICS:
+        assert d[name] is None, name  # so tables, reports and baselines leave them out
+    # a server that counts reasoning tokens, none of them used: still no reasoning run
+    plain = [reasoning_rec(0, 0.0, [0.1, 0.2], out=3, answer_at=0.2, reasoning_tokens=0)]
+    assert summarize(plain, 1.0).ttfa_ms_median is None and summarize(plain, 1.0).answered is None
+
+
+def test_reasoning_hidden_from_the_stream_still_counts_from_usage():
+    # include_reasoning false: no reasoning chunk, but usage counted 5 reasoning tokens
+    s = summarize([reasoning_rec(0, 0.0, [0.1, 0.9, 1.0], out=9, answer_at=0.9, reasoning_tokens=5)], 1.0)
+    assert s.ttfa_ms_median == pytest.approx(900) and s.total_reasoning_tokens == 5 and s.total_answer_tokens == 4
+
+
+def test_reasoning_without_usage_counts_gives_ttfa_and_says_why_no_split():
+    records = [reasoning_rec(i, 0.0, [0.1, 0.5], out=4, answer_at=0.5, reasoning_chunks=1) for i in range(7)]
+    s = summarize(records, 1.0)
+    assert s.ttfa_ms_median == pytest.approx(500) and s.answered == 7
+    assert s.total_reasoning_tokens is None and s.total_answer_tokens is None and s.reasoning_share is None
+    (note,) = s.notes
+    assert note.startswith("7 successful request(s) of a reasoning run reported no reasoning token count")
+    assert "indices 0, 1, 2, 3, 4, ..." in note and "--reasoning-parser" in note

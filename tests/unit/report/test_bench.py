@@ -1,5 +1,7 @@
 """`llmperf bench`'s block, laid out as `vllm bench serve` prints its result."""
 
+from dataclasses import replace
+
 from pytest_llmperf.report.bench import serving_result
 from tests.unit.test_cli import seed_like_result
 
@@ -60,3 +62,17 @@ def test_errors_and_why_acceptance_is_missing_follow_the_block():
     assert "512 tokens" in text and "--disable-log-stats" in text
     r.metrics_before = r.metrics_after = "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 5\n"
     assert "Speculative Decoding" not in serving_result(r)  # as vLLM: no section without speculation
+
+
+def test_a_reasoning_run_has_its_ttfa_block_and_a_plain_one_none():
+    result = seed_like_result()
+    assert "Time to First Answer Token" not in serving_result(result)
+    result.records = [replace(r, reasoning_chunks=3, reasoning_tokens=200) for r in result.records]
+    result.records[0].first_answer_time = result.records[0].send_time + 9.0
+    text = serving_result(result)
+    lines = text.splitlines()
+    assert lines.index(f"{'Time to First Answer Token':-^50}") > lines.index(f"{'End-to-end Latency':-^50}")
+    assert value(text, "Median TTFA (ms):") == "9000.00"
+    assert value(text, "Requests that answered:") == "1/2"
+    assert value(text, "Reasoning tokens:") == "400" and value(text, "Answer tokens:") == "112"
+    assert value(text, "Reasoning share (%):") == "78.12"  # 400 of 512

@@ -39,3 +39,14 @@ def test_without_plots_it_says_how_to_get_them_and_pipes_in_cells_are_escaped():
     text = markdown_summary(doc, [], "plots need matplotlib: pip install 'pytest-llmperf[report]'")
     assert text.rstrip().endswith("plots need matplotlib: pip install 'pytest-llmperf[report]'")
     assert "| a\\|b | 1 | 16/16 |" in text
+
+
+def test_reasoning_columns_appear_in_the_report_only_for_a_reasoning_run():
+    doc = sample_document()
+    assert "TTFA p50 ms" not in markdown_summary(doc, [])
+    doc["runs"][0]["summary"].update({"ttfa_ms_median": 5123.4, "reasoning_share": 0.912})
+    lines = markdown_summary(doc, []).splitlines()
+    header = next(line for line in lines if line.startswith("| server | conc | completed |"))
+    assert header.endswith("| accept len | TTFA p50 ms | reasoning share |")
+    assert "| qwen3.6-27b-fp8 | 1 | 16/16 | 21.0 | - | 22.1 | 400.0 | 45.0 | - | - | 5123.4 | 0.912 |" in lines
+    assert "| qwen3.6-27b-fp8-mtp | 8 | 16/16 | 86.0 | - | 90.3 | 400.0 | 75.0 | 0.660 | 2.98 | - | - |" in lines

@@ -92,3 +92,15 @@ def test_a_merged_document_names_the_workers_and_any_lost_one():
     assert lines[1].startswith("xdist worker gw2 went down without reporting")
     assert sum(line.startswith(("a ", "b ")) for line in lines) == 2  # both workers' runs in one table
     assert "llmperf: a\n" in "\n".join(lines)
+
+
+def test_a_reasoning_run_adds_ttfa_and_reasoning_share_columns_and_only_then():
+    plain = run_entry("m", 8, 407.9)
+    reasoning = run_entry("m-think", 8, 300.0)
+    reasoning["summary"].update({"ttfa_ms_median": 5123.4, "reasoning_share": 0.912})
+    without = terminal_lines(document([plain], [], ["m"]))
+    assert "TTFA p50 ms" not in without[2] and "reasoning share" not in without[2]
+    lines = terminal_lines(document([plain, reasoning], [], ["m", "m-think"]))
+    assert lines[2].index("accept len") < lines[2].index("TTFA p50 ms") < lines[2].index("reasoning share")
+    assert lines[4].split()[-2:] == ["-", "-"]  # the plain run has none
+    assert lines[5].split()[-2:] == ["5123.4", "0.912"]

@@ -139,6 +139,14 @@ def test_defaults_round_trip():
         (["m", "other"], "unexpected argument"),
         (["m", "--port"], "--port needs a value"),
         (["m", "--max-model-len", "big"], "--max-model-len expects a length"),
+        (["m", "--reasoning-parser", "deepseek_r1"], "'deepseek_r1' is not simulated.*give --reasoning-parser qwen3"),
+        (["m", "--reasoning-parser"], "--reasoning-parser needs a value"),
+        (["m", "--sim-reasoning-share", "0.5"], "--sim-reasoning-share needs --reasoning-parser qwen3"),
+        (["m", "--reasoning-parser", "qwen3", "--sim-reasoning-share", "1.5"], "reasoning_share must be a fraction"),
+        (
+            ["m", "--reasoning-parser", "qwen3", "--sim-reasoning-share", "most"],
+            "--sim-reasoning-share expects a float",
+        ),
     ],
 )
 def test_bad_arguments_say_what_is_wrong(argv, fragment):
@@ -152,3 +160,15 @@ def test_python_construction_validates():
     with pytest.raises(ValueError, match="stall_seconds"):
         SimConfig(model="m", stall_seconds=-1)
     assert SimConfig(model="m", profile="qwen3.6-27b-fp8").profile.name == "qwen3.6-27b-fp8"
+
+
+def test_reasoning_parser_as_vllm_takes_it_and_round_trips():
+    c = SimConfig.from_vllm_argv(["Qwen/Qwen3.6-27B-FP8", "--reasoning-parser", "qwen3"])
+    assert c.reasoning_parser == "qwen3" and c.reasoning_share is None
+    assert c.resolved_reasoning_share == 0.9  # the Qwen3.6 profile's
+    assert "--reasoning-parser" not in " ".join(c.ignored_args)
+    assert SimConfig.from_vllm_argv(c.to_vllm_argv()) == c
+    tuned = SimConfig.from_vllm_argv(["m", "--reasoning-parser=qwen3", "--sim-reasoning-share", "0.25"])
+    assert tuned.resolved_reasoning_share == 0.25 and SimConfig.from_vllm_argv(tuned.to_vllm_argv()) == tuned
+    assert SimConfig(model="m", reasoning_parser="qwen3").resolved_reasoning_share == GENERIC.reasoning_share
+    assert SimConfig(model="m").resolved_reasoning_share is None  # no parser: no reasoning phase

@@ -244,3 +244,37 @@ def test_run_noise_flags_are_validated_and_parsed():
     assert SimConfig.from_vllm_argv(cfg.to_vllm_argv()).run_noise == 0.02
     with pytest.raises(ValueError, match="run_noise"):
         SimConfig(model="m", run_noise=2.0)
+
+
+def test_reasoning_labels_tokens_and_keeps_every_length_and_draw():
+    # --reasoning-parser qwen3: the same replies, of the same lengths and text; only the
+    # first reasoning_share of each natural length is reasoning. Qwen3.6 at the seeds'
+    # max_tokens 256: most replies never leave their reasoning (DESIGN.md's calibration).
+    model = "Qwen/Qwen3.6-35B-A3B-FP8"
+    plain = Engine(SimConfig(model=model, seed=1))
+    think = Engine(SimConfig(model=model, seed=1, reasoning_parser="qwen3"))
+    prompts = [f"prompt {i}" for i in range(1000)]
+    before = [plain.make_request(p, p, 5, 256, False, 0.0, reasoning=True) for p in prompts]
+    after = [think.make_request(p, p, 5, 256, False, 0.0, reasoning=True) for p in prompts]
+    assert all(b.reasoning_len is None for b in before)  # no parser: no reasoning phase
+    assert [(a.target_len, a.finish_reason) for a in after] == [(b.target_len, b.finish_reason) for b in before]
+    assert all(a.text.next_piece() == b.text.next_piece() for b, a in zip(before, after))
+    never_answer = sum(a.reasoning_len >= a.target_len for a in after)
+    assert 850 <= never_answer <= 980, never_answer
+    answered = [a for a in after if a.reasoning_len < a.target_len]
+    # a reply that stops naturally has reasoning, </think>, a blank line, an answer token and EOS
+    assert all(a.reasoning_len <= a.target_len - 4 for a in answered if a.finish_reason == "stop")
+    # a chat request only: completions never reason
+    assert think.make_request("c", "prompt 1", 5, 256, False, 0.0).reasoning_len is None
+
+
+def test_reasoning_share_and_eos_only_replies():
+    engine = Engine(SimConfig(model="m", seed=1, reasoning_parser="qwen3", reasoning_share=0.5))
+    reqs = [engine.make_request(str(i), f"prompt {i}", 5, 100_000, False, 0.0, reasoning=True) for i in range(200)]
+    for r in reqs:
+        assert r.reasoning_len == (max(0, min(int(0.5 * r.target_len), r.target_len - 4)))
+    none = Engine(SimConfig(model="m", reasoning_parser="qwen3", reasoning_share=0.0))
+    assert none.make_request("n", "p", 5, 256, False, 0.0, reasoning=True).reasoning_len == 0  # answers at once
+    eos = Engine(SimConfig(model="m", eos_only_rate=1.0, reasoning_parser="qwen3"))
+    req = eos.make_request("e", "p", 5, 256, False, 0.0, reasoning=True)
+    assert (req.target_len, req.reasoning_len) == (1, 0)  # one EOS token, no reasoning

@@ -6,6 +6,7 @@ import statistics
 import httpx
 import pytest
 
+from pytest_llmperf.metrics.registry import REASONING_METRICS, flatten
 from pytest_llmperf.sim import SimConfig, simulated_server
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.runner import RunConfig, run_benchmark
@@ -121,3 +122,52 @@ def test_engine_crash_mid_run_fails_the_rest_but_returns():
     res = _faulty_run(n=16, crash_after_requests=6)
     assert res.attempted == 16 and 0 < res.failed < 16
     assert any("EngineCore encountered an issue" in (r.error or "") for r in res.records)
+
+
+def _chat_run(config: SimConfig, n: int = 16, max_tokens: int = 300):
+    reqs = [SampledRequest(i, f"question {i} about " + "things " * i, i + 3, max_tokens) for i in range(n)]
+    with simulated_server(config, mode="thread") as url:
+        res = run_benchmark(
+            url,
+            "m",
+            reqs,
+            RunConfig(concurrency=4, max_tokens=max_tokens, warmup_requests=0, endpoint="chat", progress=False),
+        )
+        truth = {e["id"]: e for e in httpx.get(url + "/sim/requests", timeout=10).json()}
+    assert (res.completed, res.failed) == (n, 0), [r.error for r in res.records if r.error]
+    return res, truth
+
+
+def test_reasoning_chat_run_times_the_first_answer_after_vllms_ttft_and_splits_the_tokens():
+    res, truth = _chat_run(SimConfig(model="m", speed=20, reasoning_parser="qwen3", reasoning_share=0.5))
+    by_tokens = {(e["prompt_tokens"], e["completion_tokens"]): e for e in truth.values()}
+    kinds = set()
+    for r in res.records:
+        e = by_tokens[(r.prompt_tokens, r.completion_tokens)]
+        assert r.reasoning_tokens == e["reasoning_tokens"]  # usage's count, never the chunks'
+        assert r.ttft is not None and r.ttft == r.chunk_times[0] - r.send_time  # vLLM's: the role chunk
+        if r.reasoning_tokens >= r.completion_tokens:  # cut at max_tokens while reasoning
+            kinds.add("never answered")
+            assert r.first_answer_time is None and r.ttfa is None
+        else:
+            kinds.add("answered")
+            assert r.ttft <= r.ttfa <= r.e2el  # equal only if one read held them all (a loaded host)
+            # the answer began after the reasoning chunks (one token each without speculation)
+            # (chunks read together share a time: compared by position, not looked up)
+            assert r.chunk_times[1 + r.reasoning_chunks] == r.first_answer_time
+    assert kinds == {"answered", "never answered"}
+    s = res.summary()
+    answered = [r for r in res.records if r.ttfa is not None]
+    assert s.answered == len(answered)
+    assert s.ttfa_ms_median > s.ttft_ms_median
+    assert s.total_reasoning_tokens == sum(e["reasoning_tokens"] for e in truth.values())
+    assert s.total_answer_tokens == s.total_output_tokens - s.total_reasoning_tokens > 0
+    assert s.reasoning_share == pytest.approx(s.total_reasoning_tokens / s.total_output_tokens)
+
+
+def test_without_reasoning_the_reasoning_figures_are_absent():
+    res, truth = _chat_run(SimConfig(model="m", speed=20))
+    assert all(r.reasoning_chunks == 0 and r.reasoning_tokens is None for r in res.records)
+    d = res.summary().to_dict()
+    assert all(d[name] is None for name in REASONING_METRICS)
+    assert "ttfa_ms_median" not in flatten({k: v for k, v in d.items() if v is not None})

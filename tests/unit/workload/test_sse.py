@@ -148,3 +148,113 @@ def test_data_after_done_is_an_error():
 def test_missing_done_leaves_done_time_unset():
     sp = _feed_in_pieces(COMPLETIONS[: COMPLETIONS.index(b"data: [DONE]")], 64)
     assert sp.done_time is None and len(sp.events) == 4
+
+
+# Reasoning models: chat streams of a server run with `--reasoning-parser qwen3`, in the
+# shapes vLLM 0.32's source writes them (DeltaMessage serialized with exclude_unset:
+# `reasoning` for reasoning text, `content` for the answer, both when one speculative
+# step holds the end of one and the start of the other; a step of `</think>` alone makes
+# no chunk; after the reasoning each step's text passes through as `content`, the EOS
+# chunk's empty one too; usage carries completion_tokens_details.reasoning_tokens).
+_HEAD = b'data: {"id":"chatcmpl-5a1b","object":"chat.completion.chunk","created":1796012022,"model":"qwen3.6"'
+
+
+def _chat_chunk(delta: bytes, finish: bytes = b"null", stop: bytes = b"") -> bytes:
+    return (
+        _HEAD
+        + b',"choices":[{"index":0,"delta":'
+        + delta
+        + b',"logprobs":null,"finish_reason":'
+        + finish
+        + stop
+        + b',"token_ids":null}]}\n\n'
+    )
+
+
+def _reasoning_stream(field: bytes) -> bytes:
+    return (
+        _HEAD
+        + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],'
+        + b'"prompt_token_ids":null,"prompt_text":null}\n\n'
+        + _chat_chunk(b'{"' + field + b'":"Okay, the user"}')
+        + _chat_chunk(b'{"' + field + b'":" wants colours."}')
+        + _chat_chunk(b'{"content":"\\n\\nRed","' + field + b'":" Done."}')
+        + _chat_chunk(b'{"content":", blue."}')
+        + _chat_chunk(b'{"content":""}', b'"stop"', b',"stop_reason":null')
+        + _HEAD
+        + b',"choices":[],"usage":{"prompt_tokens":14,"total_tokens":40,"completion_tokens":26,'
+        + b'"completion_tokens_details":{"reasoning_tokens":19}},"system_fingerprint":"vllm-0.32.0-3054a22d"}\n\n'
+        + b"data: [DONE]\n\n"
+    )
+
+
+@pytest.mark.parametrize("field", [b"reasoning", b"reasoning_content"])  # vLLM 0.32; before #27752
+def test_reasoning_stream_ttft_is_the_first_chunk_and_ttfa_the_first_answer_text(field):
+    raw = _reasoning_stream(field)
+    sp = _feed_in_pieces(raw, 29)
+    d = decode_events(sp.events)
+    assert d.error is None
+    ends = [i + 2 for i in range(len(raw)) if raw.startswith(b"\n\n", i)]
+    times = [float((end - 1) // 29 * 29) for end in ends]
+    # role, two reasoning chunks, reasoning + answer, answer, the EOS chunk: six token chunks
+    assert d.chunk_times == times[:6]
+    assert d.first_answer_time == times[3] > d.chunk_times[0]  # TTFT stays the first chunk, as vLLM's
+    assert d.reasoning_chunks == 3
+    assert d.reasoning_tokens == 19 and d.completion_tokens == 26  # from usage, never from chunks
+    # reasoning and answer text in stream order, the reasoning of a mixed chunk first
+    assert "".join(d.text_parts) == "Okay, the user wants colours. Done.\n\nRed, blue."
+    assert d.finish_reason == "stop"
+
+
+def test_a_chunk_with_both_reasoning_fields_counts_once():
+    # vLLM between the rename (#27752) and the old name's removal (#33402) sent both.
+    d = decode_events(
+        _events(
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+            {"choices": [{"index": 0, "delta": {"reasoning": "Hmm", "reasoning_content": "Hmm"}}]},
+            {"choices": [{"index": 0, "delta": {"content": "Yes", "reasoning": None, "reasoning_content": None}}]},
+            {"choices": [], "usage": {"prompt_tokens": 5, "total_tokens": 9, "completion_tokens": 4}},
+        )
+    )
+    assert d.text_parts == ["Hmm", "Yes"] and d.reasoning_chunks == 1
+    assert d.first_answer_time == 3.0 and d.chunk_times == [1.0, 2.0, 3.0]
+    assert d.reasoning_tokens is None  # this usage did not count them
+
+
+def test_reply_cut_in_its_reasoning_has_no_answer_time():
+    # max_tokens reached before </think>: the last chunk is reasoning with finish_reason length
+    d = decode_events(
+        _events(
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+            {"choices": [{"index": 0, "delta": {"reasoning": "First,"}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {"reasoning": " think"}, "finish_reason": "length"}]},
+            {
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 5,
+                    "total_tokens": 9,
+                    "completion_tokens": 4,
+                    "completion_tokens_details": {"reasoning_tokens": 4},
+                },
+            },
+        )
+    )
+    assert d.first_answer_time is None and d.reasoning_chunks == 2 and d.reasoning_tokens == 4
+    assert d.chunk_times == [1.0, 2.0, 3.0] and d.finish_reason == "length"
+
+
+def test_plain_chat_has_answer_time_and_no_reasoning():
+    d = decode_events(_feed_in_pieces(CHAT, 64).events)
+    assert d.first_answer_time == d.chunk_times[1]  # "1", after the empty role chunk
+    assert d.reasoning_chunks == 0 and d.reasoning_tokens is None
+
+
+@pytest.mark.parametrize(
+    "details", [None, {}, {"reasoning_tokens": None}, {"reasoning_tokens": "7"}, {"reasoning_tokens": -1}, 3]
+)
+def test_usage_without_a_reasoning_count_reads_as_unknown(details):
+    usage = {"prompt_tokens": 5, "total_tokens": 6, "completion_tokens": 1, "completion_tokens_details": details}
+    d = decode_events(
+        _events({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}, {"choices": [], "usage": usage})
+    )
+    assert d.error is None and d.reasoning_tokens is None and d.completion_tokens == 1
