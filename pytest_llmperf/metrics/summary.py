@@ -13,7 +13,10 @@ Definitions follow vLLM's `vllm bench serve` (DESIGN.md "Measurement definitions
 - steady_decode_tok_s = output tokens / s inside the window where the run was at its
   concurrency (metrics/steady.py): the decode figure without a capped run's ramp-down;
 - per_stream_tok_s = 1 / median TPOT: the decode speed one stream sees (the seeds'
-  "TPOT median 66.3 ms (~15 tok/s/stream)").
+  "TPOT median 66.3 ms (~15 tok/s/stream)");
+- with SLOs (`ttft:500 tpot:50`): request_goodput = requests meeting every SLO / wall
+  duration, as `vllm bench serve --goodput`, and slo_attainment = their share of the
+  completed requests (metrics/goodput.py); None without SLOs.
 
 Figures that cannot be computed (no successful request, zero duration, no TPOT sample)
 are None, never 0 and never a ZeroDivisionError.
@@ -31,6 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pytest_llmperf.metrics.goodput import format_slos, good_requests, parse_slos
 from pytest_llmperf.metrics.prometheus import SpecDecodeStats
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import to_real_time
@@ -38,7 +42,7 @@ from pytest_llmperf.metrics.steady import steady_tok_s
 
 STATS = ("mean", "median", "p90", "p99")
 _PERCENTILE = {"median": 50, "p90": 90, "p99": 99}
-NOT_METRICS = ("spec_status", "spec_note", "notes")
+NOT_METRICS = ("spec_status", "spec_note", "notes", "slos")
 
 
 @dataclass
@@ -70,12 +74,15 @@ class Summary:
     e2el_ms_median: float | None = None
     e2el_ms_p90: float | None = None
     e2el_ms_p99: float | None = None
+    request_goodput: float | None = None  # requests meeting every SLO / s; None without SLOs
+    slo_attainment: float | None = None  # share of completed requests meeting every SLO
     acceptance_rate: float | None = None
     acceptance_length: float | None = None
     acceptance_per_position: list[float] | None = None
     spec_status: str | None = None  # SpecDecodeStats.status; None when not asked
     spec_note: str | None = None  # why there are no acceptance figures (SpecDecodeStats.note)
     notes: list[str] = field(default_factory=list)  # about the records: missing usage, zero duration
+    slos: str = ""  # the SLOs goodput was judged at ('ttft:500 tpot:50'); '' for none
 
     def to_dict(self) -> dict[str, Any]:
         """Metric name -> number, None or (acceptance_per_position) a list of numbers:
@@ -136,11 +143,14 @@ def summarize(
     spec: SpecDecodeStats | None = None,
     clock_speed: float = 1.0,
     concurrency: int | None = None,
+    slos: str = "",
 ) -> Summary:
     """`concurrency`: the run's, for the steady-state window (None: the most requests
-    that were in flight together)."""
+    that were in flight together). `slos`: SLO text for goodput (metrics/goodput.py);
+    '' for none."""
     records = list(records)
     duration = _check_duration(duration)
+    objectives = parse_slos(slos) if slos else {}
     for r in records:
         if not isinstance(r, RequestRecord):
             raise TypeError(f"summarize expects RequestRecord objects, got {type(r).__name__}")
@@ -200,6 +210,11 @@ def summarize(
         e2el_ms_p99=e2el.p99,
         notes=notes,
     )
+    if objectives:
+        good = good_requests(ok, objectives, clock_speed)
+        summary.slos = format_slos(objectives)
+        summary.request_goodput = rate(good)
+        summary.slo_attainment = good / len(ok) if ok else None
     if spec is not None:
         summary.spec_status = spec.status
         summary.acceptance_rate = spec.acceptance_rate
