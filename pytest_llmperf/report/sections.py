@@ -1,7 +1,7 @@
 """The report's content as rows of text, for the Markdown (markdown.py) and HTML (html.py)
 renderings alike: the verdicts per test, the measured figures, the provenance.
 
-Cells are the terminal's (table.verdict_cells, terminal.FIGURES), so a number reads the
+Cells are the terminal's (table.verdict_cells, terminal.figures_for), so a number reads the
 same in the terminal, summary.md and report.html.
 """
 
@@ -16,7 +16,7 @@ from pytest_llmperf.metrics.registry import format_value
 from pytest_llmperf.report.document import verdict_from_dict
 from pytest_llmperf.report.series import concurrency_of, server_name
 from pytest_llmperf.report.table import COLUMNS, PUBLISHED_HEADER, verdict_cells
-from pytest_llmperf.report.terminal import FIGURES, completed_text
+from pytest_llmperf.report.terminal import completed_text, figures_for
 
 Doc = Mapping[str, Any]
 
@@ -93,21 +93,23 @@ def outcome_counts(doc: Doc) -> dict[str, int]:
 
 def measured_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
     """server | conc | completed | the seeds' headline figures; a published row under a run that has one."""
-    header = ["server", "conc", "completed", *(h for h, _ in FIGURES)]
+    runs = list(doc.get("runs", []))
+    columns = figures_for(runs)
+    header = ["server", "conc", "completed", *(h for h, _ in columns)]
     rows = []
-    for run in doc.get("runs", []):
+    for run in runs:
         figures = run.get("summary", {})
         rows.append(
             [
                 server_name(run),
                 str(concurrency_of(run)),
                 completed_text(run),
-                *(format_value(m, figures.get(m)) for _, m in FIGURES),
+                *(format_value(m, figures.get(m)) for _, m in columns),
             ]
         )
         published = run.get("published_reference", {})
-        if any(published.get(m) is not None for _, m in FIGURES):
-            rows.append([f"  {PUBLISHED_HEADER}", "", "", *(format_value(m, published.get(m)) for _, m in FIGURES)])
+        if any(published.get(m) is not None for _, m in columns):
+            rows.append([f"  {PUBLISHED_HEADER}", "", "", *(format_value(m, published.get(m)) for _, m in columns)])
     return header, rows
 
 

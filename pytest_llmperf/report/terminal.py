@@ -24,7 +24,30 @@ FIGURES = (
     ("accept len", "acceptance_length"),
 )
 
+# Shown after those when a run was judged at SLOs (the marker's slos=, --llmperf-slos).
+GOODPUT_FIGURES = (
+    ("goodput req/s", "request_goodput"),
+    ("SLO met", "slo_attainment"),
+)
+
 Doc = Mapping[str, Any]
+
+
+def figures_for(runs: list[Doc]) -> tuple[tuple[str, str], ...]:
+    """The measured table's (header, metric) columns: the headline figures, and goodput
+    with SLO attainment when some run had SLOs."""
+    slos = any((run.get("workload") or {}).get("slos") for run in runs)
+    return FIGURES + GOODPUT_FIGURES if slos else FIGURES
+
+
+def slo_lines(runs: list[Doc]) -> list[str]:
+    """Which SLOs the goodput columns were judged at: one line per set of SLOs."""
+    by_slos: dict[str, list[str]] = {}
+    for run in runs:
+        slos = (run.get("workload") or {}).get("slos")
+        if slos:
+            by_slos.setdefault(slos, []).append(f"{_name(run)} @ {_concurrency(run)}")
+    return [f"goodput SLOs (ms) {slos}: {', '.join(where)}" for slos, where in by_slos.items()]
 
 
 def _name(run: Doc) -> str:
@@ -49,7 +72,8 @@ def completed_text(run: Doc) -> str:
 
 
 def measured_table(runs: list[Doc]) -> list[str]:
-    header = ["server", "conc", "completed", *(h for h, _ in FIGURES)]
+    columns = figures_for(runs)
+    header = ["server", "conc", "completed", *(h for h, _ in columns)]
     rows = []
     for run in runs:
         figures = run.get("summary", {})
@@ -58,13 +82,13 @@ def measured_table(runs: list[Doc]) -> list[str]:
                 _name(run),
                 str(_concurrency(run)),
                 completed_text(run),
-                *(format_value(m, figures.get(m)) for _, m in FIGURES),
+                *(format_value(m, figures.get(m)) for _, m in columns),
             ]
         )
-        published = {m: run.get("published_reference", {}).get(m) for _, m in FIGURES}
+        published = {m: run.get("published_reference", {}).get(m) for _, m in columns}
         if any(v is not None for v in published.values()):
-            rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in FIGURES)])
-    return render_columns(header, rows, right=set(range(1, 3 + len(FIGURES))))
+            rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in columns)])
+    return [*render_columns(header, rows, right=set(range(1, 3 + len(columns)))), *slo_lines(runs)]
 
 
 def warmup_table(runs: list[Doc]) -> list[str]:

@@ -59,7 +59,11 @@ def _records() -> list[RequestRecord]:
 
 def test_goodput_equals_vllms_calculate_metrics_on_the_same_records(prepared_vllm, tmp_path):
     result = RunResult(
-        config={"concurrency": 8, "slos": SLOS}, records=_records(), duration=32.0, attempted=300, stop_reason="completed"
+        config={"concurrency": 8, "slos": SLOS},
+        records=_records(),
+        duration=32.0,
+        attempted=300,
+        stop_reason="completed",
     )
     theirs = vllm_metrics(prepared_vllm, result, tmp_path, goodput=parse_slos(SLOS))
     ours = result.summary()

@@ -60,3 +60,17 @@ def test_errors_and_why_acceptance_is_missing_follow_the_block():
     assert "512 tokens" in text and "--disable-log-stats" in text
     r.metrics_before = r.metrics_after = "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 5\n"
     assert "Speculative Decoding" not in serving_result(r)  # as vLLM: no section without speculation
+
+
+def test_goodput_lines_follow_the_request_throughput_only_where_slos_were_given():
+    plain = serving_result(seed_like_result())
+    assert "goodput" not in plain.lower() and "SLO" not in plain
+    result = seed_like_result()
+    result.config["slos"] = "ttft:650 tpot:67"  # request 0 (TTFT 600 ms, TPOT 66 ms) meets both; 1 does not
+    text = serving_result(result)
+    lines = text.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("Request throughput (req/s):")))
+    assert lines[at + 1].startswith("Request goodput (req/s):")
+    assert value(text, "Request goodput (req/s):") == "0.05"  # 1 good request / 20 s
+    assert value(text, "SLO attainment (%):") == "50.00"
+    assert value(text, "Goodput SLOs (ms):") == "ttft:650 tpot:67"
