@@ -28,6 +28,8 @@ KEY_FIGURES = (
     "tpot_ms_median",
     "acceptance_rate",
     "acceptance_length",
+    "request_goodput",  # these two only where SLOs were given (None otherwise: left out)
+    "slo_attainment",
 )
 
 
