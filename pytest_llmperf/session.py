@@ -922,6 +922,11 @@ class PerfSession:
             return run.spec_note or "the server's spec-decode counters gave no figure"
         if name == "mtp_speedup":
             return "decode tok/s is missing on this run or on its base run"
+        if name in ("request_goodput", "slo_attainment") and not run.workload.slos:
+            return (
+                "no SLOs were given, so there is no goodput: set slos='ttft:500 tpot:50' (ms) in the llmperf "
+                "marker or --llmperf-slos for the session"
+            )
         return "; ".join(run.notes) or f"the run produced no value for {name}"
 
     def _noise(
