@@ -204,6 +204,8 @@ def _gate(a: SavedRun, b: SavedRun, metrics: Sequence[str]) -> list[str]:
     names = [GATED_DECODE]
     if a.speculative or b.speculative:
         names += ["acceptance_rate", "acceptance_length"]
+    if b.identity.get("slos"):  # A's too: comparable runs share their identity
+        names += ["request_goodput", "slo_attainment"]
     return names
 
 
