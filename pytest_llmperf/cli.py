@@ -2,7 +2,7 @@
 
     llmperf bench --base-url URL --model M [--dataset PATH] --num-prompts N
                   --max-seconds S --concurrency C --max-tokens T [--output FILE]
-                  [--sharegpt-output-len N|reference]
+                  [--sharegpt-output-len N|reference] [--goodput KEY:VALUE ...]
     llmperf show RESULT.json
     llmperf history [--server S] [--metric M] [--path P]
     llmperf compare A.json B.json
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import doctor
+from pytest_llmperf.metrics.goodput import EXAMPLE, SLOError, canonical_slos
 from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
@@ -100,6 +101,17 @@ def _output_len(text: str) -> int | str:
     return value
 
 
+class _SLOs(argparse.Action):
+    """--goodput KEY:VALUE [KEY:VALUE ...], as vllm bench serve takes it: checked and
+    stored as one canonical text ('ttft:500 tpot:50'); a bad pair is a usage error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None) -> None:
+        try:
+            setattr(namespace, self.dest, canonical_slos(" ".join(values)))
+        except SLOError as exc:
+            parser.error(f"{option}: {exc}")
+
+
 def _url(text: str) -> str:
     # The seeds pass the server root; tolerate a trailing /v1 the way users type it.
     try:
@@ -148,6 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"warm-up requests before the measured window, at --concurrency, on prompts of their own (not "
         f"copies of the first, as vllm bench serve's --num-warmups): a number, or {WAVE} (default: one per "
         "stream, a full wave, as the plugin's markers)",
+    )
+    bench.add_argument(
+        "--goodput",
+        nargs="+",
+        action=_SLOs,
+        default="",
+        metavar="KEY:VALUE",
+        help=f"SLOs for goodput as vllm bench serve's --goodput: KEY:VALUE pairs in ms separated by spaces "
+        f"(e.g. {EXAMPLE}; keys ttft, tpot, e2el); prints the request goodput and the SLO attainment",
     )
     bench.add_argument("--output", "-o", default=None, help="result JSON path (default: a timestamped name)")
     bench.add_argument(
@@ -219,6 +240,7 @@ def bench_workload(args: argparse.Namespace) -> Workload:
         warmup=warmup_count(args.warmup, args.concurrency),
         endpoint=args.endpoint,
         seed=args.seed,
+        slos=getattr(args, "goodput", ""),
     )
 
 

@@ -92,9 +92,9 @@ class MeasuredRun:
         return statistics.median(values) if values else None
 
     def assert_no_regression(self, *metrics: str, tolerances: Mapping[str, str] | None = None) -> None:
-        """Compare the named metrics (default: steady decode tok/s, and acceptance for a speculative
-        server) with the baseline; fail with a table on a regression; record under
-        --update-baselines."""
+        """Compare the named metrics (default: steady decode tok/s, acceptance for a speculative
+        server, goodput and SLO attainment for a workload with SLOs) with the baseline; fail
+        with a table on a regression; record under --update-baselines."""
         names = self._metrics(metrics)
         check_names(names, "assert_no_regression: ")
         # Checked before judging: a typo or a wrong sign must not be skipped silently.
@@ -128,6 +128,9 @@ class MeasuredRun:
             return metrics
         # Speculative: the length too. The rate alone can rise while the length falls
         # (real vLLM CPU, ngram k 3 -> 1: rate 0.756 -> 0.842, length 3.26 -> 1.84).
+        names: tuple[str, ...] = (GATED_DECODE,)
         if self.server.is_speculative:
-            return (GATED_DECODE, "acceptance_rate", "acceptance_length")
-        return (GATED_DECODE,)
+            names += ("acceptance_rate", "acceptance_length")
+        if self.workload.slos:  # SLOs given: what they are for is judged too
+            names += ("request_goodput", "slo_attainment")
+        return names

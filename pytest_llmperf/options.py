@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
+from pytest_llmperf.metrics.goodput import canonical_slos
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.workload import WAVE
 
@@ -43,7 +44,8 @@ class Option:
     dest: str
     flags: tuple[str, ...]
     # "bool", "str", "int", "count" (a whole number >= 0), "float", "args", "reps" (a count
-    # or auto), "warmup" (a count or wave), "budget", "duration", "patterns" (comma-separated),
+    # or auto), "warmup" (a count or wave), "slos" (vLLM's --goodput text, or none),
+    # "budget", "duration", "patterns" (comma-separated),
     # "python" (an interpreter: a path or a command on PATH; an ini true means `const`)
     kind: str
     default: Any
@@ -231,6 +233,15 @@ OPTIONS: tuple[Option, ...] = (
         "a whole number, or wave (the default: one per stream, a full wave); the marker's warmup= wins",
     ),
     Option(
+        "llmperf_slos",
+        ("--llmperf-slos",),
+        "slos",
+        "",
+        "SLOs for goodput, as vllm bench serve --goodput takes them: KEY:VALUE pairs in ms, quoted as one value "
+        "('ttft:500 tpot:50 e2el:3000'; keys ttft, tpot, e2el); every test whose marker gives no slos= reports "
+        "request_goodput and slo_attainment at them (part of the workload, so of its baseline key); none: no SLOs",
+    ),
+    Option(
         "llmperf_server_warmup",
         ("--llmperf-server-warmup",),
         "count",
@@ -359,6 +370,7 @@ class LlmperfOptions:
     inconclusive: str = "warn"
     confidence: float = 0.95
     warmup: int | str = WAVE  # requests, or "wave"
+    slos: str = ""  # SLOs for goodput where a marker gives none, canonical ('ttft:500 tpot:50'); '' for none
     server_warmup: int = 64
     error_budget: ErrorBudget = ErrorBudget(0.0)
     sim_speed: float = 10.0
@@ -415,6 +427,8 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if value < 1:
                 raise ValueError(f"expected auto or a whole number >= 1, got {raw!r}")
             return value
+        if opt.kind == "slos":
+            return canonical_slos(str(raw))
         if opt.kind == "budget":
             return parse_budget(str(raw))
         if opt.kind == "duration":

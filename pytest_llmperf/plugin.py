@@ -6,6 +6,7 @@ connects them to pytest.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import uuid
@@ -112,7 +113,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "llmperf(server=NAME, base=NAME, num_prompts=, max_tokens=, max_seconds=, tolerances={}, ...): "
+        "llmperf(server=NAME, base=NAME, num_prompts=, max_tokens=, max_seconds=, slos='ttft:500', tolerances={}, "
+        "...): "
         "a performance test against a declared server",
     )
     try:
@@ -204,8 +206,11 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.llmperf takes keyword arguments only")
     unknown = set(marker.kwargs) - set(MARKER_KEYS)
     if unknown:
+        close = sorted({m for name in unknown for m in difflib.get_close_matches(name, MARKER_KEYS, n=1, cutoff=0.6)})
+        hint = f"did you mean {', '.join(close)}? " if close else ""
         raise pytest.UsageError(
-            f"{item.nodeid}: unknown @pytest.mark.llmperf argument(s) {sorted(unknown)}; known: {list(MARKER_KEYS)}"
+            f"{item.nodeid}: unknown @pytest.mark.llmperf argument(s) {sorted(unknown)}; {hint}"
+            f"known: {list(MARKER_KEYS)}"
         )
     servers = marker_servers(item)
     try:
@@ -250,7 +255,7 @@ def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Work
         check_workload(declared)
         if "concurrency" not in params:
             return []
-        return [resolve_workload(declared, params["concurrency"], options.profile, options.warmup)]
+        return [resolve_workload(declared, params["concurrency"], options.profile, options.warmup, options.slos)]
     except ValueError as exc:
         where = " (its concurrency parameter)" if str(exc).startswith("concurrency") else ""
         raise pytest.UsageError(f"{item.nodeid}{where}: {exc}") from None
@@ -430,6 +435,7 @@ class LlmperfFixture:
         self._nodeid = nodeid
         self._profile = profile
         self._warmup = perf.options.warmup  # --llmperf-warmup: where the marker gives none
+        self._slos = perf.options.slos  # --llmperf-slos: where the marker gives none
         self._benchmark = benchmark  # pytest-benchmark's fixture, fetched only when used
         self.server: ServerSpec | None = kwargs.get("server")
         self.base: ServerSpec | None = kwargs.get("base")
@@ -443,7 +449,7 @@ class LlmperfFixture:
         declared = {k: v for k, v in self._kwargs.items() if k in WORKLOAD_KEYS}
         declared.update(workload)
         try:
-            resolved = resolve_workload(declared, concurrency, self._profile, self._warmup)
+            resolved = resolve_workload(declared, concurrency, self._profile, self._warmup, self._slos)
         except ValueError as exc:
             raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
         from pytest_llmperf.session import SetupError

@@ -38,6 +38,7 @@ from pytest_llmperf.baselines.history import workload_hash as history_workload_h
 from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
+from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
 from pytest_llmperf.metrics.registry import GATED_DECODE, REASONING_METRICS, Tolerance, flatten, metric
 from pytest_llmperf.metrics.uncertainty import (
@@ -928,6 +929,11 @@ class PerfSession:
             )
         if name.startswith("ttfa_ms") and not run.value("answered"):
             return "no reply got past its reasoning to answer text: raise max_tokens"
+        if name in ("request_goodput", "slo_attainment") and not run.workload.slos:
+            return (
+                "no SLOs were given, so there is no goodput: set slos='ttft:500 tpot:50' (ms) in the llmperf "
+                "marker or --llmperf-slos for the session"
+            )
         return "; ".join(run.notes) or f"the run produced no value for {name}"
 
     def _noise(
@@ -1006,7 +1012,8 @@ class PerfSession:
             return {}, 0
         rows = decode_rows(entry["requests"])
         figures = {name: m["value"] for name, m in entry["metrics"].items()}
-        errors = paired_errors(rows, run.rows, figures, run.figures, names, concurrency=run.concurrency)
+        slos = parse_slos(run.workload.slos) if run.workload.slos else None  # the baseline's too: same workload
+        errors = paired_errors(rows, run.rows, figures, run.figures, names, concurrency=run.concurrency, slos=slos)
         return errors, independent_blocks(rows, run.rows, run.concurrency)
 
     def close(self) -> None:

@@ -117,6 +117,25 @@ _TABLE: tuple[Metric, ...] = (
     Metric("prefill_tok_s", _H, "tok/s", Scaling.RATE, 1, "sum of prompt tokens / wall duration", _REL5),
     Metric("total_tok_s", _H, "tok/s", Scaling.RATE, 1, "prompt and output tokens / wall duration"),
     Metric("request_throughput", _H, "req/s", Scaling.RATE, 3, "completed requests / wall duration", _REL5),
+    Metric(
+        "request_goodput",
+        _H,
+        "req/s",
+        Scaling.RATE,
+        3,
+        "completed requests meeting every SLO (TTFT, TPOT, E2EL <= the marker's `slos=` or --llmperf-slos, ms) "
+        "/ wall duration, as `vllm bench serve --goodput`; none without SLOs",
+        _REL5,
+    ),
+    Metric(
+        "slo_attainment",
+        _H,
+        "ratio",
+        Scaling.NONE,
+        3,
+        "share of completed requests meeting every SLO; none without SLOs",
+        Tolerance("absolute", 0.05),
+    ),
     Metric("per_stream_tok_s", _H, "tok/s", Scaling.RATE, 1, "1 / median TPOT: the decode speed one stream sees"),
     *(
         Metric(

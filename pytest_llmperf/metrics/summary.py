@@ -20,6 +20,9 @@ Definitions follow vLLM's `vllm bench serve` (DESIGN.md "Measurement definitions
   and the reasoning/answer split of the output tokens from `usage`
   (`completion_tokens_details.reasoning_tokens`, which vLLM sends with
   `--reasoning-parser`). TTFT stays vLLM's: the first token chunk of any kind.
+- with SLOs (`ttft:500 tpot:50`): request_goodput = requests meeting every SLO / wall
+  duration, as `vllm bench serve --goodput`, and slo_attainment = their share of the
+  completed requests (metrics/goodput.py); None without SLOs.
 
 Figures that cannot be computed (no successful request, zero duration, no TPOT sample)
 are None, never 0 and never a ZeroDivisionError.
@@ -37,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pytest_llmperf.metrics.goodput import format_slos, good_requests, parse_slos
 from pytest_llmperf.metrics.prometheus import SpecDecodeStats
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import to_real_time
@@ -44,7 +48,7 @@ from pytest_llmperf.metrics.steady import steady_tok_s
 
 STATS = ("mean", "median", "p90", "p99")
 _PERCENTILE = {"median": 50, "p90": 90, "p99": 99}
-NOT_METRICS = ("spec_status", "spec_note", "notes")
+NOT_METRICS = ("spec_status", "spec_note", "notes", "slos")
 
 
 @dataclass
@@ -84,12 +88,15 @@ class Summary:
     total_reasoning_tokens: int | None = None
     total_answer_tokens: int | None = None
     reasoning_share: float | None = None  # reasoning tokens / output tokens
+    request_goodput: float | None = None  # requests meeting every SLO / s; None without SLOs
+    slo_attainment: float | None = None  # share of completed requests meeting every SLO
     acceptance_rate: float | None = None
     acceptance_length: float | None = None
     acceptance_per_position: list[float] | None = None
     spec_status: str | None = None  # SpecDecodeStats.status; None when not asked
     spec_note: str | None = None  # why there are no acceptance figures (SpecDecodeStats.note)
     notes: list[str] = field(default_factory=list)  # about the records: missing usage, zero duration
+    slos: str = ""  # the SLOs goodput was judged at ('ttft:500 tpot:50'); '' for none
 
     def to_dict(self) -> dict[str, Any]:
         """Metric name -> number, None or (acceptance_per_position) a list of numbers:
@@ -170,11 +177,14 @@ def summarize(
     spec: SpecDecodeStats | None = None,
     clock_speed: float = 1.0,
     concurrency: int | None = None,
+    slos: str = "",
 ) -> Summary:
     """`concurrency`: the run's, for the steady-state window (None: the most requests
-    that were in flight together)."""
+    that were in flight together). `slos`: SLO text for goodput (metrics/goodput.py);
+    '' for none."""
     records = list(records)
     duration = _check_duration(duration)
+    objectives = parse_slos(slos) if slos else {}
     for r in records:
         if not isinstance(r, RequestRecord):
             raise TypeError(f"summarize expects RequestRecord objects, got {type(r).__name__}")
@@ -236,6 +246,11 @@ def summarize(
     )
     if any(r.reasoned for r in ok):
         _reasoning(summary, ok, output_tokens, notes)
+    if objectives:
+        good = good_requests(ok, objectives, clock_speed)
+        summary.slos = format_slos(objectives)
+        summary.request_goodput = rate(good)
+        summary.slo_attainment = good / len(ok) if ok else None
     if spec is not None:
         summary.spec_status = spec.status
         summary.acceptance_rate = spec.acceptance_rate

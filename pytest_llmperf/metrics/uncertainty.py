@@ -25,7 +25,10 @@ much do the same prompts' figures move between runs". The estimate is therefore 
   `tokens - chunks` accepted; a chat stream's role-only first chunk, which is timed as
   vLLM's bench times it, adds one chunk that is no step: the same offset on every
   request, which the ratio below nearly cancels), and a resample scales the counters'
-  figure by its ratio of accepted to drafted against the run's own.
+  figure by its ratio of accepted to drafted against the run's own. Goodput at SLOs:
+  whether each request met every SLO is read from its row (TTFT, E2EL, TPOT from them),
+  and a resample scales goodput by its good requests per second of request time, the
+  SLO attainment by its share of good requests, against the run's own.
 
 What this cannot see is noise common to a whole run (a server started again, a GPU's
 clocks, a neighbour): that comes from repetitions, combined in `baselines/compare.py`.
@@ -57,6 +60,8 @@ _RATE_NUMERATORS = {
     "total_tok_s": ("output_tokens", "prompt_tokens"),
     "request_throughput": (),
 }
+
+_GOOD = ("request_goodput", "slo_attainment")  # with SLOs (paired_errors' slos)
 
 Row = tuple[int, int, int, int, float, float]
 
@@ -127,7 +132,13 @@ def _indices(n: int, length: int, resamples: int, rng: np.random.Generator) -> N
 class _Side:
     """One run's rows of the common prompts, as columns, with its figures."""
 
-    def __init__(self, rows: dict[int, Row], order: list[int], figures: Mapping[str, float | None]):
+    def __init__(
+        self,
+        rows: dict[int, Row],
+        order: list[int],
+        figures: Mapping[str, float | None],
+        slos: Mapping[str, float] | None = None,
+    ):
         table = np.array([rows[i] for i in order], dtype=float)
         self.col = {name: table[:, j] for j, name in enumerate(ROW_FIELDS)}
         out = self.col["output_tokens"]
@@ -136,6 +147,14 @@ class _Side:
         chunks = self.col["chunks"]
         self.col["drafts"] = np.maximum(chunks - 1, 0)
         self.col["accepted"] = np.maximum(out - chunks, 0)
+        if slos:
+            # Each request met every SLO (metrics/goodput.py; TPOT 0 for one token or fewer).
+            tpot = np.nan_to_num(self.col["tpot_ms"])
+            value = {"ttft": self.col["ttft_ms"], "tpot": tpot, "e2el": self.col["e2el_ms"]}
+            good = np.ones(len(order), dtype=bool)
+            for name, ms in slos.items():
+                good &= value[name] <= ms
+            self.col["good"] = good.astype(float)
         self.figures = figures
 
     def statistic(self, name: str, idx: NDArray[Any]) -> NDArray[Any] | None:
@@ -162,6 +181,11 @@ class _Side:
             parts = _RATE_NUMERATORS[name]
             num = sum((col[p] for p in parts), np.zeros(len(col["index"]))) if parts else np.ones(len(col["index"]))
             return self._scaled(figure, num, col["e2el_ms"], idx)
+        if name in _GOOD and "good" in col:
+            # Goodput: good requests per second of request time, as request_throughput;
+            # attainment: the share of good requests.
+            den = col["e2el_ms"] if name == "request_goodput" else np.ones(len(col["index"]))
+            return self._scaled(figure, col["good"], den, idx)
         if name == "acceptance_length":
             scaled = self._scaled(figure - 1.0, col["accepted"], col["drafts"], idx)
             return None if scaled is None else 1.0 + scaled
@@ -189,9 +213,11 @@ def paired_errors(
     concurrency: int | None = None,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    slos: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Metric name -> standard error of (measured - baseline), for the names that have an
-    estimator and enough common prompts (at least two).
+    estimator and enough common prompts (at least two). `slos` (parsed, ms): both runs'
+    SLOs, for request_goodput and slo_attainment (which have no estimator without them).
 
     The error rests on `independent_blocks(...)` independent units: few blocks make it
     imprecise, which the verdict rule accounts for (Student's t, blocks - 1 degrees of
@@ -201,7 +227,7 @@ def paired_errors(
     if len(order) < 2:
         return {}
     mine = {row[0]: row for row in measured_rows}
-    b, m = _Side(base, order, baseline_figures), _Side(mine, order, measured_figures)
+    b, m = _Side(base, order, baseline_figures, slos), _Side(mine, order, measured_figures, slos)
     idx = _indices(len(order), block_length(len(order), concurrency), resamples, np.random.default_rng(seed))
     out: dict[str, float] = {}
     for name in names:

@@ -5,10 +5,11 @@ the figure is the same one (vllm/benchmarks/serve.py): totals and throughputs, t
 mean/median/P90/P99 of TTFT, TPOT, ITL and E2EL, a reasoning model's time to first
 answer token and reasoning/answer token split (only when the replies carried
 reasoning), then the speculative-decoding lines (acceptance rate and length, drafts,
-draft and accepted tokens, acceptance per position). The seeds' own lines stay around
-it: completed/attempted with why the run stopped first, the input (prefill) throughput
-inside, notes and errors after. vLLM's peak output throughput and peak concurrent
-requests are not computed here.
+draft and accepted tokens, acceptance per position), and vLLM's goodput line where SLOs
+were given (with the SLO attainment and the SLOs after it). The seeds' own lines stay
+around it: completed/attempted with why the run stopped first, the input (prefill)
+throughput inside, notes and errors after. vLLM's peak output throughput and peak
+concurrent requests are not computed here.
 """
 
 from __future__ import annotations
@@ -86,6 +87,19 @@ def _reasoning(s: Summary) -> list[str]:
     return lines
 
 
+def _goodput(s: Summary) -> list[str]:
+    """vLLM's goodput line where SLOs were given (`--goodput`), with the SLOs and the
+    share of completed requests that met them after it."""
+    if not s.slos:
+        return []
+    attainment = None if s.slo_attainment is None else s.slo_attainment * 100
+    return [
+        _line("Request goodput (req/s):", s.request_goodput),
+        _line("SLO attainment (%):", attainment),
+        _line("Goodput SLOs (ms):", s.slos),
+    ]
+
+
 def serving_result(result: RunResult) -> str:
     """The block, with the seeds' completed line before it and notes and errors after."""
     s = result.summary()
@@ -102,6 +116,7 @@ def serving_result(result: RunResult) -> str:
         _line("Total input tokens:", s.total_prompt_tokens, "d"),
         _line("Total generated tokens:", s.total_output_tokens, "d"),
         _line("Request throughput (req/s):", s.request_throughput),
+        *_goodput(s),
         _line("Output token throughput (tok/s):", s.decode_tok_s),
         _line("Steady output throughput (tok/s):", s.steady_decode_tok_s),
         _line("Input token throughput (tok/s):", s.prefill_tok_s),

@@ -29,6 +29,8 @@ KEY_FIGURES = (
     "ttfa_ms_median",  # a reasoning model's runs only
     "acceptance_rate",
     "acceptance_length",
+    "request_goodput",  # these two only where SLOs were given (None otherwise: left out)
+    "slo_attainment",
 )
 
 

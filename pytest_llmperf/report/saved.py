@@ -35,6 +35,7 @@ from pytest_llmperf.baselines.compare import (
 )
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.metrics.failures import combine, failures
+from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.registry import GATED_DECODE, flatten
 from pytest_llmperf.metrics.uncertainty import Row, independent_blocks, paired_errors, request_rows
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
@@ -203,6 +204,8 @@ def _gate(a: SavedRun, b: SavedRun, metrics: Sequence[str]) -> list[str]:
     names = [GATED_DECODE]
     if a.speculative or b.speculative:
         names += ["acceptance_rate", "acceptance_length"]
+    if b.identity.get("slos"):  # A's too: comparable runs share their identity
+        names += ["request_goodput", "slo_attainment"]
     return names
 
 
@@ -219,7 +222,8 @@ def judge(
     paired: dict[str, float] = {}
     blocks = 0
     if a.rows and b.rows:
-        paired = paired_errors(a.rows, b.rows, a.figures, b.figures, names, concurrency=b.concurrency)
+        slos = parse_slos(str(b.identity["slos"])) if b.identity.get("slos") else None  # A's: same identity
+        paired = paired_errors(a.rows, b.rows, a.figures, b.figures, names, concurrency=b.concurrency, slos=slos)
         blocks = independent_blocks(a.rows, b.rows, b.concurrency)
     for name in names:
         errors[name] = change_error(

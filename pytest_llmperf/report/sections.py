@@ -92,8 +92,8 @@ def outcome_counts(doc: Doc) -> dict[str, int]:
 
 
 def measured_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
-    """server | conc | completed | the seeds' headline figures (and a reasoning model's, when a
-    run has them); a published row under a run that has one."""
+    """server | conc | completed | the seeds' headline figures (a reasoning model's and goodput
+    at SLOs too, when a run has them); a published row under a run that has one."""
     runs = list(doc.get("runs", []))
     columns = figure_columns(runs)
     header = ["server", "conc", "completed", *(h for h, _ in columns)]

@@ -30,7 +30,23 @@ REASONING_FIGURES = (
     ("reasoning share", "reasoning_share"),
 )
 
+# Shown after those when a run was judged at SLOs (the marker's slos=, --llmperf-slos).
+GOODPUT_FIGURES = (
+    ("goodput req/s", "request_goodput"),
+    ("SLO met", "slo_attainment"),
+)
+
 Doc = Mapping[str, Any]
+
+
+def slo_lines(runs: list[Doc]) -> list[str]:
+    """Which SLOs the goodput columns were judged at: one line per set of SLOs."""
+    by_slos: dict[str, list[str]] = {}
+    for run in runs:
+        slos = (run.get("workload") or {}).get("slos")
+        if slos:
+            by_slos.setdefault(slos, []).append(f"{_name(run)} @ {_concurrency(run)}")
+    return [f"goodput SLOs (ms) {slos}: {', '.join(where)}" for slos, where in by_slos.items()]
 
 
 def _name(run: Doc) -> str:
@@ -55,10 +71,11 @@ def completed_text(run: Doc) -> str:
 
 
 def figure_columns(runs: list[Doc]) -> tuple[tuple[str, str], ...]:
-    """The measured table's (header, metric) columns: FIGURES, and REASONING_FIGURES when
-    some run has them."""
+    """The measured table's (header, metric) columns: FIGURES, then REASONING_FIGURES when
+    some run has them, then GOODPUT_FIGURES when some run had SLOs."""
     reasoning = any(run.get("summary", {}).get(m) is not None for run in runs for _, m in REASONING_FIGURES)
-    return FIGURES + REASONING_FIGURES if reasoning else FIGURES
+    slos = any((run.get("workload") or {}).get("slos") for run in runs)
+    return FIGURES + (REASONING_FIGURES if reasoning else ()) + (GOODPUT_FIGURES if slos else ())
 
 
 def measured_table(runs: list[Doc]) -> list[str]:
@@ -78,7 +95,7 @@ def measured_table(runs: list[Doc]) -> list[str]:
         published = {m: run.get("published_reference", {}).get(m) for _, m in columns}
         if any(v is not None for v in published.values()):
             rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in columns)])
-    return render_columns(header, rows, right=set(range(1, 3 + len(columns))))
+    return [*render_columns(header, rows, right=set(range(1, 3 + len(columns)))), *slo_lines(runs)]
 
 
 def warmup_table(runs: list[Doc]) -> list[str]:

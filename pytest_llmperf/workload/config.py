@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pytest_llmperf.metrics.goodput import SLOError, canonical_slos
 from pytest_llmperf.util.secrets import REDACTED
 from pytest_llmperf.workload.client import ENDPOINTS
 
@@ -34,6 +35,9 @@ class RunConfig:
     # Client processes sharing the streams (each with concurrency/workers of them). One is
     # enough for hundreds of streams (README, "Performance of the measuring client").
     workers: int = 1
+    # SLOs for goodput, vLLM's `--goodput` text ('ttft:500 tpot:50', ms; metrics/goodput.py);
+    # '' for none. The runner ignores them: they judge the records, not how they are sent.
+    slos: str = ""
 
     def __post_init__(self) -> None:
         def bad(name: str, fix: str) -> ValueError:
@@ -68,10 +72,16 @@ class RunConfig:
             raise bad("grace_seconds", "use a finite number of seconds >= 0")
         if not is_int(self.workers) or not 1 <= self.workers <= self.concurrency:
             raise bad("workers", "use an integer from 1 to concurrency")
+        try:
+            self.slos = canonical_slos(self.slos)
+        except SLOError as exc:
+            raise bad("slos", str(exc)) from None
 
     def as_dict(self) -> dict[str, Any]:
         """asdict, with the API key redacted (results are written to files)."""
         d = asdict(self)
+        if not d["slos"]:
+            del d["slos"]  # results without SLOs read as before (and compare with older ones)
         if d["api_key"]:
             d["api_key"] = REDACTED
         for k in ("request_rate", "burstiness"):

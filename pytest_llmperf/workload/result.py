@@ -128,6 +128,7 @@ class RunResult:
             self.spec_decode(),
             clock_speed=self.clock_speed,
             concurrency=concurrency if isinstance(concurrency, int) else None,
+            slos=str(self.config.get("slos") or ""),
         )
 
     # ------------------------------------------------------------------ JSON

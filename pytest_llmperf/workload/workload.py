@@ -16,11 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmperf.metrics.goodput import EXAMPLE, SLO_NAMES, SLOError, canonical_slos
+
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.workload.config import RunConfig
 
 # Keys a `@pytest.mark.llmperf(...)` may carry besides servers and tolerances.
-WORKLOAD_KEYS = ("num_prompts", "max_tokens", "max_seconds", "warmup", "endpoint", "seed", "ignore_eos")
+WORKLOAD_KEYS = ("num_prompts", "max_tokens", "max_seconds", "warmup", "endpoint", "seed", "ignore_eos", "slos")
 
 ENDPOINTS = ("completions", "chat")
 
@@ -48,9 +50,17 @@ class Workload:
     seed: int = 0
     ignore_eos: bool = False
     profile: str = "full"
+    # SLOs for goodput, canonical ('ttft:500 tpot:50', ms); '' for none. Part of the
+    # workload: a baseline's goodput was judged at its SLOs.
+    slos: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The workload's values; `slos` only when given, so a workload without SLOs keys
+        its baselines as it did before SLOs existed."""
+        d = asdict(self)
+        if not d["slos"]:
+            del d["slos"]
+        return d
 
     @property
     def prompts_needed(self) -> int:
@@ -78,6 +88,7 @@ class Workload:
             seed=self.seed,
             ignore_eos=self.ignore_eos,
             progress=progress,
+            slos=self.slos,
         )
 
 
@@ -114,6 +125,19 @@ def _flag(value: Any) -> str | None:
     return None if isinstance(value, bool) else "True or False"
 
 
+def _slos(value: Any) -> str | None:
+    if value is None:
+        return None
+    use = f"KEY:VALUE pairs in ms as vLLM's --goodput takes them (e.g. '{EXAMPLE}'), or None for none"
+    if not isinstance(value, str):
+        return use
+    try:
+        canonical_slos(value)
+    except SLOError as exc:
+        return f"{use}; {exc}"
+    return None
+
+
 # What each workload key takes (None: fine; else what to use instead), and what it is.
 _CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "num_prompts": (_whole(1), "measured requests"),
@@ -123,6 +147,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "endpoint": (_endpoint, "the OpenAI endpoint"),
     "seed": (_whole(None), "the sampling seed"),
     "ignore_eos": (_flag, "whether to generate past the end of sequence"),
+    "slos": (_slos, "the SLOs goodput is judged at"),
 }
 
 
@@ -146,6 +171,12 @@ def check_workload(declared: Mapping[str, Any]) -> None:
         if not value:
             raise ValueError(
                 f"llmperf marker: {key}={{}} has no entries; give a value, or one per concurrency ({{8: ...}})"
+            )
+        if key == "slos" and set(value) & set(SLO_NAMES):
+            pairs = " ".join(f"{name}:{ms}" for name, ms in value.items())
+            raise ValueError(
+                f"llmperf marker: slos={dict(value)!r}: SLOs are vLLM's --goodput text, not a dict; write "
+                f"slos={pairs!r} (a dict here gives the SLOs per concurrency: {{8: 'ttft:500', 'default': ...}})"
             )
         for level, entry in value.items():
             if level != "default":
@@ -184,10 +215,15 @@ def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
 
 
 def resolve_workload(
-    declared: Mapping[str, Any], concurrency: int, profile: str = "full", warmup: int | str = DEFAULT_WARMUP
+    declared: Mapping[str, Any],
+    concurrency: int,
+    profile: str = "full",
+    warmup: int | str = DEFAULT_WARMUP,
+    slos: str = "",
 ) -> Workload:
     """The concrete workload for one concurrency; ValueError names any bad key or value.
-    `warmup`: the warm-up when the marker gives none (--llmperf-warmup)."""
+    `warmup`, `slos`: what the marker gives none of takes (--llmperf-warmup, --llmperf-slos);
+    the marker's `slos=None` means none."""
     check_workload(declared)
     check_concurrency(concurrency)
     if profile not in PROFILE_SCALE and profile != "full":
@@ -210,4 +246,5 @@ def resolve_workload(
         seed=values.get("seed", 0),
         ignore_eos=values.get("ignore_eos", False),
         profile=profile,
+        slos=canonical_slos(values["slos"] if "slos" in values else slos),
     )

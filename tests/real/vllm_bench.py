@@ -114,9 +114,16 @@ def vllm_samples(
     return rows
 
 
-def vllm_metrics(prepared: PreparedVllm, result: RunResult, workdir: Path, percentiles=(90, 99)) -> dict[str, Any]:
+def vllm_metrics(
+    prepared: PreparedVllm,
+    result: RunResult,
+    workdir: Path,
+    percentiles=(90, 99),
+    goodput: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """vLLM's own `calculate_metrics` over one of our runs' raw records (vllm_side.py
-    metrics): what `vllm bench serve` would report had it measured these requests."""
+    metrics): what `vllm bench serve` would report had it measured these requests;
+    `goodput`: SLOs in ms as its `--goodput` gives them (its request_goodput then counts)."""
     outputs = []
     for r in sorted(result.records, key=lambda rec: rec.index):
         ok = r.ok and bool(r.chunk_times)
@@ -134,7 +141,16 @@ def vllm_metrics(prepared: PreparedVllm, result: RunResult, workdir: Path, perce
         )
     workdir.mkdir(parents=True, exist_ok=True)
     src, out = workdir / "our_records_for_vllm.json", workdir / "vllm_metrics_of_ours.json"
-    src.write_text(json.dumps({"duration": result.duration, "percentiles": list(percentiles), "outputs": outputs}))
+    src.write_text(
+        json.dumps(
+            {
+                "duration": result.duration,
+                "percentiles": list(percentiles),
+                "outputs": outputs,
+                "goodput": dict(goodput or {}),
+            }
+        )
+    )
     proc = subprocess.run(
         [str(prepared.python), str(VLLM_SIDE), "metrics", str(src), str(out)],
         capture_output=True,

@@ -8,9 +8,10 @@ ShareGPT sampler and tokenizer, for tests/real/test_vllm_bench_fidelity.py.
         in request order, to OUT.json (one import of vllm for all of them).
     PYTHON vllm_side.py metrics IN.json OUT.json
         IN.json: {"duration": s, "percentiles": [...], "outputs": [{success, prompt_len,
-        output_tokens, ttft, itl, latency, start_time}, ...]}, one run's raw requests in
-        vLLM's RequestFuncOutput terms; OUT.json: vLLM's own `calculate_metrics` over them
-        (its BenchmarkMetrics as a dict), so a definition can be compared without noise.
+        output_tokens, ttft, itl, latency, start_time}, ...], "goodput": {"ttft": ms, ...}},
+        one run's raw requests in vLLM's RequestFuncOutput terms (goodput: the SLOs, as
+        `--goodput` parses them; optional); OUT.json: vLLM's own `calculate_metrics` over
+        them (its BenchmarkMetrics as a dict), so a definition can be compared without noise.
     PYTHON vllm_side.py count TOKENIZER
         reads one JSON list of texts per stdin line, answers `COUNTS [n, ...]` per line:
         len(tokenizer(text).input_ids), the count vLLM's sampler filters on (and what the
@@ -73,7 +74,7 @@ def metrics(src: str, out: str) -> None:
             dur_s=data["duration"],
             tokenizer=None,
             selected_percentiles=data["percentiles"],
-            goodput_config_dict={},
+            goodput_config_dict=data.get("goodput") or {},
         )
     with open(out, "w", encoding="utf-8") as f:
         json.dump(dataclasses.asdict(result), f, default=float)

@@ -74,7 +74,11 @@ def refused(result, message):
             "warmup={2: 1, 8: -1}: the value for concurrency 8: warmup (warm-up requests before the measured window)",
         ),
         ("num_prompts={4: 8}", "num_prompts={4: 8} has no entry for concurrency 2 (add 2: ... or 'default': ...)"),
-        ("num_prompt=8", "unknown @pytest.mark.llmperf argument(s) ['num_prompt']"),
+        ("num_prompt=8", "unknown @pytest.mark.llmperf argument(s) ['num_prompt']; did you mean num_prompts?"),
+        ("slos='ttfb:500'", "slos='ttfb:500': slos (the SLOs goodput is judged at) takes KEY:VALUE pairs in ms"),
+        ("slos='ttfb:500'", "unknown SLO 'ttfb' in 'ttfb:500'; did you mean ttft? the SLOs are ttft, tpot, e2el"),
+        ("slos='ttft:500 tpot'", "'tpot' is not a KEY:VALUE pair; write KEY:VALUE pairs in milliseconds"),
+        ("slos={'ttft': 500}", "slos={'ttft': 500}: SLOs are vLLM's --goodput text, not a dict; write slos='ttft:500'"),
     ],
 )
 def test_a_bad_workload_value_in_the_marker_is_a_usage_error_at_collection(project, marker, message):

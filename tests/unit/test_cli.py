@@ -309,3 +309,29 @@ def test_bench_refuses_a_bad_warmup(capsys):
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["bench", "--base-url", "http://h", "--model", "m", "--warmup", "-1"])
     assert "expected a whole number >= 0 or wave, got '-1'" in capsys.readouterr().err
+
+
+def test_bench_goodput_takes_vllms_pairs_into_the_runs_config():
+    args = cli.build_parser().parse_args(
+        ["bench", "--base-url", "http://h", "--model", "m", "--goodput", "e2el:3000", "ttft:500.0", "--seed", "1"]
+    )
+    assert args.goodput == "ttft:500 e2el:3000"
+    assert cli.bench_workload(args).run_config().slos == "ttft:500 e2el:3000"
+    plain = cli.build_parser().parse_args(["bench", "--base-url", "http://h", "--model", "m"])
+    assert cli.bench_workload(plain) == resolve_workload(dict(num_prompts=500, max_tokens=256), 8)
+
+
+@pytest.mark.parametrize(
+    "pairs, message",
+    [
+        (["ttfb:500"], "--goodput: unknown SLO 'ttfb' in 'ttfb:500'; did you mean ttft?"),
+        (["ttft=500"], "--goodput: 'ttft=500' is not a KEY:VALUE pair; write KEY:VALUE pairs in milliseconds"),
+        (["ttft:500", "ttft:200"], "--goodput: ttft is given twice"),
+    ],
+)
+def test_bench_refuses_bad_goodput_before_anything_is_sent(pairs, message, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_sample", lambda args: pytest.fail("sampled (asked the server's /tokenize)"))
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--goodput", *pairs])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err

@@ -244,3 +244,19 @@ def test_a_b_with_failed_requests_is_invalid_not_judged(tmp_path, capsys):
     assert cli.main(["compare", a, b]) == 1
     out = capsys.readouterr().out
     assert "INVALID RUN" in out and "1 of 24 failed" in out
+
+
+def test_bench_results_with_slos_are_judged_on_goodput_too_and_other_slos_are_refused(tmp_path, capsys):
+    # E2EL: 0.05 s + 99 gaps of 1 / 50 s at 400 tok/s over 8 streams (2.03 s), of 1 / 47.5 s
+    # at 380 (2.13 s); the SLO lies between.
+    a = write(tmp_path / "a.json", bench_result(400.0, slos="e2el:2100"))
+    b = write(tmp_path / "b.json", bench_result(380.0, seed=1, slos="e2el:2100"))
+    assert cli.main(["compare", a, b]) == 1
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert "REGRESSED" in lines["steady_decode_tok_s"]
+    assert "REGRESSED" in lines["request_goodput"] and "REGRESSED" in lines["slo_attainment"]
+    assert lines["slo_attainment"].split()[1] == "1.000"  # A: every request within 2.1 s
+    other = write(tmp_path / "c.json", bench_result(400.0, slos="e2el:3000"))
+    assert cli.main(["compare", a, other]) == 2
+    assert "  - slos: A e2el:2100, B e2el:3000" in capsys.readouterr().err

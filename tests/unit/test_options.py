@@ -223,3 +223,24 @@ def test_local_and_another_target_are_refused(other, flag):
     with pytest.raises(OptionError) as err:
         resolve(cli={**other, "llmperf_local": "python"})
     assert str(err.value) == f"{flag} and --llmperf-local choose different targets: pass exactly one"
+
+
+def test_session_slos_are_vllms_goodput_text_from_the_cli_or_the_ini():
+    assert resolve().slos == ""
+    assert resolve(ini={"llmperf_slos": "tpot:50  ttft:500"}).slos == "ttft:500 tpot:50"
+    assert resolve(cli={"llmperf_slos": "e2el:3000"}, ini={"llmperf_slos": "ttft:500"}).slos == "e2el:3000"
+    assert resolve(cli={"llmperf_slos": "none"}, ini={"llmperf_slos": "ttft:500"}).slos == ""  # none wins over the ini
+
+
+@pytest.mark.parametrize(
+    "cli, ini, message",
+    [
+        ({"llmperf_slos": "ttfb:500"}, {}, "--llmperf-slos: unknown SLO 'ttfb' in 'ttfb:500'; did you mean ttft?"),
+        ({}, {"llmperf_slos": "ttft=500"}, "ini option 'llmperf_slos': 'ttft=500' is not a KEY:VALUE pair"),
+        ({"llmperf_slos": "e2el:-3"}, {}, "--llmperf-slos: 'e2el:-3': the SLO must be a finite number of milliseconds"),
+    ],
+)
+def test_bad_session_slos_name_the_option_and_the_fix(cli, ini, message):
+    with pytest.raises(OptionError) as caught:
+        resolve(cli=cli, ini=ini)
+    assert message in str(caught.value)

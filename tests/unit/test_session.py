@@ -982,3 +982,45 @@ def test_a_missing_reasoning_figure_says_why(samples, name, reason):
         provenance={},
     )
     assert reason in PerfSession._no_data_reason(run, name)
+
+
+def goodput_session(tmp_path, ttfts, **cli):
+    """A session whose runs are `jittered_result(ttfts)` with the workload's config (its SLOs)."""
+    perf, _, _ = make_session(tmp_path, [100.0], **cli)
+
+    def execute(endpoint, requests, workload, speed):
+        result = jittered_result(ttfts)
+        result.config = workload.run_config().as_dict()  # as run_benchmark records it
+        return result
+
+    perf._execute = execute
+    return perf
+
+
+def test_goodput_at_slos_is_recorded_under_them_and_a_slower_ttft_regresses_it(tmp_path):
+    workload = resolve_workload({"num_prompts": 12, "slos": "ttft:500"}, 1)
+    recorder = goodput_session(tmp_path, [0.2, 0.3, 0.25, 0.35] * 3, llmperf_update_baselines=True)
+    recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("request_goodput", "slo_attainment")
+    (key,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["1"]
+    assert "slos=ttft:500" in key
+    (entry,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["1"].values()
+    assert entry["metrics"]["slo_attainment"]["value"] == 1.0
+    assert entry["metrics"]["request_goodput"]["value"] == 1.0  # 12 good requests over 12 s
+
+    judge = goodput_session(tmp_path, [0.6, 0.3, 0.7, 0.35] * 3)  # half now miss the 500 ms TTFT
+    run = judge.bind(judge.run(BASE, workload), "t")
+    assert (run.value("slo_attainment"), run.value("request_goodput")) == (0.5, 0.5)
+    with pytest.raises(PerfFailure, match="regressed"):
+        run.assert_no_regression()  # with SLOs the default gate holds goodput and attainment
+    verdicts = {v.metric: v for v in judge.gates[-1].verdicts}
+    assert set(verdicts) == {"steady_decode_tok_s", "request_goodput", "slo_attainment"}
+    assert verdicts["slo_attainment"].status == "regressed" and verdicts["request_goodput"].status == "regressed"
+    assert verdicts["slo_attainment"].noise > 0  # the paired rows' estimate, at the workload's SLOs
+
+
+def test_goodput_without_slos_is_no_data_saying_how_to_give_them(tmp_path):
+    perf = goodput_session(tmp_path, [0.2] * 4)
+    run = perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 1)), "t")
+    with pytest.raises(PerfFailure, match="NO DATA") as failure:
+        run.assert_no_regression("request_goodput")
+    assert "no SLOs were given, so there is no goodput: set slos='ttft:500 tpot:50'" in str(failure.value)

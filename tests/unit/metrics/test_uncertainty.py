@@ -144,3 +144,25 @@ def test_the_bootstrap_is_deterministic():
     a, b = rows(rng.uniform(100, 900, 50)), rows(rng.uniform(100, 900, 50))
     first = paired_errors(a, b, {}, {}, ["ttft_ms_p90"], concurrency=4)
     assert paired_errors(a, b, {}, {}, ["ttft_ms_p90"], concurrency=4) == first
+
+
+def test_goodput_noise_comes_from_which_requests_met_the_slos_in_each_run():
+    rng = np.random.default_rng(4)
+    ttft = rng.uniform(100, 900, 60)
+    base, moved = rows(ttft), rows(ttft + rng.normal(0, 150, 60))  # requests cross the 500 ms SLO both ways
+    names = ["request_goodput", "slo_attainment"]
+    slos = {"ttft": 500.0}
+
+    def attainment(r):
+        return sum(row[4] <= 500.0 for row in r) / len(r)
+
+    figures_b = {"request_goodput": 2.0 * attainment(base), "slo_attainment": attainment(base)}
+    figures_m = {"request_goodput": 2.0 * attainment(moved), "slo_attainment": attainment(moved)}
+    assert paired_errors(base, moved, figures_b, figures_m, names, concurrency=1) == {}  # no SLOs, no estimator
+    errors = paired_errors(base, moved, figures_b, figures_m, names, concurrency=1, slos=slos)
+    crossed = sum((b[4] <= 500.0) != (m[4] <= 500.0) for b, m in zip(base, moved))
+    assert crossed == 15  # each a change of 1/60 in the share: its error is about sqrt(15/60 / 60)
+    assert errors["slo_attainment"] == pytest.approx(np.sqrt(crossed / 60 / 60), rel=0.25)
+    assert errors["request_goodput"] > 0
+    same = paired_errors(base, base, figures_b, figures_b, names, concurrency=1, slos=slos)
+    assert same == {"request_goodput": 0.0, "slo_attainment": 0.0}

@@ -76,3 +76,17 @@ def test_a_reasoning_run_has_its_ttfa_block_and_a_plain_one_none():
     assert value(text, "Requests that answered:") == "1/2"
     assert value(text, "Reasoning tokens:") == "400" and value(text, "Answer tokens:") == "112"
     assert value(text, "Reasoning share (%):") == "78.12"  # 400 of 512
+
+
+def test_goodput_lines_follow_the_request_throughput_only_where_slos_were_given():
+    plain = serving_result(seed_like_result())
+    assert "goodput" not in plain.lower() and "SLO" not in plain
+    result = seed_like_result()
+    result.config["slos"] = "ttft:650 tpot:67"  # request 0 (TTFT 600 ms, TPOT 66 ms) meets both; 1 does not
+    text = serving_result(result)
+    lines = text.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("Request throughput (req/s):")))
+    assert lines[at + 1].startswith("Request goodput (req/s):")
+    assert value(text, "Request goodput (req/s):") == "0.05"  # 1 good request / 20 s
+    assert value(text, "SLO attainment (%):") == "50.00"
+    assert value(text, "Goodput SLOs (ms):") == "ttft:650 tpot:67"

@@ -49,3 +49,10 @@ def test_junit_properties_name_each_runs_figures_and_each_gated_metric():
         "llmperf.m@8.acceptance_rate.baseline": "0.670",
         "llmperf.m@8.acceptance_rate.change": "-0.010 (-1.5%)",
     }
+
+
+def test_junit_properties_carry_goodput_only_where_slos_were_given():
+    with_slos = dict(junit_properties([("m", 8, {"request_goodput": 1.5, "slo_attainment": 0.75})], []))
+    assert with_slos == {"llmperf.m@8.request_goodput": "1.500", "llmperf.m@8.slo_attainment": "0.750"}
+    without = dict(junit_properties([("m", 8, {"request_goodput": None, "slo_attainment": None})], []))
+    assert without == {}

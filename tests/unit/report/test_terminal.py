@@ -104,3 +104,39 @@ def test_a_reasoning_run_adds_ttfa_and_reasoning_share_columns_and_only_then():
     assert lines[2].index("accept len") < lines[2].index("TTFA p50 ms") < lines[2].index("reasoning share")
     assert lines[4].split()[-2:] == ["-", "-"]  # the plain run has none
     assert lines[5].split()[-2:] == ["5123.4", "0.912"]
+
+
+def test_goodput_columns_and_their_slos_show_when_a_run_had_slos():
+    plain = "\n".join(terminal_lines(document([run_entry("m", 8, 400.0)], [], ["m"])))
+    assert "goodput" not in plain and "SLO" not in plain
+    runs = [
+        run_entry(
+            "m",
+            8,
+            400.0,
+            workload={"concurrency": 8, "num_prompts": 4, "slos": "ttft:500 tpot:50"},
+            summary={"decode_tok_s": 400.0, "request_goodput": 1.25, "slo_attainment": 0.625},
+        ),
+        run_entry("m", 32, 300.0),  # no SLOs: its cells are "-"
+    ]
+    lines = terminal_lines(document(runs, [], ["m"]))
+    header = next(line for line in lines if line.startswith("server "))
+    assert header.split()[-4:] == ["goodput", "req/s", "SLO", "met"]
+    rows = [line.split() for line in lines if line.startswith("m ")]
+    assert rows[0][-2:] == ["1.250", "0.625"] and rows[1][-2:] == ["-", "-"]
+    assert "goodput SLOs (ms) ttft:500 tpot:50: m @ 8" in lines
+
+
+def test_the_markdown_and_html_measured_tables_carry_the_goodput_columns_too():
+    from pytest_llmperf.report.sections import measured_table
+
+    run = run_entry(
+        "m",
+        8,
+        400.0,
+        workload={"concurrency": 8, "num_prompts": 4, "slos": "e2el:3000"},
+        summary={"decode_tok_s": 400.0, "request_goodput": 2.0, "slo_attainment": 1.0},
+    )
+    header, rows = measured_table(document([run], [], ["m"]))
+    assert header[-2:] == ["goodput req/s", "SLO met"] and rows[0][-2:] == ["2.000", "1.000"]
+    assert measured_table(document([run_entry("m", 8, 1.0)], [], ["m"]))[0][-1] == "accept len"

@@ -122,3 +122,49 @@ def test_run_config_is_the_workload_with_the_cap_on_the_servers_clock():
     assert sim.max_seconds == pytest.approx(30.0) and sim.progress is False
     assert resolve_workload(SEED, 32).run_config(clock_speed=10.0).max_seconds is None  # no cap stays no cap
     assert w.prompts_needed == 503  # distinct warm-up prompts after the measured ones
+
+
+def test_slos_come_from_the_marker_else_the_session_and_spell_one_way():
+    assert resolve_workload(SEED, 8).slos == ""
+    assert resolve_workload(dict(SEED, slos="tpot:50 ttft:500.0"), 8).slos == "ttft:500 tpot:50"
+    # --llmperf-slos is the default; the marker's slos= wins, and its None means none
+    assert resolve_workload(SEED, 8, slos="e2el:3000").slos == "e2el:3000"
+    assert resolve_workload(dict(SEED, slos="ttft:200"), 8, slos="e2el:3000").slos == "ttft:200"
+    assert resolve_workload(dict(SEED, slos=None), 8, slos="e2el:3000").slos == ""
+    per_concurrency = dict(SEED, slos={1: "ttft:200", "default": "ttft:900"})
+    assert [resolve_workload(per_concurrency, c).slos for c in (1, 8)] == ["ttft:200", "ttft:900"]
+
+
+def test_slos_are_in_the_workload_identity_only_when_given():
+    assert "slos" not in resolve_workload(SEED, 8).to_dict()  # baselines recorded before SLOs keep their key
+    given = resolve_workload(dict(SEED, slos="ttft:500"), 8)
+    assert given.to_dict()["slos"] == "ttft:500"
+    assert given != resolve_workload(SEED, 8)
+    assert given.run_config().slos == "ttft:500"
+    assert "slos" not in resolve_workload(SEED, 8).run_config().as_dict()
+
+
+@pytest.mark.parametrize(
+    "slos, message",
+    [
+        ("ttfb:500", "slos='ttfb:500': slos (the SLOs goodput is judged at) takes KEY:VALUE pairs in ms"),
+        ("ttfb:500", "unknown SLO 'ttfb' in 'ttfb:500'; did you mean ttft?"),
+        ("ttft:-5", "'ttft:-5': the SLO must be a finite number of milliseconds >= 0"),
+        ("ttft 500", "'ttft' is not a KEY:VALUE pair"),
+        (500, "slos=500: slos (the SLOs goodput is judged at) takes KEY:VALUE pairs in ms as vLLM's --goodput"),
+        ({"ttft": 500, "tpot": 50}, "SLOs are vLLM's --goodput text, not a dict; write slos='ttft:500 tpot:50'"),
+        ({8: "ttft:5", "default": "e2el:x"}, "the value for default: slos (the SLOs goodput is judged at)"),
+    ],
+)
+def test_bad_slos_in_a_marker_say_what_and_how(slos, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_workload(dict(slos=slos))
+
+
+def test_run_config_slos_are_checked_and_spelled_one_way():
+    from pytest_llmperf.workload.config import RunConfig
+
+    assert RunConfig(slos="e2el:3000 ttft:500").slos == "ttft:500 e2el:3000"
+    assert RunConfig(slos="e2el:3000").as_dict()["slos"] == "e2el:3000"
+    with pytest.raises(ValueError, match=re.escape("RunConfig.slos='ttft:abc' is invalid: 'ttft:abc': 'abc' is not")):
+        RunConfig(slos="ttft:abc")
