@@ -31,7 +31,8 @@ from pytest_llmperf.workload.random_dataset import RandomSettings, sample_random
 tok = AutoTokenizer.from_pretrained(sys.argv[2])
 out = []
 for i, o, r, p, n, seed in json.loads(sys.argv[3]):
-    reqs = sample_random(n, RandomSettings(input_len=i, output_len=o, range_ratio=r, prefix_len=p), seed=seed, tokenizer=tok)
+    settings = RandomSettings(input_len=i, output_len=o, range_ratio=r, prefix_len=p)
+    reqs = sample_random(n, settings, seed=seed, tokenizer=tok)
     out.append([{"sha256": hashlib.sha256(q.prompt.encode()).hexdigest(), "prompt_len": q.prompt_len,
                  "output_len": q.expected_output_len} for q in reqs])
 print(json.dumps({"special": tok.num_special_tokens_to_add(), "samples": out}))

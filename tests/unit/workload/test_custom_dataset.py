@@ -81,7 +81,8 @@ LINE = 'each line must be one JSON object such as {"prompt": "...", "max_tokens"
     [
         (
             "{not json}",
-            "not JSON (Expecting property name enclosed in double quotes at column 2); write one complete object per line",
+            "not JSON (Expecting property name enclosed in double quotes at column 2); write one complete object "
+            "per line",
         ),
         ('{"prompt": "a"', "not JSON (Expecting ',' delimiter at column 15); write one complete object per line"),
         ('["a prompt"]', "expected a JSON object, found an array ['a prompt']" + WRITE),
