@@ -24,7 +24,13 @@ from pytest_llmperf.ordering import order_items
 from pytest_llmperf.selection import declared_names, declared_servers, resolve_server, select_servers
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.signals import TERMINATE
-from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, check_workload, resolve_workload
+from pytest_llmperf.workload.workload import (
+    WORKLOAD_KEYS,
+    Workload,
+    check_workload,
+    declared_datasets,
+    resolve_workload,
+)
 
 if TYPE_CHECKING:  # imported when a session starts
     from pytest_llmperf.measured import MeasuredRun
@@ -324,7 +330,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if kwargs is None:
             continue
         servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
-        plans.append(PlannedTest(item.nodeid, servers, tuple(planned_workloads(item, kwargs))))
+        workloads = tuple(planned_workloads(item, kwargs))
+        declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
+        named = None if workloads else tuple(declared_datasets(declared, options.dataset_name))
+        plans.append(PlannedTest(item.nodeid, servers, workloads, named))
     if not plans:
         return
     if options.doctor:

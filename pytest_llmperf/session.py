@@ -156,6 +156,8 @@ class PlannedTest:
     nodeid: str
     servers: tuple[ServerSpec, ...]  # its server, and its base server for a speedup
     workloads: tuple[Workload, ...] = ()  # empty: known only when it runs
+    # Without workloads: the (dataset name, file) pairs its marker names (None: the options').
+    datasets: tuple[tuple[str, str | None], ...] | None = None
 
 
 def check_before_start(
@@ -171,8 +173,14 @@ def check_before_start(
     baseline folders the tests will be judged in; None when the folder is known only once a
     server runs (the GPU model): then every folder's file of each server is checked."""
     wanted = {dataset_source(options, w) for plan in plans for w in plan.workloads}
-    if any(not plan.workloads for plan in plans) and (options.dataset_name != "custom" or options.dataset):
-        wanted.add((options.dataset_name, options.dataset))
+    for plan in plans:
+        if plan.workloads:
+            continue
+        for name, path in plan.datasets or [(options.dataset_name, None)]:
+            if path is None and name == options.dataset_name and name != "random":
+                path = options.dataset
+            if name != "custom" or path is not None:  # a custom one without its file: its run says so
+                wanted.add((name, None if name == "random" else path))
     loaded = {key: load_for_session(options, rootdir, *key) for key in sorted(wanted, key=str)}
     _check_prompts(loaded, plans, options)
     _check_baselines(BaselineStore(rootdir / options.baselines_dir), rootdir, plans, folders)

@@ -249,6 +249,19 @@ def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
     return value
 
 
+def declared_datasets(declared: Mapping[str, Any], default_name: str) -> list[tuple[str, str | None]]:
+    """The (dataset name, file) pairs a marker may read at any concurrency, for a test whose
+    concurrency collection cannot tell (None: the file the session finds for that name)."""
+
+    def values(key: str, fallback: Any) -> list[Any]:
+        value = declared.get(key, fallback)
+        return list(value.values()) if isinstance(value, Mapping) else [value]
+
+    names = values("dataset_name", default_name)
+    paths = values("dataset_path", None)
+    return sorted({(n, None if n == RANDOM else p) for n in names for p in paths}, key=str)
+
+
 def resolve_workload(
     declared: Mapping[str, Any],
     concurrency: int,

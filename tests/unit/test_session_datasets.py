@@ -93,3 +93,22 @@ def test_a_baseline_of_one_dataset_never_judges_a_run_of_another(tmp_path):
     assert other.gates[-1].outcome == "refused"
     identity = other.workload_identity(other.runs[(BASE, random)])
     assert identity["dataset"] == "random tokenizer:builtin" and identity["random_input_len"] == 1024
+
+
+def test_a_test_whose_concurrency_is_unknown_loads_the_datasets_its_marker_names(tmp_path):
+    """No concurrency parameter: its workload is known only when it runs, but its marker
+    names the datasets: those are loaded and checked before any server, and no ShareGPT
+    file is needed for a random-only suite."""
+    from pytest_llmperf.workload.workload import declared_datasets
+
+    jsonl(tmp_path / "a.jsonl", 3)
+    named = declared_datasets({"dataset_name": {1: "random", "default": "custom"}, "dataset_path": "a.jsonl"}, "x")
+    assert named == [("custom", "a.jsonl"), ("random", None)]
+    free = PlannedTest("t.py::free", (BASE,), (), tuple(named))
+    loaded = check_before_start(options_for(), tmp_path, [free], folders=["sim"])
+    assert sorted(loaded, key=str) == [("custom", "a.jsonl"), ("random", None)]
+    random_only = PlannedTest("t.py::r", (BASE,), (), tuple(declared_datasets({"dataset_name": "random"}, "sharegpt")))
+    assert check_before_start(options_for(), tmp_path, [random_only], folders=["sim"]) == {("random", None): None}
+    (tmp_path / "a.jsonl").write_text("oops\n")
+    with pytest.raises(SetupError, match=r"^dataset_path='a.jsonl': .*a.jsonl: 1 bad line\(s\) of 1"):
+        check_before_start(options_for(), tmp_path, [free], folders=["sim"])
