@@ -15,6 +15,7 @@ from pytest_llmperf.workload.random_dataset import (
     BuiltinTokenizer,
     RandomDatasetError,
     RandomSettings,
+    load_tokenizer,
     sample_random,
 )
 
@@ -152,3 +153,22 @@ def test_a_prompt_that_could_have_no_tokens_is_refused_with_the_fix():
 def test_bad_counts_and_seeds_are_refused(kwargs, message):
     with pytest.raises(RandomDatasetError, match=message):
         sample_random(settings=RandomSettings(input_len=8, output_len=4), **kwargs)
+
+
+def test_a_tokenizer_without_transformers_says_how_to_get_it(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_transformers(name, *args, **kwargs):
+        if name == "transformers":
+            raise ImportError("No module named 'transformers'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_transformers)
+    with pytest.raises(RandomDatasetError) as exc:
+        load_tokenizer("Qwen/Qwen3.6-27B")
+    assert str(exc.value) == (
+        "tokenizer 'Qwen/Qwen3.6-27B': the `transformers` package is not installed; pip install transformers, or "
+        "leave the tokenizer out to use the built-in one (same lengths, other prompt text)"
+    )
