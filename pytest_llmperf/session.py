@@ -177,10 +177,9 @@ def check_before_start(
         if plan.workloads:
             continue
         for name, path in plan.datasets or [(options.dataset_name, None)]:
-            if path is None and name == options.dataset_name and name != "random":
-                path = options.dataset
-            if name != "custom" or path is not None:  # a custom one without its file: its run says so
-                wanted.add((name, None if name == "random" else path))
+            source = _source(options, name, path)
+            if source != ("custom", None):  # a custom one without its file: its run says so
+                wanted.add(source)
     loaded = {key: load_for_session(options, rootdir, *key) for key in sorted(wanted, key=str)}
     _check_prompts(loaded, plans, options)
     _check_baselines(BaselineStore(rootdir / options.baselines_dir), rootdir, plans, folders)
@@ -193,10 +192,13 @@ def dataset_source(options: LlmperfOptions, workload: Workload) -> tuple[str, st
     (or, for the random dataset, no file)."""
     from pytest_llmperf.workload.prompts import dataset_key
 
-    name, path = dataset_key(workload)
-    if path is None and name == options.dataset_name and name != "random":
-        path = options.dataset
-    return name, path
+    return _source(options, *dataset_key(workload))
+
+
+def _source(options: LlmperfOptions, name: str, path: str | None) -> tuple[str, str | None]:
+    if name == "random":
+        return name, None
+    return name, options.dataset if path is None and name == options.dataset_name else path
 
 
 def _dataset_option(options: LlmperfOptions) -> str:
