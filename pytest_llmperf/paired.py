@@ -225,7 +225,7 @@ class PairedSession(PerfSession):
         requests = self._requests_for(endpoint, measured.workload)
         speed = float(endpoint.provenance.get("clock_speed", 1.0))
         if not measured.provenance:
-            measured.provenance.update(self._provenance(spec, endpoint))
+            measured.provenance.update(self._provenance(spec, endpoint, measured.workload))
         warm = self._warm_server(spec, endpoint, requests, measured.workload, speed)
         if not measured.results:
             measured.server_warmup = warm

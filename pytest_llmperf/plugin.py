@@ -25,7 +25,13 @@ from pytest_llmperf.ordering import order_items
 from pytest_llmperf.selection import declared_names, declared_servers, resolve_server, select_servers
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.signals import TERMINATE
-from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, check_workload, resolve_workload
+from pytest_llmperf.workload.workload import (
+    WORKLOAD_KEYS,
+    Workload,
+    check_workload,
+    declared_datasets,
+    resolve_workload,
+)
 
 if TYPE_CHECKING:  # imported when a session starts
     from pytest_llmperf.measured import MeasuredRun
@@ -34,7 +40,7 @@ if TYPE_CHECKING:  # imported when a session starts
 
 SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
 OPTIONS_KEY = pytest.StashKey["Any"]()
-# The dataset check_before_start loaded at the end of collection, for the session.
+# The datasets check_before_start loaded at the end of collection, for the session.
 DATASET_KEY = pytest.StashKey["Any"]()
 # llmperf_tolerances, parsed once at configure.
 INI_TOLERANCES_KEY: pytest.StashKey[dict[str, Tolerance]] = pytest.StashKey()
@@ -255,7 +261,16 @@ def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Work
         check_workload(declared)
         if "concurrency" not in params:
             return []
-        return [resolve_workload(declared, params["concurrency"], options.profile, options.warmup, options.slos)]
+        return [
+            resolve_workload(
+                declared,
+                params["concurrency"],
+                options.profile,
+                options.warmup,
+                options.slos,
+                dataset=(options.dataset_name, options.dataset),
+            )
+        ]
     except ValueError as exc:
         where = " (its concurrency parameter)" if str(exc).startswith("concurrency") else ""
         raise pytest.UsageError(f"{item.nodeid}{where}: {exc}") from None
@@ -321,7 +336,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if kwargs is None:
             continue
         servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
-        plans.append(PlannedTest(item.nodeid, servers, tuple(planned_workloads(item, kwargs))))
+        workloads = tuple(planned_workloads(item, kwargs))
+        declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
+        named = None if workloads else tuple(declared_datasets(declared, options.dataset_name))
+        plans.append(PlannedTest(item.nodeid, servers, workloads, named))
     if not plans:
         return
     if options.doctor:
@@ -329,19 +347,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     try:
         local = check_target(options) if options.target in LOCAL_TARGETS else None  # its interpreter imports vllm
         folders = baseline_folders_before_start(options)
-        dataset = check_before_start(options, Path(config.rootpath), plans, folders=folders)
+        datasets = check_before_start(options, Path(config.rootpath), plans, folders=folders)
     except (SetupError, InterpreterError) as exc:
         raise pytest.UsageError(str(exc)) from None
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and reporter.verbosity >= 0:
-        reporter.write_line(f"[llmperf] dataset {dataset.path}: {len(dataset.conversations)} conversations")
+        from pytest_llmperf.workload.prompts import describe_loaded
+
+        for dataset in datasets.values():
+            reporter.write_line(f"[llmperf] dataset {describe_loaded(dataset)}")
         if local is not None:
             reporter.write_line(f"[llmperf] vLLM {local.vllm_version} ({local.platform}) from {local.python}")
     if reporter is not None and options.paired:  # the cost, said before anything starts
         from pytest_llmperf.paired import cost_line
 
         reporter.write_line(f"[llmperf] {cost_line(options, plans)}")
-    config.stash[DATASET_KEY] = dataset
+    config.stash[DATASET_KEY] = datasets
 
 
 def _doctor(config: pytest.Config, options: Any, specs: list[ServerSpec]) -> None:
@@ -409,7 +430,7 @@ def _perf_session(config: pytest.Config) -> Any:
             target,
             Path(config.rootpath),
             ini_tolerances=config.stash[INI_TOLERANCES_KEY],
-            dataset=config.stash.get(DATASET_KEY, None),
+            datasets=config.stash.get(DATASET_KEY, None),
             log=log,
             live_output=live,
         )
@@ -449,7 +470,15 @@ class LlmperfFixture:
         declared = {k: v for k, v in self._kwargs.items() if k in WORKLOAD_KEYS}
         declared.update(workload)
         try:
-            resolved = resolve_workload(declared, concurrency, self._profile, self._warmup, self._slos)
+            options = self._perf.options
+            resolved = resolve_workload(
+                declared,
+                concurrency,
+                self._profile,
+                self._warmup,
+                self._slos,
+                dataset=(options.dataset_name, options.dataset),
+            )
         except ValueError as exc:
             raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
         from pytest_llmperf.session import SetupError

@@ -157,6 +157,8 @@ class PlannedTest:
     nodeid: str
     servers: tuple[ServerSpec, ...]  # its server, and its base server for a speedup
     workloads: tuple[Workload, ...] = ()  # empty: known only when it runs
+    # Without workloads: the (dataset name, file) pairs its marker names (None: the options').
+    datasets: tuple[tuple[str, str | None], ...] | None = None
 
 
 def check_before_start(
@@ -164,48 +166,100 @@ def check_before_start(
     rootdir: Path,
     plans: Sequence[PlannedTest],
     folders: Sequence[str] | None,
-) -> Any:
-    """Load the dataset and check it and the baseline files the `plans` will read, before
+) -> dict[tuple[str, str | None], Any]:
+    """Load the datasets and check them and the baseline files the `plans` will read, before
     any server starts: SetupError says what is wrong and how to fix it. Returns the loaded
-    dataset (a ShareGPTFile) for the session. `folders`: the baseline folders the tests
-    will be judged in; None when the folder is known only once a server runs (the GPU
-    model): then every folder's file of each server is checked."""
-    from pytest_llmperf.workload.dataset import DatasetError, find_dataset, read_sharegpt
+    datasets by (name, path) for the session: those of the planned workloads, and the
+    options' own for the tests whose workload is known only when they run. `folders`: the
+    baseline folders the tests will be judged in; None when the folder is known only once a
+    server runs (the GPU model): then every folder's file of each server is checked."""
+    wanted = {dataset_source(options, w) for plan in plans for w in plan.workloads}
+    for plan in plans:
+        if plan.workloads:
+            continue
+        for name, path in plan.datasets or [(options.dataset_name, None)]:
+            source = _source(options, name, path)
+            if source != ("custom", None):  # a custom one without its file: its run says so
+                wanted.add(source)
+    loaded = {key: load_for_session(options, rootdir, *key) for key in sorted(wanted, key=str)}
+    _check_prompts(loaded, plans, options)
+    _check_baselines(BaselineStore(rootdir / options.baselines_dir), rootdir, plans, folders)
+    return loaded
 
-    option = "--llmperf-dataset" if options.sources.get("llmperf_dataset") == "cli" else "ini option llmperf_dataset"
+
+def dataset_source(options: LlmperfOptions, workload: Workload) -> tuple[str, str | None]:
+    """The dataset `workload` reads, as (name, file): its own file, else --llmperf-dataset
+    when that is its dataset's (--llmperf-dataset-name's); None: ShareGPT's default places
+    (or, for the random dataset, no file)."""
+    from pytest_llmperf.workload.prompts import dataset_key
+
+    return _source(options, *dataset_key(workload))
+
+
+def _source(options: LlmperfOptions, name: str, path: str | None) -> tuple[str, str | None]:
+    if name == "random":
+        return name, None
+    return name, options.dataset if path is None and name == options.dataset_name else path
+
+
+def _dataset_option(options: LlmperfOptions) -> str:
+    return "--llmperf-dataset" if options.sources.get("llmperf_dataset") == "cli" else "ini option llmperf_dataset"
+
+
+def load_for_session(options: LlmperfOptions, rootdir: Path, name: str, path: str | None) -> Any:
+    """One dataset's file, loaded (None for the random dataset); SetupError says which
+    setting named it, what is wrong and the fix."""
+    from pytest_llmperf.workload.dataset import DatasetError, ShareGPTFile
+    from pytest_llmperf.workload.prompts import load_dataset
+
+    option = _dataset_option(options)
+    from_option = path is not None and path == options.dataset and name == options.dataset_name
+    given = f"{option} ({path})" if from_option else f"dataset_path={path!r}" if path is not None else "the dataset"
+    kind = "a JSONL file of prompts" if name == "custom" else "a ShareGPT V3 JSON file"
     try:
-        path = find_dataset(options.dataset, root=rootdir)
-        dataset = read_sharegpt(path)
+        loaded = load_dataset(name, path, rootdir)
     except DatasetError as exc:
-        given = f"{option} ({options.dataset})" if options.dataset is not None else "the dataset"
-        fix = f"point {option} at a ShareGPT V3 JSON file" if options.dataset is not None else ""
+        fix = f"point {option if from_option else 'it'} at {kind}" if path is not None else ""
         raise SetupError(f"{given}: {exc}" + (f"; {fix}" if fix and "\n" not in str(exc) else "")) from None
-    if not dataset.conversations:
+    if isinstance(loaded, ShareGPTFile) and not loaded.conversations:
         raise SetupError(
-            f"dataset {dataset.path}: no conversation with two or more turns ({dataset.records} records read), "
+            f"dataset {loaded.path}: no conversation with two or more turns ({loaded.records} records read), "
             f"nothing to send; point {option} at a ShareGPT V3 JSON file"
         )
-    _check_prompts(dataset, plans, option)
-    _check_baselines(BaselineStore(rootdir / options.baselines_dir), rootdir, plans, folders)
-    return dataset
+    return loaded
 
 
-def _check_prompts(dataset: Any, plans: Sequence[PlannedTest], option: str) -> None:
+def _check_prompts(
+    loaded: Mapping[tuple[str, str | None], Any], plans: Sequence[PlannedTest], options: LlmperfOptions
+) -> None:
     """Every planned workload's prompts (measured, then distinct warm-up ones) exist at all:
-    fewer conversations than that cannot be sampled whatever the length filters keep."""
-    have = len(dataset.conversations)
-    short = [(plan, w) for plan in plans for w in plan.workloads if w.prompts_needed > have]
+    fewer conversations (or lines) than that cannot be sampled whatever the length filters
+    keep. The random dataset makes as many as asked."""
+
+    def have(workload: Workload) -> int | None:
+        dataset = loaded.get(dataset_source(options, workload))
+        if dataset is None:
+            return None
+        return len(dataset.prompts) if workload.dataset_name == "custom" else len(dataset.conversations)
+
+    short = [
+        (plan, w, n) for plan in plans for w in plan.workloads if (n := have(w)) is not None and w.prompts_needed > n
+    ]
     if not short:
         return
-    plan, workload = max(short, key=lambda pw: pw[1].prompts_needed)
-    others = len({p.nodeid for p, _ in short}) - 1
+    plan, workload, count = max(short, key=lambda pw: pw[1].prompts_needed)
+    dataset = loaded[dataset_source(options, workload)]
+    others = len({p.nodeid for p, _, _ in short}) - 1
+    setting = _dataset_option(options) if workload.dataset_path is None else f"dataset_path={workload.dataset_path!r}"
+    custom = workload.dataset_name == "custom"
+    what = "prompts" if custom else "conversations"
+    fix = f"add lines to the file ({setting})" if custom else f"point {setting} at a larger file"
     raise SetupError(
         f"{plan.nodeid} needs {workload.prompts_needed} prompts at concurrency {workload.concurrency} "
         f"({workload.num_prompts} measured + {workload.warmup} warm-up, profile {workload.profile}) but dataset "
-        f"{dataset.path.name} has {have} conversations"
+        f"{dataset.path.name} has {count} {what}"
         + (f" ({others} more test(s) need more than it has)" if others else "")
-        + f"; lower num_prompts= (or warmup=) in its llmperf marker, run a smaller --llmperf-profile, "
-        f"or point {option} at a larger file"
+        + f"; lower num_prompts= (or warmup=) in its llmperf marker, run a smaller --llmperf-profile, or {fix}"
     )
 
 
@@ -250,7 +304,7 @@ class PerfSession:
         rootdir: Path,
         *,
         ini_tolerances: Mapping[str, Tolerance] | None = None,
-        dataset: Any = None,
+        datasets: Mapping[tuple[str, str | None], Any] | None = None,
         log: Callable[[str], None] = lambda msg: None,
         live_output: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> None:
@@ -267,9 +321,11 @@ class PerfSession:
         self.added_seconds = 0.0  # wall time auto repetitions added (server starts and runs)
         self.clock: Callable[[], float] = time.perf_counter  # what added_seconds is measured with
         self.gates: list[GateRecord] = []
-        self._dataset: Any = dataset  # the loaded ShareGPTFile (check_before_start's), else loaded on first use
+        # The loaded datasets by (name, path) (check_before_start's), others loaded on first use.
+        self._datasets: dict[tuple[str, str | None], Any] = dict(datasets or {})
         self.token_count_source = ""
-        self._requests: dict[tuple[str, int, int], list[SampledRequest]] = {}  # (model, seed, count)
+        # (model, dataset, its settings, seed, count): the prompts, for every server of the model.
+        self._requests: dict[tuple[Any, ...], list[SampledRequest]] = {}
         # After failed requests: why the server is gone, or None while it serves.
         self.server_down: Callable[[Endpoint], str | None] = why_down
         self._warmed: Endpoint | None = None  # the started server the server-level warm-up ran on
@@ -296,7 +352,7 @@ class PerfSession:
             workload=workload,
             results=[],
             samples={},
-            provenance=self._provenance(spec, endpoint),
+            provenance=self._provenance(spec, endpoint, workload),
             published=self._published(spec, workload.concurrency),
             server_warmup=self._warm_server(spec, endpoint, requests, workload, speed),
         )
@@ -517,60 +573,67 @@ class PerfSession:
                 # The result and the progress line in real time.
                 return run_benchmark(endpoint.base_url, endpoint.model, requests, config, clock_speed=speed)
 
+    def _dataset_for(self, workload: Workload) -> Any:
+        """The loaded dataset of `workload` (None: the random dataset's, nothing to load)."""
+        key = dataset_source(self.options, workload)
+        if key not in self._datasets:  # check_before_start loads those it can plan; the rest here
+            if key[0] != "random":
+                self.log(f"loading dataset {key[0]} {key[1] or '(default places)'}")
+            self._datasets[key] = load_for_session(self.options, self.rootdir, *key)
+        return self._datasets[key]
+
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""
-        from pytest_llmperf.workload.dataset import (
-            DatasetError,
-            NotEnoughPromptsError,
-            find_dataset,
-            read_sharegpt,
-            sample_requests,
-        )
+        from pytest_llmperf.workload.dataset import DatasetError, NotEnoughPromptsError
+        from pytest_llmperf.workload.prompts import sample_prompts
         from pytest_llmperf.workload.token_counts import token_counter_for
 
         count = workload.prompts_needed
-        key = (endpoint.model, workload.seed, count)
+        settings = (workload.random_input_len, workload.random_range_ratio, workload.random_prefix_len)
+        per_request = workload.max_tokens if workload.per_request_max_tokens else None
+        key = (endpoint.model, dataset_source(self.options, workload), settings, per_request, workload.seed, count)
         if key not in self._requests:
-            if self._dataset is None:  # check_before_start loads it; a session used on its own, here
-                try:
-                    path = find_dataset(self.options.dataset, root=self.rootdir)
-                    self.log(f"loading dataset {path}")
-                    self._dataset = read_sharegpt(path)
-                except DatasetError as exc:
-                    raise SetupError(f"dataset: {exc}") from None
-            counter, source = token_counter_for(
-                endpoint.base_url,
-                endpoint.model,
-                cache_dir=token_counts_dir(),
-                dataset_id=self._dataset.sha256,
-            )
-            self.token_count_source = source
-            try:
-                self._requests[key] = sample_requests(
-                    self._dataset.conversations, count, seed=workload.seed, count_tokens=counter
+            dataset = self._dataset_for(workload)
+            counter = None
+            if dataset is not None:  # the random dataset's lengths come with its prompts
+                counter, source = token_counter_for(
+                    endpoint.base_url,
+                    endpoint.model,
+                    cache_dir=token_counts_dir(),
+                    dataset_id=dataset.sha256,
                 )
+                self.token_count_source = source
+            try:
+                self._requests[key] = sample_prompts(workload, dataset, counter)
             except NotEnoughPromptsError as exc:
                 # Only the server's token counts tell how many pass the length filters.
                 raise SetupError(
                     f"{endpoint.model} @ concurrency {workload.concurrency}: {count} prompts needed "
                     f"({workload.num_prompts} measured + {workload.warmup} warm-up) but only {exc.kept} of "
-                    f"{exc.available} conversations in {self._dataset.path.name} pass the length filters "
+                    f"{exc.available} conversations in {dataset.path.name} pass the length filters "
                     f"({exc.filters}; tokens counted by {source}); lower num_prompts= (or warmup=) in the "
                     "llmperf marker, run a smaller --llmperf-profile, or point --llmperf-dataset at a larger file"
                 ) from None
+            except DatasetError as exc:
+                raise SetupError(f"{endpoint.model} @ concurrency {workload.concurrency}: {exc}") from None
         return self._requests[key]
 
     def workload_identity(self, run: MeasuredRun) -> dict[str, Any]:
         """What must match for two runs to be comparable (hardware aside)."""
+        from pytest_llmperf.workload.prompts import dataset_identity
+
         identity = dict(run.workload.to_dict())
         identity["model"] = run.server.model
-        if self._dataset is not None:
-            identity["dataset"] = f"{self._dataset.path.name} sha256:{self._dataset.sha256[:12]}"
+        key = dataset_source(self.options, run.workload)
+        if key in self._datasets or run.workload.dataset_name == "random":
+            identity["dataset"] = dataset_identity(run.workload, self._datasets.get(key))
         if "clock_speed" in run.provenance:
             identity["clock_speed"] = run.provenance["clock_speed"]
         return identity
 
-    def _provenance(self, spec: ServerSpec, endpoint: Endpoint) -> dict[str, Any]:
+    def _provenance(self, spec: ServerSpec, endpoint: Endpoint, workload: Workload) -> dict[str, Any]:
+        from pytest_llmperf.workload.prompts import dataset_provenance
+
         info = dict(endpoint.provenance)
         info.update(
             plugin_version=__version__,
@@ -579,10 +642,12 @@ class PerfSession:
             date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
             git_commit=self.git_commit,
         )
-        if self._dataset is not None:
+        key = dataset_source(self.options, workload)
+        if key in self._datasets or workload.dataset_name == "random":
             # File name only: baselines are committed and must not carry this machine's paths.
-            info["dataset"] = {**self._dataset.describe(), "path": self._dataset.path.name}
-            info["prompt_length_source"] = self.token_count_source  # server /tokenize or approx
+            info["dataset"] = dataset_provenance(workload, self._datasets.get(key))
+            if workload.dataset_name != "random":
+                info["prompt_length_source"] = self.token_count_source  # server /tokenize or approx
         return {k: v for k, v in info.items() if v is not None}
 
     @functools.cached_property

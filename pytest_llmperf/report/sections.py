@@ -31,6 +31,8 @@ PROVENANCE = (
     ("GPU driver", "gpu_driver"),
     ("peak GPU memory (MiB)", "peak_gpu_memory_mib"),
     ("dataset", "dataset.path"),
+    ("dataset name", "dataset.name"),  # random and custom (a ShareGPT run's has none)
+    ("random tokenizer", "dataset.tokenizer"),
     ("dataset sha256", "dataset.sha256"),
     ("plugin version", "plugin_version"),
     ("git commit", "git_commit"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.metrics.goodput import EXAMPLE, SLO_NAMES, SLOError, canonical_slos
@@ -21,8 +22,28 @@ from pytest_llmperf.metrics.goodput import EXAMPLE, SLO_NAMES, SLOError, canonic
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.workload.config import RunConfig
 
+# The datasets (`vllm bench serve --dataset-name`): ShareGPT V3 (dataset.py), vLLM's
+# synthetic `random` prompts of set token lengths (random_dataset.py), a user's JSONL
+# file of prompts (custom_dataset.py).
+SHAREGPT, RANDOM, CUSTOM = "sharegpt", "random", "custom"
+DATASET_NAMES = (SHAREGPT, RANDOM, CUSTOM)
+# vLLM's --random-* settings; random_output_len is max_tokens by another name.
+RANDOM_KEYS = ("random_input_len", "random_output_len", "random_range_ratio", "random_prefix_len")
+
 # Keys a `@pytest.mark.llmperf(...)` may carry besides servers and tolerances.
-WORKLOAD_KEYS = ("num_prompts", "max_tokens", "max_seconds", "warmup", "endpoint", "seed", "ignore_eos", "slos")
+WORKLOAD_KEYS = (
+    "num_prompts",
+    "max_tokens",
+    "max_seconds",
+    "warmup",
+    "endpoint",
+    "seed",
+    "ignore_eos",
+    "dataset_name",
+    "dataset_path",
+    *RANDOM_KEYS,
+    "slos",
+)
 
 ENDPOINTS = ("completions", "chat")
 
@@ -50,17 +71,42 @@ class Workload:
     seed: int = 0
     ignore_eos: bool = False
     profile: str = "full"
+    dataset_name: str = SHAREGPT
+    # The file (ShareGPT JSON or custom JSONL) as given, relative to the rootdir or the
+    # current folder; None: ShareGPT's default places. Never in to_dict(): baselines are
+    # committed, and must not carry this machine's paths.
+    dataset_path: str | None = None
+    # The random dataset's settings (None for the others); its output length is max_tokens.
+    random_input_len: int | None = None
+    random_range_ratio: float | None = None
+    random_prefix_len: int | None = None
     # SLOs for goodput, canonical ('ttft:500 tpot:50', ms); '' for none. Part of the
     # workload: a baseline's goodput was judged at its SLOs.
     slos: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """The workload's values; `slos` only when given, so a workload without SLOs keys
-        its baselines as it did before SLOs existed."""
+        """What the test asked for, as baselines key it: a ShareGPT workload as before the
+        other datasets existed (its file is the `dataset` of the session's identity); a
+        random one with its name and settings; a custom one with its name and file name;
+        `slos` only when given, so a workload without SLOs keys its baselines as before."""
         d = asdict(self)
+        path = d.pop("dataset_path")
+        if self.dataset_name != RANDOM:
+            for key in ("random_input_len", "random_range_ratio", "random_prefix_len"):
+                d.pop(key)
+        if self.dataset_name == SHAREGPT:
+            d.pop("dataset_name")
+        elif self.dataset_name == CUSTOM:
+            d["dataset_file"] = PurePath(str(path)).name
         if not d["slos"]:
             del d["slos"]
         return d
+
+    @property
+    def per_request_max_tokens(self) -> bool:
+        """Whether each prompt carries its own max_tokens (random: its sampled output length;
+        custom: its line's, else the workload's), sent instead of one max_tokens for all."""
+        return self.dataset_name != SHAREGPT
 
     @property
     def prompts_needed(self) -> int:
@@ -82,7 +128,7 @@ class Workload:
             concurrency=self.concurrency,
             num_prompts=self.num_prompts,
             max_seconds=self.max_seconds / clock_speed if self.max_seconds else None,
-            max_tokens=self.max_tokens,
+            max_tokens=None if self.per_request_max_tokens else self.max_tokens,
             warmup_requests=self.warmup,
             endpoint=self.endpoint,
             seed=self.seed,
@@ -138,6 +184,19 @@ def _slos(value: Any) -> str | None:
     return None
 
 
+def _dataset_name(value: Any) -> str | None:
+    return None if value in DATASET_NAMES else " or ".join(repr(n) for n in DATASET_NAMES)
+
+
+def _path(value: Any) -> str | None:
+    return None if isinstance(value, str) and value.strip() else "a file path (a non-empty string)"
+
+
+def _ratio(value: Any) -> str | None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return None if number and 0 <= value < 1 else "a number in [0, 1) (0: every request the same lengths)"
+
+
 # What each workload key takes (None: fine; else what to use instead), and what it is.
 _CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "num_prompts": (_whole(1), "measured requests"),
@@ -148,6 +207,12 @@ _CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "seed": (_whole(None), "the sampling seed"),
     "ignore_eos": (_flag, "whether to generate past the end of sequence"),
     "slos": (_slos, "the SLOs goodput is judged at"),
+    "dataset_name": (_dataset_name, "the dataset, as vllm bench serve --dataset-name"),
+    "dataset_path": (_path, "the dataset's file (ShareGPT JSON, or custom JSONL)"),
+    "random_input_len": (_whole(0), "the random dataset's prompt tokens"),
+    "random_output_len": (_whole(1), "the random dataset's output tokens (max_tokens)"),
+    "random_range_ratio": (_ratio, "the random dataset's spread of lengths"),
+    "random_prefix_len": (_whole(0), "the random dataset's shared prefix tokens"),
 }
 
 
@@ -214,16 +279,32 @@ def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
     return value
 
 
+def declared_datasets(declared: Mapping[str, Any], default_name: str) -> list[tuple[str, str | None]]:
+    """The (dataset name, file) pairs a marker may read at any concurrency, for a test whose
+    concurrency collection cannot tell (None: the file the session finds for that name)."""
+
+    def values(key: str, fallback: Any) -> list[Any]:
+        value = declared.get(key, fallback)
+        return list(value.values()) if isinstance(value, Mapping) else [value]
+
+    names = values("dataset_name", default_name)
+    paths = values("dataset_path", None)
+    return sorted({(n, None if n == RANDOM else p) for n in names for p in paths}, key=str)
+
+
 def resolve_workload(
     declared: Mapping[str, Any],
     concurrency: int,
     profile: str = "full",
     warmup: int | str = DEFAULT_WARMUP,
     slos: str = "",
+    dataset: tuple[str, str | None] = (SHAREGPT, None),
 ) -> Workload:
     """The concrete workload for one concurrency; ValueError names any bad key or value.
     `warmup`, `slos`: what the marker gives none of takes (--llmperf-warmup, --llmperf-slos);
-    the marker's `slos=None` means none."""
+    the marker's `slos=None` means none. `dataset`: the dataset name and file when the
+    marker gives none (--llmperf-dataset-name and --llmperf-dataset: that file is the named
+    dataset's, so a marker naming another dataset does not read it)."""
     check_workload(declared)
     check_concurrency(concurrency)
     if profile not in PROFILE_SCALE and profile != "full":
@@ -236,15 +317,70 @@ def resolve_workload(
         per_stream, minimum, cap = PROFILE_SCALE[profile]
         num_prompts = min(num_prompts, max(per_stream * concurrency, minimum))
         max_seconds = min(max_seconds, cap) if max_seconds is not None else cap
+    name, choice = _dataset_choice(values, dataset)
     return Workload(
         concurrency=concurrency,
         num_prompts=num_prompts,
-        max_tokens=values.get("max_tokens", 256),
+        max_tokens=choice.pop("max_tokens", values.get("max_tokens", 256)),
         max_seconds=max_seconds,
         warmup=warmup_count(values.get("warmup", warmup), concurrency),
         endpoint=values.get("endpoint", "completions"),
         seed=values.get("seed", 0),
-        ignore_eos=values.get("ignore_eos", False),
+        # vLLM's bench turns --ignore-eos on for the random dataset, so replies run to length.
+        ignore_eos=values.get("ignore_eos", name == RANDOM),
         profile=profile,
         slos=canonical_slos(values["slos"] if "slos" in values else slos),
+        dataset_name=name,
+        **choice,
     )
+
+
+def _dataset_choice(values: Mapping[str, Any], default: tuple[str, str | None]) -> tuple[str, dict[str, Any]]:
+    """The dataset's name and its Workload fields (ValueError when they do not fit together)."""
+    default_name, default_path = default
+    name = values.get("dataset_name", default_name)
+    if name not in DATASET_NAMES:
+        raise ValueError(f"dataset name {name!r} is unknown; use {_dataset_name(None)}")
+    given = [key for key in RANDOM_KEYS if key in values]
+    if name != RANDOM and given:
+        raise ValueError(
+            f"llmperf marker: {', '.join(given)} apply to dataset_name='random' only (this test's dataset is "
+            f"{name!r}); add dataset_name='random', or remove them"
+        )
+    if name == RANDOM:
+        if "dataset_path" in values:
+            raise ValueError(
+                "llmperf marker: dataset_path does not apply to dataset_name='random' (its prompts are generated); "
+                "remove it"
+            )
+        output, max_tokens = values.get("random_output_len"), values.get("max_tokens")
+        if output is not None and max_tokens is not None and output != max_tokens:
+            raise ValueError(
+                f"llmperf marker: random_output_len={output} and max_tokens={max_tokens} differ; the random "
+                "dataset's output length is max_tokens: give one of them"
+            )
+        from pytest_llmperf.workload.random_dataset import RandomSettings
+
+        choice: dict[str, Any] = {
+            "random_input_len": values.get("random_input_len", 1024),
+            "random_range_ratio": float(values.get("random_range_ratio", 0.0)),
+            "random_prefix_len": values.get("random_prefix_len", 0),
+        }
+        settings = RandomSettings(
+            input_len=choice["random_input_len"],
+            range_ratio=choice["random_range_ratio"],
+            prefix_len=choice["random_prefix_len"],
+        )
+        settings.bounds()  # a prompt of no tokens is an error now, not when a server runs
+        if output is not None:
+            choice["max_tokens"] = output
+        return name, choice
+    # Without its own, a workload reads the default file when it is its dataset's: the
+    # session resolves that (so the option's path, perhaps absolute, stays out of it).
+    path = values.get("dataset_path")
+    if name == CUSTOM and path is None and not (name == default_name and default_path):
+        raise ValueError(
+            "llmperf marker: dataset_name='custom' needs its JSONL file: dataset_path='prompts.jsonl' in the "
+            "marker, or --llmperf-dataset-name custom with --llmperf-dataset FILE"
+        )
+    return name, {"dataset_path": path}

@@ -79,6 +79,10 @@ def refused(result, message):
         ("slos='ttfb:500'", "unknown SLO 'ttfb' in 'ttfb:500'; did you mean ttft? the SLOs are ttft, tpot, e2el"),
         ("slos='ttft:500 tpot'", "'tpot' is not a KEY:VALUE pair; write KEY:VALUE pairs in milliseconds"),
         ("slos={'ttft': 500}", "slos={'ttft': 500}: SLOs are vLLM's --goodput text, not a dict; write slos='ttft:500'"),
+        ("dataset_name='hf'", "dataset_name='hf': dataset_name (the dataset, as vllm bench serve --dataset-name)"),
+        ("random_input_len=64", "random_input_len apply to dataset_name='random' only (this test's dataset is"),
+        ("dataset_name='random', random_range_ratio=1.5", "random_range_ratio=1.5: random_range_ratio"),
+        ("dataset_name='custom'", "dataset_name='custom' needs its JSONL file: dataset_path='prompts.jsonl'"),
     ],
 )
 def test_a_bad_workload_value_in_the_marker_is_a_usage_error_at_collection(project, marker, message):
@@ -158,6 +162,22 @@ def test_a_missing_empty_binary_or_unparseable_dataset_is_a_usage_error_at_sessi
         path.write_bytes(content)
     else:
         path.write_text(content)
+    refused(run(project), message)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "dataset_path='prompts.jsonl': configured dataset not found; looked at: prompts.jsonl"),
+        ("", "prompts.jsonl: no prompts (the file is empty or blank); write one JSON object per line"),
+        ('{"prompt": "a"}\n[1, 2]\n', "prompts.jsonl: 1 bad line(s) of 2; each line must be one JSON object"),
+        ('{"prompt": "a"}\n' * 3, "but dataset prompts.jsonl has 3 prompts; lower num_prompts= (or warmup=) in its"),
+    ],
+)
+def test_a_missing_empty_malformed_or_short_prompt_file_is_a_usage_error_before_any_server(project, content, message):
+    one_test(project, "num_prompts=8, max_tokens=16, warmup=1, dataset_name='custom', dataset_path='prompts.jsonl'")
+    if content is not None:
+        (project.path / "prompts.jsonl").write_text(content)
     refused(run(project), message)
 
 

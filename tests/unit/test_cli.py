@@ -252,7 +252,7 @@ def test_bench_with_too_few_prompts_names_its_own_flags(tmp_path, capsys):
         "llmperf: error: 13 prompts needed (5 measured + 8 warm-up) but only 6 of 6 conversations in sharegpt.json "
         "pass the length filters (min_len=4, max_prompt_len=1024, max_total_len=2048, output_len=256); lower "
         "--num-prompts "
-        "(or --warmup), or point --dataset at a larger file"
+        "(or --warmup), or point --dataset-path at a larger file"
     )
     assert "oversample" not in err  # no such flag
 

@@ -34,6 +34,7 @@ def test_two_targets_are_refused_naming_both_flags():
         ({"llmperf_repetitions": "0"}, "--llmperf-repetitions: expected auto or a whole number >= 1"),
         ({"llmperf_repetitions": "some"}, "--llmperf-repetitions: "),
         ({"llmperf_inconclusive": "maybe"}, "--llmperf-inconclusive: expected one of warn, fail, pass"),
+        ({"llmperf_dataset_name": "hf"}, "--llmperf-dataset-name: expected one of sharegpt, random, custom, got 'hf'"),
         ({"llmperf_confidence": "0.2"}, "--llmperf-confidence: expected a confidence between 0.5 and 0.999"),
         ({"llmperf_sim_speed": "-2"}, "--llmperf-sim-speed: expected a number > 0"),
         ({"llmperf_warmup": "-1"}, "--llmperf-warmup: expected a whole number >= 0, or wave "),
@@ -47,6 +48,15 @@ def test_two_targets_are_refused_naming_both_flags():
 def test_bad_values_name_the_option_and_the_fix(cli, message):
     with pytest.raises(OptionError, match=message.replace("+", r"\+").replace(".", r"\.")):
         resolve(cli=cli)
+
+
+def test_the_dataset_name_comes_from_the_cli_else_the_ini_else_sharegpt():
+    assert resolve().dataset_name == "sharegpt"
+    assert resolve(ini={"llmperf_dataset_name": "random"}).dataset_name == "random"
+    opts = resolve(cli={"llmperf_dataset_name": "custom"}, ini={"llmperf_dataset_name": "random"})
+    assert (opts.dataset_name, opts.sources["llmperf_dataset_name"]) == ("custom", "cli")
+    with pytest.raises(OptionError, match="ini option 'llmperf_dataset_name': expected one of sharegpt, random"):
+        resolve(ini={"llmperf_dataset_name": "ShareGPT"})
 
 
 def test_warmups_default_to_a_wave_per_run_and_a_modest_server_warmup_in_smoke():

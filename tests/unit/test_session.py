@@ -677,10 +677,11 @@ def plan(num_prompts=4, concurrency=2, profile="full", servers=(BASE,), **declar
 def test_the_dataset_is_loaded_once_before_any_server_and_handed_to_the_session(tmp_path):
     write_dataset(tmp_path / "data.json", 10)
     options = options_for(tmp_path)
-    dataset = check_before_start(options, tmp_path, [plan(num_prompts=8, warmup=2)], folders=["sim"])
-    assert len(dataset.conversations) == 10
-    perf = PerfSession(options, FakeTarget(), tmp_path, dataset=dataset)
-    assert perf._dataset is dataset
+    datasets = check_before_start(options, tmp_path, [plan(num_prompts=8, warmup=2)], folders=["sim"])
+    [(key, dataset)] = datasets.items()
+    assert key == ("sharegpt", str(tmp_path / "data.json")) and len(dataset.conversations) == 10
+    perf = PerfSession(options, FakeTarget(), tmp_path, datasets=datasets)
+    assert perf._dataset_for(plan().workloads[0]) is dataset
 
 
 @pytest.mark.parametrize(

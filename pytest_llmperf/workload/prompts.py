@@ -1,0 +1,113 @@
+"""The prompts of a workload, whichever its dataset: the one place that knows the three.
+
+`load_dataset` finds and reads a workload's file (ShareGPT JSON or custom JSONL; the
+random dataset has none), `sample_prompts` picks its measured prompts and then distinct
+warm-up ones, and `dataset_identity` says which prompts a baseline was recorded on (the
+`dataset` of the workload identity: a baseline of one never judges a run of another).
+The plugin's session and `llmperf bench` both use these.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.workload.custom_dataset import CustomFile, read_custom, sample_custom
+from pytest_llmperf.workload.dataset import ShareGPTFile, TokenCounter, find_dataset, read_sharegpt, sample_requests
+from pytest_llmperf.workload.random_dataset import RandomSettings, Tokenizer, sample_random
+from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.workload import CUSTOM, RANDOM, SHAREGPT, Workload
+
+Loaded = ShareGPTFile | CustomFile | None  # None: the random dataset (nothing to load)
+
+# The random dataset's identity when its prompts come from the built-in tokenizer.
+BUILTIN = "builtin"
+
+
+def dataset_key(workload: Workload) -> tuple[str, str | None]:
+    """What to load for `workload`: its dataset's name and file (None: default places)."""
+    return workload.dataset_name, None if workload.dataset_name == RANDOM else workload.dataset_path
+
+
+def load_dataset(name: str, path: str | None, root: Path) -> Loaded:
+    """Find and read `name`'s file (`path` relative to the current folder, then `root`).
+    DatasetError (or CustomDatasetError) names the file and what is wrong in it."""
+    if name == RANDOM:
+        return None
+    if name == CUSTOM:
+        if path is None:
+            raise ValueError("the custom dataset needs its JSONL file")
+        return read_custom(find_dataset(path, root=root))
+    return read_sharegpt(find_dataset(path, root=root))
+
+
+def sample_prompts(
+    workload: Workload,
+    loaded: Loaded,
+    count_tokens: TokenCounter | None = None,
+    *,
+    output_len: int | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> list[SampledRequest]:
+    """`workload.num_prompts` measured prompts, then `workload.warmup` distinct ones.
+    `output_len`: ShareGPT's `--sharegpt-output-len` (None: the reference completions');
+    `tokenizer`: the random dataset's (None: the built-in one)."""
+    if workload.dataset_name == RANDOM:
+        return sample_random(
+            workload.num_prompts,
+            random_settings(workload),
+            seed=workload.seed,
+            tokenizer=tokenizer,
+            extra=workload.warmup,
+        )
+    if isinstance(loaded, CustomFile):
+        return sample_custom(
+            loaded,
+            workload.prompts_needed,
+            seed=workload.seed,
+            max_tokens=workload.max_tokens,
+            count_tokens=count_tokens,
+        )
+    if isinstance(loaded, ShareGPTFile):
+        return sample_requests(
+            loaded.conversations,
+            workload.prompts_needed,
+            seed=workload.seed,
+            count_tokens=count_tokens,
+            output_len=output_len,
+        )
+    raise ValueError(f"dataset {workload.dataset_name!r}: nothing loaded to sample from")
+
+
+def random_settings(workload: Workload) -> RandomSettings:
+    return RandomSettings(
+        input_len=workload.random_input_len if workload.random_input_len is not None else 1024,
+        output_len=workload.max_tokens,
+        range_ratio=workload.random_range_ratio or 0.0,
+        prefix_len=workload.random_prefix_len or 0,
+    )
+
+
+def dataset_identity(workload: Workload, loaded: Loaded, tokenizer: str = BUILTIN) -> str:
+    """Which prompts: a file by name and content hash, or the random dataset's tokenizer
+    (its settings are in the workload itself)."""
+    if workload.dataset_name == RANDOM or loaded is None:
+        return f"random tokenizer:{tokenizer}"
+    return f"{loaded.path.name} sha256:{loaded.sha256[:12]}"
+
+
+def dataset_provenance(workload: Workload, loaded: Loaded, tokenizer: str = BUILTIN) -> dict[str, Any]:
+    """The dataset's provenance for results and baselines (file name only, no text)."""
+    if workload.dataset_name == RANDOM or loaded is None:
+        return {"name": RANDOM, "tokenizer": tokenizer, **random_settings(workload).describe()}
+    named = {} if workload.dataset_name == SHAREGPT else {"name": workload.dataset_name}
+    return {**named, **loaded.describe(), "path": loaded.path.name}
+
+
+def describe_loaded(loaded: Loaded) -> str:
+    """One line for the session's header: the file and what it holds."""
+    if isinstance(loaded, CustomFile):
+        return f"{loaded.path}: {len(loaded.prompts)} prompts"
+    if isinstance(loaded, ShareGPTFile):
+        return f"{loaded.path}: {len(loaded.conversations)} conversations"
+    return "random: prompts generated from token ids (built-in tokenizer)"

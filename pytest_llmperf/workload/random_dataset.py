@@ -1,0 +1,245 @@
+"""vLLM's `random` dataset: prompts of fixed token lengths, built from token ids, seeded.
+
+Sampling follows `vllm bench serve --dataset-name random` (vLLM 0.32's RandomDataset
+and `get_sampling_params` in `vllm/benchmarks/datasets/`):
+
+- one `numpy.random.default_rng(seed)` for everything, drawn in vLLM's order: the input
+  lengths, uniform over whole numbers in [floor(L (1 - r)), ceil(L (1 + r))] with
+  L = input_len less the tokenizer's special tokens; the output lengths in
+  [max(1, floor(O (1 - r))), max(1, ceil(O (1 + r)))]; one vocabulary offset per
+  request; then the shared prefix's `prefix_len` token ids;
+- request i's ids: the prefix, then the allowed (non-special) ids at
+  (offset_i + i + 0, 1, ...) modulo their count; decoded to text, re-encoded and cut
+  (or topped up from the same generator) until the text is `prefix_len + input_len_i`
+  tokens again, at most ten times, as vLLM does;
+- each request's output length is its `max_tokens`, sent with `ignore_eos` (vLLM turns
+  `--ignore-eos` on for this dataset), so every reply runs to its length.
+
+What that matches: with the same tokenizer (a Hugging Face tokenizer of the served model,
+`sample_random(tokenizer=...)`), the very prompts, lengths and order of `vllm bench serve`
+for the same seed, count, lengths, range ratio and prefix. With `BuiltinTokenizer` (what
+the plugin and `llmperf bench` use unless told otherwise: no model files are needed),
+the same input and output *lengths* for the same seed (they depend only on the seed,
+the lengths, the ratio and the tokenizer's special-token count, 0 here and for Qwen's
+tokenizers), and prompt texts that are exactly those lengths for the simulator's
+tokenizer; a real model's tokenizer counts them differently (the server's `usage` says
+how many it saw).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import product
+from string import ascii_lowercase
+from typing import Any, Protocol
+
+from pytest_llmperf.workload.requests import SampledRequest
+
+# vLLM's defaults (RandomDataset.DEFAULT_*; `vllm bench serve --random-*`).
+DEFAULT_INPUT_LEN = 1024
+DEFAULT_OUTPUT_LEN = 128
+DEFAULT_RANGE_RATIO = 0.0
+DEFAULT_PREFIX_LEN = 0
+# vLLM's gen_prompt_decode_to_target_len: decode/re-encode rounds before giving up.
+MAX_RETRY = 10
+
+
+class RandomDatasetError(ValueError):
+    """The random dataset's settings cannot give prompts; the message says which and the fix."""
+
+
+class Tokenizer(Protocol):
+    """What sampling needs of a tokenizer: a Hugging Face tokenizer has exactly these."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def all_special_ids(self) -> list[int]: ...
+
+    def num_special_tokens_to_add(self) -> int: ...
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class BuiltinTokenizer:
+    """A vocabulary of 17,576 pieces, " aaa" to " zzz", no special tokens.
+
+    Each piece is one token for the simulator's tokenizer (a leading space and at most
+    seven letters, sim/tokenizer.py), and pieces never merge, so decoding n ids gives a
+    text the simulator counts as n tokens, and encoding gives the ids back. A real BPE
+    splits such nonsense words into about two tokens each.
+    """
+
+    def __init__(self) -> None:
+        self._pieces = [" " + "".join(letters) for letters in product(ascii_lowercase, repeat=3)]
+        self._ids = {piece: i for i, piece in enumerate(self._pieces)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._pieces)
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return []
+
+    def num_special_tokens_to_add(self) -> int:
+        return 0
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self._pieces[i] for i in ids)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        size = 4
+        if len(text) % size:
+            raise ValueError(f"not a text of built-in pieces: {text[:40]!r}")
+        try:
+            return [self._ids[text[i : i + size]] for i in range(0, len(text), size)]
+        except KeyError as exc:
+            raise ValueError(f"not a built-in piece: {exc.args[0]!r}") from None
+
+
+@dataclass(frozen=True)
+class RandomSettings:
+    """`vllm bench serve --random-input-len --random-output-len --random-range-ratio
+    --random-prefix-len`, checked: RandomDatasetError names the setting and the fix."""
+
+    input_len: int = DEFAULT_INPUT_LEN
+    output_len: int = DEFAULT_OUTPUT_LEN
+    range_ratio: float = DEFAULT_RANGE_RATIO
+    prefix_len: int = DEFAULT_PREFIX_LEN
+
+    def __post_init__(self) -> None:
+        for name, least in (("input_len", 0), ("output_len", 1), ("prefix_len", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise RandomDatasetError(f"random_{name} must be a whole number >= {least}, got {value!r}")
+        ratio = self.range_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
+            raise RandomDatasetError(
+                f"random_range_ratio must be a number in [0, 1) (0: every request the same lengths), got {ratio!r}"
+            )
+
+    def bounds(self, num_special: int = 0) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The (low, high) of the input lengths (less `num_special`) and of the output lengths."""
+        real_input = max(0, self.input_len - num_special)
+        r = float(self.range_ratio)
+        inputs = (math.floor(real_input * (1 - r)), math.ceil(real_input * (1 + r)))
+        outputs = (max(1, math.floor(self.output_len * (1 - r))), max(1, math.ceil(self.output_len * (1 + r))))
+        if self.prefix_len + inputs[0] < 1:
+            raise RandomDatasetError(
+                f"random_input_len={self.input_len} is too small: with {num_special} special token(s) and range "
+                f"ratio {r:g} a prompt could have {self.prefix_len + inputs[0]} tokens; raise random_input_len "
+                "or random_prefix_len, or lower random_range_ratio"
+            )
+        return inputs, outputs
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "range_ratio": float(self.range_ratio),
+            "prefix_len": self.prefix_len,
+        }
+
+
+def sample_random(
+    num_prompts: int,
+    settings: RandomSettings,
+    *,
+    seed: int = 0,
+    tokenizer: Tokenizer | None = None,
+    extra: int = 0,
+) -> list[SampledRequest]:
+    """`num_prompts` prompts as `vllm bench serve --dataset-name random` samples them
+    (module docstring), then `extra` more from the same generator with the same prefix
+    (the warm-up's: distinct prompts, the measured ones unchanged by how many there are).
+    `tokenizer`: default `BuiltinTokenizer()`."""
+    import numpy as np
+
+    for name, value, least in (("num_prompts", num_prompts, 1), ("extra", extra, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise RandomDatasetError(f"{name} must be a whole number >= {least}, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise RandomDatasetError(f"seed must be a whole number, got {seed!r}")
+    tok: Tokenizer = BuiltinTokenizer() if tokenizer is None else tokenizer
+    rng = np.random.default_rng(seed)
+    num_special = int(tok.num_special_tokens_to_add())
+    (in_low, in_high), (out_low, out_high) = settings.bounds(num_special)
+    vocab_size = int(tok.vocab_size)
+    # Every id but the special ones, in the order vLLM's set difference gives.
+    allowed = np.array(list(set(np.arange(vocab_size)) - set(tok.all_special_ids)))
+
+    def lengths(n: int) -> tuple[Any, Any, Any]:
+        return (
+            rng.integers(in_low, in_high + 1, size=n),
+            rng.integers(out_low, out_high + 1, size=n),
+            rng.integers(0, vocab_size, size=n),
+        )
+
+    measured = lengths(num_prompts)
+    prefix: list[int] = []
+    if settings.prefix_len > 0:
+        ids = [int(i) for i in allowed[rng.integers(0, len(allowed), size=settings.prefix_len)]]
+        prefix = _to_length(tok, ids, settings.prefix_len, rng)[1]
+    requests = _requests(tok, rng, allowed, prefix, settings.prefix_len, measured, start=0)
+    if extra:
+        requests += _requests(tok, rng, allowed, prefix, settings.prefix_len, lengths(extra), start=num_prompts)
+    return requests
+
+
+def _requests(
+    tok: Tokenizer,
+    rng: Any,
+    allowed: Any,
+    prefix: list[int],
+    prefix_len: int,
+    drawn: tuple[Any, Any, Any],
+    start: int,
+) -> list[SampledRequest]:
+    import numpy as np
+
+    input_lens, output_lens, offsets = drawn
+    out = []
+    for i in range(len(input_lens)):
+        n = int(input_lens[i])
+        inner = allowed[(int(offsets[i]) + i + np.arange(n)) % len(allowed)].tolist()
+        prompt, ids = _to_length(tok, prefix + inner, prefix_len + n, rng)
+        out.append(SampledRequest(start + i, prompt, len(ids), int(output_lens[i])))
+    return out
+
+
+def _to_length(tok: Tokenizer, ids: list[int], target: int, rng: Any) -> tuple[str, list[int]]:
+    """Decode `ids`, re-encode, and cut or top up (random ids from `rng`) until the text is
+    `target` tokens, at most MAX_RETRY rounds (vLLM's gen_prompt_decode_to_target_len)."""
+    tries = MAX_RETRY
+    while True:
+        text = tok.decode(ids)
+        ids = list(tok.encode(text, add_special_tokens=False))
+        if tries <= 0 or len(ids) == target:
+            return text, ids
+        if len(ids) < target:
+            ids += rng.integers(0, tok.vocab_size, size=target - len(ids)).tolist()
+        else:
+            ids = ids[:target]
+        tries -= 1
+
+
+def load_tokenizer(name: str) -> Tokenizer:
+    """A Hugging Face tokenizer by model name or folder (`transformers` must be installed),
+    for prompts identical to `vllm bench serve`'s on that model."""
+    try:
+        from transformers import AutoTokenizer  # type: ignore[import-not-found]
+    except ImportError:
+        raise RandomDatasetError(
+            f"tokenizer {name!r}: the `transformers` package is not installed; pip install transformers, "
+            "or leave the tokenizer out to use the built-in one (same lengths, other prompt text)"
+        ) from None
+    try:
+        tokenizer: Tokenizer = AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise RandomDatasetError(f"tokenizer {name!r} cannot be loaded: {exc}") from None
+    return tokenizer
