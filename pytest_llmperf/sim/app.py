@@ -307,7 +307,7 @@ def build_app(config: SimConfig) -> Starlette:
                 usage: dict[str, Any] = {
                     **head,
                     "choices": [],
-                    "usage": _usage(req),
+                    "usage": _usage(req, config.usage_offset),
                     "system_fingerprint": SYSTEM_FINGERPRINT,
                 }
                 yield ("data: " + _DUMPS(usage) + "\n\n").encode()
@@ -343,7 +343,11 @@ def build_app(config: SimConfig) -> Starlette:
             entry["finish_reason"] = req.finish_reason if finished else None
             service.request_log.append(entry)
         text = "".join(pieces)
-        usage: dict[str, Any] = {**_usage(req), "prompt_tokens_details": None, "completion_tokens_details": None}
+        usage: dict[str, Any] = {
+            **_usage(req, config.usage_offset),
+            "prompt_tokens_details": None,
+            "completion_tokens_details": None,
+        }
         if chat:
             message: dict[str, Any] = {
                 "role": "assistant",
@@ -422,11 +426,13 @@ def _full_body(
     }
 
 
-def _usage(req: SimRequest) -> dict[str, int]:
+def _usage(req: SimRequest, offset: int = 0) -> dict[str, int]:
+    """The usage block; `offset` (SimConfig.usage_offset) makes its completion tokens lie."""
+    completion = max(0, req.generated + offset)
     return {
         "prompt_tokens": req.prompt_tokens,
-        "total_tokens": req.prompt_tokens + req.generated,
-        "completion_tokens": req.generated,
+        "total_tokens": req.prompt_tokens + completion,
+        "completion_tokens": completion,
     }
 
 
