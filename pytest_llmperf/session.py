@@ -30,6 +30,7 @@ from pytest_llmperf.baselines.compare import (
     other_workload_message,
     pooled_spread,
 )
+from pytest_llmperf.baselines.crosscheck import compare_outputs
 from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
 from pytest_llmperf.baselines.history import append as append_history
 from pytest_llmperf.baselines.history import default_path as history_default_path
@@ -37,6 +38,7 @@ from pytest_llmperf.baselines.history import make_record as history_record
 from pytest_llmperf.baselines.history import workload_hash as history_workload_hash
 from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.measured import MeasuredRun, Samples
+from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
 from pytest_llmperf.metrics.registry import GATED_DECODE, Tolerance, flatten, metric
@@ -48,6 +50,7 @@ from pytest_llmperf.metrics.uncertainty import (
     request_rows,
 )
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
+from pytest_llmperf.report.crosscheck import check_lines, output_change_reason, token_mismatch
 from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.servers.base import ServerTarget
@@ -135,6 +138,8 @@ class GateRecord:
     changes: list[str] = field(default_factory=list)
     attribution: dict[str, Any] | None = None
     explanation: list[str] = field(default_factory=list)
+    # Beside the verdict (report/crosscheck.py): the output canary, and cross-checks not run.
+    checks: list[str] = field(default_factory=list)
 
 
 def default_baseline_folder(kind: str, provenance: Mapping[str, Any]) -> str:
@@ -627,8 +632,9 @@ class PerfSession:
     @staticmethod
     def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
         """Why `run` cannot be judged, or None: its server died, failures beyond the budget,
-        nothing completed, the client or the simulator fell behind, or the server never ran
-        the run's concurrency (metrics/concurrency.py)."""
+        nothing completed, the client or the simulator fell behind, the server never ran
+        the run's concurrency (metrics/concurrency.py), or its output tokens disagree
+        between usage, the engine's counter and the client (metrics/crosscheck.py)."""
         broken = combine(failures(r.records, r.attempted) for r in run.results)
         if run.server_death:
             reason = f"{run.server_death}; {broken.describe()}; the figures of a broken run judge nothing"
@@ -670,6 +676,10 @@ class PerfSession:
             short = reached.shortfall() if reached is not None else None
             if short:
                 return short
+        for result in run.results:
+            mismatch = token_mismatch(result.token_account())
+            if mismatch:
+                return mismatch
         return None
 
     def gate(
@@ -722,6 +732,7 @@ class PerfSession:
                 workload,
                 provenance,
                 requests=encode_rows(run.rows) if base is None else None,
+                outputs=encode_outputs(output_rows(run.results[0].records)) if base is None and run.results else None,
             )
             self._append_history(
                 run, target, workload, [(n, _median(samples[n]), "recorded", None, None) for n in samples]
@@ -737,6 +748,7 @@ class PerfSession:
             return
 
         entry = self._gate_entry(run, base, record=record, workload=workload, command=command, target=target)
+        invalid = self._check_outputs(run, entry, record, invalid)
         while True:
             entry = self._refresh_entry(entry, run, base)
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
@@ -771,6 +783,8 @@ class PerfSession:
         record.message = format_verdict_table(
             verdicts, title=title, faults=None if invalid else faults, explanation=record.explanation
         )
+        if record.checks:
+            record.message += "\n" + "\n".join(record.checks)
         spent = [note for note in run.notes if note.startswith("auto repetitions stopped")]
         if undecided and spent:
             record.message += f"\n{spent[0]}"
@@ -827,6 +841,19 @@ class PerfSession:
             append_history(path, lines)
         except OSError as exc:
             warnings.warn(HistoryWarning(f"history {path}: not written: {exc}"), stacklevel=4)
+
+    @staticmethod
+    def _check_outputs(
+        run: MeasuredRun, entry: Mapping[str, Any] | None, record: GateRecord, invalid: str | None
+    ) -> str | None:
+        """The run's outputs against the baseline entry's (baselines/crosscheck.py): the canary's
+        line and the checks not run go on `record`; returns why the run is invalid (`invalid`
+        as given, else output lengths or the EOS share moved beyond their bounds)."""
+        if entry is None or not run.results:
+            return invalid
+        change = compare_outputs(entry, run.rows, output_rows(run.results[0].records))
+        record.checks = check_lines(change, "requests" in entry, "outputs" in entry)
+        return invalid or output_change_reason(change)
 
     def _gate_invalid(self, run: MeasuredRun, base: MeasuredRun | None, budget: ErrorBudget) -> str | None:
         """Why the gate cannot judge: the run's or its base run's invalid_reason."""

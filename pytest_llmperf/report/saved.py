@@ -37,6 +37,7 @@ from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.metrics.failures import combine, failures
 from pytest_llmperf.metrics.registry import GATED_DECODE, flatten
 from pytest_llmperf.metrics.uncertainty import Row, independent_blocks, paired_errors, request_rows
+from pytest_llmperf.report.crosscheck import token_mismatch
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.workload.result import JSON_FORMAT, RunResult
 
@@ -113,8 +114,10 @@ def _dataset(provenance: Mapping[str, Any]) -> str | None:
 
 def _invalid(results: Sequence[RunResult]) -> str | None:
     """Why runs cannot be judged, as far as the saved records tell: failed requests (the
-    plugin's default error budget is none), nothing completed, or the server never ran
-    the concurrency. (The plugin's client- and engine-lag bounds are not applied here.)"""
+    plugin's default error budget is none), nothing completed, the server never ran the
+    concurrency, or the output tokens disagree between usage, the engine's counter and the
+    client (report/crosscheck.py). (The plugin's client- and engine-lag bounds are not
+    applied here.)"""
     broken = combine(failures(r.records, r.attempted) for r in results)
     if broken.failed:
         return f"{broken.describe()}; the figures of a broken run judge nothing"
@@ -125,6 +128,10 @@ def _invalid(results: Sequence[RunResult]) -> str | None:
         short = reached.shortfall() if reached is not None else None
         if short:
             return short
+    for result in results:
+        mismatch = token_mismatch(result.token_account())
+        if mismatch:
+            return mismatch
     return None
 
 

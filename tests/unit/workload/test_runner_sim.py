@@ -121,3 +121,43 @@ def test_engine_crash_mid_run_fails_the_rest_but_returns():
     res = _faulty_run(n=16, crash_after_requests=6)
     assert res.attempted == 16 and 0 < res.failed < 16
     assert any("EngineCore encountered an issue" in (r.error or "") for r in res.records)
+
+
+def _accounted_run(endpoint="completions", speculative=False, **knobs):
+    spec = {"method": "mtp", "num_speculative_tokens": 3} if speculative else None
+    cfg = SimConfig(model="m", speed=50, speculative_config=spec, **knobs)
+    reqs = [SampledRequest(i, f"prompt number {i} " * 3, 12, 32) for i in range(12)]
+    with simulated_server(cfg, mode="thread") as url:
+        return run_benchmark(
+            url,
+            "m",
+            reqs,
+            RunConfig(concurrency=4, num_prompts=8, max_tokens=32, warmup_requests=4, endpoint=endpoint, progress=False),
+        )
+
+
+@pytest.mark.parametrize(("endpoint", "speculative"), [("completions", False), ("chat", True)])
+def test_usage_the_generation_counter_and_the_token_events_agree_exactly_after_a_warm_up(endpoint, speculative):
+    # The warm-up's 4 requests finished before the window's first /metrics page: the
+    # counter's delta holds the 8 measured requests' tokens, no more.
+    res = _accounted_run(endpoint, speculative)
+    account = res.token_account()
+    assert res.completed == 8 and account is not None
+    assert account.counter == account.usage == sum(r.completion_tokens for r in res.records)
+    assert account.events_over == 0 and account.unreported == 0
+    if speculative:  # several tokens a chunk: fewer events than tokens, never more
+        assert account.events < account.usage
+    else:
+        assert account.events == account.usage
+    assert not account.counter_off and not account.usage_short
+    assert res.to_dict()["token_account"]["usage"] == account.usage
+
+
+def test_a_lying_usage_or_counter_is_seen_in_the_account():
+    high = _accounted_run(usage_offset=3).token_account()  # usage 3 tokens high a request
+    assert high.usage == high.counter + 8 * 3 and high.counter_off and not high.usage_short
+    low = _accounted_run(usage_offset=-2).token_account()  # 2 low: fewer tokens than events
+    assert low.events_over == 8 * 2 and low.usage_short and low.counter_off
+    counter = _accounted_run(counter_scale=1.25).token_account()
+    assert counter.counter == pytest.approx(1.25 * counter.usage) and counter.counter_off
+    assert not counter.usage_short
