@@ -46,7 +46,9 @@ class OutputChange:
     @property
     def length_change(self) -> float | None:
         """Relative change of the output tokens (-0.5: half as many)."""
-        return self.measured_tokens / self.baseline_tokens - 1 if self.baseline_tokens else None
+        if not self.baseline_tokens:
+            return None
+        return (self.measured_tokens - self.baseline_tokens) / self.baseline_tokens
 
     @property
     def eos_change(self) -> float | None:

@@ -21,9 +21,9 @@ def token_mismatch(account: TokenAccount | None) -> str | None:
     """Why a run's output tokens cannot be trusted, with the three counts; None when they agree."""
     if account is None or not (account.counter_off or account.usage_short):
         return None
-    counter = "not read" if account.counter is None else f"{account.counter:,.0f}"
+    counter = "not read" if account.counter is None else f"+{account.counter:,.0f} over the window"
     numbers = (
-        f"usage {account.usage:,} output tokens, vllm:generation_tokens_total +{counter} over the window, "
+        f"usage {account.usage:,} output tokens, vllm:generation_tokens_total {counter}, "
         f"the client {account.events:,} token events (at least one token each)"
     )
     if account.unreported:
@@ -37,22 +37,21 @@ def token_mismatch(account: TokenAccount | None) -> str | None:
     if account.usage_short:
         what = (
             f"usage counted {account.events_over:,} tokens fewer than the token events received ({bound}): "
-            "the server's usage under-reports, so every token figure is low"
+            "the server's usage under-reports, so every token figure is low; fix the server's usage (or a "
+            "proxy in between that rewrites it)"
         )
     elif account.counter is not None and account.counter < account.counter_low:
         what = (
-            f"the engine's counter holds fewer tokens than usage reports ({bound}): usage over-reports "
-            "(every token figure is high) or the counter misses some"
+            f"the engine's counter holds fewer tokens than usage reports ({bound}): usage over-reports (every "
+            "token figure is high) or the counter misses some; check the server's usage and its /metrics "
+            "(a proxy in between that rewrites usage, or a /metrics of another server)"
         )
     else:
         what = (
-            f"the engine generated more tokens than the requests report ({bound}): another client used "
-            "the server during the run, or usage under-reports"
+            f"the engine generated more tokens than the requests report ({bound}): another client used the "
+            "server during the run, or usage under-reports; measure on a server nobody else uses"
         )
-    return (
-        f"output tokens disagree: {numbers}: {what}; the figures rest on usage and judge nothing: run on a "
-        "server nobody else uses, or fix the server's usage or counters"
-    )
+    return f"output tokens disagree: {numbers}: {what}; figures that rest on usage judge nothing here"
 
 
 def output_change_reason(change: OutputChange | None) -> str | None:
