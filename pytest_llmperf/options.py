@@ -43,7 +43,8 @@ class Option:
     dest: str
     flags: tuple[str, ...]
     # "bool", "str", "int", "count" (a whole number >= 0), "float", "args", "reps" (a count
-    # or auto), "warmup" (a count or wave), "budget", "duration", "patterns" (comma-separated),
+    # or auto), "warmup" (a count or wave), "budget", "outputs" (off or a budget), "duration",
+    # "patterns" (comma-separated),
     # "python" (an interpreter: a path or a command on PATH; an ini true means `const`)
     kind: str
     default: Any
@@ -247,6 +248,15 @@ OPTIONS: tuple[Option, ...] = (
         "beyond it every gated metric reads invalid and nothing is recorded",
     ),
     Option(
+        "llmperf_changed_outputs",
+        ("--llmperf-changed-outputs",),
+        "outputs",
+        None,
+        "prompts whose output text may differ from the baseline's (temperature 0) before the test fails: "
+        "a count ('0') or a share of those compared ('10%'); off (the default): the canary line is "
+        "reported beside the verdict and never fails a test",
+    ),
+    Option(
         "llmperf_confidence",
         ("--llmperf-confidence",),
         "float",
@@ -361,6 +371,7 @@ class LlmperfOptions:
     warmup: int | str = WAVE  # requests, or "wave"
     server_warmup: int = 64
     error_budget: ErrorBudget = ErrorBudget(0.0)
+    changed_outputs: ErrorBudget | None = None  # None: the output canary never fails a test
     sim_speed: float = 10.0
     sim_args: tuple[str, ...] = ()
     ready_timeout: float = 1800.0
@@ -417,6 +428,15 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             return value
         if opt.kind == "budget":
             return parse_budget(str(raw))
+        if opt.kind == "outputs":
+            if str(raw).strip().lower() == "off":
+                return None
+            try:
+                return parse_budget(str(raw))
+            except ValueError:
+                raise ValueError(
+                    f'expected off, a count of prompts ("0", "3") or a share of those compared ("10%"), got {raw!r}'
+                ) from None
         if opt.kind == "duration":
             return parse_duration(str(raw))
         if opt.kind in ("int", "count", "warmup"):

@@ -30,7 +30,7 @@ from pytest_llmperf.baselines.compare import (
     other_workload_message,
     pooled_spread,
 )
-from pytest_llmperf.baselines.crosscheck import compare_outputs
+from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
 from pytest_llmperf.baselines.history import append as append_history
 from pytest_llmperf.baselines.history import default_path as history_default_path
@@ -50,7 +50,7 @@ from pytest_llmperf.metrics.uncertainty import (
     request_rows,
 )
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
-from pytest_llmperf.report.crosscheck import check_lines, output_change_reason, token_mismatch
+from pytest_llmperf.report.crosscheck import canary_failure, check_lines, output_change_reason, token_mismatch
 from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.servers.base import ServerTarget
@@ -748,7 +748,7 @@ class PerfSession:
             return
 
         entry = self._gate_entry(run, base, record=record, workload=workload, command=command, target=target)
-        invalid = self._check_outputs(run, entry, record, invalid)
+        invalid, outputs = self._check_outputs(run, entry, record, invalid)
         while True:
             entry = self._refresh_entry(entry, run, base)
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
@@ -785,12 +785,15 @@ class PerfSession:
         )
         if record.checks:
             record.message += "\n" + "\n".join(record.checks)
+        canary = None if invalid else canary_failure(outputs, self.options.changed_outputs)
+        if canary:
+            record.message += f"\n{canary}"
         spent = [note for note in run.notes if note.startswith("auto repetitions stopped")]
         if undecided and spent:
             record.message += f"\n{spent[0]}"
-        if failing:
+        if failing or canary:
             record.outcome = Outcome.FAIL
-            raise PerfFailure(record.message, headline=verdict_line(failing))
+            raise PerfFailure(record.message, headline=verdict_line(failing) if failing else canary)
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
@@ -842,18 +845,17 @@ class PerfSession:
         except OSError as exc:
             warnings.warn(HistoryWarning(f"history {path}: not written: {exc}"), stacklevel=4)
 
-    @staticmethod
     def _check_outputs(
-        run: MeasuredRun, entry: Mapping[str, Any] | None, record: GateRecord, invalid: str | None
-    ) -> str | None:
+        self, run: MeasuredRun, entry: Mapping[str, Any] | None, record: GateRecord, invalid: str | None
+    ) -> tuple[str | None, OutputChange | None]:
         """The run's outputs against the baseline entry's (baselines/crosscheck.py): the canary's
         line and the checks not run go on `record`; returns why the run is invalid (`invalid`
-        as given, else output lengths or the EOS share moved beyond their bounds)."""
+        as given, else output lengths or the EOS share moved beyond their bounds) and the change."""
         if entry is None or not run.results:
-            return invalid
+            return invalid, None
         change = compare_outputs(entry, run.rows, output_rows(run.results[0].records))
-        record.checks = check_lines(change, "requests" in entry, "outputs" in entry)
-        return invalid or output_change_reason(change)
+        record.checks = check_lines(change, "requests" in entry, "outputs" in entry, self.options.changed_outputs)
+        return invalid or output_change_reason(change), change
 
     def _gate_invalid(self, run: MeasuredRun, base: MeasuredRun | None, budget: ErrorBudget) -> str | None:
         """Why the gate cannot judge: the run's or its base run's invalid_reason."""

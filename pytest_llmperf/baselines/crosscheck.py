@@ -11,6 +11,7 @@ over the prompts both completed (a capped run completes a different set):
   correctness canary reported beside the performance verdict, not gated. Greedy decoding
   on a GPU is not bit-exact across batch shapes, so a few changed prompts on an unchanged
   image are expected there; many mean the model now answers differently.
+  `--llmperf-changed-outputs` (a count or a share) makes more than that fail the test.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.metrics.crosscheck import OutputRow, decode_outputs
+from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.uncertainty import Row, decode_rows
 
 LENGTH_BOUND = 0.05  # relative change of the output tokens over the shared prompts
@@ -70,6 +72,12 @@ class OutputChange:
     def eos_moved(self) -> bool:
         change = self.eos_change
         return self.judged and change is not None and abs(change) > EOS_BOUND
+
+    def changed_beyond(self, budget: ErrorBudget | None) -> bool:
+        """More changed texts than `budget` allows (--llmperf-changed-outputs; None: never)."""
+        if budget is None or not self.compared:
+            return False
+        return not budget.allows(self.changed or 0, self.compared)
 
     def to_dict(self) -> dict[str, Any]:
         return {

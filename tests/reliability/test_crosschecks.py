@@ -79,6 +79,14 @@ def test_changed_outputs_are_reported_beside_the_verdict_and_do_not_fail(project
         ["*tiny @ 4: outputs changed for * of 12 prompts at temperature 0 (prompt index *; canary, not gated)*"]
     )
     assert "outputs: unchanged" not in result.stdout.str()
+    # ... unless the project asks for the canary as a gate
+    result = run(
+        project, *sim("--sim-changed-output-rate 0.5"), "--llmperf-inconclusive=pass", "-o", "llmperf_changed_outputs=0"
+    )
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        ["*outputs changed for * of 12 prompts, beyond --llmperf-changed-outputs 0: the model answers differently*"]
+    )
 
 
 def test_a_baseline_recorded_before_the_output_lines_loads_and_says_what_it_cannot_check(project):
@@ -90,8 +98,10 @@ def test_a_baseline_recorded_before_the_output_lines_loads_and_says_what_it_cann
     result = run(project, *BASE_ONLY, "--llmperf-inconclusive=pass")
     result.assert_outcomes(passed=1, deselected=2)
     result.stdout.fnmatch_lines(
-        ["*tiny @ 4: the baseline has no output lines (recorded by an older version): the EOS share and the output "
-         "canary are not checked; re-record it to check them"]
+        [
+            "*tiny @ 4: the baseline has no output lines (recorded by an older version): the EOS share and the output "
+            "canary are not checked; re-record it to check them"
+        ]
     )
     # ... and output lengths are still judged from its request lines
     result = run(project, *sim("--sim-early-stop-rate 0.5"))

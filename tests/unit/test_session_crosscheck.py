@@ -133,6 +133,24 @@ def test_changed_texts_are_reported_beside_a_passing_verdict(tmp_path):
     assert gate.checks[0].startswith("outputs changed for 2 of 12 prompts at temperature 0 (prompt index 2, 9;")
 
 
+def test_changed_outputs_fail_the_test_only_beyond_the_budget_asked_for(tmp_path):
+    record(tmp_path)
+    texts = [f"reply {i}" if i not in (2, 9) else "something else" for i in range(N)]
+    changed = result(texts=texts, counter=N * 100)
+    assert judge(tmp_path, changed, llmperf_changed_outputs="2").outcome == "pass"  # 2 of 12 allowed
+    assert judge(tmp_path, changed, llmperf_changed_outputs="20%").outcome == "pass"  # 2.4 of 12
+    with pytest.raises(PerfFailure) as failure:
+        judge(tmp_path, changed, llmperf_changed_outputs="10%")
+    expected = (
+        "outputs changed for 2 of 12 prompts, beyond --llmperf-changed-outputs 10%: the model answers differently "
+        "from the baseline; if the new outputs are right, re-record with --update-baselines"
+    )
+    assert failure.value.headline == expected and str(failure.value).endswith(expected)
+    assert "(1 pass)" in str(failure.value)  # the performance verdict itself passed
+    assert "prompt index 2, 9; canary, at most 10% by --llmperf-changed-outputs)" in str(failure.value)
+    assert judge(tmp_path, result(counter=N * 100), llmperf_changed_outputs="0").outcome == "pass"
+
+
 def test_an_invalid_run_is_never_recorded_for_disagreeing_counts(tmp_path):
     with pytest.raises(PerfFailure, match="not recorded: invalid run: output tokens disagree"):
         judge(tmp_path, result(counter=N * 100 + 50), llmperf_update_baselines=True)
@@ -167,5 +185,7 @@ def test_a_hand_broken_output_line_is_named_when_the_baseline_loads(tmp_path):
     (entry,) = doc["concurrency"]["4"].values()
     entry["outputs"][3] = "3 length nothex!!!!!!"
     path.write_text(json.dumps(doc))
-    with pytest.raises(BaselineError, match=r"\.outputs: output line 3 '3 length nothex!!!!!!': the hash is not hexadecimal"):
+    with pytest.raises(
+        BaselineError, match=r"\.outputs: output line 3 '3 length nothex!!!!!!': the hash is not hexadecimal"
+    ):
         BaselineStore(tmp_path / "baselines").load("sim", "m")

@@ -132,7 +132,9 @@ def _accounted_run(endpoint="completions", speculative=False, **knobs):
             url,
             "m",
             reqs,
-            RunConfig(concurrency=4, num_prompts=8, max_tokens=32, warmup_requests=4, endpoint=endpoint, progress=False),
+            RunConfig(
+                concurrency=4, num_prompts=8, max_tokens=32, warmup_requests=4, endpoint=endpoint, progress=False
+            ),
         )
 
 
