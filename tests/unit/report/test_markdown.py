@@ -39,3 +39,13 @@ def test_without_plots_it_says_how_to_get_them_and_pipes_in_cells_are_escaped():
     text = markdown_summary(doc, [], "plots need matplotlib: pip install 'pytest-llmperf[report]'")
     assert text.rstrip().endswith("plots need matplotlib: pip install 'pytest-llmperf[report]'")
     assert "| a\\|b | 1 | 16/16 |" in text
+
+
+def test_the_output_canary_is_listed_under_its_gates_table():
+    doc = sample_document()
+    canary = "outputs changed for 2 of 97 prompts at temperature 0 (prompt index 4, 17; canary, not gated): ..."
+    passing = next(gate for gate in doc["verdicts"] if gate["outcome"] == "pass")
+    passing["checks"] = [canary]
+    lines = markdown_summary(doc).splitlines()
+    heading = lines.index("### pass: qwen3.6-27b-fp8 @ 1: tests/perf/test_seed.py::test_base[1]")
+    assert f"- {canary}" in lines[heading:] and f"- {canary}" not in lines[:heading]
