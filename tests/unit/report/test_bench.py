@@ -60,3 +60,22 @@ def test_errors_and_why_acceptance_is_missing_follow_the_block():
     assert "512 tokens" in text and "--disable-log-stats" in text
     r.metrics_before = r.metrics_after = "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 5\n"
     assert "Speculative Decoding" not in serving_result(r)  # as vLLM: no section without speculation
+
+
+def test_the_three_token_counts_follow_the_block_and_a_mismatch_is_a_warning():
+    def with_counter(delta):
+        r = seed_like_result(stop_reason="completed")
+        counter = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} '
+        r.metrics_before += counter + "1000\n"
+        r.metrics_after += counter + f"{1000 + delta}\n"
+        return serving_result(r).splitlines()
+
+    agree = with_counter(512)  # two requests of 256 tokens, two token events each (a sped-up fixture)
+    assert "Output tokens: usage 512, vllm:generation_tokens_total +512, 4 token events" in agree
+    assert not [line for line in agree if line.startswith("Warning:")]
+    (warning,) = [line for line in with_counter(600) if line.startswith("Warning:")]
+    assert warning.startswith(
+        "Warning: output tokens disagree: usage 512 output tokens, vllm:generation_tokens_total +600 over the window"
+    )
+    assert "another client used the server during the run" in warning
+    assert not [line for line in serving_result(seed_like_result()).splitlines() if "Output tokens:" in line]
