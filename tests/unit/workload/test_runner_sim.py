@@ -163,3 +163,17 @@ def test_a_lying_usage_or_counter_is_seen_in_the_account():
     counter = _accounted_run(counter_scale=1.25).token_account()
     assert counter.counter == pytest.approx(1.25 * counter.usage) and counter.counter_off
     assert not counter.usage_short
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [{"malformed_chunk_after": 2}, {"reset_after_chunks": 2}, {"stall_seconds": 30.0, "stall_after_chunks": 2}],
+)
+def test_requests_without_usage_leave_the_account_within_its_range(faults):
+    # Half the streams fault: their tokens are in the counter, not in any usage; the counter
+    # lies between usage plus their token events and usage plus their max_tokens.
+    res = _faulty_run(n=16, fault_request_rate=0.5, **faults)
+    account = res.token_account()
+    assert 0 < res.failed < 16 and account is not None and account.unreported == res.failed
+    assert account.counter_low <= account.counter <= account.counter_high
+    assert not account.counter_off and not account.usage_short
