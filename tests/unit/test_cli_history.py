@@ -236,6 +236,22 @@ def test_report_runs_of_another_workload_are_refused(tmp_path, capsys):
     assert "max_tokens: A 100, B 50" in capsys.readouterr().err
 
 
+def test_a_b_whose_usage_the_generation_counter_does_not_confirm_is_invalid(tmp_path, capsys):
+    def counted(result, delta):
+        page = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} '
+        result.metrics_before, result.metrics_after = page + "100\n", page + f"{100 + delta}\n"
+        return result
+
+    a = write(tmp_path / "a.json", counted(bench_result(400.0), 2400))
+    assert cli.main(["compare", a, a]) == 0  # 24 requests of 100 tokens: the counter agrees
+    capsys.readouterr()
+    b = write(tmp_path / "b.json", counted(bench_result(400.0, seed=1), 2000))
+    assert cli.main(["compare", a, b]) == 1
+    out = capsys.readouterr().out
+    assert "INVALID RUN" in out
+    assert "output tokens disagree: usage 2,400 output tokens, vllm:generation_tokens_total +2,000" in out
+
+
 def test_a_b_with_failed_requests_is_invalid_not_judged(tmp_path, capsys):
     a = write(tmp_path / "a.json", bench_result(400.0))
     broken = bench_result(400.0, seed=3)
