@@ -45,7 +45,7 @@ class Option:
     flags: tuple[str, ...]
     # "bool", "str", "int", "count" (a whole number >= 0), "float", "args", "reps" (a count
     # or auto), "warmup" (a count or wave), "slos" (vLLM's --goodput text, or none),
-    # "budget", "duration", "patterns" (comma-separated),
+    # "budget", "outputs" (off or a budget), "duration", "patterns" (comma-separated),
     # "python" (an interpreter: a path or a command on PATH; an ini true means `const`)
     kind: str
     default: Any
@@ -269,6 +269,15 @@ OPTIONS: tuple[Option, ...] = (
         "beyond it every gated metric reads invalid and nothing is recorded",
     ),
     Option(
+        "llmperf_changed_outputs",
+        ("--llmperf-changed-outputs",),
+        "outputs",
+        None,
+        "prompts whose output text may differ from the baseline's (temperature 0) before the test fails: "
+        "a count ('0') or a share of those compared ('10%'); off (the default): the canary line is "
+        "reported beside the verdict and never fails a test",
+    ),
+    Option(
         "llmperf_confidence",
         ("--llmperf-confidence",),
         "float",
@@ -385,6 +394,7 @@ class LlmperfOptions:
     slos: str = ""  # SLOs for goodput where a marker gives none, canonical ('ttft:500 tpot:50'); '' for none
     server_warmup: int = 64
     error_budget: ErrorBudget = ErrorBudget(0.0)
+    changed_outputs: ErrorBudget | None = None  # None: the output canary never fails a test
     sim_speed: float = 10.0
     sim_args: tuple[str, ...] = ()
     ready_timeout: float = 1800.0
@@ -443,6 +453,15 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             return canonical_slos(str(raw))
         if opt.kind == "budget":
             return parse_budget(str(raw))
+        if opt.kind == "outputs":
+            if str(raw).strip().lower() == "off":
+                return None
+            try:
+                return parse_budget(str(raw))
+            except ValueError:
+                raise ValueError(
+                    f'expected off, a count of prompts ("0", "3") or a share of those compared ("10%"), got {raw!r}'
+                ) from None
         if opt.kind == "duration":
             return parse_duration(str(raw))
         if opt.kind in ("int", "count", "warmup"):

@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_llmperf.baselines.compare import Spread, pooled_spread
 from pytest_llmperf.measured import MeasuredRun
+from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
@@ -267,7 +268,7 @@ class PairedSession(PerfSession):
     def paired_entry(self, run: MeasuredRun, base: MeasuredRun | None = None) -> dict[str, Any]:
         """OLD's runs of `run`'s server and workload as a baseline entry (store.py's shape):
         each metric's per-repetition samples and their median, the speedup over OLD's base
-        run for a speedup gate, OLD's first repetition's request lines, its provenance."""
+        run for a speedup gate, OLD's first repetition's request and output lines, its provenance."""
         old = self._old(run)
         sides = dict(old.samples)
         if base is not None:
@@ -280,6 +281,8 @@ class PairedSession(PerfSession):
         }
         if old.rows:
             entry["requests"] = encode_rows(old.rows)
+        if old.results:  # for the early-stop check and the output canary (report/crosscheck.py)
+            entry["outputs"] = encode_outputs(output_rows(old.results[0].records))
         return entry
 
     def _gate_entry(

@@ -30,6 +30,7 @@ from pytest_llmperf.baselines.compare import (
     other_workload_message,
     pooled_spread,
 )
+from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
 from pytest_llmperf.baselines.history import append as append_history
 from pytest_llmperf.baselines.history import default_path as history_default_path
@@ -37,6 +38,7 @@ from pytest_llmperf.baselines.history import make_record as history_record
 from pytest_llmperf.baselines.history import workload_hash as history_workload_hash
 from pytest_llmperf.baselines.store import PUBLISHED_DIR, BaselineError, BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.measured import MeasuredRun, Samples
+from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
@@ -49,6 +51,7 @@ from pytest_llmperf.metrics.uncertainty import (
     request_rows,
 )
 from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
+from pytest_llmperf.report.crosscheck import canary_failure, check_lines, output_change_reason, token_mismatch
 from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.servers.base import ServerTarget
@@ -136,6 +139,8 @@ class GateRecord:
     changes: list[str] = field(default_factory=list)
     attribution: dict[str, Any] | None = None
     explanation: list[str] = field(default_factory=list)
+    # Beside the verdict (report/crosscheck.py): the output canary, and cross-checks not run.
+    checks: list[str] = field(default_factory=list)
 
 
 def default_baseline_folder(kind: str, provenance: Mapping[str, Any]) -> str:
@@ -693,8 +698,9 @@ class PerfSession:
     @staticmethod
     def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
         """Why `run` cannot be judged, or None: its server died, failures beyond the budget,
-        nothing completed, the client or the simulator fell behind, or the server never ran
-        the run's concurrency (metrics/concurrency.py)."""
+        nothing completed, the client or the simulator fell behind, the server never ran
+        the run's concurrency (metrics/concurrency.py), or its output tokens disagree
+        between usage, the engine's counter and the client (metrics/crosscheck.py)."""
         broken = combine(failures(r.records, r.attempted) for r in run.results)
         if run.server_death:
             reason = f"{run.server_death}; {broken.describe()}; the figures of a broken run judge nothing"
@@ -736,6 +742,10 @@ class PerfSession:
             short = reached.shortfall() if reached is not None else None
             if short:
                 return short
+        for result in run.results:
+            mismatch = token_mismatch(result.token_account())
+            if mismatch:
+                return mismatch
         return None
 
     def gate(
@@ -788,6 +798,7 @@ class PerfSession:
                 workload,
                 provenance,
                 requests=encode_rows(run.rows) if base is None else None,
+                outputs=encode_outputs(output_rows(run.results[0].records)) if base is None and run.results else None,
             )
             self._append_history(
                 run, target, workload, [(n, _median(samples[n]), "recorded", None, None) for n in samples]
@@ -803,6 +814,7 @@ class PerfSession:
             return
 
         entry = self._gate_entry(run, base, record=record, workload=workload, command=command, target=target)
+        invalid, outputs = self._check_outputs(run, entry, record, invalid)
         while True:
             entry = self._refresh_entry(entry, run, base)
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
@@ -837,12 +849,17 @@ class PerfSession:
         record.message = format_verdict_table(
             verdicts, title=title, faults=None if invalid else faults, explanation=record.explanation
         )
+        if record.checks:
+            record.message += "\n" + "\n".join(record.checks)
+        canary = None if invalid else canary_failure(outputs, self.options.changed_outputs)
+        if canary:
+            record.message += f"\n{canary}"
         spent = [note for note in run.notes if note.startswith("auto repetitions stopped")]
         if undecided and spent:
             record.message += f"\n{spent[0]}"
-        if failing:
+        if failing or canary:
             record.outcome = Outcome.FAIL
-            raise PerfFailure(record.message, headline=verdict_line(failing))
+            raise PerfFailure(record.message, headline=verdict_line(failing) if failing else canary)
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
             warnings.warn(InconclusiveWarning(record.message), stacklevel=3)
@@ -893,6 +910,18 @@ class PerfSession:
             append_history(path, lines)
         except OSError as exc:
             warnings.warn(HistoryWarning(f"history {path}: not written: {exc}"), stacklevel=4)
+
+    def _check_outputs(
+        self, run: MeasuredRun, entry: Mapping[str, Any] | None, record: GateRecord, invalid: str | None
+    ) -> tuple[str | None, OutputChange | None]:
+        """The run's outputs against the baseline entry's (baselines/crosscheck.py): the canary's
+        line and the checks not run go on `record`; returns why the run is invalid (`invalid`
+        as given, else output lengths or the EOS share moved beyond their bounds) and the change."""
+        if entry is None or not run.results:
+            return invalid, None
+        change = compare_outputs(entry, run.rows, output_rows(run.results[0].records))
+        record.checks = check_lines(change, "requests" in entry, "outputs" in entry, self.options.changed_outputs)
+        return invalid or output_change_reason(change), change
 
     def _gate_invalid(self, run: MeasuredRun, base: MeasuredRun | None, budget: ErrorBudget) -> str | None:
         """Why the gate cannot judge: the run's or its base run's invalid_reason."""

@@ -12,7 +12,8 @@ Layout of a baseline file (format 2): per concurrency, one entry per workload.
             "workload": {...}, "provenance": {...},
             "metrics": {"decode_tok_s": {"value": 407.9, "samples": [...],
                                          "spread": 0.012, "direction": "higher"}},
-            "requests": ["17 263 256 86 412.5 17030.2", ...]},
+            "requests": ["17 263 256 86 412.5 17030.2", ...],
+            "outputs": ["17 length 3f2a9c1b0d4e", ...]},
           "endpoint=completions ... max_tokens=1024 ...": {...}
         },
         "32": {...}
@@ -34,6 +35,10 @@ Layout of a baseline file (format 2): per concurrency, one entry per workload.
            (metrics/uncertainty.py). The verdict rule pairs them with a new run's to
            tell a change from noise. Files recorded before it have none; they still load
            and compare on the tolerance alone, with a note.
+- outputs = the same run's outputs, one line each in dispatch order: prompt index, finish
+           reason, a 12-character sha256 of the text (metrics/crosscheck.py). The
+           early-stop check and the output canary compare them (baselines/crosscheck.py);
+           files recorded before them load, and those checks are noted as not run.
 - Concurrency keys are ordered numerically, every other key alphabetically; metric
   numbers are rounded to 6 significant digits; indent 2, trailing newline. Writing the
   same data twice gives byte-identical files, so a diff shows only what moved.
@@ -67,6 +72,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]  # None: no locks on this platform
 
 from pytest_llmperf.baselines.compare import check_compatible
+from pytest_llmperf.metrics.crosscheck import decode_outputs
 from pytest_llmperf.metrics.registry import Direction, UnknownMetric, metric
 from pytest_llmperf.metrics.uncertainty import decode_rows
 from pytest_llmperf.util.files import atomic_write_text
@@ -299,7 +305,7 @@ def _check_entry(path: Path, where: str, entry: Any) -> None:
     for section in ("workload", "provenance", "metrics"):
         if not isinstance(entry.get(section), dict):
             raise BaselineError(path, f"{where}: missing or invalid {section!r} (expected an object)")
-    _check_keys(path, where, entry, {"workload", "provenance", "metrics", "requests"})
+    _check_keys(path, where, entry, {"workload", "provenance", "metrics", "requests", "outputs"})
     for name, m in entry["metrics"].items():
         _check_metric(path, f"{where}.metrics.{name}", name, m)
     if "requests" in entry:
@@ -311,6 +317,13 @@ def _check_entry(path: Path, where: str, entry: Any) -> None:
             decode_rows(entry["requests"])
         except ValueError as exc:
             raise BaselineError(path, f"{where}.requests: {exc}") from None
+    if "outputs" in entry:
+        if not isinstance(entry["outputs"], list):
+            raise BaselineError(path, f"{where}.outputs must be a list of lines, got {type(entry['outputs']).__name__}")
+        try:
+            decode_outputs(entry["outputs"])
+        except ValueError as exc:
+            raise BaselineError(path, f"{where}.outputs: {exc}") from None
 
 
 def _entries_of(path: Path, doc: dict[str, Any]) -> dict[int, dict[str, dict[str, Any]]]:
@@ -475,6 +488,7 @@ class BaselineStore:
         provenance: Mapping[str, Any],
         *,
         requests: list[str] | None = None,
+        outputs: list[str] | None = None,
     ) -> BaselineFile:
         """Record one concurrency's metrics under `workload`'s key and write the file; other
         concurrencies and other workloads' entries are kept.
@@ -487,6 +501,7 @@ class BaselineStore:
         hardware) replaces the whole entry.
         `requests`: the run's per-request lines (metrics/uncertainty.encode_rows); when
         None, lines recorded earlier under the same workload and hardware are kept.
+        `outputs`: the run's output lines (metrics/crosscheck.encode_outputs), kept the same way.
         """
         concurrency = _positive_concurrency(concurrency)
         path = self.path_for(target, server)
@@ -523,15 +538,18 @@ class BaselineStore:
             at = current.entries.setdefault(concurrency, {})
             old = at.get(key)
             kept: dict[str, Any] = {}
-            kept_requests = None
+            kept_requests = kept_outputs = None
             if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
                 kept = dict(old["metrics"])
-                kept_requests = old.get("requests")
+                kept_requests, kept_outputs = old.get("requests"), old.get("outputs")
             kept.update(new_metrics)
             entry: dict[str, Any] = {"metrics": kept, "provenance": provenance, "workload": workload}
             lines = [str(line) for line in requests] if requests is not None else kept_requests
             if lines is not None:
                 entry["requests"] = lines
+            out_lines = [str(line) for line in outputs] if outputs is not None else kept_outputs
+            if out_lines is not None:
+                entry["outputs"] = out_lines
             at[key] = entry
             atomic_write_text(path, current.to_json())
             return current

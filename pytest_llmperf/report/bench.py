@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
 from pytest_llmperf.metrics.summary import Summary
+from pytest_llmperf.report.crosscheck import token_mismatch
 from pytest_llmperf.workload.result import RunResult, describe_warmup
 
 WIDTH = 50  # vLLM's block width
@@ -141,6 +142,15 @@ def serving_result(result: RunResult) -> str:
         short = reached.shortfall()
         if short:
             lines.append(f"Warning: {short}")
+    account = result.token_account()
+    if account is not None and account.counter is not None:
+        lines.append(
+            f"Output tokens: usage {account.usage:,}, vllm:generation_tokens_total +{account.counter:,.0f}, "
+            f"{account.events:,} token events"
+        )
+    mismatch = token_mismatch(account)
+    if mismatch:
+        lines.append(f"Warning: {mismatch}")
     lines += [f"Note: {n}" for n in s.notes]
     if s.spec_note and s.spec_status != NOT_SPECULATIVE:
         lines.append(f"Note: {s.spec_note}")

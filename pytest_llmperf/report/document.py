@@ -90,6 +90,7 @@ def build_report(perf: Any) -> dict[str, Any]:
                     "changes": gate.changes,
                     "attribution": gate.attribution,
                     "explanation": gate.explanation,
+                    "checks": gate.checks,
                 }
                 for gate in perf.gates
             ],

@@ -33,11 +33,14 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
 )
+from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
+from pytest_llmperf.metrics.crosscheck import OutputRow, encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import combine, failures
 from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.registry import GATED_DECODE, flatten
-from pytest_llmperf.metrics.uncertainty import Row, independent_blocks, paired_errors, request_rows
+from pytest_llmperf.metrics.uncertainty import Row, encode_rows, independent_blocks, paired_errors, request_rows
+from pytest_llmperf.report.crosscheck import check_lines, output_change_reason, token_mismatch
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.workload.result import JSON_FORMAT, RunResult
 
@@ -73,6 +76,7 @@ class SavedRun:
     figures: dict[str, float | None]  # median over repetitions, real time
     samples: dict[str, list[float | None]]  # per repetition
     rows: list[Row] = field(default_factory=list)  # the first repetition's requests
+    outputs: list[OutputRow] = field(default_factory=list)  # and its output lines (metrics/crosscheck.py)
     speculative: bool = False
     invalid: str | None = None
 
@@ -114,8 +118,10 @@ def _dataset(provenance: Mapping[str, Any]) -> str | None:
 
 def _invalid(results: Sequence[RunResult]) -> str | None:
     """Why runs cannot be judged, as far as the saved records tell: failed requests (the
-    plugin's default error budget is none), nothing completed, or the server never ran
-    the concurrency. (The plugin's client- and engine-lag bounds are not applied here.)"""
+    plugin's default error budget is none), nothing completed, the server never ran the
+    concurrency, or the output tokens disagree between usage, the engine's counter and the
+    client (report/crosscheck.py). (The plugin's client- and engine-lag bounds are not
+    applied here.)"""
     broken = combine(failures(r.records, r.attempted) for r in results)
     if broken.failed:
         return f"{broken.describe()}; the figures of a broken run judge nothing"
@@ -126,6 +132,10 @@ def _invalid(results: Sequence[RunResult]) -> str | None:
         short = reached.shortfall() if reached is not None else None
         if short:
             return short
+    for result in results:
+        mismatch = token_mismatch(result.token_account())
+        if mismatch:
+            return mismatch
     return None
 
 
@@ -155,6 +165,7 @@ def _report_runs(path: Path, doc: Mapping[str, Any]) -> list[SavedRun]:
                     figures={k: _median(v) for k, v in samples.items()} or dict(run.get("summary") or {}),
                     samples=samples,
                     rows=rows,
+                    outputs=output_rows(results[0].records) if results else [],
                     speculative=bool(server.get("speculative_config")),
                     invalid=str(death) if death else _invalid(results) if results else None,
                 )
@@ -184,6 +195,7 @@ def _bench_run(path: Path, doc: Mapping[str, Any]) -> SavedRun:
         figures=figures,
         samples={k: [v] for k, v in figures.items()},
         rows=request_rows(result.records, clock_speed=result.clock_speed),
+        outputs=output_rows(result.records),
         speculative=figures.get("acceptance_rate") is not None,
         invalid=_invalid([result]),
     )
@@ -207,6 +219,13 @@ def _gate(a: SavedRun, b: SavedRun, metrics: Sequence[str]) -> list[str]:
     if b.identity.get("slos"):  # A's too: comparable runs share their identity
         names += ["request_goodput", "slo_attainment"]
     return names
+
+
+def outputs_change(a: SavedRun, b: SavedRun) -> OutputChange | None:
+    """B's outputs against A's, prompt by prompt (baselines/crosscheck.py); None without rows."""
+    if not a.rows or not b.rows:
+        return None
+    return compare_outputs({"requests": encode_rows(a.rows), "outputs": encode_outputs(a.outputs)}, b.rows, b.outputs)
 
 
 def judge(
@@ -237,7 +256,7 @@ def judge(
         update_command="",
         errors=errors,
         confidence=confidence,
-        invalid=b.invalid or (f"A: {a.invalid}" if a.invalid else None),
+        invalid=b.invalid or (f"A: {a.invalid}" if a.invalid else None) or output_change_reason(outputs_change(a, b)),
     )
     # Nothing is recorded here: the rows say what moved, without a record command.
     quiet = (Status.REGRESSED, Status.IMPROVED, Status.MISSING_BASELINE)
@@ -298,7 +317,9 @@ def compare_files(
         failing += [v for v in verdicts if not v.ok and v.status != Status.INCONCLUSIVE]
         undecided += [v for v in verdicts if v.status == Status.INCONCLUSIVE]
         title = f"{b.server} @ concurrency {b.concurrency}: B {b_path} against A {a_path} (the baseline column)"
-        blocks.append(format_verdict_table(verdicts, title=title))
+        change = outputs_change(a, b)
+        lines = check_lines(change, True, True) if change is not None else []
+        blocks.append("\n".join([format_verdict_table(verdicts, title=title), *lines]))
     notes = [f"only in A: {r.server} @ {r.concurrency}" for r in only_a]
     notes += [f"only in B: {r.server} @ {r.concurrency}" for r in only_b]
     if failing:

@@ -78,6 +78,7 @@ def gate_sections(doc: Doc) -> list[GateSection]:
             if verdict.status in (Status.INVALID, Status.NO_DATA, Status.INCONCLUSIVE) and verdict.hint:
                 section.hints.append(verdict.hint)
         section.explanation = list(gate.get("explanation") or [])
+        section.hints += [str(line) for line in gate.get("checks") or []]  # the output canary (report/crosscheck.py)
         sections.append(section)
     rank = {True: 0, False: 1}
     return sorted(sections, key=lambda s: (rank[s.outcome == "fail"], rank[s.noteworthy]))

@@ -187,6 +187,11 @@ def terminal_lines(doc: Doc) -> list[str]:
     if undecided:
         policy = doc.get("inconclusive") or "warn"
         lines += ["", f"inconclusive: the noise is too wide to tell (--llmperf-inconclusive {policy}):", *undecided]
+    checks = [
+        f"{gate['server']} @ {gate['concurrency']}: {line}" for gate in gates for line in gate.get("checks") or []
+    ]
+    if checks:
+        lines += ["", "cross-checks against the baselines' outputs:", *checks]
     if recorded:
         lines += ["", "baselines recorded (review and commit them):", *recorded]
     return lines

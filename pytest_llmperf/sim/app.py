@@ -327,7 +327,7 @@ def build_app(config: SimConfig) -> Starlette:
                 usage: dict[str, Any] = {
                     **head,
                     "choices": [],
-                    "usage": _usage(req, details=chat and config.reasoning_parser is not None),
+                    "usage": _usage(req, config.usage_offset, details=chat and config.reasoning_parser is not None),
                     "system_fingerprint": SYSTEM_FINGERPRINT,
                 }
                 yield ("data: " + _DUMPS(usage) + "\n\n").encode()
@@ -364,7 +364,11 @@ def build_app(config: SimConfig) -> Starlette:
             entry["finish_reason"] = req.finish_reason if finished else None
             service.request_log.append(entry)
         text = "".join(pieces)
-        usage: dict[str, Any] = {**_usage(req), "prompt_tokens_details": None, "completion_tokens_details": None}
+        usage: dict[str, Any] = {
+            **_usage(req, config.usage_offset),
+            "prompt_tokens_details": None,
+            "completion_tokens_details": None,
+        }
         if chat and config.reasoning_parser is not None:
             usage["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens or 0}
         reasoning = None
@@ -449,13 +453,15 @@ def _full_body(
     }
 
 
-def _usage(req: SimRequest, details: bool = False) -> dict[str, Any]:
-    """vLLM's usage; `details` (a chat answer of a server with --reasoning-parser): with
+def _usage(req: SimRequest, offset: int = 0, details: bool = False) -> dict[str, Any]:
+    """vLLM's usage; `offset` (SimConfig.usage_offset) makes its completion tokens lie;
+    `details` (a chat answer of a server with --reasoning-parser): with
     `completion_tokens_details.reasoning_tokens`, as vLLM then sends it."""
+    completion = max(0, req.generated + offset)
     usage: dict[str, Any] = {
         "prompt_tokens": req.prompt_tokens,
-        "total_tokens": req.prompt_tokens + req.generated,
-        "completion_tokens": req.generated,
+        "total_tokens": req.prompt_tokens + completion,
+        "completion_tokens": completion,
     }
     if details:
         usage["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens or 0}

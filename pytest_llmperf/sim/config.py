@@ -40,6 +40,10 @@ _SIM_FLAGS: dict[str, type] = {
     "eos_only_rate": float,
     "burst_chunks": int,
     "reasoning_share": float,
+    "early_stop_rate": float,
+    "changed_output_rate": float,
+    "usage_offset": int,
+    "counter_scale": float,
 }
 
 # The --reasoning-parser names whose streams the simulator writes (vLLM's qwen3 parser:
@@ -104,6 +108,16 @@ class SimConfig:
     # Replies: the fraction of requests answered with one EOS token (empty text,
     # finish_reason stop, completion_tokens 1), drawn per prompt, never with ignore_eos.
     eos_only_rate: float = 0.0
+    # Cross-check faults (docs/sim.md): the fraction of prompts that stop with EOS at half
+    # their length (an image that stops early), and of prompts whose text differs at the
+    # same length and timing (an image whose outputs changed), each its own draw per prompt;
+    # usage reporting `usage_offset` more completion tokens than generated (a negative
+    # offset: fewer, never below 0), and vllm:generation_tokens_total counting
+    # `counter_scale` times what was generated.
+    early_stop_rate: float = 0.0
+    changed_output_rate: float = 0.0
+    usage_offset: int = 0
+    counter_scale: float = 1.0
     disable_log_stats: bool = False  # engine counters exist but never move
     # Reasoning (vLLM's --reasoning-parser; chat only): each reply spends `reasoning_share`
     # of its natural length reasoning (None: the profile's), streamed as `delta.reasoning`,
@@ -142,7 +156,9 @@ class SimConfig:
         for name in ("run_noise", "acceptance_noise"):
             if not 0 <= getattr(self, name) <= 1:
                 bad(f"{name} must be a relative spread in [0, 1] (0.01 = 1 %), got {getattr(self, name)}")
-        for name in ("error_rate", "fault_request_rate", "eos_only_rate"):
+        if not 0 <= self.counter_scale <= 10:
+            bad(f"counter_scale must be in [0, 10] (1: the counter counts what it generated), got {self.counter_scale}")
+        for name in ("error_rate", "fault_request_rate", "eos_only_rate", "early_stop_rate", "changed_output_rate"):
             v = getattr(self, name)
             if not 0 <= v <= 1:
                 bad(f"{name} must be a fraction in [0, 1], got {v}")

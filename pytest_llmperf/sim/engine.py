@@ -174,6 +174,14 @@ class Engine:
             occurrence = f":{n}" if temperature > 0 else ""
             if random.Random(f"{seed}:{h}{occurrence}:eos").random() < self.config.eos_only_rate:
                 target, reason = 1, "stop"  # the reply is one EOS token
+        occurrence = f":{n}" if temperature > 0 else ""
+        if self.config.early_stop_rate and not ignore_eos and target > 1:
+            if random.Random(f"{seed}:{h}{occurrence}:early").random() < self.config.early_stop_rate:
+                target, reason = max(1, target // 2), "stop"  # EOS at half the length
+        text_seed = shape.getrandbits(32)
+        if self.config.changed_output_rate:
+            if random.Random(f"{seed}:{h}{occurrence}:changed").random() < self.config.changed_output_rate:
+                text_seed ^= 0x5A5A5A5A  # other text, same length and timing
         reasoning_len = None
         share = self.config.resolved_reasoning_share if reasoning else None
         if share is not None:
@@ -188,7 +196,7 @@ class Engine:
             finish_reason=reason,
             arrival=now,
             rng=draws,
-            text=TextGenerator(shape.getrandbits(32)),
+            text=TextGenerator(text_seed),
             cond=request_conditionals(self._base_logits, shift) if self.k else (),
             reasoning_len=reasoning_len,
         )

@@ -46,7 +46,8 @@ LAG_SECONDS = "llmperf_sim:engine_lag_seconds"
 class VllmMetrics:
     """The metric families, and the engine's StatsSink that feeds them."""
 
-    def __init__(self, model_name: str, num_spec_tokens: int, engine: str = "0") -> None:
+    def __init__(self, model_name: str, num_spec_tokens: int, engine: str = "0", counter_scale: float = 1.0) -> None:
+        self.counter_scale = counter_scale  # SimConfig.counter_scale: the generation counter lies
         self.registry = r = CollectorRegistry()
         process_collector.ProcessCollector(registry=r)
         platform_collector.PlatformCollector(registry=r)
@@ -163,7 +164,7 @@ class VllmMetrics:
                 self.itl.observe(now - (req.prev_chunk_at or now))
             req.prev_chunk_at = now
         if generated:
-            self.generation_tokens.inc(generated)
+            self.generation_tokens.inc(generated * self.counter_scale)
         if spec and self.spec_enabled:
             d, dt, a, per_pos = spec
             if d:

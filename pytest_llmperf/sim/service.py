@@ -36,7 +36,7 @@ class EngineService:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.engine = Engine(config)
-        self.metrics = VllmMetrics(config.model_id, self.engine.k)
+        self.metrics = VllmMetrics(config.model_id, self.engine.k, counter_scale=config.counter_scale)
         if not config.disable_log_stats:  # as vLLM: families exist, nothing moves
             self.engine.stats.append(self.metrics)
         self.started_at = time.perf_counter()

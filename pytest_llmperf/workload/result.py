@@ -16,6 +16,7 @@ from pytest_llmperf.metrics.records import RequestRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.metrics.concurrency import Reached
+    from pytest_llmperf.metrics.crosscheck import TokenAccount
     from pytest_llmperf.metrics.prometheus import SpecDecodeStats
     from pytest_llmperf.metrics.summary import Summary
 
@@ -117,6 +118,20 @@ class RunResult:
 
         return reached(self.running, int(self.config.get("concurrency") or 1), self.attempted)
 
+    def token_account(self) -> TokenAccount | None:
+        """The run's output tokens from usage, the server's generation counter and the
+        client's token events (metrics/crosscheck.py); None where nothing can be compared."""
+        from pytest_llmperf.metrics.crosscheck import token_account
+
+        max_tokens = self.config.get("max_tokens")
+        return token_account(
+            self.records,
+            self.metrics_before,
+            self.metrics_after,
+            chat=self.config.get("endpoint") == "chat",
+            max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        )
+
     def summary(self) -> Summary:
         """Every aggregate in real time, recomputed from the raw records and /metrics pages."""
         from pytest_llmperf.metrics.summary import summarize
@@ -158,6 +173,7 @@ class RunResult:
             "warmup_figures": self.warmup_figures(),  # recomputed from warmup
             "running": self.running,
             "concurrency_reached": reached.to_dict() if (reached := self.concurrency_reached()) else None,
+            "token_account": account.to_dict() if (account := self.token_account()) else None,
         }
 
     def to_json(self, indent: int | None = 2) -> str:

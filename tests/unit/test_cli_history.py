@@ -236,6 +236,44 @@ def test_report_runs_of_another_workload_are_refused(tmp_path, capsys):
     assert "max_tokens: A 100, B 50" in capsys.readouterr().err
 
 
+def test_a_b_whose_usage_the_generation_counter_does_not_confirm_is_invalid(tmp_path, capsys):
+    def counted(result, delta):
+        page = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} '
+        result.metrics_before, result.metrics_after = page + "100\n", page + f"{100 + delta}\n"
+        return result
+
+    a = write(tmp_path / "a.json", counted(bench_result(400.0), 2400))
+    assert cli.main(["compare", a, a]) == 0  # 24 requests of 100 tokens: the counter agrees
+    capsys.readouterr()
+    b = write(tmp_path / "b.json", counted(bench_result(400.0, seed=1), 2000))
+    assert cli.main(["compare", a, b]) == 1
+    out = capsys.readouterr().out
+    assert "INVALID RUN" in out
+    assert "output tokens disagree: usage 2,400 output tokens, vllm:generation_tokens_total +2,000" in out
+
+
+def test_b_against_a_prompt_by_prompt_early_stops_are_invalid_and_the_canary_is_printed(tmp_path, capsys):
+    a = bench_result(400.0)
+    for record in a.records:
+        record.output_text = f"reply {record.index}"
+    same = write(tmp_path / "a.json", a)
+    assert cli.main(["compare", same, same]) == 0
+    assert "outputs: unchanged for all 24 prompts (temperature 0; canary, not gated)" in capsys.readouterr().out
+    changed = bench_result(400.0, seed=1)
+    for record in changed.records:
+        record.output_text = f"reply {record.index}" if record.index % 6 else "other"
+    assert cli.main(["compare", same, write(tmp_path / "c.json", changed)]) == 0
+    assert "outputs changed for 4 of 24 prompts at temperature 0 (prompt index 0, 6, 12, 18;" in capsys.readouterr().out
+    short = bench_result(400.0, seed=2, tokens=50)
+    short.config = dict(a.config)  # the same workload, replies half as long
+    for record in short.records:
+        record.finish_reason = "stop"
+    assert cli.main(["compare", same, write(tmp_path / "s.json", short)]) == 1
+    out = capsys.readouterr().out
+    assert "INVALID RUN" in out
+    assert "outputs changed length on the 24 prompts both runs completed: 1,200 output tokens against the " in out
+
+
 def test_a_b_with_failed_requests_is_invalid_not_judged(tmp_path, capsys):
     a = write(tmp_path / "a.json", bench_result(400.0))
     broken = bench_result(400.0, seed=3)

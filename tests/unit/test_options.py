@@ -41,6 +41,8 @@ def test_two_targets_are_refused_naming_both_flags():
         ({"llmperf_warmup": "waves"}, "--llmperf-warmup: expected a whole number >= 0, or wave"),
         ({"llmperf_server_warmup": "2.5"}, "--llmperf-server-warmup: expected a whole number >= 0, got '2.5'"),
         ({"llmperf_max_repetitions": "many"}, "--llmperf-max-repetitions: expected a whole number >= 1"),
+        ({"llmperf_changed_outputs": "some"}, "--llmperf-changed-outputs: expected off, a count of prompts "),
+        ({"llmperf_changed_outputs": "150%"}, "--llmperf-changed-outputs: expected off, a count"),
         ({"llmperf_base_url": "gpu-box:8000"}, "expected http://HOST:PORT"),
         ({"llmperf_sim": True, "llmperf_image": "vllm/vllm-openai:nightly"}, "add --llmperf-gpu"),
     ],
@@ -66,6 +68,16 @@ def test_warmups_default_to_a_wave_per_run_and_a_modest_server_warmup_in_smoke()
     opts = resolve(cli={"llmperf_warmup": "3"}, ini={"llmperf_server_warmup": "0", "llmperf_warmup": "wave"})
     assert (opts.warmup, opts.server_warmup) == (3, 0)  # the CLI wins; 0 turns the server warm-up off
     assert resolve(ini={"llmperf_warmup": "WAVE"}).warmup == "wave"
+
+
+def test_changed_outputs_is_off_by_default_a_count_or_a_share():
+    from pytest_llmperf.metrics.failures import ErrorBudget
+
+    assert resolve().changed_outputs is None
+    assert resolve(ini={"llmperf_changed_outputs": "OFF"}).changed_outputs is None
+    assert resolve(ini={"llmperf_changed_outputs": "10%"}).changed_outputs == ErrorBudget(0.1, relative=True)
+    opts = resolve(cli={"llmperf_changed_outputs": "0"}, ini={"llmperf_changed_outputs": "10%"})
+    assert opts.changed_outputs == ErrorBudget(0.0) and opts.sources["llmperf_changed_outputs"] == "cli"
 
 
 def test_bad_ini_value_names_the_ini_option():

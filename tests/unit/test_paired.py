@@ -56,6 +56,10 @@ def test_old_equal_new_passes_in_blocks_a_b_b_a_and_touches_no_baseline(project)
     assert all(len(r["results"]) == 2 for r in doc["runs"] + doc["paired"]["runs"])  # a repetition per block
     assert {v["outcome"] for v in doc["verdicts"]} == {"pass"}
     assert {v["baseline"] for v in doc["verdicts"]} == {"sim args (defaults) (paired)"}
+    # NEW's outputs against OLD's, prompt by prompt: the same (report/crosscheck.py)
+    assert {tuple(v["checks"]) for v in doc["verdicts"]} == {
+        ("outputs: unchanged for all 12 prompts (temperature 0; canary, not gated)",)
+    }
     assert "servers started (one at a time, 8 starts): tiny A, tiny B, tiny B, tiny A, tiny-mtp A" in out
     assert not (project.path / "baselines").exists()  # neither read nor written
     # The speedup is NEW's over NEW's base against OLD's over OLD's base.
@@ -63,6 +67,15 @@ def test_old_equal_new_passes_in_blocks_a_b_b_a_and_touches_no_baseline(project)
     (verdict,) = speedup["verdicts"]
     assert verdict["metric"] == "mtp_speedup" and verdict["status"] == "pass"
     assert verdict["baseline"] == pytest.approx(verdict["measured"], rel=0.05)
+
+
+def test_a_new_image_that_stops_early_is_invalid_against_old(project):
+    args = ("--llmperf-against-sim-args", "", "--llmperf-sim-args", "--sim-early-stop-rate 0.5")
+    result = run(project, *SLOWER, *args, "--llmperf-repetitions", "1", "-k", "test_base")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(
+        ["*invalid run: outputs changed length on the 12 prompts both runs completed: *the server stops early*"]
+    )
 
 
 def test_new_with_slower_steps_regresses_on_decode_and_keeps_the_speedup(project):

@@ -627,6 +627,7 @@ def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path)
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     # a first gap of 0 (chat's role chunk with the first token) and a last one (the final chunk) are no burst
     edges = make_result(100.0)
+    edges.config = {"endpoint": "chat"}  # a role chunk before the first token's: one chunk more than tokens
     for record in edges.records:
         t = record.chunk_times
         record.chunk_times = [t[0], *t[:-1], t[-2]]

@@ -90,3 +90,22 @@ def test_goodput_lines_follow_the_request_throughput_only_where_slos_were_given(
     assert value(text, "Request goodput (req/s):") == "0.05"  # 1 good request / 20 s
     assert value(text, "SLO attainment (%):") == "50.00"
     assert value(text, "Goodput SLOs (ms):") == "ttft:650 tpot:67"
+
+
+def test_the_three_token_counts_follow_the_block_and_a_mismatch_is_a_warning():
+    def with_counter(delta):
+        r = seed_like_result(stop_reason="completed")
+        counter = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0"} '
+        r.metrics_before += counter + "1000\n"
+        r.metrics_after += counter + f"{1000 + delta}\n"
+        return serving_result(r).splitlines()
+
+    agree = with_counter(512)  # two requests of 256 tokens, two token events each (a sped-up fixture)
+    assert "Output tokens: usage 512, vllm:generation_tokens_total +512, 4 token events" in agree
+    assert not [line for line in agree if line.startswith("Warning:")]
+    (warning,) = [line for line in with_counter(600) if line.startswith("Warning:")]
+    assert warning.startswith(
+        "Warning: output tokens disagree: usage 512 output tokens, vllm:generation_tokens_total +600 over the window"
+    )
+    assert "another client used the server during the run" in warning
+    assert not [line for line in serving_result(seed_like_result()).splitlines() if "Output tokens:" in line]

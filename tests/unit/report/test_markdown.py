@@ -50,3 +50,13 @@ def test_reasoning_columns_appear_in_the_report_only_for_a_reasoning_run():
     assert header.endswith("| accept len | TTFA p50 ms | reasoning share |")
     assert "| qwen3.6-27b-fp8 | 1 | 16/16 | 21.0 | - | 22.1 | 400.0 | 45.0 | - | - | 5123.4 | 0.912 |" in lines
     assert "| qwen3.6-27b-fp8-mtp | 8 | 16/16 | 86.0 | - | 90.3 | 400.0 | 75.0 | 0.660 | 2.98 | - | - |" in lines
+
+
+def test_the_output_canary_is_listed_under_its_gates_table():
+    doc = sample_document()
+    canary = "outputs changed for 2 of 97 prompts at temperature 0 (prompt index 4, 17; canary, not gated): ..."
+    passing = next(gate for gate in doc["verdicts"] if gate["outcome"] == "pass")
+    passing["checks"] = [canary]
+    lines = markdown_summary(doc).splitlines()
+    heading = lines.index("### pass: qwen3.6-27b-fp8 @ 1: tests/perf/test_seed.py::test_base[1]")
+    assert f"- {canary}" in lines[heading:] and f"- {canary}" not in lines[:heading]

@@ -140,3 +140,19 @@ def test_the_markdown_and_html_measured_tables_carry_the_goodput_columns_too():
     header, rows = measured_table(document([run], [], ["m"]))
     assert header[-2:] == ["goodput req/s", "SLO met"] and rows[0][-2:] == ["2.000", "1.000"]
     assert measured_table(document([run_entry("m", 8, 1.0)], [], ["m"]))[0][-1] == "accept len"
+
+
+def test_the_output_canary_and_checks_not_run_are_listed_under_the_tables():
+    canary = "outputs changed for 2 of 97 prompts at temperature 0 (prompt index 4, 17; canary, not gated): ..."
+    old = "the baseline has no output lines (recorded by an older version): ..."
+    gates = [
+        gate_entry("t::a", "m", 8, [IMPROVED], checks=[canary]),
+        gate_entry("t::b", "n", 4, [IMPROVED], checks=[old]),
+        gate_entry("t::c", "o", 2, [IMPROVED]),  # a document written before the checks: none
+    ]
+    lines = terminal_lines(document([run_entry("m", 8, 80.0)], gates, ["m"]))
+    start = lines.index("cross-checks against the baselines' outputs:")
+    assert lines[start + 1 : start + 3] == [f"m @ 8: {canary}", f"n @ 4: {old}"]
+    assert lines[start - 1] == "" and start > lines.index("improvements beyond tolerance:")
+    quiet = terminal_lines(document([run_entry("m", 8, 80.0)], gates[2:], ["m"]))
+    assert "cross-checks against the baselines' outputs:" not in quiet

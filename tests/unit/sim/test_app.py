@@ -296,3 +296,22 @@ def test_chat_needs_messages(server):
 def test_body_must_be_an_object(server):
     r = server.post("/v1/completions", json=[1, 2])
     assert r.status_code == 400
+
+
+def test_a_lying_usage_and_counter_lie_in_streams_answers_and_metrics_alike():
+    config = SimConfig(model=MODEL, max_model_len=2048, speed=50, usage_offset=-3, counter_scale=2.0)
+    body = {"model": MODEL, "prompt": "hi there", "max_tokens": 20, "ignore_eos": True}
+    with simulated_server(config) as url, httpx.Client(base_url=url, timeout=30) as client:
+        whole = client.post("/v1/completions", json=body).json()
+        streamed = stream(
+            client, "/v1/completions", {**body, "stream": True, "stream_options": {"include_usage": True}}
+        )
+        page = client.get("/metrics").text
+    assert (
+        whole["usage"]["completion_tokens"] == 17
+        and whole["usage"]["total_tokens"] == whole["usage"]["prompt_tokens"] + 17
+    )
+    assert json.loads(streamed[-2])["usage"]["completion_tokens"] == 17
+    assert len(streamed) == 20 + 2  # 20 token chunks (one token each), the usage, [DONE]
+    (counted,) = re.findall(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", page, re.M)
+    assert float(counted) == 2.0 * 40  # the two requests' 40 tokens, counted twice

@@ -101,6 +101,14 @@ def test_sim_flags_and_round_trip():
         "1.5",
         "--sim-eos-only-rate",
         "0.25",
+        "--sim-early-stop-rate",
+        "0.5",
+        "--sim-changed-output-rate",
+        "0.2",
+        "--sim-usage-offset",
+        "-2",
+        "--sim-counter-scale",
+        "1.25",
         "--sim-crash-exit",
         "--sim-profile",
         "qwen3.6-27b-fp8",
@@ -112,6 +120,7 @@ def test_sim_flags_and_round_trip():
     assert (c.error_rate, c.stall_seconds, c.stall_after_chunks) == (0.1, 2.0, 3)
     assert (c.malformed_chunk_after, c.reset_after_chunks, c.slow_start_seconds) == (4, 6, 1.5)
     assert c.eos_only_rate == 0.25
+    assert (c.early_stop_rate, c.changed_output_rate, c.usage_offset, c.counter_scale) == (0.5, 0.2, -2, 1.25)
     assert c.crash_exit and c.disable_log_stats and c.seed == 9 and c.max_model_len == 4000
     assert c.profile.name == "qwen3.6-27b-fp8" and c.served_model_name == "alias"
     again = SimConfig.from_vllm_argv(c.to_vllm_argv())
@@ -135,6 +144,10 @@ def test_defaults_round_trip():
         (["m", "--sim-speed", "fast"], "--sim-speed expects a float"),
         (["m", "--sim-error-rate", "1.5"], "error_rate must be a fraction"),
         (["m", "--sim-eos-only-rate", "-0.1"], "eos_only_rate must be a fraction"),
+        (["m", "--sim-early-stop-rate", "2"], "early_stop_rate must be a fraction"),
+        (["m", "--sim-changed-output-rate", "-1"], "changed_output_rate must be a fraction"),
+        (["m", "--sim-counter-scale", "-1"], "counter_scale must be in"),
+        (["m", "--sim-usage-offset", "1.5"], "--sim-usage-offset expects a int"),
         (["m", "--sim-profile", "gpt5"], "unknown sim profile"),
         (["m", "other"], "unexpected argument"),
         (["m", "--port"], "--port needs a value"),

@@ -165,6 +165,39 @@ def test_eos_only_rate_answers_that_share_with_one_eos_token_per_prompt():
     assert all((f.target_len, f.finish_reason) == (64, "length") for f in forced)
 
 
+def _texts(request, n=6):
+    return [request.text.next_piece() for _ in range(n)]
+
+
+def test_early_stop_rate_ends_that_share_at_half_its_length_with_eos_the_same_way_every_time():
+    prompts = [f"prompt {i}" for i in range(1000)]
+    plain = [Engine(SimConfig(model="m", seed=1)).make_request(p, p, 5, 10_000, False, 0.0) for p in prompts]
+    knob = Engine(SimConfig(model="m", seed=1, early_stop_rate=0.3))
+    after = [knob.make_request(p, p, 5, 10_000, False, 0.0) for p in prompts]
+    early = [(b, a) for b, a in zip(plain, after) if a.target_len != b.target_len]
+    assert 240 <= len(early) <= 360  # 0.3 of the 1000 (those of length 1 cannot stop earlier)
+    assert all(a.target_len == max(1, b.target_len // 2) and a.finish_reason == "stop" for b, a in early)
+    assert all(_texts(a) == _texts(b) for b, a in zip(plain, after))  # text as before, only shorter
+    again = [knob.make_request(p, p, 5, 10_000, False, 0.0).target_len for p in prompts]  # greedy: the same
+    assert again == [a.target_len for a in after]
+    forced = [knob.make_request(p, p, 5, 64, True, 0.0) for p in prompts[:100]]
+    assert all((f.target_len, f.finish_reason) == (64, "length") for f in forced)
+
+
+def test_changed_output_rate_changes_that_share_of_texts_and_nothing_else():
+    prompts = [f"prompt {i}" for i in range(400)]
+    plain = [Engine(SimConfig(model="m", seed=1)).make_request(p, p, 5, 256, False, 0.0) for p in prompts]
+    knob = Engine(SimConfig(model="m", seed=1, changed_output_rate=0.25))
+    after = [knob.make_request(p, p, 5, 256, False, 0.0) for p in prompts]
+    assert all((a.target_len, a.finish_reason) == (b.target_len, b.finish_reason) for b, a in zip(plain, after))
+    changed = sum(_texts(a, 12) != _texts(b, 12) for b, a in zip(plain, after))
+    assert 70 <= changed <= 130  # 0.25 of 400, within 4 binomial sd (8.7)
+    # greedy: the same prompt gives the same (changed) text every time
+    first = Engine(SimConfig(model="m", seed=1, changed_output_rate=0.25)).make_request("a", "q", 5, 256, False, 0.0)
+    second = knob.make_request("b", "q", 5, 256, False, 0.0)
+    assert _texts(first, 12) == _texts(second, 12)
+
+
 def test_eos_only_reply_is_one_empty_piece_in_the_prefill_step():
     engine = Engine(SimConfig(model="m", eos_only_rate=1.0))
     req = engine.make_request("r", "p", 10, 256, False, 0.0)

@@ -171,3 +171,59 @@ def test_without_reasoning_the_reasoning_figures_are_absent():
     d = res.summary().to_dict()
     assert all(d[name] is None for name in REASONING_METRICS)
     assert "ttfa_ms_median" not in flatten({k: v for k, v in d.items() if v is not None})
+
+
+def _accounted_run(endpoint="completions", speculative=False, **knobs):
+    spec = {"method": "mtp", "num_speculative_tokens": 3} if speculative else None
+    cfg = SimConfig(model="m", speed=50, speculative_config=spec, **knobs)
+    reqs = [SampledRequest(i, f"prompt number {i} " * 3, 12, 32) for i in range(12)]
+    with simulated_server(cfg, mode="thread") as url:
+        return run_benchmark(
+            url,
+            "m",
+            reqs,
+            RunConfig(
+                concurrency=4, num_prompts=8, max_tokens=32, warmup_requests=4, endpoint=endpoint, progress=False
+            ),
+        )
+
+
+@pytest.mark.parametrize(("endpoint", "speculative"), [("completions", False), ("chat", True)])
+def test_usage_the_generation_counter_and_the_token_events_agree_exactly_after_a_warm_up(endpoint, speculative):
+    # The warm-up's 4 requests finished before the window's first /metrics page: the
+    # counter's delta holds the 8 measured requests' tokens, no more.
+    res = _accounted_run(endpoint, speculative)
+    account = res.token_account()
+    assert res.completed == 8 and account is not None
+    assert account.counter == account.usage == sum(r.completion_tokens for r in res.records)
+    assert account.events_over == 0 and account.unreported == 0
+    if speculative:  # several tokens a chunk: fewer events than tokens, never more
+        assert account.events < account.usage
+    else:
+        assert account.events == account.usage
+    assert not account.counter_off and not account.usage_short
+    assert res.to_dict()["token_account"]["usage"] == account.usage
+
+
+def test_a_lying_usage_or_counter_is_seen_in_the_account():
+    high = _accounted_run(usage_offset=3).token_account()  # usage 3 tokens high a request
+    assert high.usage == high.counter + 8 * 3 and high.counter_off and not high.usage_short
+    low = _accounted_run(usage_offset=-2).token_account()  # 2 low: fewer tokens than events
+    assert low.events_over == 8 * 2 and low.usage_short and low.counter_off
+    counter = _accounted_run(counter_scale=1.25).token_account()
+    assert counter.counter == pytest.approx(1.25 * counter.usage) and counter.counter_off
+    assert not counter.usage_short
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [{"malformed_chunk_after": 2}, {"reset_after_chunks": 2}, {"stall_seconds": 30.0, "stall_after_chunks": 2}],
+)
+def test_requests_without_usage_leave_the_account_within_its_range(faults):
+    # Half the streams fault: their tokens are in the counter, not in any usage; the counter
+    # lies between usage plus their token events and usage plus their max_tokens.
+    res = _faulty_run(n=16, fault_request_rate=0.5, **faults)
+    account = res.token_account()
+    assert 0 < res.failed < 16 and account is not None and account.unreported == res.failed
+    assert account.counter_low <= account.counter <= account.counter_high
+    assert not account.counter_off and not account.usage_short
