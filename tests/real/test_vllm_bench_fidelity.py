@@ -157,7 +157,8 @@ BASE_TOLERANCE = 0.03
 ROUNDS = ("vllm", "llmperf", "llmperf", "vllm") * 2
 # The verdict rule's split 99 %: the figures share 1 % of false reds, two-sided.
 CONFIDENCE = 1 - 0.01 / len(FIGURES) / 2
-SPEC_COUNTERS = ("drafts", "draft_tokens", "accepted")
+SPEC_COUNTERS = ("drafts", "draft_tokens", "accepted")  # SpecDecodeStats' names
+VLLM_COUNTERS = ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens")  # its result's
 
 
 def _pct(ours: float, theirs: float) -> float:
@@ -167,6 +168,8 @@ def _pct(ours: float, theirs: float) -> float:
 
 
 def _fmt(value) -> str:
+    if value is None:
+        return f"{'-':>12}"
     return f"{value:>12.2f}" if isinstance(value, float) else f"{value:>12}"
 
 
@@ -312,7 +315,6 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
 
 def _vllm_run(path, cpu: float, wall: float) -> dict:
     theirs = json.loads(path.read_text())
-    spec = theirs.get("spec_decode_stats") or {}
     return {
         "figures": _vllm_figures(theirs),
         "completed": theirs["completed"],
@@ -320,7 +322,8 @@ def _vllm_run(path, cpu: float, wall: float) -> dict:
         "input_lens": theirs["input_lens"],
         "output_lens": theirs["output_lens"],
         "texts": theirs["generated_texts"],
-        "counters": (spec.get("num_drafts"), spec.get("draft_tokens"), spec.get("accepted_tokens")) if spec else None,
+        # vLLM's counter deltas over its measured window (serve.py's spec_decode_* result keys)
+        "counters": tuple(theirs[k] for k in VLLM_COUNTERS) if VLLM_COUNTERS[0] in theirs else None,
         "cpu": cpu,
         "wall": wall,
     }
@@ -356,7 +359,8 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
     lines = [head, "-" * len(head)]
 
     def exact_row(name, theirs, ours):
-        lines.append(f"{name:<22} {_fmt(theirs)} {_fmt(ours)} {_pct(ours, theirs):>+8.1f} {'equal':>8} {'':>8}")
+        diff = "-" if None in (theirs, ours) else f"{_pct(ours, theirs):+.1f}"
+        lines.append(f"{name:<22} {_fmt(theirs)} {_fmt(ours)} {diff:>8} {'equal':>8} {'':>8}")
 
     exact_row("completed", v[0]["completed"], o[0]["completed"])
     exact_row("failed", v[0]["failed"], o[0]["failed"])
