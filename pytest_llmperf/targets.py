@@ -4,7 +4,8 @@ of container sessions."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,14 +45,23 @@ def baseline_folders_before_start(options: LlmperfOptions) -> list[str] | None:
     return None if folder is None else [folder]
 
 
-def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[str], None]) -> ServerTarget:
+def build_target(
+    options: LlmperfOptions,
+    session_id: str,
+    progress: Callable[[str], None],
+    gpu_slots: Mapping[str, Sequence[str]] | None = None,
+) -> ServerTarget:
+    """The target the options chose; `gpu_slots` (--llmperf-gpus, plan.py): each server's
+    slot, the GPUs a GPU container is given (a label and provenance elsewhere)."""
     kind = options.target
     if kind == "sim":
         from pytest_llmperf.servers.sim_target import SimTarget
 
         # Paired A/B: each server's OLD and NEW flags travel in its spec (paired.py), not here.
         extra = () if options.paired else options.sim_args
-        return SimTarget(speed=options.sim_speed, extra_args=extra, ready_timeout=options.ready_timeout)
+        return SimTarget(
+            speed=options.sim_speed, extra_args=extra, ready_timeout=options.ready_timeout, gpu_slots=gpu_slots
+        )
     if kind == "external":
         from pytest_llmperf.servers.external import ExternalTarget
 
@@ -69,6 +79,7 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
             session_id=session_id,
             progress=progress,
             cleanup_age=options.cleanup_age,
+            gpu_slots=gpu_slots,
         )
     if kind in LOCAL_TARGETS:
         from pytest_llmperf.servers.local_vllm import InterpreterError
@@ -78,6 +89,27 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
         except InterpreterError as exc:  # check_target ran at session start: changed since
             raise ServerStartError(f"cannot start a local vLLM: {exc}") from None
     raise ValueError(f"no target chosen (got {kind!r})")
+
+
+GPU_INDEX_QUERY = ("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
+
+
+def all_gpus(run: Callable[[Sequence[str]], str] | None = None) -> tuple[str, ...]:
+    """--llmperf-gpus all: this machine's GPU indices from nvidia-smi. RuntimeError with
+    the fix when it cannot tell (no nvidia-smi, no GPU)."""
+    from pytest_llmperf.servers.local_vllm import run_nvidia_smi
+
+    try:
+        text = (run or run_nvidia_smi)(GPU_INDEX_QUERY)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        raise RuntimeError(
+            f"--llmperf-gpus all asks this machine's nvidia-smi, which failed ({type(exc).__name__}: {exc}); "
+            "list the GPU ids instead (--llmperf-gpus 0,1,2,3), as the Docker engine's host numbers them"
+        ) from None
+    ids = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if not ids:
+        raise RuntimeError("--llmperf-gpus all: nvidia-smi lists no GPU; list the GPU ids (--llmperf-gpus 0,1)")
+    return ids
 
 
 def check_target(options: LlmperfOptions) -> LocalVllmTarget:

@@ -48,6 +48,9 @@ LABEL_SESSION = "io.pytest-llmperf.session"
 LABEL_SPEC = "io.pytest-llmperf.spec"
 LABEL_MODEL = "io.pytest-llmperf.model"
 LABEL_GPU = "io.pytest-llmperf.gpu"
+# The GPU ids of the container's slot (--llmperf-gpus): "0,1"; "all" for a GPU server
+# given every GPU; absent on a container without GPUs or slot.
+LABEL_GPUS = "io.pytest-llmperf.gpus"
 # The owner (servers/owners.py) and when the container was made: what --llmperf-cleanup
 # reads to tell a leftover from another session's live server.
 LABEL_OWNER_HOST = "io.pytest-llmperf.owner.host"
@@ -195,10 +198,14 @@ def container_labels(
     *,
     owner: Owner | None = None,
     created: float | None = None,
+    gpu_ids: Sequence[str] | None = None,
 ) -> dict[str, str]:
-    """The plugin's labels: session, spec, model, GPU, and the owner (default: this
-    process) and creation time (default: now) that --llmperf-cleanup judges by."""
+    """The plugin's labels: session, spec, model, GPU (and its slot's GPU ids), and the
+    owner (default: this process) and creation time (default: now) that --llmperf-cleanup
+    judges by."""
+    slot = {LABEL_GPUS: ",".join(gpu_ids)} if gpu_ids else ({LABEL_GPUS: "all"} if gpu else {})
     return {
+        **slot,
         LABEL_PLUGIN: PLUGIN_NAME,
         LABEL_SESSION: session_id,
         LABEL_SPEC: spec.name,
@@ -247,6 +254,15 @@ def gpu_device_requests(gpu: bool, device_ids: Sequence[str] | None) -> list[Any
     if device_ids:
         return [docker.types.DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
     return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+
+
+def gpus_overlap(ours: Sequence[str] | None, label: str | None) -> bool:
+    """Whether a running GPU container whose LABEL_GPUS is `label` may use one of the GPUs
+    `ours` names (None: every GPU). A container without the label (an older version) or
+    with "all" may use any."""
+    if ours is None or not label or label == "all":
+        return True
+    return bool(set(ours) & set(label.split(",")))
 
 
 def describe_container(container: Any) -> str:
@@ -496,6 +512,7 @@ class DockerTarget:
         *,
         gpu: bool = False,
         gpu_device_ids: Sequence[str] | None = None,
+        gpu_slots: Mapping[str, Sequence[str]] | None = None,
         image_override: str | None = None,
         hf_cache: Path | str | None = DEFAULT_HF_CACHE,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
@@ -534,6 +551,9 @@ class DockerTarget:
                 raise ValueError(f"pass_env names environment variables; {name!r} is not one")
         self.gpu = gpu
         self.gpu_device_ids = gpu_device_ids
+        # --llmperf-gpus: server name -> its slot's GPU ids (plan.py). With gpu, the
+        # container's device request; without, a label and provenance only.
+        self.gpu_slots = {name: [str(d) for d in ids] for name, ids in (gpu_slots or {}).items()}
         self.image_override = image_override
         self.hf_cache = None if hf_cache is None else Path(hf_cache)
         self.ready_timeout = float(ready_timeout)
@@ -606,8 +626,16 @@ class DockerTarget:
             )
         raise ServerStartError(failure)
 
-    def _check_no_other_gpu_server(self, client: Any) -> None:
-        running = client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
+    def gpu_ids(self, spec: ServerSpec) -> list[str] | None:
+        """The GPU ids `spec`'s server gets: its slot's, else gpu_device_ids; None: every GPU."""
+        return self.gpu_slots.get(spec.name) or self.gpu_device_ids
+
+    def _check_no_other_gpu_server(self, client: Any, gpu_ids: Sequence[str] | None = None) -> None:
+        running = [
+            c
+            for c in client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
+            if gpus_overlap(gpu_ids, (c.labels or {}).get(LABEL_GPUS))
+        ]
         if not running:
             return
         judged = [judge(c, self.cleanup_age) for c in running]
@@ -618,7 +646,8 @@ class DockerTarget:
             hints.append("wait for the session that owns it to finish")
         raise ServerStartError(
             f"another GPU server of this plugin is still running: {'; '.join(j.line() for j in judged)}. "
-            f"One holds most of a GPU's memory, so only one runs at a time: {'; '.join(hints)}."
+            f"One holds most of a GPU's memory, so only one runs at a time on a GPU"
+            f"{' (' + ','.join(gpu_ids) + ')' if gpu_ids else ''}: {'; '.join(hints)}."
         )
 
     def _published_url(self, container: Any) -> str | None:
@@ -773,8 +802,9 @@ class DockerTarget:
         self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
     ) -> Endpoint:
         client = self.client()
+        gpu_ids = self.gpu_ids(spec)
         if self.gpu:
-            self._check_no_other_gpu_server(client)
+            self._check_no_other_gpu_server(client, gpu_ids)
         ref = self.image_for(spec)
         image = self.ensure_image(client, ref, secrets)
         self._serial += 1
@@ -786,12 +816,12 @@ class DockerTarget:
             command=spec.vllm_args(host="0.0.0.0", port=CONTAINER_PORT),
             name=container_name(spec, self.session_id, self._serial),
             environment=environment,
-            labels=container_labels(self.session_id, spec, self.gpu),
+            labels=container_labels(self.session_id, spec, self.gpu, gpu_ids=gpu_ids),
             ports={f"{CONTAINER_PORT}/tcp": (self.publish_host, self.host_port)},
             volumes=volumes,
             ipc_mode="host",
             init=True,
-            device_requests=gpu_device_requests(self.gpu, self.gpu_device_ids),
+            device_requests=gpu_device_requests(self.gpu, gpu_ids),
             detach=True,
         )
         launched.append(container)
@@ -804,6 +834,8 @@ class DockerTarget:
             raise ServerStartError(f"{spec.name} did not start: {death}")
         self._wait_ready(container, spec, base_url, secrets)
         provenance = self._provenance(client, image, ref, container, base_url)
+        if gpu_ids:
+            provenance["gpu_ids"] = list(gpu_ids)
         memory_sampler = None
         if self.gpu:
             try:

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from pytest_llmperf.options import OPTIONS, OptionError, join_flag_values, resolve_options
@@ -223,3 +225,41 @@ def test_local_and_another_target_are_refused(other, flag):
     with pytest.raises(OptionError) as err:
         resolve(cli={**other, "llmperf_local": "python"})
     assert str(err.value) == f"{flag} and --llmperf-local choose different targets: pass exactly one"
+
+
+@pytest.mark.parametrize(
+    ("raw", "gpus"),
+    [("0,1,2,3", ("0", "1", "2", "3")), (" 2, 3 ", ("2", "3")), ("all", ("all",)), ("ALL", ("all",)),
+     ("GPU-1f2e,GPU-9a0b", ("GPU-1f2e", "GPU-9a0b"))],
+)  # fmt: skip
+def test_gpus_are_ids_as_nvidia_smi_numbers_them_or_all(raw, gpus):
+    opts = resolve(cli={"llmperf_gpu": True, "llmperf_gpus": raw})
+    assert opts.gpus == gpus
+    assert resolve(ini={"llmperf_docker": "true", "llmperf_gpus": raw}).gpus == gpus
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("0,,1", "--llmperf-gpus: expected GPU ids as nvidia-smi numbers them, comma-separated (0,1,2,3), or all"),
+        ("0;1", "--llmperf-gpus: expected GPU ids"),
+        ("0,1,0", "--llmperf-gpus: GPU 0 given twice in '0,1,0': each GPU belongs to one slot"),
+    ],
+)
+def test_bad_gpu_lists_name_the_option_and_the_forms_it_takes(raw, message):
+    with pytest.raises(OptionError, match=re.escape(message)):
+        resolve(cli={"llmperf_gpu": True, "llmperf_gpus": raw})
+
+
+@pytest.mark.parametrize("target", ["llmperf_real_cpu", "llmperf_local"])
+def test_gpus_on_a_local_vllm_are_refused_with_cuda_visible_devices_as_the_way(target):
+    with pytest.raises(OptionError, match="--llmperf-gpus spreads containers.*CUDA_VISIBLE_DEVICES"):
+        resolve(cli={target: "python" if target == "llmperf_local" else True, "llmperf_gpus": "0,1"})
+    with pytest.raises(OptionError, match="not to --llmperf-base-url"):
+        resolve(cli={"llmperf_base_url": "http://h:8000", "llmperf_gpus": "0,1"})
+
+
+def test_the_plan_needs_the_gpus_it_plans():
+    with pytest.raises(OptionError, match=r"--llmperf-plan prints the plan of --llmperf-gpus: give the GPUs too"):
+        resolve(cli={"llmperf_sim": True, "llmperf_plan": True})
+    assert resolve(cli={"llmperf_sim": True, "llmperf_plan": True, "llmperf_gpus": "0,1"}).plan is True
