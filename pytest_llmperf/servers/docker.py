@@ -646,8 +646,8 @@ class DockerTarget:
             hints.append("wait for the session that owns it to finish")
         raise ServerStartError(
             f"another GPU server of this plugin is still running: {'; '.join(j.line() for j in judged)}. "
-            f"One holds most of a GPU's memory, so only one runs at a time on a GPU"
-            f"{' (' + ','.join(gpu_ids) + ')' if gpu_ids else ''}: {'; '.join(hints)}."
+            f"One holds most of a GPU's memory, so only one runs at a time"
+            f"{' on GPUs ' + ','.join(gpu_ids) if gpu_ids else ''}: {'; '.join(hints)}."
         )
 
     def _published_url(self, container: Any) -> str | None:

@@ -282,6 +282,43 @@ def test_gpu_target_requests_gpus_and_refuses_a_second_gpu_server():
     assert kw["device_requests"][0]["DeviceIDs"] == ["1"]
 
 
+def test_each_server_gets_its_slots_device_request_and_label_and_only_a_server_on_its_gpus_blocks_it():
+    """--llmperf-gpus: a server's slot (server name -> GPU ids) is its container's device
+    request and its gpus label; a running GPU server blocks a start only where their GPUs
+    meet (or where one has every GPU, or no label: an older version's)."""
+    client = FakeClient(fail_start=True)  # the create is what is looked at
+    elsewhere = Owner("another-host", 1)
+    other = dk.container_labels("other", SEED, gpu=True, owner=elsewhere, gpu_ids=["2", "3"])
+    assert other[dk.LABEL_GPUS] == "2,3"
+    client.containers.items.append(FakeContainer(client, "neighbour", other, fail_start=False))
+    target = dk.DockerTarget(client=client, gpu=True, gpu_slots={SEED.name: ["0", "1"]}, environ={})
+    with pytest.raises(ServerStartError, match="could not start"):  # not "another GPU server"
+        with target.start(SEED):
+            pass
+    (kw,) = client.containers.create_kwargs
+    assert kw["device_requests"][0]["DeviceIDs"] == ["0", "1"]
+    assert kw["labels"][dk.LABEL_GPUS] == "0,1"
+    clash = dk.DockerTarget(client=client, gpu=True, gpu_slots={SEED.name: ["1", "2"]}, environ={})
+    with pytest.raises(ServerStartError, match=r"another GPU server .* neighbour .*at a time on GPUs 1,2: "):
+        with clash.start(SEED):
+            pass
+    assert len(client.containers.create_kwargs) == 1  # refused before a create
+    assert dk.gpus_overlap(None, "2,3") and dk.gpus_overlap(["0"], "all") and dk.gpus_overlap(["0"], None)
+    assert not dk.gpus_overlap(["0", "1"], "2,3")
+
+
+def test_a_slot_without_gpus_is_a_label_and_no_device_request():
+    client = FakeClient(fail_start=True)
+    target = dk.DockerTarget(client=client, gpu=False, gpu_slots={SEED.name: ["3"]}, environ={})
+    with pytest.raises(ServerStartError):
+        with target.start(SEED):
+            pass
+    (kw,) = client.containers.create_kwargs
+    assert kw["device_requests"] == [] and kw["labels"][dk.LABEL_GPUS] == "3"
+    assert dk.LABEL_GPUS not in dk.container_labels("s", SEED, gpu=False)
+    assert dk.container_labels("s", SEED, gpu=True)[dk.LABEL_GPUS] == "all"
+
+
 def test_gpu_slot_held_while_a_gpu_server_runs():
     dk._GPU_SLOT.acquire()
     try:
