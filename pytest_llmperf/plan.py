@@ -143,10 +143,7 @@ class Plan:
             f"{starts} server start(s) in all"
         )
         lines = [head]
-        for slot in self.slots:
-            if not slot.groups:
-                lines.append(f"  slot {slot.index} (GPUs {','.join(slot.gpus)}): idle (nothing left to give it)")
-                continue
+        for slot in busy:
             low, high = slot.starts
             starts = f"{low}" if low == high else f"{low}-{high}"
             lines.append(f"  slot {slot.index} (GPUs {','.join(slot.gpus)}): {starts} start(s), in this order:")
@@ -158,10 +155,12 @@ class Plan:
                 lines.append(f"       ({group.label}: {group.tests} test(s), {group.runs} run(s), one slot)")
         if self.unused_gpus:
             lines.append(f"  GPUs {','.join(self.unused_gpus)} unused: {self._why_unused()}")
-        idle = len([slot for slot in self.slots if not slot.groups])
-        if idle and len(busy) < self.workers:
+        idle = [slot for slot in self.slots if not slot.groups]
+        if idle:
+            gpus = ",".join(gpu for slot in idle for gpu in slot.gpus)
             lines.append(
-                f"  {idle} slot(s) idle: the suite has {len(busy)} group(s) (a model's servers share one slot)"
+                f"  {len(idle)} slot(s) idle (GPUs {gpus}): the suite has {len(busy)} group(s), and a model's "
+                "servers share one slot"
             )
         return lines
 

@@ -473,7 +473,15 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
             same_server=options.same_server,
         )
     except PlanError as exc:
-        raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+        if not _is_xdist_worker(config):
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+        # A worker's usage error crashes xdist's controller (INTERNALERROR): a failed
+        # collection report reaches it as it is, and no performance test runs anywhere.
+        config.hook.pytest_collectreport(report=pytest.CollectReport("", "failed", f"pytest-llmperf: {exc}", []))
+        refused = [item for item, _ in marked]
+        config.hook.pytest_deselected(items=refused)
+        items[:] = [item for item in items if item not in refused]
+        return
     config.stash[PLAN_KEY] = plan
     if not _loadgroup(config):
         return

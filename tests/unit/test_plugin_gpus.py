@@ -119,6 +119,23 @@ def test_gpus_that_cannot_hold_the_largest_server_stop_before_any_start(fleet):
     assert "starting server" not in result.stdout.str()
 
 
+def test_under_xdist_a_worker_that_cannot_plan_says_why_on_the_controller_and_nothing_runs(fleet):
+    """A worker's usage error would crash xdist's controller: it reaches it as a collection
+    error, and every performance test is left out."""
+    pytest.importorskip("xdist")
+    fleet.makepyfile(test_wide=WIDE_SUITE)
+    result = run(fleet, "-n", "2", "--dist", "loadgroup", "--llmperf-gpus", "0,1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR collecting test session*",
+            "pytest-llmperf: the GPUs cannot hold the largest server: it needs 4 GPU(s)*",
+        ]
+    )
+    out = result.stdout.str()
+    assert "2 workers [0 items]" in out and "starting server" not in out and "passed" not in out
+
+
 def test_more_workers_than_gpus_is_refused_at_once(fleet):
     pytest.importorskip("xdist")
     result = run(fleet, "-n", "3", "--dist", "loadgroup", "--llmperf-gpus", "0,1")
