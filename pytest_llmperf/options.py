@@ -7,6 +7,7 @@ how to fix it (plugin.py turns it into `pytest.UsageError`).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Callable
@@ -310,6 +311,23 @@ OPTIONS: tuple[Option, ...] = (
         "share one slot, and each pytest-xdist worker (-n, --dist loadgroup) runs one slot's servers on its GPUs",
     ),
     Option(
+        "llmperf_hosts",
+        ("--llmperf-hosts",),
+        "hosts",
+        (),
+        "spread the suite over several Docker engines: DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,"
+        "tcp://gpu-b:2376); each has the GPUs --llmperf-gpus lists, and each slot is one host's GPUs; "
+        "containers publish on --llmperf-publish-host",
+    ),
+    Option(
+        "llmperf_publish_host",
+        ("--llmperf-publish-host",),
+        "str",
+        "127.0.0.1",
+        "the address containers publish their port on, on the engine's host (default 127.0.0.1; a remote "
+        "DOCKER_HOST or --llmperf-hosts needs one reachable from here, e.g. 0.0.0.0 or the host's address)",
+    ),
+    Option(
         "llmperf_plan",
         ("--llmperf-plan",),
         "bool",
@@ -386,6 +404,8 @@ class LlmperfOptions:
     cleanup_age: float = 24 * 3600.0  # seconds
     doctor: bool = False  # --llmperf-doctor: the doctor's checks before the first test
     gpus: tuple[str, ...] | None = None  # --llmperf-gpus: GPU ids, or ("all",) until resolved
+    hosts: tuple[str, ...] = ()  # --llmperf-hosts: DOCKER_HOST URLs, each with the GPUs of --llmperf-gpus
+    publish_host: str = "127.0.0.1"  # where containers publish their port, on the engine's host
     plan: bool = False  # --llmperf-plan: print the plan, start nothing
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
 
@@ -430,6 +450,25 @@ def parse_gpus(text: str) -> tuple[str, ...]:
     if repeated:
         raise ValueError(f"GPU {', '.join(repeated)} given twice in {text!r}: each GPU belongs to one slot")
     return ids
+
+
+def parse_hosts(text: str) -> tuple[str, ...]:
+    """DOCKER_HOST URLs from 'ssh://gpu-a,tcp://gpu-b:2376'; ValueError naming a bad one."""
+    from pytest_llmperf.servers.docker import engine_host
+
+    hosts = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not hosts:
+        raise ValueError(
+            f"expected DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,tcp://gpu-b:2376), got {text!r}"
+        )
+    for host in hosts:
+        if "://" not in host:
+            raise ValueError(f"{host!r} is not a DOCKER_HOST URL: write ssh://{host} (or tcp://{host}:2376)")
+        engine_host(host)  # its scheme and host name; ValueError says which forms work
+    repeated = sorted({h for h in hosts if hosts.count(h) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} given twice: each host's GPUs make its own slots")
+    return hosts
 
 
 def _convert(opt: Option, raw: Any, source: str) -> Any:
@@ -481,6 +520,8 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             return patterns
         if opt.kind == "gpus":
             return parse_gpus(str(raw))
+        if opt.kind == "hosts":
+            return parse_hosts(str(raw))
         if opt.kind == "python":
             text = str(raw).strip()
             if text.lower() in ("1", "true", "yes", "on"):
@@ -596,6 +637,29 @@ GPU_SLOT_TARGETS = ("gpu", "docker", "sim")
 
 def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: str | None) -> None:
     gpus = values["llmperf_gpus"]
+    hosts, publish = values["llmperf_hosts"], values["llmperf_publish_host"]
+    try:
+        ipaddress.ip_address(publish)
+    except ValueError:
+        where = _where("llmperf_publish_host", "--llmperf-publish-host", sources)
+        raise OptionError(f"{where}: expected an IP address such as 127.0.0.1 or 0.0.0.0, got {publish!r}") from None
+    if hosts:
+        where = _where("llmperf_hosts", "--llmperf-hosts", sources)
+        if target not in (None, "gpu", "docker"):
+            raise OptionError(f"{where} names Docker engines: it needs --llmperf-gpu (or --llmperf-docker)")
+        if gpus is None or gpus == ("all",):
+            got = "all reads only this machine's nvidia-smi" if gpus else "none given"
+            raise OptionError(
+                f"{where}: give the GPU ids each host has, as its nvidia-smi numbers them (--llmperf-gpus 0,1,2,3; "
+                f"{got})"
+            )
+        from pytest_llmperf.servers.docker import endpoint_host
+
+        for host in hosts:
+            try:
+                endpoint_host(host, publish)
+            except ValueError as exc:
+                raise OptionError(f"{where}: {exc} (--llmperf-publish-host 0.0.0.0)") from None
     if values["llmperf_plan"] and gpus is None:
         where = _where("llmperf_plan", "--llmperf-plan", sources)
         raise OptionError(f"{where} prints the plan of --llmperf-gpus: give the GPUs too (--llmperf-gpus 0,1,2,3)")

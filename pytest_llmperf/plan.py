@@ -31,7 +31,6 @@ PARALLEL_FLAGS = {
     "--data-parallel-size": "data",
     "-dp": "data",
 }
-GROUP_PREFIX = "llmperf-gpus-"
 
 
 class PlanError(ValueError):
@@ -100,11 +99,19 @@ class Slot:
     index: int
     gpus: tuple[str, ...]
     groups: tuple[Group, ...]
+    host: str | None = None  # --llmperf-hosts: the DOCKER_HOST whose GPUs these are
+    host_index: int = 0
 
     @property
     def group_name(self) -> str:
-        """The xdist group of the slot's tests: `llmperf-gpus-0,1`."""
-        return GROUP_PREFIX + ",".join(self.gpus)
+        """The xdist group of the slot's tests: `llmperf-gpus-0,1` (`llmperf-host1-gpus-0,1`
+        on the second of --llmperf-hosts)."""
+        host = f"host{self.host_index}-" if self.host is not None else ""
+        return f"llmperf-{host}gpus-{','.join(self.gpus)}"
+
+    @property
+    def where(self) -> str:
+        return (f"{self.host} " if self.host is not None else "") + f"GPUs {','.join(self.gpus)}"
 
     @property
     def starts(self) -> tuple[int, int]:
@@ -127,9 +134,22 @@ class Plan:
     def gpus_by_server(self) -> dict[str, tuple[str, ...]]:
         return {spec.name: slot.gpus for slot in self.slots for group in slot.groups for spec in group.servers}
 
+    def hosts_by_server(self) -> dict[str, str]:
+        """--llmperf-hosts: each server's DOCKER_HOST; empty without hosts."""
+        return {
+            spec.name: slot.host
+            for slot in self.slots
+            if slot.host is not None
+            for group in slot.groups
+            for spec in group.servers
+        }
+
+    hosts: tuple[str, ...] = ()
+
     @property
     def unused_gpus(self) -> tuple[str, ...]:
-        used = {gpu for slot in self.slots for gpu in slot.gpus}
+        """GPUs no slot holds (on every host alike when there are several)."""
+        used = {gpu for slot in self.slots if slot.host_index == 0 for gpu in slot.gpus}
         return tuple(gpu for gpu in self.gpus if gpu not in used)
 
     def lines(self) -> list[str]:
@@ -137,8 +157,9 @@ class Plan:
         busy = [slot for slot in self.slots if slot.groups]
         low, high = (sum(slot.starts[0] for slot in busy), sum(slot.starts[1] for slot in busy))
         starts = f"{low}" if low == high else f"{low} to {high}"
+        where = f"{len(self.hosts)} host(s) x GPUs" if self.hosts else "GPUs"
         head = (
-            f"plan: GPUs {','.join(self.gpus)} in {len(self.slots)} slot(s) of {self.width} GPU(s), "
+            f"plan: {where} {','.join(self.gpus)} in {len(self.slots)} slot(s) of {self.width} GPU(s), "
             f"{self.workers} worker(s); {sum(len(s.groups) for s in busy)} group(s) on {len(busy)} slot(s), "
             f"{starts} server start(s) in all"
         )
@@ -146,7 +167,7 @@ class Plan:
         for slot in busy:
             low, high = slot.starts
             starts = f"{low}" if low == high else f"{low}-{high}"
-            lines.append(f"  slot {slot.index} (GPUs {','.join(slot.gpus)}): {starts} start(s), in this order:")
+            lines.append(f"  slot {slot.index} ({slot.where}): {starts} start(s), in this order:")
             step = 0
             for group in slot.groups:
                 for spec in group.servers:
@@ -157,10 +178,9 @@ class Plan:
             lines.append(f"  GPUs {','.join(self.unused_gpus)} unused: {self._why_unused()}")
         idle = [slot for slot in self.slots if not slot.groups]
         if idle:
-            gpus = ",".join(gpu for slot in idle for gpu in slot.gpus)
             lines.append(
-                f"  {len(idle)} slot(s) idle (GPUs {gpus}): the suite has {len(busy)} group(s), and a model's "
-                "servers share one slot"
+                f"  {len(idle)} slot(s) idle ({'; '.join(slot.where for slot in idle)}): the suite has "
+                f"{len(busy)} group(s), and a model's servers share one slot"
             )
         return lines
 
@@ -236,9 +256,10 @@ def make_plan(
     repetitions: int | str = 1,
     max_repetitions: int = 5,
     same_server: bool = False,
+    hosts: Sequence[str] = (),
 ) -> Plan:
-    """Slots over `gpus` for `workers` processes, and each group of `tests` on one slot.
-    PlanError when the GPUs cannot hold the largest server."""
+    """Slots over `gpus` (on each of `hosts`, where given) for `workers` processes, and each
+    group of `tests` on one slot. PlanError when the GPUs cannot hold the largest server."""
     if not gpus:
         raise PlanError("no GPUs given: --llmperf-gpus 0,1,2,3 (or all)")
     if workers < 1:
@@ -252,7 +273,8 @@ def make_plan(
             f"{len(gpus)} ({','.join(gpus)}). GPUs each server needs: {needs}. Give more GPUs, or lower "
             "the server's --tensor-parallel-size (or gpus=)"
         )
-    count = min(workers, len(gpus) // width)
+    per_host = len(gpus) // width
+    count = min(workers, per_host * max(1, len(hosts)))
     loads = [(0, 0)] * count  # (runs, starts) given to each slot so far
     given: list[list[Group]] = [[] for _ in range(count)]
     # Heaviest first onto the least loaded slot; ties keep the tests' order.
@@ -261,8 +283,17 @@ def make_plan(
         given[target].append(group)
         loads[target] = (loads[target][0] + group.runs, loads[target][1] + group.starts[0])
     order = {id(group): i for i, group in enumerate(groups)}
-    slots = tuple(
-        Slot(i, tuple(gpus[i * width : (i + 1) * width]), tuple(sorted(given[i], key=lambda g: order[id(g)])))
-        for i in range(count)
-    )
-    return Plan(tuple(gpus), width, workers, slots)
+    slots = []
+    for i in range(count):
+        # Slots alternate between hosts, so fewer workers than slots still use every host.
+        host, position = (i % len(hosts), i // len(hosts)) if hosts else (0, i)
+        slots.append(
+            Slot(
+                i,
+                tuple(gpus[position * width : (position + 1) * width]),
+                tuple(sorted(given[i], key=lambda g: order[id(g)])),
+                hosts[host] if hosts else None,
+                host,
+            )
+        )
+    return Plan(tuple(gpus), width, workers, tuple(slots), tuple(hosts))

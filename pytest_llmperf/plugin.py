@@ -185,11 +185,13 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
             "CUDA_VISIBLE_DEVICES names; run --llmperf-local without -n (containers spread over GPUs with "
             "--llmperf-gpu --llmperf-gpus)"
         )
-    if options.gpus is not None and int(numprocesses) > len(options.gpus):
+    hosts = max(1, len(options.hosts))
+    if options.gpus is not None and int(numprocesses) > len(options.gpus) * hosts:
+        on = f" on each of {hosts} hosts" if options.hosts else ""
         raise pytest.UsageError(
             f"pytest-llmperf: -n {numprocesses} workers, but --llmperf-gpus gives {len(options.gpus)} GPU(s) "
-            f"({','.join(options.gpus)}); each worker owns a slot of at least one GPU: use -n {len(options.gpus)} "
-            "or fewer"
+            f"({','.join(options.gpus)}){on}; each worker owns a slot of at least one GPU: use "
+            f"-n {len(options.gpus) * hosts} or fewer"
         )
     if getattr(config.option, "dist", None) != "loadgroup":
         raise pytest.UsageError(
@@ -471,6 +473,7 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
             repetitions=options.repetitions,
             max_repetitions=options.max_repetitions,
             same_server=options.same_server,
+            hosts=options.hosts,
         )
     except PlanError as exc:
         if not _is_xdist_worker(config):
@@ -520,8 +523,10 @@ def _perf_session(config: pytest.Config) -> Any:
                 reporter.write_line(f"[llmperf] {message.removeprefix('llmperf: ')}")
 
         plan = config.stash.get(PLAN_KEY, None)
-        slots = plan.gpus_by_server() if plan is not None else None
-        target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log, gpu_slots=slots)
+        slots, hosts = (plan.gpus_by_server(), plan.hosts_by_server()) if plan is not None else (None, None)
+        target = build_target(
+            options, session_id=uuid.uuid4().hex[:12], progress=log, gpu_slots=slots, docker_hosts=hosts
+        )
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
         perf = (PairedSession if options.paired else PerfSession)(
             options,

@@ -50,9 +50,11 @@ def build_target(
     session_id: str,
     progress: Callable[[str], None],
     gpu_slots: Mapping[str, Sequence[str]] | None = None,
+    docker_hosts: Mapping[str, str] | None = None,
 ) -> ServerTarget:
     """The target the options chose; `gpu_slots` (--llmperf-gpus, plan.py): each server's
-    slot, the GPUs a GPU container is given (a label and provenance elsewhere)."""
+    slot, the GPUs a GPU container is given (a label and provenance elsewhere), and
+    `docker_hosts` (--llmperf-hosts) the engine each container runs on."""
     kind = options.target
     if kind == "sim":
         from pytest_llmperf.servers.sim_target import SimTarget
@@ -80,6 +82,8 @@ def build_target(
             progress=progress,
             cleanup_age=options.cleanup_age,
             gpu_slots=gpu_slots,
+            docker_hosts=docker_hosts,
+            publish_host=options.publish_host,
         )
     if kind in LOCAL_TARGETS:
         from pytest_llmperf.servers.local_vllm import InterpreterError

@@ -363,6 +363,20 @@ LIVE = _LiveContainers()
 _GPU_SLOT = threading.Lock()
 
 
+def _engine_gone_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises when the engine's host is gone: requests' connection errors
+    (not DockerException) and the socket's own."""
+    try:
+        import requests.exceptions
+
+        return (requests.exceptions.ConnectionError, requests.exceptions.Timeout, OSError)
+    except ImportError:  # pragma: no cover - the docker SDK depends on requests
+        return (OSError,)
+
+
+_ENGINE_GONE = _engine_gone_errors()
+
+
 # --------------------------------------------------------------------------- leftovers
 
 
@@ -513,6 +527,7 @@ class DockerTarget:
         gpu: bool = False,
         gpu_device_ids: Sequence[str] | None = None,
         gpu_slots: Mapping[str, Sequence[str]] | None = None,
+        docker_hosts: Mapping[str, str] | None = None,
         image_override: str | None = None,
         hf_cache: Path | str | None = DEFAULT_HF_CACHE,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
@@ -554,6 +569,8 @@ class DockerTarget:
         # --llmperf-gpus: server name -> its slot's GPU ids (plan.py). With gpu, the
         # container's device request; without, a label and provenance only.
         self.gpu_slots = {name: [str(d) for d in ids] for name, ids in (gpu_slots or {}).items()}
+        # --llmperf-hosts: server name -> the DOCKER_HOST of its slot's engine (else the environment's).
+        self.docker_hosts = dict(docker_hosts or {})
         self.image_override = image_override
         self.hf_cache = None if hf_cache is None else Path(hf_cache)
         self.ready_timeout = float(ready_timeout)
@@ -570,8 +587,10 @@ class DockerTarget:
         self._environ = os.environ if environ is None else environ
         self.cleanup_age = cleanup_age
         # A remote engine with a loopback-only port is unusable: say so before starting anything.
-        endpoint_host(self._environ.get("DOCKER_HOST"), publish_host)
+        for url in {self._environ.get("DOCKER_HOST"), *self.docker_hosts.values()}:
+            endpoint_host(url, publish_host)
         self._client = client
+        self._clients: dict[str, Any] = {}  # DOCKER_HOST of --llmperf-hosts -> its client
         self._serial = 0
 
     # -- small steps
@@ -580,17 +599,32 @@ class DockerTarget:
         if self.progress is not None:
             self.progress(redact(line, secrets))
 
-    def client(self) -> Any:
-        if self._client is None:
-            try:
-                self._client = connect(self._environ)
-            except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
-                where = self._environ.get("DOCKER_HOST") or "the local socket"
-                raise ServerStartError(
-                    f"no Docker engine answers at {where}: {type(exc).__name__}: {exc}. "
-                    "Start dockerd (or set DOCKER_HOST to a reachable engine)."
-                ) from None
-        return self._client
+    def docker_host(self, spec: ServerSpec | None = None) -> str | None:
+        """The DOCKER_HOST `spec`'s server runs on: its slot's host, else the environment's."""
+        return (self.docker_hosts.get(spec.name) if spec is not None else None) or self._environ.get("DOCKER_HOST")
+
+    def client(self, spec: ServerSpec | None = None) -> Any:
+        url = self.docker_hosts.get(spec.name) if spec is not None else None
+        if url is None and self._client is not None:
+            return self._client
+        if url is not None and url in self._clients:
+            return self._clients[url]
+        environ = {**self._environ, "DOCKER_HOST": url} if url is not None else self._environ
+        try:
+            client = connect(environ)
+        except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
+            where = environ.get("DOCKER_HOST") or "the local socket"
+            fix = (
+                "check that host (--llmperf-hosts)"
+                if url
+                else "Start dockerd (or set DOCKER_HOST to a reachable engine)."
+            )
+            raise ServerStartError(f"no Docker engine answers at {where}: {type(exc).__name__}: {exc}. {fix}") from None
+        if url is None:
+            self._client = client
+        else:
+            self._clients[url] = client
+        return client
 
     def image_for(self, spec: ServerSpec) -> str:
         return self.image_override or spec.image
@@ -650,13 +684,13 @@ class DockerTarget:
             f"{' on GPUs ' + ','.join(gpu_ids) if gpu_ids else ''}: {'; '.join(hints)}."
         )
 
-    def _published_url(self, container: Any) -> str | None:
+    def _published_url(self, container: Any, docker_host: str | None = None) -> str | None:
         container.reload()
         ports = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
         bindings = ports.get(f"{CONTAINER_PORT}/tcp") or []
         for binding in bindings:
             if binding.get("HostPort"):
-                host = endpoint_host(self._environ.get("DOCKER_HOST"), self.publish_host)
+                host = endpoint_host(docker_host or self._environ.get("DOCKER_HOST"), self.publish_host)
                 return f"http://{_url_host(host)}:{binding['HostPort']}"
         return None
 
@@ -680,9 +714,10 @@ class DockerTarget:
         """`_exit_status` for a server that served: an engine gone quiet is said, not raised."""
         import docker.errors
 
+        gone: tuple[type[BaseException], ...] = (docker.errors.DockerException, *_ENGINE_GONE)
         try:
             return cls._exit_status(container)
-        except docker.errors.DockerException as exc:
+        except gone as exc:
             return f"the Docker engine does not answer about container {container.name} ({type(exc).__name__})"
 
     def _death(self, container: Any, secrets: Secrets) -> str | None:
@@ -801,7 +836,7 @@ class DockerTarget:
     def _launch_steps(
         self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
     ) -> Endpoint:
-        client = self.client()
+        client = self.client(spec)
         gpu_ids = self.gpu_ids(spec)
         if self.gpu:
             self._check_no_other_gpu_server(client, gpu_ids)
@@ -828,7 +863,7 @@ class DockerTarget:
         LIVE.add(container.id, container.name, client)
         self._say(f"llmperf: starting {spec.name} in container {container.name} ({ref})", secrets)
         container.start()
-        base_url = self._published_url(container)
+        base_url = self._published_url(container, self.docker_hosts.get(spec.name))
         if base_url is None:
             death = self._death(container, secrets) or "the engine published no port for 8000/tcp"
             raise ServerStartError(f"{spec.name} did not start: {death}")
@@ -836,6 +871,8 @@ class DockerTarget:
         provenance = self._provenance(client, image, ref, container, base_url)
         if gpu_ids:
             provenance["gpu_ids"] = list(gpu_ids)
+        if spec.name in self.docker_hosts:  # which engine of --llmperf-hosts ran it
+            provenance["docker_host"] = self.docker_hosts[spec.name]
         memory_sampler = None
         if self.gpu:
             try:
@@ -869,5 +906,11 @@ class DockerTarget:
         except docker.errors.APIError as exc:
             if not _removal_in_progress(exc):  # someone else removing it: gone all the same
                 raise
+        except _ENGINE_GONE as exc:  # the host died (--llmperf-hosts): the rest of the suite goes on
+            self._say(
+                f"llmperf: could not remove container {container.name}: its Docker engine does not answer "
+                f"({type(exc).__name__}); once that host is back, pytest --llmperf-cleanup there removes it",
+                (),
+            )
         finally:
             LIVE.discard(container.id)

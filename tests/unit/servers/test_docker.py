@@ -319,6 +319,67 @@ def test_a_slot_without_gpus_is_a_label_and_no_device_request():
     assert dk.container_labels("s", SEED, gpu=True)[dk.LABEL_GPUS] == "all"
 
 
+def test_each_server_runs_on_its_hosts_engine_and_a_dead_host_fails_only_its_servers(monkeypatch):
+    """--llmperf-hosts: a client per DOCKER_HOST, the server's host from its slot; an engine
+    that does not answer fails that server's start, naming the host, and no other."""
+    import requests.exceptions
+
+    alive = FakeClient(fail_start=True)
+    asked: list[str | None] = []
+
+    def connect(environ: Any, timeout: Any = None) -> Any:
+        asked.append(environ.get("DOCKER_HOST"))
+        if environ.get("DOCKER_HOST") == "ssh://gpu-b":
+            raise requests.exceptions.ConnectionError("ssh: connect to host gpu-b port 22: Connection refused")
+        return alive
+
+    monkeypatch.setattr(dk, "connect", connect)
+    other = ServerSpec(name="other", model="org/other")
+    target = dk.DockerTarget(
+        docker_hosts={SEED.name: "ssh://gpu-a", "other": "ssh://gpu-b"}, publish_host="0.0.0.0", environ={}
+    )
+    with pytest.raises(ServerStartError, match="could not start"):  # reached gpu-a's engine
+        with target.start(SEED):
+            pass
+    with pytest.raises(
+        ServerStartError, match=r"no Docker engine answers at ssh://gpu-b: ConnectionError.*--llmperf-hosts"
+    ):
+        with target.start(other):
+            pass
+    assert asked == ["ssh://gpu-a", "ssh://gpu-b"]
+    assert target.docker_host(SEED) == "ssh://gpu-a" and target.docker_host(None) is None
+    with pytest.raises(ServerStartError, match="could not start"):  # gpu-a's client kept, not asked again
+        with target.start(SEED):
+            pass
+    assert asked == ["ssh://gpu-a", "ssh://gpu-b"]
+    with pytest.raises(ValueError, match="remote engine"):  # a loopback port there is unreachable from here
+        dk.DockerTarget(docker_hosts={"x": "ssh://gpu-a"}, environ={})
+
+
+def test_a_container_whose_engine_went_away_is_reported_not_raised():
+    import requests.exceptions
+
+    said: list[str] = []
+
+    class Gone(FakeContainer):
+        def stop(self, timeout: float = 10) -> None:
+            raise requests.exceptions.ConnectionError("Connection refused")
+
+        def reload(self) -> None:
+            raise requests.exceptions.ConnectionError("Connection refused")
+
+    container = Gone(FakeClient(), "lost", {}, fail_start=False)
+    target = dk.DockerTarget(client=FakeClient(), environ={}, progress=said.append)
+    target._remove(container)
+    (line,) = said
+    assert line.startswith("llmperf: could not remove container lost: its Docker engine does not answer")
+    assert "--llmperf-cleanup" in line
+    # Asked whether the server is still there (after failed requests): said, not raised.
+    assert dk.DockerTarget._status_after_start(container) == (
+        "the Docker engine does not answer about container lost (ConnectionError)"
+    )
+
+
 def test_gpu_slot_held_while_a_gpu_server_runs():
     dk._GPU_SLOT.acquire()
     try:
