@@ -179,3 +179,51 @@ def test_a_gpu_containers_device_request_names_its_slot_and_this_engine_refuses_
     assert created["labels"][dk.LABEL_GPUS] == "2,3" and created["labels"][dk.LABEL_GPU] == "1"
     assert "NVIDIA Container Toolkit" in str(info.value)  # no GPU runtime on this engine: said, with the fix
     assert containers_of(test_session_id) == []  # removed on the way out
+
+
+HOSTS_SUITE = """
+import pytest
+
+W = dict(num_prompts=6, max_tokens=16, warmup=1)
+
+
+NAMES = ["m1", "m2", "m3", "m4"]
+
+
+@pytest.mark.parametrize("concurrency", [2])
+@pytest.mark.parametrize("server", [pytest.param(n, marks=pytest.mark.llmperf(server=n, **W), id=n) for n in NAMES])
+def test_base(llmperf, server, concurrency):
+    assert llmperf.run(concurrency=concurrency).results
+"""
+
+
+def test_two_hosts_share_the_suite_and_one_that_does_not_answer_fails_only_its_tests(
+    pytester, sim_image, containers_of, monkeypatch, tmp_path_factory
+):
+    """Two "hosts": this machine's engine reached as two DOCKER_HOST URLs (/var/run is
+    /run here), and a third URL where no engine answers. Each slot's servers run on its
+    host; the dead host's tests fail with its URL and the reason, the others pass."""
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    _dataset(pytester.path / "sharegpt.json")
+    pytester.makeconftest(CONFTEST.format(image=sim_image))
+    pytester.makepyfile(test_hosts=HOSTS_SUITE)
+    pytester.makeini("[pytest]\nllmperf_dataset = sharegpt.json\nllmperf_repetitions = 1\nllmperf_server_warmup = 4\n")
+    dead = f"unix://{tmp_path_factory.mktemp('dead')}/docker.sock"
+    hosts = f"unix:///var/run/docker.sock,unix:///run/docker.sock,{dead}"
+    before = {c.id for c in containers_of("")}
+
+    result = pytester.runpytest_subprocess(
+        "-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-docker", "-n", "3", "--dist", "loadgroup",
+        "--llmperf-gpus", "0", "--llmperf-hosts", hosts, "--llmperf-report", "report.json", "-v", "-rf",
+    )  # fmt: skip
+    out = result.stdout.str()
+    # m1..m4 onto three one-GPU slots, one per host: the slot with two models is host 0's.
+    result.assert_outcomes(passed=3, failed=1)
+    (failed,) = set(re.findall(r"FAILED test_hosts.py::test_base\[(m\d)-2\]@llmperf-host2-gpus-0", out))
+    assert re.search(rf"no Docker engine answers at {re.escape(dead)}: .*--llmperf-hosts", out)
+    report = json.loads((pytester.path / "report.json").read_text())
+    engines = {r["server"]["name"]: r["provenance"]["docker_host"] for r in report["runs"]}
+    assert failed not in engines and set(engines.values()) == {"unix:///var/run/docker.sock", "unix:///run/docker.sock"}
+    assert all(r["provenance"]["gpu_ids"] == ["0"] for r in report["runs"])
+    assert {c.id for c in containers_of("")} == before  # nothing of ours left running
