@@ -659,7 +659,7 @@ def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: str | N
             try:
                 endpoint_host(host, publish)
             except ValueError as exc:
-                raise OptionError(f"{where}: {exc} (--llmperf-publish-host 0.0.0.0)") from None
+                raise OptionError(f"{where}: {exc}") from None
     if values["llmperf_plan"] and gpus is None:
         where = _where("llmperf_plan", "--llmperf-plan", sources)
         raise OptionError(f"{where} prints the plan of --llmperf-gpus: give the GPUs too (--llmperf-gpus 0,1,2,3)")

@@ -152,6 +152,13 @@ def pytest_configure(config: pytest.Config) -> None:
             options = replace(options, gpus=all_gpus())
         except RuntimeError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if options.target in ("gpu", "docker") and os.environ.get("DOCKER_HOST"):
+        from pytest_llmperf.servers.docker import endpoint_host
+
+        try:  # a remote engine with a loopback-only port: said before any server starts
+            endpoint_host(os.environ["DOCKER_HOST"], options.publish_host)
+        except ValueError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SESSION_KEY] = None
     numprocesses = getattr(config.option, "numprocesses", None) or 0

@@ -135,7 +135,7 @@ def endpoint_host(docker_host: str | None, publish_host: str) -> str:
         raise ValueError(
             f"DOCKER_HOST={docker_host!r} is a remote engine: a port published on {publish_host} "
             f"there is not reachable from here. Publish on that host's address or on 0.0.0.0 "
-            f"(DockerTarget publish_host), or tunnel the port and use --llmperf-base-url."
+            f"(--llmperf-publish-host, or DockerTarget publish_host), or tunnel the port and use --llmperf-base-url."
         )
     return publish_host
 

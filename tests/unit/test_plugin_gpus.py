@@ -175,3 +175,13 @@ def test_four_workers_on_four_slots_each_model_on_its_own_slot_one_summary_and_r
     assert "servers started (one at a time on each of 4 xdist workers)" in summary
     for name in runs:
         assert re.search(rf"^{re.escape(name)}\s+2\s+6/6", summary, re.M), name
+
+
+def test_a_remote_docker_host_with_a_loopback_publish_host_is_refused_before_anything_starts(fleet, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "ssh://ci@gpu-box")
+    result = fleet.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-docker")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*DOCKER_HOST='ssh://ci@gpu-box' is a remote engine: a port published on 127.0.0.1 there is not reachable*"
+         "--llmperf-publish-host*"]
+    )  # fmt: skip
