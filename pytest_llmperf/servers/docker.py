@@ -831,6 +831,13 @@ class DockerTarget:
                     "host (nvidia-ctk runtime configure --runtime=docker), or run without --llmperf-gpu"
                 )
             failure = redact(f"Docker engine error while starting {spec.name}: {exc}{hint}", secrets)
+        except _ENGINE_GONE as exc:  # the engine's host went away (requests' errors are not DockerException)
+            where = self.docker_host(spec) or "the local socket"
+            failure = redact(
+                f"the Docker engine at {where} stopped answering while starting {spec.name}: "
+                f"{type(exc).__name__}: {exc}. Check that host is up and its engine answers",
+                secrets,
+            )
         raise ServerStartError(failure)
 
     def _launch_steps(

@@ -227,3 +227,108 @@ def test_two_hosts_share_the_suite_and_one_that_does_not_answer_fails_only_its_t
     assert failed not in engines and set(engines.values()) == {"unix:///var/run/docker.sock", "unix:///run/docker.sock"}
     assert all(r["provenance"]["gpu_ids"] == ["0"] for r in report["runs"])
     assert {c.id for c in containers_of("")} == before  # nothing of ours left running
+
+
+KILLED_SUITE = """
+import pytest
+
+W = dict(num_prompts=24, max_tokens=64, warmup=1)
+NAMES = ["m1", "m2"]
+
+
+def on(server):
+    return pytest.param(server, marks=pytest.mark.llmperf(server=server, **W), id=server)
+
+
+@pytest.mark.parametrize("concurrency", [2])
+@pytest.mark.parametrize("server", [on(n) for n in NAMES])
+def test_base(llmperf, server, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+
+
+@pytest.mark.parametrize("concurrency", [2])
+@pytest.mark.parametrize("server", [on(n + "-mtp") for n in NAMES])
+def test_mtp(llmperf, server, concurrency):
+    llmperf.run(concurrency=concurrency).assert_no_regression("decode_tok_s")
+"""
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=1) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def test_a_host_killed_mid_run_fails_only_its_tests_with_the_reason(
+    pytester, sim_image, docker_client, containers_of, monkeypatch, tmp_path_factory
+):
+    """Two hosts: this engine, and the same engine behind a socket forwarder. Two seconds
+    after m2's server on the second answers, the forwarder and that container are killed
+    (the host died): m2's run is invalid (its engine does not answer about the container),
+    m2-mtp's start fails naming the host, m1 and m1-mtp on the first host pass, and the only
+    container left is the dead host's (what --llmperf-cleanup on that host is for)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    _dataset(pytester.path / "sharegpt.json")
+    pytester.makeconftest(CONFTEST.format(image=sim_image).replace('"--sim-speed", "4"', '"--sim-speed", "1"'))
+    pytester.makepyfile(test_killed=KILLED_SUITE)
+    pytester.makeini(
+        "[pytest]\nllmperf_dataset = sharegpt.json\nllmperf_repetitions = 1\nllmperf_server_warmup = 2\n"
+        "llmperf_tolerances =\n    decode_tok_s = 90%\n"
+    )
+    sock = tmp_path_factory.mktemp("hostb") / "docker.sock"
+    proxy = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("socket_proxy.py")), str(sock), "/var/run/docker.sock"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    before = {c.id for c in containers_of("")}
+    try:
+        assert proxy.stdout is not None and proxy.stdout.readline().strip() == "ready"
+        hosts = f"unix:///var/run/docker.sock,unix://{sock}"
+        args = ["-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-docker", "-n", "2", "--dist", "loadgroup"]
+        args += ["--llmperf-gpus", "0", "--llmperf-hosts", hosts, "--update-baselines", "-v", "-rf"]
+        run = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *args],
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "COLUMNS": "1000"},  # the short summary's reasons whole
+        )
+        deadline = time.monotonic() + 120
+        doomed = []
+        while time.monotonic() < deadline and not doomed:
+            doomed = docker_client.containers.list(filters={"label": [f"{dk.LABEL_MODEL}=org/m2"], "status": "running"})
+            time.sleep(0.2)
+        assert doomed, "m2's container never ran"
+        doomed[0].reload()
+        port = doomed[0].attrs["NetworkSettings"]["Ports"]["8000/tcp"][0]["HostPort"]
+        while time.monotonic() < deadline and not _answers(f"http://127.0.0.1:{port}/v1/models"):
+            time.sleep(0.2)
+        time.sleep(2.0)  # ready: its server is warming up or measuring (24 requests, ~10 s)
+        proxy.kill()
+        doomed[0].kill()
+        out, _ = run.communicate(timeout=300)
+    finally:
+        proxy.kill()
+        proxy.wait()
+    left = [c for c in containers_of("") if c.id not in before]
+    for c in left:
+        c.remove(force=True, v=True)
+    assert re.findall(r"PASSED test_killed.py::test_\w+\[(m1(?:-mtp)?)-2\]", out) == ["m1", "m1-mtp"], out
+    failed = dict(re.findall(r"^FAILED test_killed.py::test_\w+\[(m2(?:-mtp)?)-2\]@\S+ - (.*)$", out, re.M))
+    assert sorted(failed) == ["m2", "m2-mtp"], out
+    assert "answer" in failed["m2"] or "died" in failed["m2"], failed  # the run, or the start, says the host went
+    assert f"unix://{sock}" in out and "Check that host is up and its engine answers" in out, out
+    assert [c.labels[dk.LABEL_MODEL] for c in left] == ["org/m2"]  # the dead host's, for --llmperf-cleanup there

@@ -356,6 +356,25 @@ def test_each_server_runs_on_its_hosts_engine_and_a_dead_host_fails_only_its_ser
         dk.DockerTarget(docker_hosts={"x": "ssh://gpu-a"}, environ={})
 
 
+def test_an_engine_that_stops_answering_during_a_start_is_a_start_error_naming_its_host():
+    import requests.exceptions
+
+    class Gone(FakeContainers):
+        def create(self, image: str, **kwargs: Any) -> FakeContainer:
+            raise requests.exceptions.ConnectionError("Connection aborted: Broken pipe")
+
+    client = FakeClient()
+    client.containers = Gone(client)
+    target = dk.DockerTarget(client=client, environ={"DOCKER_HOST": "unix:///run/b.sock"})
+    with pytest.raises(ServerStartError) as info:
+        with target.start(SEED):
+            pass
+    assert str(info.value) == (
+        f"the Docker engine at unix:///run/b.sock stopped answering while starting {SEED.name}: ConnectionError: "
+        "Connection aborted: Broken pipe. Check that host is up and its engine answers"
+    )
+
+
 def test_a_container_whose_engine_went_away_is_reported_not_raised():
     import requests.exceptions
 
