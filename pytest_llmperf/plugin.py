@@ -221,13 +221,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         from pytest_llmperf.targets import cleanup_leftover_containers
 
         try:
-            lines = cleanup_leftover_containers(options.cleanup_age)
+            lines = cleanup_leftover_containers(options.cleanup_age, options.hosts)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
     elif options.target in ("gpu", "docker"):  # a session that talks to Docker anyway; no other does
         from pytest_llmperf.targets import leftover_report
 
-        lines = leftover_report(options.cleanup_age)
+        lines = leftover_report(options.cleanup_age, options.hosts)
     else:
         return
     if reporter is not None:
