@@ -420,6 +420,40 @@ class _WorkersPlan:
                 reporter.write_line(f"[llmperf] {line}")
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # firstresult: before xdist's own loadgroup
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--llmperf-gpus under --dist loadgroup: xdist's loadgroup, except that a worker given
+    a GPU slot's group gets no second slot while a worker without one could take it
+    (loadgroup refills a worker with two tests or fewer left with any group)."""
+    options = config.stash.get(OPTIONS_KEY, None)
+    if options is None or options.gpus is None or not _loadgroup(config):
+        return None
+    return _slot_scheduling()(config, log)
+
+
+def _is_slot_scope(scope: str) -> bool:
+    return scope.startswith("llmperf-") and ("gpus-" in scope)
+
+
+def _slot_scheduling() -> Any:
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SlotScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no stubs for it
+        def _holds_slot(self, node: Any) -> bool:
+            return any(_is_slot_scope(scope) for scope in self.assigned_work.get(node, {}))
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self._holds_slot(node):
+                other = next((scope for scope in self.workqueue if not _is_slot_scope(scope)), None)
+                if other is not None:  # a test of no slot: any worker may run it
+                    self.workqueue.move_to_end(other, last=False)
+                elif any(n is not node and not n.shutting_down and not self._holds_slot(n) for n in self.assigned_work):
+                    return  # only slots left, and a worker without one will take the next
+            super()._assign_work_unit(node)
+
+    return SlotScheduling
+
+
 def _doctor(config: pytest.Config, options: Any, specs: list[ServerSpec]) -> None:
     """--llmperf-doctor: `llmperf doctor`'s checks for the target and these servers; a
     failed one is a usage error listing the failed lines with their fixes."""

@@ -118,6 +118,7 @@ def test_four_workers_run_four_slots_in_containers_each_labelled_with_its_slot(
     result.assert_outcomes(passed=12)
     out = result.stdout.str()
     assert out.index("plan: GPUs 0,1,2,3 in 4 slot(s) of 1 GPU(s), 4 worker(s)") < out.index("llmperf summary")
+    assert "scheduling tests via SlotScheduling" in out
 
     seen = {p.stem: json.loads(p.read_text()) for p in (pytester.path / "inspected").glob("*.json")}
     assert sorted(seen) == sorted([f"m{i}" for i in range(1, 5)] + [f"m{i}-mtp" for i in range(1, 5)])

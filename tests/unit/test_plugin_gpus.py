@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import types
 
 import pytest
 
@@ -152,6 +153,7 @@ def test_four_workers_on_four_slots_each_model_on_its_own_slot_one_summary_and_r
     )  # fmt: skip
     out = result.stdout.str()
     result.assert_outcomes(passed=12)
+    assert "scheduling tests via SlotScheduling" in out  # loadgroup that gives no worker two slots
     # The plan, printed on the controller before the first server was ready.
     plan_at = out.index("plan: GPUs 0,1,2,3 in 4 slot(s)")
     assert plan_at < out.index("llmperf summary")
@@ -185,3 +187,53 @@ def test_a_remote_docker_host_with_a_loopback_publish_host_is_refused_before_any
         ["*DOCKER_HOST='ssh://ci@gpu-box' is a remote engine: a port published on 127.0.0.1 there is not reachable*"
          "--llmperf-publish-host*"]
     )  # fmt: skip
+
+
+class _Node:
+    """A stand-in for xdist's WorkerController: what the scheduler sends it."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.shutting_down, self.sent = name, False, []
+        self.gateway = types.SimpleNamespace(id=name)
+
+    def send_runtest_some(self, indices):
+        self.sent += indices
+
+    def shutdown(self):
+        self.shutting_down = True
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has_none():
+    """xdist's loadgroup refills a worker that has two tests or fewer left with the next
+    group, a GPU slot's too: here gw0's slot has one test, and plain loadgroup would hand
+    it slot 1 while gw1 runs tests of no slot. The slot scheduler gives gw0 the tests of no
+    slot instead, and slot 1 goes to gw1."""
+    pytest.importorskip("xdist")
+    from pytest_llmperf import plugin
+
+    config = types.SimpleNamespace(
+        getvalue=lambda name: ["popen", "popen"] if name == "tx" else None,
+        option=types.SimpleNamespace(loadscopereorder=False),
+    )
+    ids = ["t.py::u1", "t.py::u2", "t.py::u3", "t.py::u4", "t.py::a@llmperf-gpus-0"]
+    ids += [f"t.py::b{i}@llmperf-gpus-1" for i in range(3)]
+
+    def schedule(scheduling):
+        sched = scheduling(config, None)
+        gw0, gw1 = _Node("gw0"), _Node("gw1")
+        for node in (gw0, gw1):
+            sched.add_node(node)
+            sched.add_node_collection(node, ids)
+        sched.schedule()  # gw0: u1, u3; gw1: u2, u4
+        sched.mark_test_complete(gw0, ids.index("t.py::u1"))  # gw0 refilled: slot 0
+        sched.mark_test_complete(gw0, ids.index("t.py::u3"))  # gw0 refilled again: one test left
+        sched.mark_test_complete(gw1, ids.index("t.py::u2"))
+        return {node.name: [scope for scope in sched.assigned_work[node] if "gpus" in scope] for node in (gw0, gw1)}
+
+    from xdist.scheduler import LoadGroupScheduling
+
+    assert schedule(LoadGroupScheduling) == {"gw0": ["llmperf-gpus-0", "llmperf-gpus-1"], "gw1": []}
+    assert schedule(plugin._slot_scheduling()) == {"gw0": ["llmperf-gpus-0"], "gw1": ["llmperf-gpus-1"]}
