@@ -728,6 +728,7 @@ def config_from_options(
         base_url=options.base_url,
         timeout=30.0,
         environ=dict(os.environ if environ is None else environ),
+        publish_host=options.publish_host,
     )
 
 

@@ -7,6 +7,7 @@ how to fix it (plugin.py turns it into `pytest.UsageError`).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Callable
@@ -46,7 +47,7 @@ class Option:
     # "bool", "str", "int", "count" (a whole number >= 0), "float", "args", "reps" (a count
     # or auto), "warmup" (a count or wave), "slos" (vLLM's --goodput text, or none),
     # "budget", "outputs" (off or a budget), "duration", "patterns" (comma-separated),
-    # "python" (an interpreter: a path or a command on PATH; an ini true means `const`)
+    # "python" (an interpreter: a path or a command on PATH; an ini true means `const`), "gpus" (GPU ids or all)
     kind: str
     default: Any
     help: str
@@ -332,6 +333,40 @@ OPTIONS: tuple[Option, ...] = (
         "labels) is a leftover once older than this: 30m, 24h, 2d or seconds (default 24h)",
     ),
     Option(
+        "llmperf_gpus",
+        ("--llmperf-gpus",),
+        "gpus",
+        None,
+        "spread the suite over these GPUs: ids as nvidia-smi numbers them (0,1,2,3), or all; they are cut "
+        "into slots as wide as the largest server (its --tensor-parallel-size, or gpus=), a model's servers "
+        "share one slot, and each pytest-xdist worker (-n, --dist loadgroup) runs one slot's servers on its GPUs",
+    ),
+    Option(
+        "llmperf_hosts",
+        ("--llmperf-hosts",),
+        "hosts",
+        (),
+        "spread the suite over several Docker engines: DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,"
+        "tcp://gpu-b:2376); each has the GPUs --llmperf-gpus lists, and each slot is one host's GPUs; "
+        "containers publish on --llmperf-publish-host",
+    ),
+    Option(
+        "llmperf_publish_host",
+        ("--llmperf-publish-host",),
+        "str",
+        "127.0.0.1",
+        "the address containers publish their port on, on the engine's host (default 127.0.0.1; a remote "
+        "DOCKER_HOST or --llmperf-hosts needs one reachable from here, e.g. 0.0.0.0 or the host's address)",
+    ),
+    Option(
+        "llmperf_plan",
+        ("--llmperf-plan",),
+        "bool",
+        False,
+        "print the plan of --llmperf-gpus (which server on which slot, in what order, how many server starts) "
+        "and exit without starting anything; -n N plans for N workers",
+    ),
+    Option(
         "llmperf_doctor",
         ("--llmperf-doctor",),
         "bool",
@@ -402,6 +437,10 @@ class LlmperfOptions:
     cleanup: bool = False
     cleanup_age: float = 24 * 3600.0  # seconds
     doctor: bool = False  # --llmperf-doctor: the doctor's checks before the first test
+    gpus: tuple[str, ...] | None = None  # --llmperf-gpus: GPU ids, or ("all",) until resolved
+    hosts: tuple[str, ...] = ()  # --llmperf-hosts: DOCKER_HOST URLs, each with the GPUs of --llmperf-gpus
+    publish_host: str = "127.0.0.1"  # where containers publish their port, on the engine's host
+    plan: bool = False  # --llmperf-plan: print the plan, start nothing
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
 
     @property
@@ -426,6 +465,44 @@ def parse_duration(text: str) -> float:
     if not seconds > 0:
         raise ValueError(f"expected a duration > 0 such as 30m, 24h, 2d or 3600 (seconds), got {text!r}")
     return seconds
+
+
+GPU_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:.-]*")
+
+
+def parse_gpus(text: str) -> tuple[str, ...]:
+    """GPU ids from '0,1,2,3' (or UUIDs), or ("all",); ValueError with the accepted forms."""
+    ids = tuple(part.strip() for part in text.split(","))
+    if [i.lower() for i in ids] == ["all"]:
+        return ("all",)
+    bad = [i for i in ids if not GPU_ID.fullmatch(i)]
+    if bad or not ids:
+        raise ValueError(
+            f"expected GPU ids as nvidia-smi numbers them, comma-separated (0,1,2,3), or all; got {text!r}"
+        )
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ValueError(f"GPU {', '.join(repeated)} given twice in {text!r}: each GPU belongs to one slot")
+    return ids
+
+
+def parse_hosts(text: str) -> tuple[str, ...]:
+    """DOCKER_HOST URLs from 'ssh://gpu-a,tcp://gpu-b:2376'; ValueError naming a bad one."""
+    from pytest_llmperf.servers.docker import engine_host
+
+    hosts = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not hosts:
+        raise ValueError(
+            f"expected DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,tcp://gpu-b:2376), got {text!r}"
+        )
+    for host in hosts:
+        if "://" not in host:
+            raise ValueError(f"{host!r} is not a DOCKER_HOST URL: write ssh://{host} (or tcp://{host}:2376)")
+        engine_host(host)  # its scheme and host name; ValueError says which forms work
+    repeated = sorted({h for h in hosts if hosts.count(h) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} given twice: each host's GPUs make its own slots")
+    return hosts
 
 
 def _convert(opt: Option, raw: Any, source: str) -> Any:
@@ -486,6 +563,10 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if not patterns:
                 raise ValueError(f"expected server name patterns, comma-separated (e.g. 'qwen3.6-27b*'), got {raw!r}")
             return patterns
+        if opt.kind == "gpus":
+            return parse_gpus(str(raw))
+        if opt.kind == "hosts":
+            return parse_hosts(str(raw))
         if opt.kind == "python":
             text = str(raw).strip()
             if text.lower() in ("1", "true", "yes", "on"):
@@ -546,6 +627,7 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         where = "--llmperf-sim-args" if sources["llmperf_sim_args"] == "cli" else "ini option 'llmperf_sim_args'"
         raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {_NO_SIM_ARGS[target]}")
     _check_paired(values, sources, target)
+    _check_gpus(values, sources, target)
     if values["llmperf_report"] is not None:
         _check_report(values["llmperf_report"], sources["llmperf_report"])
     # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
@@ -589,6 +671,51 @@ def _check_paired(values: dict[str, Any], sources: dict[str, str], target: str |
             "--update-baselines with a paired A/B run (--llmperf-against-image / --llmperf-against-sim-args): "
             "a paired run judges NEW against OLD and leaves the stored baselines untouched; to record NEW's "
             "baselines, run without the against option (e.g. --llmperf-image NEW --update-baselines)"
+        )
+
+
+# Targets --llmperf-gpus spreads over: containers on GPUs get the slot's device request;
+# containers without GPUs and the simulator run the same plan with the slot as a label
+# (a rehearsal of the schedule on a box without GPUs).
+GPU_SLOT_TARGETS = ("gpu", "docker", "sim")
+
+
+def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: str | None) -> None:
+    gpus = values["llmperf_gpus"]
+    hosts, publish = values["llmperf_hosts"], values["llmperf_publish_host"]
+    try:
+        ipaddress.ip_address(publish)
+    except ValueError:
+        where = _where("llmperf_publish_host", "--llmperf-publish-host", sources)
+        raise OptionError(f"{where}: expected an IP address such as 127.0.0.1 or 0.0.0.0, got {publish!r}") from None
+    if hosts:
+        where = _where("llmperf_hosts", "--llmperf-hosts", sources)
+        if target not in (None, "gpu", "docker"):
+            raise OptionError(f"{where} names Docker engines: it needs --llmperf-gpu (or --llmperf-docker)")
+        if gpus is None or gpus == ("all",):
+            got = "all reads only this machine's nvidia-smi" if gpus else "none given"
+            raise OptionError(
+                f"{where}: give the GPU ids each host has, as its nvidia-smi numbers them (--llmperf-gpus 0,1,2,3; "
+                f"{got})"
+            )
+        from pytest_llmperf.servers.docker import endpoint_host
+
+        for host in hosts:
+            try:
+                endpoint_host(host, publish)
+            except ValueError as exc:
+                raise OptionError(f"{where}: {exc}") from None
+    if values["llmperf_plan"] and gpus is None:
+        where = _where("llmperf_plan", "--llmperf-plan", sources)
+        raise OptionError(f"{where} prints the plan of --llmperf-gpus: give the GPUs too (--llmperf-gpus 0,1,2,3)")
+    if gpus is None or target is None:
+        return
+    if target not in GPU_SLOT_TARGETS:
+        where = _where("llmperf_gpus", "--llmperf-gpus", sources)
+        raise OptionError(
+            f"{where} spreads containers over GPU slots: it applies to --llmperf-gpu (and to --llmperf-docker "
+            f"and --llmperf-sim as a rehearsal of the plan), not to {TARGET_FLAGS[target]}; for a local vLLM "
+            "choose its GPUs with CUDA_VISIBLE_DEVICES"
         )
 
 

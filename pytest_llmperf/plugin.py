@@ -54,6 +54,10 @@ SERVERS_KEY = pytest.StashKey[dict[str, ServerSpec | None]]()
 # Per test file: the servers that the conftest.py files above it declare.
 DECLARED_KEY = pytest.StashKey[dict[Path, dict[str, ServerSpec]]]()
 SELECTION_KEY = pytest.StashKey[list[str]]()  # what --llmperf-servers deselected, shown after collection
+# --llmperf-gpus: the session's plan (plan.py), from the collected tests; the worker count it was made for.
+PLAN_KEY = pytest.StashKey["Any"]()
+PLAN_WORKERS_KEY = pytest.StashKey[int]()
+PLAN_SHOWN_KEY = pytest.StashKey[bool]()  # xdist controller: the plan a worker sent is printed once
 # Per test: the runs its llmperf fixture handed out (for its JUnit properties).
 USED_RUNS_KEY = pytest.StashKey["list[MeasuredRun]"]()
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
@@ -147,8 +151,37 @@ def pytest_configure(config: pytest.Config) -> None:
             SimConfig.from_vllm_argv(["check/model", *options.against_sim_args])
         except ValueError as exc:
             raise pytest.UsageError(f"--llmperf-against-sim-args: {exc}") from None
+    if options.gpus == ("all",) and options.target is not None:
+        from dataclasses import replace
+
+        from pytest_llmperf.targets import all_gpus
+
+        try:
+            options = replace(options, gpus=all_gpus())
+        except RuntimeError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if options.target in ("gpu", "docker") and os.environ.get("DOCKER_HOST"):
+        from pytest_llmperf.servers.docker import endpoint_host
+
+        try:  # a remote engine with a loopback-only port: said before any server starts
+            endpoint_host(os.environ["DOCKER_HOST"], options.publish_host)
+        except ValueError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SESSION_KEY] = None
+    numprocesses = getattr(config.option, "numprocesses", None) or 0
+    if options.plan:
+        # A dry run: collected here, planned for -n's workers, nothing started. xdist (its
+        # configure runs after ours) then starts no workers.
+        config.stash[PLAN_WORKERS_KEY] = int(numprocesses) or 1
+        config.option.dist, config.option.tx = "no", []
+        return
+    if hasattr(config, "workerinput"):
+        config.stash[PLAN_WORKERS_KEY] = int(config.workerinput.get("workercount", 1))
+    else:
+        config.stash[PLAN_WORKERS_KEY] = int(numprocesses) or 1
+        if numprocesses and options.gpus is not None:
+            config.pluginmanager.register(_WorkersPlan(config), "llmperf-workers-plan")
     _check_xdist(config, options)
 
 
@@ -156,10 +189,24 @@ def _check_xdist(config: pytest.Config, options: Any) -> None:
     numprocesses = getattr(config.option, "numprocesses", None)
     if not numprocesses or options.target is None:
         return
-    if options.target in ("gpu", "docker", "local"):
+    if options.target in ("gpu", "docker") and options.gpus is None:
         raise pytest.UsageError(
             "pytest-llmperf: -n/--numprocesses would start several vLLM servers at once on one GPU; "
-            "run the performance suite without -n"
+            "give each worker GPUs of its own with --llmperf-gpus 0,1,2,3 (or all), or run without -n"
+        )
+    if options.target == "local":
+        raise pytest.UsageError(
+            "pytest-llmperf: -n/--numprocesses would start several vLLM processes at once on the GPUs "
+            "CUDA_VISIBLE_DEVICES names; run --llmperf-local without -n (containers spread over GPUs with "
+            "--llmperf-gpu --llmperf-gpus)"
+        )
+    hosts = max(1, len(options.hosts))
+    if options.gpus is not None and int(numprocesses) > len(options.gpus) * hosts:
+        on = f" on each of {hosts} hosts" if options.hosts else ""
+        raise pytest.UsageError(
+            f"pytest-llmperf: -n {numprocesses} workers, but --llmperf-gpus gives {len(options.gpus)} GPU(s) "
+            f"({','.join(options.gpus)}){on}; each worker owns a slot of at least one GPU: use "
+            f"-n {len(options.gpus) * hosts} or fewer"
         )
     if getattr(config.option, "dist", None) != "loadgroup":
         raise pytest.UsageError(
@@ -182,13 +229,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         from pytest_llmperf.targets import cleanup_leftover_containers
 
         try:
-            lines = cleanup_leftover_containers(options.cleanup_age)
+            lines = cleanup_leftover_containers(options.cleanup_age, options.hosts)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
     elif options.target in ("gpu", "docker"):  # a session that talks to Docker anyway; no other does
         from pytest_llmperf.targets import leftover_report
 
-        lines = leftover_report(options.cleanup_age)
+        lines = leftover_report(options.cleanup_age, options.hosts)
     else:
         return
     if reporter is not None:
@@ -276,9 +323,11 @@ def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Work
         raise pytest.UsageError(f"{item.nodeid}{where}: {exc}") from None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups _plan_slots gives
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = order_items(items, marker_kwargs)
     _select_servers(config, items)
+    _plan_slots(config, items)
 
 
 def _select_servers(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -362,7 +411,73 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from pytest_llmperf.paired import cost_line
 
         reporter.write_line(f"[llmperf] {cost_line(options, plans)}")
+    plan = config.stash.get(PLAN_KEY, None)
+    if reporter is not None and plan is not None and not _is_xdist_worker(config):  # a worker's: with its first report
+        for line in plan.lines():
+            reporter.write_line(f"[llmperf] {line}")
+        if options.plan:
+            reporter.write_line("[llmperf] --llmperf-plan: nothing started")
     config.stash[DATASET_KEY] = datasets
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """--llmperf-plan: the plan was printed after collection; no test runs."""
+    options = session.config.stash.get(OPTIONS_KEY, None)
+    return True if options is not None and options.plan and options.target is not None else None
+
+
+class _WorkersPlan:
+    """xdist controller with --llmperf-gpus: it collects nothing, so it prints the plan a
+    worker sent with its first report (every worker makes the same one), once."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        lines = getattr(report, "llmperf_plan", None)
+        if not lines or self.config.stash.get(PLAN_SHOWN_KEY, False):
+            return
+        self.config.stash[PLAN_SHOWN_KEY] = True
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            for line in lines:
+                reporter.write_line(f"[llmperf] {line}")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # firstresult: before xdist's own loadgroup
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--llmperf-gpus under --dist loadgroup: xdist's loadgroup, except that a worker given
+    a GPU slot's group gets no second slot while a worker without one could take it
+    (loadgroup refills a worker with two tests or fewer left with any group)."""
+    options = config.stash.get(OPTIONS_KEY, None)
+    if options is None or options.gpus is None or not _loadgroup(config):
+        return None
+    return _slot_scheduling()(config, log)
+
+
+def _is_slot_scope(scope: str) -> bool:
+    return scope.startswith("llmperf-") and ("gpus-" in scope)
+
+
+def _slot_scheduling() -> Any:
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SlotScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no stubs for it
+        def _holds_slot(self, node: Any) -> bool:
+            return any(_is_slot_scope(scope) for scope in self.assigned_work.get(node, {}))
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self._holds_slot(node):
+                other = next((scope for scope in self.workqueue if not _is_slot_scope(scope)), None)
+                if other is not None:  # a test of no slot: any worker may run it
+                    self.workqueue.move_to_end(other, last=False)
+                elif any(n is not node and not n.shutting_down and not self._holds_slot(n) for n in self.assigned_work):
+                    return  # only slots left, and a worker without one will take the next
+            super()._assign_work_unit(node)
+
+    return SlotScheduling
 
 
 def _doctor(config: pytest.Config, options: Any, specs: list[ServerSpec]) -> None:
@@ -384,15 +499,66 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     worker, one at a time. Here rather than in the ordering hook: the groups are read on
     the workers (xdist's own collection hook, which may run before ours, and with -n
     cleared there), and each item passes here before any collection hook sees it."""
-    option = item.config.option
-    if not (getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup"):
-        return
+    if not _loadgroup(item.config) or item.config.stash[OPTIONS_KEY].gpus is not None:
+        return  # --llmperf-gpus: the slot's group, once every test is collected (_plan_slots)
     try:
         server = marker_servers(item).get("server")
     except pytest.UsageError:  # reported by the ordering hook
         return
     if server is not None:
         item.add_marker(pytest.mark.xdist_group(f"llmperf-{server.model}"))
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    option = config.option
+    return bool(getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup")
+
+
+def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--llmperf-gpus: the plan of the collected tests (every process that collected them
+    makes the same one); under --dist loadgroup each slot's tests form its xdist group, so
+    one worker runs them, and that worker starts their servers on the slot's GPUs."""
+    from pytest_llmperf.plan import PlanError, make_plan
+    from pytest_llmperf.session import PlannedTest
+
+    options = config.stash[OPTIONS_KEY]
+    if options.gpus is None or options.target is None:
+        return
+    marked = []
+    for item in items:
+        kwargs = marker_kwargs(item)
+        if kwargs is None:
+            continue
+        servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
+        marked.append((item, PlannedTest(item.nodeid, servers, tuple(planned_workloads(item, kwargs)))))
+    tests = [test for _, test in marked]
+    try:
+        plan = make_plan(
+            tests,
+            options.gpus,
+            config.stash[PLAN_WORKERS_KEY],
+            repetitions=options.repetitions,
+            max_repetitions=options.max_repetitions,
+            same_server=options.same_server,
+            hosts=options.hosts,
+        )
+    except PlanError as exc:
+        if not _is_xdist_worker(config):
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+        # A worker's usage error crashes xdist's controller (INTERNALERROR): a failed
+        # collection report reaches it as it is, and no performance test runs anywhere.
+        config.hook.pytest_collectreport(report=pytest.CollectReport("", "failed", f"pytest-llmperf: {exc}", []))
+        refused = [item for item, _ in marked]
+        config.hook.pytest_deselected(items=refused)
+        items[:] = [item for item in items if item not in refused]
+        return
+    config.stash[PLAN_KEY] = plan
+    if not _loadgroup(config):
+        return
+    for item, test in marked:
+        slot = plan.slot_of(test.servers[0].name) if test.servers else None
+        if slot is not None:
+            item.add_marker(pytest.mark.xdist_group(slot.group_name))
 
 
 def _plain_nodeid(item: pytest.Item) -> str:
@@ -423,7 +589,11 @@ def _perf_session(config: pytest.Config) -> Any:
                     reporter._tw.line()
                 reporter.write_line(f"[llmperf] {message.removeprefix('llmperf: ')}")
 
-        target = build_target(options, session_id=uuid.uuid4().hex[:12], progress=log)
+        plan = config.stash.get(PLAN_KEY, None)
+        slots, hosts = (plan.gpus_by_server(), plan.hosts_by_server()) if plan is not None else (None, None)
+        target = build_target(
+            options, session_id=uuid.uuid4().hex[:12], progress=log, gpu_slots=slots, docker_hosts=hosts
+        )
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
         perf = (PairedSession if options.paired else PerfSession)(
             options,
@@ -567,6 +737,12 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    config = item.config
+    if call.when == "setup" and _is_xdist_worker(config) and not config.stash.get(PLAN_SHOWN_KEY, False):
+        plan = config.stash.get(PLAN_KEY, None)
+        if plan is not None:  # the controller collected nothing: it prints this worker's plan
+            report.llmperf_plan = plan.lines()  # type: ignore[attr-defined]  # xdist carries report attributes
+            config.stash[PLAN_SHOWN_KEY] = True
     if call.when == "call" and USED_RUNS_KEY in item.stash:
         _record_properties(item)
     # A verdict table, why a server did not start, a metric name's fix, or running out of

@@ -4,7 +4,8 @@ of container sessions."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,14 +45,25 @@ def baseline_folders_before_start(options: LlmperfOptions) -> list[str] | None:
     return None if folder is None else [folder]
 
 
-def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[str], None]) -> ServerTarget:
+def build_target(
+    options: LlmperfOptions,
+    session_id: str,
+    progress: Callable[[str], None],
+    gpu_slots: Mapping[str, Sequence[str]] | None = None,
+    docker_hosts: Mapping[str, str] | None = None,
+) -> ServerTarget:
+    """The target the options chose; `gpu_slots` (--llmperf-gpus, plan.py): each server's
+    slot, the GPUs a GPU container is given (a label and provenance elsewhere), and
+    `docker_hosts` (--llmperf-hosts) the engine each container runs on."""
     kind = options.target
     if kind == "sim":
         from pytest_llmperf.servers.sim_target import SimTarget
 
         # Paired A/B: each server's OLD and NEW flags travel in its spec (paired.py), not here.
         extra = () if options.paired else options.sim_args
-        return SimTarget(speed=options.sim_speed, extra_args=extra, ready_timeout=options.ready_timeout)
+        return SimTarget(
+            speed=options.sim_speed, extra_args=extra, ready_timeout=options.ready_timeout, gpu_slots=gpu_slots
+        )
     if kind == "external":
         from pytest_llmperf.servers.external import ExternalTarget
 
@@ -69,6 +81,9 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
             session_id=session_id,
             progress=progress,
             cleanup_age=options.cleanup_age,
+            gpu_slots=gpu_slots,
+            docker_hosts=docker_hosts,
+            publish_host=options.publish_host,
         )
     if kind in LOCAL_TARGETS:
         from pytest_llmperf.servers.local_vllm import InterpreterError
@@ -78,6 +93,27 @@ def build_target(options: LlmperfOptions, session_id: str, progress: Callable[[s
         except InterpreterError as exc:  # check_target ran at session start: changed since
             raise ServerStartError(f"cannot start a local vLLM: {exc}") from None
     raise ValueError(f"no target chosen (got {kind!r})")
+
+
+GPU_INDEX_QUERY = ("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
+
+
+def all_gpus(run: Callable[[Sequence[str]], str] | None = None) -> tuple[str, ...]:
+    """--llmperf-gpus all: this machine's GPU indices from nvidia-smi. RuntimeError with
+    the fix when it cannot tell (no nvidia-smi, no GPU)."""
+    from pytest_llmperf.servers.local_vllm import run_nvidia_smi
+
+    try:
+        text = (run or run_nvidia_smi)(GPU_INDEX_QUERY)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        raise RuntimeError(
+            f"--llmperf-gpus all asks this machine's nvidia-smi, which failed ({type(exc).__name__}: {exc}); "
+            "list the GPU ids instead (--llmperf-gpus 0,1,2,3), as the Docker engine's host numbers them"
+        ) from None
+    ids = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if not ids:
+        raise RuntimeError("--llmperf-gpus all: nvidia-smi lists no GPU; list the GPU ids (--llmperf-gpus 0,1)")
+    return ids
 
 
 def check_target(options: LlmperfOptions) -> LocalVllmTarget:
@@ -115,12 +151,23 @@ def sim_profile_lines(options: LlmperfOptions, specs: Sequence[ServerSpec]) -> l
     ]
 
 
-def cleanup_leftover_containers(max_age: float) -> list[str]:
+def cleanup_leftover_containers(max_age: float, hosts: Sequence[str] = ()) -> list[str]:
     """--llmperf-cleanup: remove the containers whose owning session is gone (same host:
     that process no longer runs; another host or no owner recorded: older than
-    `max_age`). The lines say what was removed and what was kept, and why."""
+    `max_age`). The lines say what was removed and what was kept, and why. With
+    --llmperf-hosts, on each of them (a host whose engine does not answer is a line)."""
     from pytest_llmperf.servers.docker import cleanup_leftovers, cleanup_lines, connect
 
+    if hosts:
+        lines = []
+        for url in hosts:
+            try:
+                client = connect({**os.environ, "DOCKER_HOST": url})
+            except Exception as exc:  # noqa: BLE001 - that host is down; the others are still cleaned
+                lines.append(f"on {url}: no Docker engine answers ({type(exc).__name__}: {exc})")
+                continue
+            lines += [f"on {url}: {line}" for line in cleanup_lines(*cleanup_leftovers(client, max_age))]
+        return lines
     try:
         client = connect(os.environ)
     except Exception as exc:  # noqa: BLE001 - any cause means no engine to clean
@@ -130,14 +177,19 @@ def cleanup_leftover_containers(max_age: float) -> list[str]:
     return cleanup_lines(*cleanup_leftovers(client, max_age))
 
 
-def leftover_report(max_age: float) -> list[str]:
-    """A container session's first look at the engine: the leftovers of sessions that are
-    gone, with the command that removes them. Nothing when there are none, or when no
-    engine answers (the first server start says that, with the fix)."""
+def leftover_report(max_age: float, hosts: Sequence[str] = ()) -> list[str]:
+    """A container session's first look at the engine (each of --llmperf-hosts): the
+    leftovers of sessions that are gone, with the command that removes them. Nothing when
+    there are none, or when no engine answers (the first server start says that, with the fix)."""
     from pytest_llmperf.servers.docker import connect, find_leftovers, leftover_lines
 
-    try:
-        client = connect(os.environ, timeout=LEFTOVER_CHECK_TIMEOUT)
-        return leftover_lines(find_leftovers(client, max_age))
-    except Exception:  # noqa: BLE001 - a notice; it must not stop a session
-        return []
+    lines = []
+    for url in hosts or (None,):
+        environ = os.environ if url is None else {**os.environ, "DOCKER_HOST": url}
+        try:
+            client = connect(environ, timeout=LEFTOVER_CHECK_TIMEOUT)
+            found = leftover_lines(find_leftovers(client, max_age))
+        except Exception:  # noqa: BLE001 - a notice; it must not stop a session
+            continue
+        lines += found if url is None else [f"on {url}: {line}" for line in found]
+    return lines

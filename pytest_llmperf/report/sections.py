@@ -29,6 +29,8 @@ PROVENANCE = (
     ("GPU", "gpu_name"),
     ("GPU count", "gpu_count"),
     ("GPU driver", "gpu_driver"),
+    ("GPU ids (slot)", "gpu_ids"),  # --llmperf-gpus
+    ("Docker host", "docker_host"),  # --llmperf-hosts
     ("peak GPU memory (MiB)", "peak_gpu_memory_mib"),
     ("dataset", "dataset.path"),
     ("dataset name", "dataset.name"),  # random and custom (a ShareGPT run's has none)
@@ -147,6 +149,8 @@ def provenance_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
     rows = []
     for label, key in PROVENANCE:
         cells = [_text(_get(p, key)) for p in servers.values()]
+        if key == "gpu_ids":  # a slot's GPUs as --llmperf-gpus writes them
+            cells = [c.replace(" ", ",") for c in cells]
         if key == "dataset.sha256":
             cells = [c[:16] for c in cells]
         if any(cells):

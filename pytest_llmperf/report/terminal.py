@@ -138,7 +138,26 @@ def _started(doc: Doc) -> list[str]:
     lines = [f"servers started ({where}): " + ", ".join(doc["servers_started"])] if doc.get("servers_started") else []
     if doc.get("servers_attached"):
         lines.append("servers used (run by someone else, none started here): " + ", ".join(doc["servers_attached"]))
-    return lines
+    return lines + _slots(doc)
+
+
+def _slots(doc: Doc) -> list[str]:
+    """--llmperf-gpus: which GPUs (and host, under --llmperf-hosts) each server ran on."""
+    where: dict[str, list[str]] = {}
+    for run in doc.get("runs", []):
+        provenance = run.get("provenance") or {}
+        if not provenance.get("gpu_ids"):
+            continue
+        host = f"{provenance['docker_host']} " if provenance.get("docker_host") else ""
+        worker = f" ({run['worker']})" if run.get("worker") else ""
+        slot = f"{host}GPUs {','.join(str(g) for g in provenance['gpu_ids'])}{worker}"
+        names = where.setdefault(slot, [])
+        name = run.get("server", {}).get("name", "?")
+        if name not in names:
+            names.append(name)
+    if not where:
+        return []
+    return ["GPU slots: " + "; ".join(f"{slot}: {', '.join(names)}" for slot, names in where.items())]
 
 
 def terminal_lines(doc: Doc) -> list[str]:

@@ -48,6 +48,9 @@ LABEL_SESSION = "io.pytest-llmperf.session"
 LABEL_SPEC = "io.pytest-llmperf.spec"
 LABEL_MODEL = "io.pytest-llmperf.model"
 LABEL_GPU = "io.pytest-llmperf.gpu"
+# The GPU ids of the container's slot (--llmperf-gpus): "0,1"; "all" for a GPU server
+# given every GPU; absent on a container without GPUs or slot.
+LABEL_GPUS = "io.pytest-llmperf.gpus"
 # The owner (servers/owners.py) and when the container was made: what --llmperf-cleanup
 # reads to tell a leftover from another session's live server.
 LABEL_OWNER_HOST = "io.pytest-llmperf.owner.host"
@@ -132,7 +135,7 @@ def endpoint_host(docker_host: str | None, publish_host: str) -> str:
         raise ValueError(
             f"DOCKER_HOST={docker_host!r} is a remote engine: a port published on {publish_host} "
             f"there is not reachable from here. Publish on that host's address or on 0.0.0.0 "
-            f"(DockerTarget publish_host), or tunnel the port and use --llmperf-base-url."
+            f"(--llmperf-publish-host, or DockerTarget publish_host), or tunnel the port and use --llmperf-base-url."
         )
     return publish_host
 
@@ -195,10 +198,14 @@ def container_labels(
     *,
     owner: Owner | None = None,
     created: float | None = None,
+    gpu_ids: Sequence[str] | None = None,
 ) -> dict[str, str]:
-    """The plugin's labels: session, spec, model, GPU, and the owner (default: this
-    process) and creation time (default: now) that --llmperf-cleanup judges by."""
+    """The plugin's labels: session, spec, model, GPU (and its slot's GPU ids), and the
+    owner (default: this process) and creation time (default: now) that --llmperf-cleanup
+    judges by."""
+    slot = {LABEL_GPUS: ",".join(gpu_ids)} if gpu_ids else ({LABEL_GPUS: "all"} if gpu else {})
     return {
+        **slot,
         LABEL_PLUGIN: PLUGIN_NAME,
         LABEL_SESSION: session_id,
         LABEL_SPEC: spec.name,
@@ -247,6 +254,15 @@ def gpu_device_requests(gpu: bool, device_ids: Sequence[str] | None) -> list[Any
     if device_ids:
         return [docker.types.DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
     return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+
+
+def gpus_overlap(ours: Sequence[str] | None, label: str | None) -> bool:
+    """Whether a running GPU container whose LABEL_GPUS is `label` may use one of the GPUs
+    `ours` names (None: every GPU). A container without the label (an older version) or
+    with "all" may use any."""
+    if ours is None or not label or label == "all":
+        return True
+    return bool(set(ours) & set(label.split(",")))
 
 
 def describe_container(container: Any) -> str:
@@ -345,6 +361,20 @@ class _LiveContainers:
 
 LIVE = _LiveContainers()
 _GPU_SLOT = threading.Lock()
+
+
+def _engine_gone_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises when the engine's host is gone: requests' connection errors
+    (not DockerException) and the socket's own."""
+    try:
+        import requests.exceptions
+
+        return (requests.exceptions.ConnectionError, requests.exceptions.Timeout, OSError)
+    except ImportError:  # pragma: no cover - the docker SDK depends on requests
+        return (OSError,)
+
+
+_ENGINE_GONE = _engine_gone_errors()
 
 
 # --------------------------------------------------------------------------- leftovers
@@ -496,6 +526,8 @@ class DockerTarget:
         *,
         gpu: bool = False,
         gpu_device_ids: Sequence[str] | None = None,
+        gpu_slots: Mapping[str, Sequence[str]] | None = None,
+        docker_hosts: Mapping[str, str] | None = None,
         image_override: str | None = None,
         hf_cache: Path | str | None = DEFAULT_HF_CACHE,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
@@ -534,6 +566,11 @@ class DockerTarget:
                 raise ValueError(f"pass_env names environment variables; {name!r} is not one")
         self.gpu = gpu
         self.gpu_device_ids = gpu_device_ids
+        # --llmperf-gpus: server name -> its slot's GPU ids (plan.py). With gpu, the
+        # container's device request; without, a label and provenance only.
+        self.gpu_slots = {name: [str(d) for d in ids] for name, ids in (gpu_slots or {}).items()}
+        # --llmperf-hosts: server name -> the DOCKER_HOST of its slot's engine (else the environment's).
+        self.docker_hosts = dict(docker_hosts or {})
         self.image_override = image_override
         self.hf_cache = None if hf_cache is None else Path(hf_cache)
         self.ready_timeout = float(ready_timeout)
@@ -550,8 +587,10 @@ class DockerTarget:
         self._environ = os.environ if environ is None else environ
         self.cleanup_age = cleanup_age
         # A remote engine with a loopback-only port is unusable: say so before starting anything.
-        endpoint_host(self._environ.get("DOCKER_HOST"), publish_host)
+        for url in {self._environ.get("DOCKER_HOST"), *self.docker_hosts.values()}:
+            endpoint_host(url, publish_host)
         self._client = client
+        self._clients: dict[str, Any] = {}  # DOCKER_HOST of --llmperf-hosts -> its client
         self._serial = 0
 
     # -- small steps
@@ -560,17 +599,32 @@ class DockerTarget:
         if self.progress is not None:
             self.progress(redact(line, secrets))
 
-    def client(self) -> Any:
-        if self._client is None:
-            try:
-                self._client = connect(self._environ)
-            except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
-                where = self._environ.get("DOCKER_HOST") or "the local socket"
-                raise ServerStartError(
-                    f"no Docker engine answers at {where}: {type(exc).__name__}: {exc}. "
-                    "Start dockerd (or set DOCKER_HOST to a reachable engine)."
-                ) from None
-        return self._client
+    def docker_host(self, spec: ServerSpec | None = None) -> str | None:
+        """The DOCKER_HOST `spec`'s server runs on: its slot's host, else the environment's."""
+        return (self.docker_hosts.get(spec.name) if spec is not None else None) or self._environ.get("DOCKER_HOST")
+
+    def client(self, spec: ServerSpec | None = None) -> Any:
+        url = self.docker_hosts.get(spec.name) if spec is not None else None
+        if url is None and self._client is not None:
+            return self._client
+        if url is not None and url in self._clients:
+            return self._clients[url]
+        environ = {**self._environ, "DOCKER_HOST": url} if url is not None else self._environ
+        try:
+            client = connect(environ)
+        except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
+            where = environ.get("DOCKER_HOST") or "the local socket"
+            fix = (
+                "check that host (--llmperf-hosts)"
+                if url
+                else "Start dockerd (or set DOCKER_HOST to a reachable engine)."
+            )
+            raise ServerStartError(f"no Docker engine answers at {where}: {type(exc).__name__}: {exc}. {fix}") from None
+        if url is None:
+            self._client = client
+        else:
+            self._clients[url] = client
+        return client
 
     def image_for(self, spec: ServerSpec) -> str:
         return self.image_override or spec.image
@@ -606,8 +660,16 @@ class DockerTarget:
             )
         raise ServerStartError(failure)
 
-    def _check_no_other_gpu_server(self, client: Any) -> None:
-        running = client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
+    def gpu_ids(self, spec: ServerSpec) -> list[str] | None:
+        """The GPU ids `spec`'s server gets: its slot's, else gpu_device_ids; None: every GPU."""
+        return self.gpu_slots.get(spec.name) or self.gpu_device_ids
+
+    def _check_no_other_gpu_server(self, client: Any, gpu_ids: Sequence[str] | None = None) -> None:
+        running = [
+            c
+            for c in client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
+            if gpus_overlap(gpu_ids, (c.labels or {}).get(LABEL_GPUS))
+        ]
         if not running:
             return
         judged = [judge(c, self.cleanup_age) for c in running]
@@ -618,16 +680,17 @@ class DockerTarget:
             hints.append("wait for the session that owns it to finish")
         raise ServerStartError(
             f"another GPU server of this plugin is still running: {'; '.join(j.line() for j in judged)}. "
-            f"One holds most of a GPU's memory, so only one runs at a time: {'; '.join(hints)}."
+            f"One holds most of a GPU's memory, so only one runs at a time"
+            f"{' on GPUs ' + ','.join(gpu_ids) if gpu_ids else ''}: {'; '.join(hints)}."
         )
 
-    def _published_url(self, container: Any) -> str | None:
+    def _published_url(self, container: Any, docker_host: str | None = None) -> str | None:
         container.reload()
         ports = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
         bindings = ports.get(f"{CONTAINER_PORT}/tcp") or []
         for binding in bindings:
             if binding.get("HostPort"):
-                host = endpoint_host(self._environ.get("DOCKER_HOST"), self.publish_host)
+                host = endpoint_host(docker_host or self._environ.get("DOCKER_HOST"), self.publish_host)
                 return f"http://{_url_host(host)}:{binding['HostPort']}"
         return None
 
@@ -651,9 +714,10 @@ class DockerTarget:
         """`_exit_status` for a server that served: an engine gone quiet is said, not raised."""
         import docker.errors
 
+        gone: tuple[type[BaseException], ...] = (docker.errors.DockerException, *_ENGINE_GONE)
         try:
             return cls._exit_status(container)
-        except docker.errors.DockerException as exc:
+        except gone as exc:
             return f"the Docker engine does not answer about container {container.name} ({type(exc).__name__})"
 
     def _death(self, container: Any, secrets: Secrets) -> str | None:
@@ -767,14 +831,22 @@ class DockerTarget:
                     "host (nvidia-ctk runtime configure --runtime=docker), or run without --llmperf-gpu"
                 )
             failure = redact(f"Docker engine error while starting {spec.name}: {exc}{hint}", secrets)
+        except _ENGINE_GONE as exc:  # the engine's host went away (requests' errors are not DockerException)
+            where = self.docker_host(spec) or "the local socket"
+            failure = redact(
+                f"the Docker engine at {where} stopped answering while starting {spec.name}: "
+                f"{type(exc).__name__}: {exc}. Check that host is up and its engine answers",
+                secrets,
+            )
         raise ServerStartError(failure)
 
     def _launch_steps(
         self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
     ) -> Endpoint:
-        client = self.client()
+        client = self.client(spec)
+        gpu_ids = self.gpu_ids(spec)
         if self.gpu:
-            self._check_no_other_gpu_server(client)
+            self._check_no_other_gpu_server(client, gpu_ids)
         ref = self.image_for(spec)
         image = self.ensure_image(client, ref, secrets)
         self._serial += 1
@@ -786,24 +858,28 @@ class DockerTarget:
             command=spec.vllm_args(host="0.0.0.0", port=CONTAINER_PORT),
             name=container_name(spec, self.session_id, self._serial),
             environment=environment,
-            labels=container_labels(self.session_id, spec, self.gpu),
+            labels=container_labels(self.session_id, spec, self.gpu, gpu_ids=gpu_ids),
             ports={f"{CONTAINER_PORT}/tcp": (self.publish_host, self.host_port)},
             volumes=volumes,
             ipc_mode="host",
             init=True,
-            device_requests=gpu_device_requests(self.gpu, self.gpu_device_ids),
+            device_requests=gpu_device_requests(self.gpu, gpu_ids),
             detach=True,
         )
         launched.append(container)
         LIVE.add(container.id, container.name, client)
         self._say(f"llmperf: starting {spec.name} in container {container.name} ({ref})", secrets)
         container.start()
-        base_url = self._published_url(container)
+        base_url = self._published_url(container, self.docker_hosts.get(spec.name))
         if base_url is None:
             death = self._death(container, secrets) or "the engine published no port for 8000/tcp"
             raise ServerStartError(f"{spec.name} did not start: {death}")
         self._wait_ready(container, spec, base_url, secrets)
         provenance = self._provenance(client, image, ref, container, base_url)
+        if gpu_ids:
+            provenance["gpu_ids"] = list(gpu_ids)
+        if spec.name in self.docker_hosts:  # which engine of --llmperf-hosts ran it
+            provenance["docker_host"] = self.docker_hosts[spec.name]
         memory_sampler = None
         if self.gpu:
             try:
@@ -837,5 +913,11 @@ class DockerTarget:
         except docker.errors.APIError as exc:
             if not _removal_in_progress(exc):  # someone else removing it: gone all the same
                 raise
+        except _ENGINE_GONE as exc:  # the host died (--llmperf-hosts): the rest of the suite goes on
+            self._say(
+                f"llmperf: could not remove container {container.name}: its Docker engine does not answer "
+                f"({type(exc).__name__}); once that host is back, pytest --llmperf-cleanup there removes it",
+                (),
+            )
         finally:
             LIVE.discard(container.id)

@@ -8,7 +8,7 @@ results are scaled back (`clock_speed` in provenance) so figures read like a GPU
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -25,8 +25,16 @@ class SimTarget:
     name = "sim"
     starts_servers = True
 
-    def __init__(self, speed: float = 10.0, extra_args: tuple[str, ...] = (), ready_timeout: float = 1800.0) -> None:
+    def __init__(
+        self,
+        speed: float = 10.0,
+        extra_args: tuple[str, ...] = (),
+        ready_timeout: float = 1800.0,
+        gpu_slots: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.speed = speed
+        # --llmperf-gpus on the simulator: server name -> the slot it would hold (provenance only).
+        self.gpu_slots = {name: list(ids) for name, ids in (gpu_slots or {}).items()}
         self.extra_args = tuple(extra_args)
         self.ready_timeout = ready_timeout  # --llmperf-ready-timeout, real seconds
 
@@ -65,6 +73,8 @@ class SimTarget:
                 sim_profile=config.profile.name if config.profile else None,
                 sim_args=list(spec.sim_args + self.extra_args),
             )
+            if spec.name in self.gpu_slots:
+                provenance["gpu_ids"] = self.gpu_slots[spec.name]
             yield Endpoint(
                 sim.url,
                 spec.model_id,

@@ -37,11 +37,16 @@ class ServerSpec:
     # Extra flags for the simulated server only (e.g. "--sim-acceptance-scale", "0.8"):
     # how a suite injects a regression to prove it is caught. Other targets ignore them.
     sim_args: tuple[str, ...] = ()
+    # The GPUs this server uses, where its args do not say (--tensor-parallel-size and
+    # --pipeline-parallel-size do); what --llmperf-gpus cuts the GPUs into slots by.
+    gpus: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.model:
             raise ValueError("ServerSpec needs a non-empty name and model")
         # Accept lists for convenience but keep the spec hashable.
+        if self.gpus is not None and (isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1):
+            raise ValueError(f"ServerSpec {self.name}: gpus= is the number of GPUs it uses, >= 1; got {self.gpus!r}")
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "secret_env", tuple(self.secret_env))
         object.__setattr__(self, "sim_args", tuple(self.sim_args))
@@ -113,4 +118,5 @@ class ServerSpec:
             "speculative_config": dict(self.speculative_config) if self.speculative_config else None,
             "served_model_name": self.served_model_name,
             "env": redact_env(self.env, self.secret_names()),
+            **({"gpus": self.gpus} if self.gpus is not None else {}),
         }

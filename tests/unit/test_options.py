@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from pytest_llmperf.options import OPTIONS, OptionError, join_flag_values, resolve_options
@@ -266,3 +268,74 @@ def test_bad_session_slos_name_the_option_and_the_fix(cli, ini, message):
     with pytest.raises(OptionError) as caught:
         resolve(cli=cli, ini=ini)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "gpus"),
+    [("0,1,2,3", ("0", "1", "2", "3")), (" 2, 3 ", ("2", "3")), ("all", ("all",)), ("ALL", ("all",)),
+     ("GPU-1f2e,GPU-9a0b", ("GPU-1f2e", "GPU-9a0b"))],
+)  # fmt: skip
+def test_gpus_are_ids_as_nvidia_smi_numbers_them_or_all(raw, gpus):
+    opts = resolve(cli={"llmperf_gpu": True, "llmperf_gpus": raw})
+    assert opts.gpus == gpus
+    assert resolve(ini={"llmperf_docker": "true", "llmperf_gpus": raw}).gpus == gpus
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("0,,1", "--llmperf-gpus: expected GPU ids as nvidia-smi numbers them, comma-separated (0,1,2,3), or all"),
+        ("0;1", "--llmperf-gpus: expected GPU ids"),
+        ("0,1,0", "--llmperf-gpus: GPU 0 given twice in '0,1,0': each GPU belongs to one slot"),
+    ],
+)
+def test_bad_gpu_lists_name_the_option_and_the_forms_it_takes(raw, message):
+    with pytest.raises(OptionError, match=re.escape(message)):
+        resolve(cli={"llmperf_gpu": True, "llmperf_gpus": raw})
+
+
+@pytest.mark.parametrize("target", ["llmperf_real_cpu", "llmperf_local"])
+def test_gpus_on_a_local_vllm_are_refused_with_cuda_visible_devices_as_the_way(target):
+    with pytest.raises(OptionError, match="--llmperf-gpus spreads containers.*CUDA_VISIBLE_DEVICES"):
+        resolve(cli={target: "python" if target == "llmperf_local" else True, "llmperf_gpus": "0,1"})
+    with pytest.raises(OptionError, match="not to --llmperf-base-url"):
+        resolve(cli={"llmperf_base_url": "http://h:8000", "llmperf_gpus": "0,1"})
+
+
+def test_the_plan_needs_the_gpus_it_plans():
+    with pytest.raises(OptionError, match=r"--llmperf-plan prints the plan of --llmperf-gpus: give the GPUs too"):
+        resolve(cli={"llmperf_sim": True, "llmperf_plan": True})
+    assert resolve(cli={"llmperf_sim": True, "llmperf_plan": True, "llmperf_gpus": "0,1"}).plan is True
+
+
+def test_hosts_are_docker_host_urls_with_the_gpus_each_has_and_a_reachable_publish_host():
+    opts = resolve(
+        cli={"llmperf_gpu": True, "llmperf_gpus": "0,1", "llmperf_hosts": "ssh://u@gpu-a, tcp://gpu-b:2376",
+             "llmperf_publish_host": "0.0.0.0"}
+    )  # fmt: skip
+    assert opts.hosts == ("ssh://u@gpu-a", "tcp://gpu-b:2376") and opts.publish_host == "0.0.0.0"
+    assert resolve().publish_host == "127.0.0.1" and resolve().hosts == ()
+
+
+@pytest.mark.parametrize(
+    ("cli", "message"),
+    [
+        ({"llmperf_hosts": "gpu-a"}, "--llmperf-hosts: 'gpu-a' is not a DOCKER_HOST URL: write ssh://gpu-a"),
+        ({"llmperf_hosts": "ftp://gpu-a"}, "unsupported scheme 'ftp'"),
+        ({"llmperf_hosts": "ssh://a,ssh://a"}, "ssh://a given twice"),
+        ({"llmperf_hosts": "ssh://a", "llmperf_gpus": None}, "give the GPU ids each host has"),
+        ({"llmperf_hosts": "ssh://a", "llmperf_gpus": "all"}, "all reads only this machine's nvidia-smi"),
+        ({"llmperf_hosts": "ssh://gpu-a", "llmperf_publish_host": "127.0.0.1"},
+         "is a remote engine: a port published on 127.0.0.1 there is not reachable from here"),
+        ({"llmperf_publish_host": "gpu-a"}, "--llmperf-publish-host: expected an IP address"),
+    ],
+)  # fmt: skip
+def test_bad_hosts_and_publish_hosts_say_what_to_write(cli, message):
+    given = {"llmperf_gpu": True, "llmperf_gpus": "0,1", "llmperf_publish_host": "0.0.0.0", **cli}
+    with pytest.raises(OptionError, match=re.escape(message)):
+        resolve(cli={k: v for k, v in given.items() if v is not None})
+
+
+def test_hosts_need_a_container_target():
+    with pytest.raises(OptionError, match="--llmperf-hosts names Docker engines: it needs --llmperf-gpu"):
+        resolve(cli={"llmperf_sim": True, "llmperf_gpus": "0", "llmperf_hosts": "ssh://a"})

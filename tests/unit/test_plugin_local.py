@@ -117,4 +117,7 @@ def test_xdist_never_runs_local_servers_side_by_side(project):
     pytest.importorskip("xdist")
     result = project.runpytest(*ARGS, "--llmperf-local", "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*would start several vLLM servers at once on one GPU*"])
+    result.stderr.fnmatch_lines(
+        ["*would start several vLLM processes at once on the GPUs CUDA_VISIBLE_DEVICES names; run --llmperf-local "
+         "without -n*--llmperf-gpu --llmperf-gpus*"]
+    )  # fmt: skip

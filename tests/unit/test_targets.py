@@ -23,6 +23,7 @@ from pytest_llmperf.servers.sim_target import SimTarget
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.targets import (
     LEFTOVER_CHECK_TIMEOUT,
+    all_gpus,
     baseline_folders_before_start,
     build_target,
     cleanup_leftover_containers,
@@ -258,3 +259,49 @@ def test_the_baseline_folder_is_known_before_start_except_per_gpu_model():
     assert baseline_folders_before_start(LlmperfOptions(target="sim")) == ["sim"]
     assert baseline_folders_before_start(LlmperfOptions(target="gpu")) is None  # the GPU model, once one runs
     assert baseline_folders_before_start(LlmperfOptions(target="gpu", target_name="h200-box")) == ["h200-box"]
+
+
+def test_with_several_hosts_cleanup_and_the_notice_go_to_each_and_a_dead_one_is_a_line(monkeypatch):
+    dead = FakeContainer("llmperf-a-1", DEAD)
+    engine = FakeEngine([dead])
+    asked: list[str] = []
+
+    def from_env(**kwargs: Any) -> FakeEngine:
+        asked.append(kwargs["environment"]["DOCKER_HOST"])
+        if kwargs["environment"]["DOCKER_HOST"] == "ssh://gpu-b":
+            raise ConnectionError("gpu-b: no route to host")
+        return engine
+
+    monkeypatch.setattr(docker, "from_env", from_env)
+    notice = leftover_report(DAY, ("ssh://gpu-a", "ssh://gpu-b"))
+    assert notice[0] == (
+        "on ssh://gpu-a: 1 container(s) left by sessions that are gone; remove with pytest --llmperf-cleanup:"
+    )
+    assert not any(line.startswith("on ssh://gpu-b") for line in notice)  # a notice: quiet about a dead host
+    lines = cleanup_leftover_containers(DAY, ("ssh://gpu-a", "ssh://gpu-b"))
+    assert lines[0] == "on ssh://gpu-a: --llmperf-cleanup: removed 1 container(s), kept 0"
+    assert lines[-1] == "on ssh://gpu-b: no Docker engine answers (ConnectionError: gpu-b: no route to host)"
+    assert dead.removed and asked == ["ssh://gpu-a", "ssh://gpu-b"] * 2
+
+
+def test_all_gpus_are_the_indices_nvidia_smi_lists_and_a_failure_says_to_list_them():
+    asked: list[Any] = []
+
+    def smi(query: Any) -> str:
+        asked.append(tuple(query))
+        return "0\n1\n2\n3\n"
+
+    assert all_gpus(smi) == ("0", "1", "2", "3")
+    assert asked == [("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")]
+
+    def missing(query: Any) -> str:
+        raise FileNotFoundError(2, "No such file or directory", "nvidia-smi")
+
+    with pytest.raises(
+        RuntimeError,
+        match=r"--llmperf-gpus all asks this machine's nvidia-smi, which failed "
+        r"\(FileNotFoundError: .*\); list the GPU ids instead \(--llmperf-gpus 0,1,2,3\)",
+    ):
+        all_gpus(missing)
+    with pytest.raises(RuntimeError, match="nvidia-smi lists no GPU"):
+        all_gpus(lambda query: "\n")

@@ -120,3 +120,11 @@ def test_slower_steps_alone_are_attributed_to_step_time(concurrency):
     assert a.step_time == pytest.approx(1 / 1.1 - 1, abs=MARGIN)
     assert abs(a.acceptance_length) < MARGIN
     assert "from step time" in a.describe()
+
+
+def test_another_slot_or_host_of_the_same_gpu_model_is_no_change():
+    """Baselines stay per GPU model: which GPUs of which box ran tonight's run (--llmperf-gpus,
+    --llmperf-hosts) is not a difference, so any slot can gate against them."""
+    tonight = {**BASELINE, "gpu_ids": ["3"], "docker_host": "ssh://gpu-b"}
+    assert provenance_changes(BASELINE, tonight) == []
+    assert provenance_changes({**BASELINE, "gpu_ids": ["0"]}, tonight) == []

@@ -282,6 +282,123 @@ def test_gpu_target_requests_gpus_and_refuses_a_second_gpu_server():
     assert kw["device_requests"][0]["DeviceIDs"] == ["1"]
 
 
+def test_each_server_gets_its_slots_device_request_and_label_and_only_a_server_on_its_gpus_blocks_it():
+    """--llmperf-gpus: a server's slot (server name -> GPU ids) is its container's device
+    request and its gpus label; a running GPU server blocks a start only where their GPUs
+    meet (or where one has every GPU, or no label: an older version's)."""
+    client = FakeClient(fail_start=True)  # the create is what is looked at
+    elsewhere = Owner("another-host", 1)
+    other = dk.container_labels("other", SEED, gpu=True, owner=elsewhere, gpu_ids=["2", "3"])
+    assert other[dk.LABEL_GPUS] == "2,3"
+    client.containers.items.append(FakeContainer(client, "neighbour", other, fail_start=False))
+    target = dk.DockerTarget(client=client, gpu=True, gpu_slots={SEED.name: ["0", "1"]}, environ={})
+    with pytest.raises(ServerStartError, match="could not start"):  # not "another GPU server"
+        with target.start(SEED):
+            pass
+    (kw,) = client.containers.create_kwargs
+    assert kw["device_requests"][0]["DeviceIDs"] == ["0", "1"]
+    assert kw["labels"][dk.LABEL_GPUS] == "0,1"
+    clash = dk.DockerTarget(client=client, gpu=True, gpu_slots={SEED.name: ["1", "2"]}, environ={})
+    with pytest.raises(ServerStartError, match=r"another GPU server .* neighbour .*at a time on GPUs 1,2: "):
+        with clash.start(SEED):
+            pass
+    assert len(client.containers.create_kwargs) == 1  # refused before a create
+    assert dk.gpus_overlap(None, "2,3") and dk.gpus_overlap(["0"], "all") and dk.gpus_overlap(["0"], None)
+    assert not dk.gpus_overlap(["0", "1"], "2,3")
+
+
+def test_a_slot_without_gpus_is_a_label_and_no_device_request():
+    client = FakeClient(fail_start=True)
+    target = dk.DockerTarget(client=client, gpu=False, gpu_slots={SEED.name: ["3"]}, environ={})
+    with pytest.raises(ServerStartError):
+        with target.start(SEED):
+            pass
+    (kw,) = client.containers.create_kwargs
+    assert kw["device_requests"] == [] and kw["labels"][dk.LABEL_GPUS] == "3"
+    assert dk.LABEL_GPUS not in dk.container_labels("s", SEED, gpu=False)
+    assert dk.container_labels("s", SEED, gpu=True)[dk.LABEL_GPUS] == "all"
+
+
+def test_each_server_runs_on_its_hosts_engine_and_a_dead_host_fails_only_its_servers(monkeypatch):
+    """--llmperf-hosts: a client per DOCKER_HOST, the server's host from its slot; an engine
+    that does not answer fails that server's start, naming the host, and no other."""
+    import requests.exceptions
+
+    alive = FakeClient(fail_start=True)
+    asked: list[str | None] = []
+
+    def connect(environ: Any, timeout: Any = None) -> Any:
+        asked.append(environ.get("DOCKER_HOST"))
+        if environ.get("DOCKER_HOST") == "ssh://gpu-b":
+            raise requests.exceptions.ConnectionError("ssh: connect to host gpu-b port 22: Connection refused")
+        return alive
+
+    monkeypatch.setattr(dk, "connect", connect)
+    other = ServerSpec(name="other", model="org/other")
+    target = dk.DockerTarget(
+        docker_hosts={SEED.name: "ssh://gpu-a", "other": "ssh://gpu-b"}, publish_host="0.0.0.0", environ={}
+    )
+    with pytest.raises(ServerStartError, match="could not start"):  # reached gpu-a's engine
+        with target.start(SEED):
+            pass
+    with pytest.raises(
+        ServerStartError, match=r"no Docker engine answers at ssh://gpu-b: ConnectionError.*--llmperf-hosts"
+    ):
+        with target.start(other):
+            pass
+    assert asked == ["ssh://gpu-a", "ssh://gpu-b"]
+    assert target.docker_host(SEED) == "ssh://gpu-a" and target.docker_host(None) is None
+    with pytest.raises(ServerStartError, match="could not start"):  # gpu-a's client kept, not asked again
+        with target.start(SEED):
+            pass
+    assert asked == ["ssh://gpu-a", "ssh://gpu-b"]
+    with pytest.raises(ValueError, match="remote engine"):  # a loopback port there is unreachable from here
+        dk.DockerTarget(docker_hosts={"x": "ssh://gpu-a"}, environ={})
+
+
+def test_an_engine_that_stops_answering_during_a_start_is_a_start_error_naming_its_host():
+    import requests.exceptions
+
+    class Gone(FakeContainers):
+        def create(self, image: str, **kwargs: Any) -> FakeContainer:
+            raise requests.exceptions.ConnectionError("Connection aborted: Broken pipe")
+
+    client = FakeClient()
+    client.containers = Gone(client)
+    target = dk.DockerTarget(client=client, environ={"DOCKER_HOST": "unix:///run/b.sock"})
+    with pytest.raises(ServerStartError) as info:
+        with target.start(SEED):
+            pass
+    assert str(info.value) == (
+        f"the Docker engine at unix:///run/b.sock stopped answering while starting {SEED.name}: ConnectionError: "
+        "Connection aborted: Broken pipe. Check that host is up and its engine answers"
+    )
+
+
+def test_a_container_whose_engine_went_away_is_reported_not_raised():
+    import requests.exceptions
+
+    said: list[str] = []
+
+    class Gone(FakeContainer):
+        def stop(self, timeout: float = 10) -> None:
+            raise requests.exceptions.ConnectionError("Connection refused")
+
+        def reload(self) -> None:
+            raise requests.exceptions.ConnectionError("Connection refused")
+
+    container = Gone(FakeClient(), "lost", {}, fail_start=False)
+    target = dk.DockerTarget(client=FakeClient(), environ={}, progress=said.append)
+    target._remove(container)
+    (line,) = said
+    assert line.startswith("llmperf: could not remove container lost: its Docker engine does not answer")
+    assert "--llmperf-cleanup" in line
+    # Asked whether the server is still there (after failed requests): said, not raised.
+    assert dk.DockerTarget._status_after_start(container) == (
+        "the Docker engine does not answer about container lost (ConnectionError)"
+    )
+
+
 def test_gpu_slot_held_while_a_gpu_server_runs():
     dk._GPU_SLOT.acquire()
     try:
