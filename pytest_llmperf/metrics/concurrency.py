@@ -27,6 +27,9 @@ MIN_RUNNING_SHARE = 0.9
 # doing when none waited on it: a request between the client and the server's admission
 # (sent, not yet running) can catch one sample or two of a short run.
 MIN_LOADED_SAMPLES = 3
+# Samples with requests waiting on the server that show it capped: one alone can be a
+# request that arrived between two scheduler steps (or waits a step for prefill budget).
+MIN_QUEUED_SAMPLES = 2
 
 Sample = Sequence[float | None]
 
@@ -64,6 +67,8 @@ class Reached:
     # Samples taken while the client had `required` requests in flight (or did not say):
     # without one, and with none waiting, a low peak may be only the run's tail.
     loaded: int = 0
+    # Samples with requests waiting on the server (the gauge above 0).
+    queued: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,9 +76,10 @@ class Reached:
     def shortfall(self) -> str | None:
         """Why the run cannot be judged at its concurrency, with what to do; None when the
         peak reached `required`, or nothing shows it could have: no request waited on the
-        server and fewer than MIN_LOADED_SAMPLES samples caught the client with `required`
-        in flight."""
-        if self.peak >= self.required or not (self.peak_waiting or self.loaded >= MIN_LOADED_SAMPLES):
+        server in MIN_QUEUED_SAMPLES samples and fewer than MIN_LOADED_SAMPLES samples caught the
+        client with `required` in flight."""
+        capped = self.queued >= MIN_QUEUED_SAMPLES
+        if self.peak >= self.required or not (capped or self.loaded >= MIN_LOADED_SAMPLES):
             return None
         of = (
             f"concurrency {self.concurrency}"
@@ -85,7 +91,7 @@ class Reached:
             f"(mean {self.mean:.1f}, {self.samples} samples of {RUNNING}), below {self.required}, "
             f"{MIN_RUNNING_SHARE:.0%} of {of}"
         )
-        if self.peak_waiting:
+        if capped:
             return reason + (
                 f"; up to {self.peak_waiting:g} waited on the server meanwhile: it admits about {self.peak:g} "
                 f"at a time (its --max-num-seqs, or the KV cache's room): start it with --max-num-seqs >= "
@@ -122,4 +128,5 @@ def reached(samples: Sequence[Sample] | None, concurrency: int, sent: int) -> Re
         target=target,
         required=required,
         loaded=sum(1 for s in samples if s[2] is not None and (s[1] is None or s[1] >= required)),
+        queued=sum(1 for s in samples if s[2] is not None and s[3] is not None and s[3] > 0),
     )

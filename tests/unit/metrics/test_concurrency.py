@@ -83,8 +83,14 @@ def test_a_low_peak_with_nothing_waiting_is_judged_only_where_the_client_had_the
     # every sample fell in the run's tail (the client had fewer than 28 left): a low peak shows nothing
     tail = reached(samples(20, 12, waiting=0, in_flight=20), 32, 128)
     assert tail is not None and (tail.peak, tail.loaded, tail.shortfall()) == (20, 0, None)
-    # requests waited on the server: capped, whatever the client had in flight
-    assert "--max-num-seqs >= 32" in reached(samples(8, waiting=4, in_flight=12), 32, 128).shortfall()
+    # requests waited on the server at two samples: capped, whatever the client had in flight
+    assert "--max-num-seqs >= 32" in reached(samples(8, 8, waiting=4, in_flight=12), 32, 128).shortfall()
+
+
+def test_one_sample_with_requests_waiting_is_a_step_between_arrival_and_admission_not_a_cap():
+    # seen on the simulator under load: 2 of 4 admitted, 2 arriving, at the run's only sample
+    assert reached(samples(2, waiting=2, in_flight=4), 4, 12).shortfall() is None
+    assert "it admits about 2 at a time" in reached(samples(2, 2, waiting=2, in_flight=4), 4, 12).shortfall()
 
 
 def test_waiting_gauge_absent():
