@@ -347,6 +347,9 @@ class PerfSession:
 
         return run_warmup(endpoint.base_url, endpoint.model, prompts, config)
 
+    # Whether an added repetition adds to the baseline side too (a paired block does).
+    baseline_grows = False
+
     @property
     def look_confidence(self) -> float:
         """The confidence of each look's claims of a change. Auto repetitions judge again
@@ -412,17 +415,20 @@ class PerfSession:
         self.pool.retire(measured.server, measured.server_death)
 
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
-        """Auto repetitions go on while some verdict is inconclusive and could be decided
-        within the budget (its noise shrinks with the square root of the runs). After one
-        run, that is judged by the noise alone (Verdict.resolution): one run's change may
-        sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
-        regress; only the median of more runs moves it). From the second on, by the change
-        too (Verdict.more_data). A verdict that would need more runs than the budget allows
-        stays inconclusive at the cost of what ran."""
+        """Auto repetitions go on while some verdict is inconclusive and the budget's runs
+        would have the power to decide it (Verdict.decidable_within): with the noise they
+        would leave by the rule's variance model (the spread between starts falls with the
+        median of more runs; the baseline's own part and the request-level part do not),
+        an unchanged value would be shown within the tolerance 80 % of the time. Judged by
+        the noise alone, at every look: a run's change may sit anywhere in its noise (a
+        true 5 % drop read as 2.5 % can neither pass nor regress; only the median of more
+        runs moves it). A verdict the budget could not decide stays inconclusive at the
+        cost of what ran."""
         if self.options.repetitions != "auto":
             return False
         runs, budget = len(run.results), self.options.max_repetitions
-        return runs < budget and any(v.status == Status.INCONCLUSIVE and _decidable(v, runs, budget) for v in verdicts)
+        grows, confidence = self.baseline_grows, self.options.confidence
+        return any(v.decidable_within(runs, budget, baseline_grows=grows, confidence=confidence) for v in verdicts)
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
@@ -978,18 +984,17 @@ class PerfSession:
         the same box and engine move every server's runs alike in relative terms, so their
         repetitions tell this cell's spread on far more degrees of freedom than its own five
         (docs/verdicts.md)."""
-        own = (sanitize_name(run.server.name), workload_key(self.workload_identity(run)))
-        cells = [
-            entry["metrics"]
+        return spread_pools(self.stored_cells(target, run, own=False), names)
+
+    def stored_cells(self, target: str, run: MeasuredRun, *, own: bool) -> list[Mapping[str, list[float | None]]]:
+        """Each entry recorded at `run`'s concurrency in `target`'s folder, as its metrics'
+        per-repetition samples; `own`: with the entry of `run`'s own server and workload."""
+        mine = (sanitize_name(run.server.name), workload_key(self.workload_identity(run)))
+        return [
+            {name: m["samples"] for name, m in entry["metrics"].items() if "samples" in m}
             for server, key, entry in self.store.entries_at(target, run.concurrency)
-            if (sanitize_name(server), key) != own
+            if own or (sanitize_name(server), key) != mine
         ]
-        pools = {}
-        for name in names:
-            spread = pooled_spread(cell[name]["samples"] for cell in cells if name in cell)
-            if spread is not None:
-                pools[name] = spread
-        return pools
 
     @staticmethod
     def _paired(run: MeasuredRun, entry: Mapping[str, Any] | None, names: list[str]) -> tuple[dict[str, float], int]:
@@ -1006,11 +1011,15 @@ class PerfSession:
         self.pool.stop()
 
 
-def _decidable(verdict: Any, runs: int, budget: int) -> bool:
-    """Whether more runs, up to `budget`, could decide an inconclusive verdict
-    (PerfSession._worth_another)."""
-    factor = verdict.resolution if runs < 2 else verdict.more_data
-    return factor is not None and runs * factor <= budget
+def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[str]) -> dict[str, Spread]:
+    """Per metric of `names`, the relative spread between starts pooled over the `cells`
+    (each a mapping of metric -> repetitions) that have it; a metric none has is left out."""
+    pools = {}
+    for name in names:
+        spread = pooled_spread(cell[name] for cell in cells if name in cell)
+        if spread is not None:
+            pools[name] = spread
+    return pools
 
 
 def _median(values: list[float | None]) -> float | None:

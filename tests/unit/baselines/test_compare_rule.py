@@ -203,3 +203,72 @@ def test_a_pass_is_claimed_at_its_own_confidence_and_a_change_at_the_looks():
     # -3.5 % is beyond the tolerance, but with sigma 2 % its 99 % interval reaches 0: undecided, at 99 %
     wide = compare("x", 100.0, 96.5, tol, "higher", error=Noise(2.0), confidence=0.99, pass_confidence=0.95)
     assert wide.status == "inconclusive" and wide.confidence == 0.99 and "(99%)" in wide.hint
+
+
+def test_change_error_says_which_part_of_its_variance_is_the_spread_between_starts():
+    # variances 2 and 18 over one degree of freedom each: a spread of 10 per run, counted
+    # once per side's median of two (1/2 + 1/2), beside a paired part of 1
+    noise = change_error(1.0, [99.0, 101.0], [97.0, 103.0], paired_dof=9)
+    assert noise.spread == pytest.approx(10.0) and noise.runs == (2, 2)
+    assert noise.sigma**2 == pytest.approx(1.0 + 10.0)
+    assert change_error(1.0, [100.0], [100.0], paired_dof=9).spread == 0.0  # nothing between starts known
+
+
+def test_noise_with_more_runs_shrinks_only_the_spread_between_starts():
+    # a spread of 10 per run over two runs a side (variance 10), a paired part of 6 that stays
+    v = compare("decode_tok_s", 100.0, 100.0, REL5, "higher", error=Noise(4.0, spread=10.0, runs=(2, 2)))
+    assert v.sigma == 4.0 and v.spread == 10.0 and v.runs == (2, 2)
+    z = v.noise / 4.0
+    assert v.noise_with(2, 2) == pytest.approx(v.noise)
+    five = 6.0 + 10.0 * (0.5 + math.pi / 10)  # the measured side's median of five: pi/(2*5)
+    assert v.noise_with(2, 5) == pytest.approx(z * math.sqrt(five))
+    both = 6.0 + 10.0 * (math.pi / 10 + math.pi / 10)
+    assert v.noise_with(5, 5) == pytest.approx(z * math.sqrt(both))
+    plain = compare("x", 100.0, 100.0, REL5, "higher", error=Noise(4.0))  # no spread between starts in it
+    assert plain.noise_with(5, 5) == pytest.approx(1.645 * 4, rel=1e-3)
+
+
+def test_a_run_is_added_only_when_the_budget_would_have_the_power_to_decide():
+    tol = Tolerance("relative", 0.03)
+    # 1 % between starts, five baseline runs, one measured: sigma^2 = 1 * (pi/10 + 1), +/-1.9 %
+    sigma = math.sqrt(math.pi / 10 + 1)
+    v = compare("steady_decode_tok_s", 100.0, 98.5, tol, "higher", error=Noise(sigma, spread=1.0, runs=(5, 1)))
+    assert v.status == "inconclusive"  # -1.5 % + 1.9 % > 3 %
+    # five runs would leave sigma 0.79 %: (1.645 + 0.842) * 0.79 % = 1.97 % <= 3 %
+    assert v.noise_with(5, 5) == pytest.approx(1.645 * math.sqrt(math.pi / 5), rel=1e-3)
+    assert v.decidable_within(1, 5) and v.decidable_within(4, 5)
+    assert not v.decidable_within(5, 5)  # the budget is spent
+    assert not v.decidable_within(1, 5, power=0.999)  # 4.7 % of reach
+    # 7 % between starts against a 10 % tolerance (TPOT at one stream): five runs leave
+    # sigma 5.5 %, an unchanged value passing about half the time, not 80 %: no more runs,
+    # though the old reading (all the noise shrinking with the runs) asked for them
+    tpot = Tolerance("relative", 0.10)
+    sigma = math.sqrt(49 * (math.pi / 10 + 1))
+    v = compare("tpot_ms_median", 100.0, 100.0, tpot, "lower", error=Noise(sigma, spread=49.0, runs=(5, 1)))
+    assert v.status == "inconclusive" and 1 * v.resolution <= 5
+    assert not v.decidable_within(1, 5)
+    # the change read is not what decides: 1.5 %, 2.5 % or 3 % worse, the same answer
+    sigma = math.sqrt(math.pi / 10 + 1)
+    for measured in (98.5, 97.5, 97.0):
+        v = compare("steady_decode_tok_s", 100.0, measured, tol, "higher", error=Noise(sigma, spread=1.0, runs=(5, 1)))
+        assert v.status == "inconclusive" and v.decidable_within(1, 5), measured
+    assert not compare("x", 100.0, 100.0, tol, "lower", error=Noise(0.1)).decidable_within(1, 5)  # passed
+
+
+def test_a_paired_block_shrinks_both_sides_and_students_t_counts():
+    tol = Tolerance("relative", 0.03)
+    # two runs a side, 1.4 % between starts: +/-2.3 % now
+    v = compare("x", 100.0, 99.0, tol, "higher", error=Noise(1.4, spread=1.96, runs=(2, 2)))
+    assert v.status == "inconclusive"
+    # both sides at five: sigma 1.4 * sqrt(pi/5) = 1.11 %, reach 2.76 % <= 3 %
+    assert v.decidable_within(2, 5, baseline_grows=True)
+    # only the measured side: sigma 1.4 * sqrt(1/2 + pi/10) = 1.26 %, reach 3.14 %
+    assert not v.decidable_within(2, 5)
+    # the same on 3 degrees of freedom: t(3) = 2.35 widens the reach beyond the tolerance
+    few = compare("x", 100.0, 99.0, tol, "higher", error=Noise(1.4, dof=3, spread=1.96, runs=(2, 2)))
+    assert not few.decidable_within(2, 5, baseline_grows=True)
+    # without a spread between starts in the error, the data factor as before: the noise
+    # falls with the runs
+    plain = compare("x", 100.0, 100.0, tol, "higher", error=Noise(2.0))
+    assert plain.status == "inconclusive" and plain.resolution == pytest.approx((1.645 * 2 / 3) ** 2, rel=1e-3)
+    assert plain.decidable_within(1, 5) and not plain.decidable_within(1, 1)
