@@ -131,7 +131,10 @@ def worth_another(
     runs: int, budget: int, verdicts: dict, baseline_grows: bool = False, gated: tuple[str, ...] = GATED
 ) -> bool:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
-    gated verdict could be decided within the budget (Verdict.decidable_within)."""
+    gated verdict could be decided within the budget (Verdict.decidable_within), and none
+    regressed (the test fails at that look)."""
+    if any(v.status == "regressed" for name, v in verdicts.items() if name in gated):
+        return False
     return any(
         v.decidable_within(runs, budget, baseline_grows=baseline_grows) for name, v in verdicts.items() if name in gated
     )

@@ -423,9 +423,12 @@ class PerfSession:
         the noise alone, at every look: a run's change may sit anywhere in its noise (a
         true 5 % drop read as 2.5 % can neither pass nor regress; only the median of more
         runs moves it). A verdict the budget could not decide stays inconclusive at the
-        cost of what ran."""
+        cost of what ran. A regressed verdict ends it: the claim was made at the look's
+        split confidence, which allows for every look, and the test fails on it."""
         if self.options.repetitions != "auto":
             return False
+        if any(v.status == Status.REGRESSED for v in verdicts):
+            return False  # the test fails at this look; more runs could only blur the claim
         runs, budget = len(run.results), self.options.max_repetitions
         grows, confidence = self.baseline_grows, self.options.confidence
         return any(v.decidable_within(runs, budget, baseline_grows=grows, confidence=confidence) for v in verdicts)

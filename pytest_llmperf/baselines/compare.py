@@ -146,7 +146,9 @@ class Verdict:
         by the rule's own variance model (noise_with: the spread between starts falls with
         the median of more runs; the baseline's own part, when it does not grow, and the
         request-level part stay). The change read so far is not trusted to say more: a
-        true 5 % drop read as 2.5 % is only moved by the median of more runs. Without a
+        true 5 % drop read as 2.5 % is only moved by the median of more runs; but a change
+        read beyond the tolerance is also worth more runs when their interval (at the
+        claim's confidence) would exclude no change at the size read. Without a
         spread between starts in the error, all of it is taken to shrink with the runs
         (`runs` times the data factor of resolution, then more_data)."""
         if self.status != Status.INCONCLUSIVE or runs >= budget:
@@ -160,12 +162,17 @@ class Verdict:
         if half is None or tol is None or tol.limit <= 0:
             return False
         sigma = half * self.sigma / self.noise  # the standard error those runs would leave
+        worse = self.change.absolute if self.change is not None else 0.0
+        if self.direction is Direction.HIGHER:
+            worse = -worse
         if tol.kind == "relative":
             if not self.baseline:
                 return False
-            sigma /= abs(self.baseline)
+            sigma, half, worse = sigma / abs(self.baseline), half / abs(self.baseline), worse / abs(self.baseline)
         reach = (z_value(confidence, self.dof) + statistics.NormalDist().inv_cdf(power)) * sigma
-        return reach <= tol.limit
+        # A change read beyond the tolerance (its noise is then the claim's, `half`): also
+        # worth going on when those runs' interval would clear no change at the size read.
+        return reach <= tol.limit or (worse > tol.limit and half < worse)
 
 
 def _number(value: Any) -> float | None:

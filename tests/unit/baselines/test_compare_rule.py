@@ -272,3 +272,19 @@ def test_a_paired_block_shrinks_both_sides_and_students_t_counts():
     plain = compare("x", 100.0, 100.0, tol, "higher", error=Noise(2.0))
     assert plain.status == "inconclusive" and plain.resolution == pytest.approx((1.645 * 2 / 3) ** 2, rel=1e-3)
     assert plain.decidable_within(1, 5) and not plain.decidable_within(1, 1)
+
+
+def test_a_change_read_beyond_the_tolerance_is_worth_more_runs_when_they_would_show_it():
+    tol = Tolerance("relative", 0.03)
+    # 1.5 % between starts on 5 degrees of freedom, two runs a side: the pass side's reach
+    # at five blocks, (2.02 + 0.84) * 1.5 * sqrt(pi/5) = 3.4 %, misses the tolerance
+    kw = dict(error=Noise(1.5, dof=5, spread=2.25, runs=(2, 2)), confidence=0.99, pass_confidence=0.95)
+    flat = compare("x", 100.0, 99.0, tol, "higher", **kw)
+    assert flat.status == "inconclusive" and not flat.decidable_within(2, 5, baseline_grows=True)
+    # 5 % slower, +/-5 % now (t(5) at 99 %: 3.36): five blocks would leave +/-4 %, clearing 0
+    drop = compare("x", 100.0, 95.0, tol, "higher", **kw)
+    assert drop.status == "inconclusive" and drop.decidable_within(2, 5, baseline_grows=True)
+    assert drop.noise_with(5, 5) / 100 < 0.05
+    # 3.8 % slower: beyond the tolerance, but +/-4 % would not clear no change
+    near = compare("x", 100.0, 96.2, tol, "higher", **kw)
+    assert near.status == "inconclusive" and not near.decidable_within(2, 5, baseline_grows=True)
