@@ -16,7 +16,7 @@ default tolerances; the spread between starts pooled, as the session pools it, o
 suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
 the 35B pair: the same profiles with starts of their own; --no-pool judges without).
 Workload: the `nightly` profile of the seed suite (workload.PROFILE_SCALE: max(16 x c, 64)
-prompts, 90 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles.
+prompts, 150 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles.
 
 Noise between server starts (the simulator's --sim-run-noise / --sim-acceptance-noise,
 drawn per run here): a step-time factor exp(N(0, s)) with s by concurrency from the
@@ -27,6 +27,11 @@ factor 1 + N(0, 1 %).
 Scenarios, applied to the measured runs of the MTP server (the base server unchanged):
 no change; MTP steps 5 % and 10 % slower (decode -5 % / -10 %, and the same drop of the
 MTP speedup); acceptance scaled down by 0.03 / rate (acceptance rate -0.03).
+
+The base server's own seed test (steady decode, TPOT median, TTFT median) is judged
+first, with its own auto repetitions, on the measured base runs every scenario shares;
+its outcomes with no change are printed per concurrency, and its repetitions count in
+the device time.
 
 Prints per concurrency and metric: false alarms (regressed with no change), the share
 inconclusive with no change, detection (regressed) for each change, and the share of

@@ -14,7 +14,8 @@ into a baseline-like entry (per-repetition samples, their median, OLD's first
 repetition's request lines, its provenance), so the rule, the metric directions, the
 tolerances and the noise (the paired request-level bootstrap plus the spread between
 repetitions on each side) are the ones docs/verdicts.md describes. A speedup test
-judges NEW's MTP speedup against OLD's. Stored baselines are neither read nor written.
+judges NEW's MTP speedup against OLD's. Stored baselines are never judged against nor
+written; their spread between starts is pooled with the blocks' (_spread_pools).
 """
 
 from __future__ import annotations
