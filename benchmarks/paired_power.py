@@ -131,7 +131,7 @@ def trial(
     cells, speedups = folder
     pooled = {"others": [base_new, *cells], "other_speedups": speedups}
     verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
-    while len(mtp_new) < most and worth_another(len(mtp_new), most, verdicts, baseline_grows=True):
+    while len(mtp_new) < most and worth_another(len(mtp_new), most, verdicts):
         block(box, True, mtp_old, mtp_new, new_scale)
         verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
     return verdicts, len(mtp_new)

@@ -132,16 +132,16 @@ def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
     return [m.figures[GATED_DECODE] / level for m in mtp]
 
 
-def worth_another(
-    runs: int, budget: int, verdicts: dict, baseline_grows: bool = False, gated: tuple[str, ...] = GATED
-) -> bool:
+def worth_another(runs: int, budget: int, verdicts: dict, gated: tuple[str, ...] = GATED) -> bool:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
-    gated verdict could be decided within the budget (Verdict.decidable_within), and none
-    regressed (the test fails at that look)."""
-    if any(v.status == "regressed" for name, v in verdicts.items() if name in gated):
-        return False
-    return any(
-        v.decidable_within(runs, budget, baseline_grows=baseline_grows) for name, v in verdicts.items() if name in gated
+    gated verdict could be decided within the budget."""
+
+    def decidable(v) -> bool:
+        factor = v.resolution if runs < 2 else v.more_data
+        return factor is not None and runs * factor <= budget
+
+    return runs < budget and any(
+        v.status == "inconclusive" and decidable(v) for name, v in verdicts.items() if name in gated
     )
 
 

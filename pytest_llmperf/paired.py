@@ -146,8 +146,6 @@ class PairedSession(PerfSession):
     """A PerfSession whose runs are paired blocks of OLD and NEW, and whose gate judges
     NEW against OLD's runs instead of a baseline file."""
 
-    baseline_grows = True  # every added block runs OLD too
-
     def __init__(self, options: LlmperfOptions, *args: Any, **kwargs: Any) -> None:
         super().__init__(options, *args, **kwargs)
         self.variants = Variants.from_options(options)

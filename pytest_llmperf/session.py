@@ -347,9 +347,6 @@ class PerfSession:
 
         return run_warmup(endpoint.base_url, endpoint.model, prompts, config)
 
-    # Whether an added repetition adds to the baseline side too (a paired block does).
-    baseline_grows = False
-
     @property
     def look_confidence(self) -> float:
         """The confidence of each look's claims of a change. Auto repetitions judge again
@@ -415,23 +412,17 @@ class PerfSession:
         self.pool.retire(measured.server, measured.server_death)
 
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
-        """Auto repetitions go on while some verdict is inconclusive and the budget's runs
-        would have the power to decide it (Verdict.decidable_within): with the noise they
-        would leave by the rule's variance model (the spread between starts falls with the
-        median of more runs; the baseline's own part and the request-level part do not),
-        an unchanged value would be shown within the tolerance 80 % of the time. Judged by
-        the noise alone, at every look: a run's change may sit anywhere in its noise (a
-        true 5 % drop read as 2.5 % can neither pass nor regress; only the median of more
-        runs moves it). A verdict the budget could not decide stays inconclusive at the
-        cost of what ran. A regressed verdict ends it: the claim was made at the look's
-        split confidence, which allows for every look, and the test fails on it."""
+        """Auto repetitions go on while some verdict is inconclusive and could be decided
+        within the budget (its noise shrinks with the square root of the runs). After one
+        run, that is judged by the noise alone (Verdict.resolution): one run's change may
+        sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
+        regress; only the median of more runs moves it). From the second on, by the change
+        too (Verdict.more_data). A verdict that would need more runs than the budget allows
+        stays inconclusive at the cost of what ran."""
         if self.options.repetitions != "auto":
             return False
-        if any(v.status == Status.REGRESSED for v in verdicts):
-            return False  # the test fails at this look; more runs could only blur the claim
         runs, budget = len(run.results), self.options.max_repetitions
-        grows, confidence = self.baseline_grows, self.options.confidence
-        return any(v.decidable_within(runs, budget, baseline_grows=grows, confidence=confidence) for v in verdicts)
+        return runs < budget and any(v.status == Status.INCONCLUSIVE and _decidable(v, runs, budget) for v in verdicts)
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
@@ -1023,6 +1014,13 @@ def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[
         if spread is not None:
             pools[name] = spread
     return pools
+
+
+def _decidable(verdict: Any, runs: int, budget: int) -> bool:
+    """Whether more runs, up to `budget`, could decide an inconclusive verdict
+    (PerfSession._worth_another)."""
+    factor = verdict.resolution if runs < 2 else verdict.more_data
+    return factor is not None and runs * factor <= budget
 
 
 def _median(values: list[float | None]) -> float | None:

