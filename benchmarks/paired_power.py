@@ -51,6 +51,7 @@ from verdict_power import GATED, METRICS, Run, judge, one_run, worth_another  # 
 
 from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE  # noqa: E402
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides  # noqa: E402
+from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.sim.calibration import synthetic_prompt_lens  # noqa: E402
 
 SCENARIOS = {
@@ -84,9 +85,33 @@ def block(box: Box, speculative: bool, old: list[Run], new: list[Run], new_scale
             new.append(box.start(speculative, new_scale))
 
 
-def trial(c: int, lens: list[int], rng: random.Random, args: argparse.Namespace, new_scale: float, tolerances: dict):
+def stored(c: int, lens: list[int], reps: int, seed: str) -> tuple[list[list[Run]], list[list[float]]]:
+    """The target's baseline folder at concurrency `c`, recorded in an earlier session (so
+    without the trial's drift): the seed suite's four servers (the 27B base and MTP, and
+    stand-ins of the 35B pair: the same profiles, starts of their own), `reps` repetitions
+    each as auto records them; and the two speedup entries' per-repetition speedups. Drawn
+    once per trial index, shared by the scenarios (none of them changes OLD)."""
+    if reps <= 0:
+        return [], []
+    rng = random.Random(f"stored:{seed}")
+    cells = [[one_run(c, speculative, lens, rng) for _ in range(reps)] for speculative in (False, True, False, True)]
+    speedups = [
+        [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(cells[i + 1], cells[i])] for i in (0, 2)
+    ]
+    return cells, speedups
+
+
+def trial(
+    c: int,
+    lens: list[int],
+    rng: random.Random,
+    args: argparse.Namespace,
+    new_scale: float,
+    tolerances: dict,
+    folder: tuple[list[list[Run]], list[list[float]]] = ([], []),
+):
     """One paired session of the base and MTP servers at concurrency `c`: the verdicts and
-    the MTP server's blocks."""
+    the MTP server's blocks. `folder`: the target's stored baselines (stored())."""
     auto = args.blocks == "auto"
     first = min(2, args.max_blocks) if auto else int(args.blocks)  # paired.first_blocks: A B, B A
     most = args.max_blocks if auto else first
@@ -100,13 +125,15 @@ def trial(c: int, lens: list[int], rng: random.Random, args: argparse.Namespace,
         block(box, False, base_old, base_new, new_scale)
     for _ in range(first):
         block(box, True, mtp_old, mtp_new, new_scale)
-    # The spread between starts pooled over the session's other cells, as the paired gate
-    # pools it (PairedSession._spread_pools): the base server's OLD (judge's base_b) and NEW.
-    others = [base_new]
-    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, others=others)
+    # The spread between starts pooled as the paired gate pools it (PairedSession._spread_pools):
+    # the session's other cells (the base server's OLD, judge's base_b, and NEW) and every
+    # entry of the target's baseline folder at this concurrency (the MTP server's own too).
+    cells, speedups = folder
+    pooled = {"others": [base_new, *cells], "other_speedups": speedups}
+    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
     while len(mtp_new) < most and worth_another(len(mtp_new), most, verdicts):
         block(box, True, mtp_old, mtp_new, new_scale)
-        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, others=others)
+        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
     return verdicts, len(mtp_new)
 
 
@@ -118,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-blocks", type=int, default=5, help="auto's budget (--llmperf-max-repetitions)")
     parser.add_argument("--drift", type=float, default=0.0, help="step-time drift per server start (0.002: 0.2%%)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stored-reps",
+        type=int,
+        default=5,
+        help="repetitions of each of the seed suite's four servers in the target's baseline folder, whose "
+        "spread between starts the paired gate pools (default 5, as auto records; 0: no baselines recorded)",
+    )
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS), metavar="S")
     parser.add_argument(
         "--tolerances", default="", help="overrides as the ini's llmperf_tolerances: 'steady_decode_tok_s = 3%%, ...'"
@@ -127,18 +161,22 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print(
         f"paired power: {args.trials} trials per scenario, blocks {args.blocks} (max {args.max_blocks}), "
-        f"drift {args.drift:g} per start; nightly workload, Qwen/Qwen3.6-27B-FP8 base and MTP; "
+        f"drift {args.drift:g} per start; stored baselines {args.stored_reps} rep(s) x 4 servers; "
+        f"nightly workload, Qwen/Qwen3.6-27B-FP8 base and MTP; "
         f"tolerances: {args.tolerances or 'defaults'}"
     )
     print(f"{'conc':>4}  {'scenario':<16} {'metric':<20} " + " ".join(f"{o:>12}" for o in OUTCOMES))
     lens = synthetic_prompt_lens(max(max(16 * c, 64) for c in args.concurrency) + 16)
     for c in args.concurrency:
+        folders: dict[int, tuple] = {}
         for scenario in args.scenarios:
             rng = random.Random(f"{args.seed}:{c}:{scenario}")
             counts: dict[str, dict[str, int]] = {m: {} for m in [*METRICS, "MTP test"]}
             blocks = []
-            for _ in range(args.trials):
-                verdicts, used = trial(c, lens, rng, args, SCENARIOS[scenario], tolerances)
+            for i in range(args.trials):
+                if i not in folders:
+                    folders[i] = stored(c, lens, args.stored_reps, f"{args.seed}:{c}:{i}")
+                verdicts, used = trial(c, lens, rng, args, SCENARIOS[scenario], tolerances, folders[i])
                 blocks.append(used)
                 for name, verdict in verdicts.items():
                     counts[name][verdict.status] = counts[name].get(verdict.status, 0) + 1

@@ -15,7 +15,7 @@ bootstrap of metrics/uncertainty.py plus the spread between repetitions) with th
 default tolerances; the spread between starts pooled, as the session pools it, over the
 suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
 the 35B pair: the same profiles with starts of their own; --no-pool judges without).
-Workload: the `nightly` profile of the seed suite (max(16 x c, 64)
+Workload: the `nightly` profile of the seed suite (workload.PROFILE_SCALE: max(16 x c, 64)
 prompts, 150 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles.
 
 Noise between server starts (the simulator's --sim-run-noise / --sim-acceptance-noise,
@@ -27,6 +27,11 @@ factor 1 + N(0, 1 %).
 Scenarios, applied to the measured runs of the MTP server (the base server unchanged):
 no change; MTP steps 5 % and 10 % slower (decode -5 % / -10 %, and the same drop of the
 MTP speedup); acceptance scaled down by 0.03 / rate (acceptance rate -0.03).
+
+The base server's own seed test (steady decode, TPOT median, TTFT median) is judged
+first, with its own auto repetitions, on the measured base runs every scenario shares;
+its outcomes with no change are printed per concurrency, and its repetitions count in
+the device time.
 
 Prints per concurrency and metric: false alarms (regressed with no change), the share
 inconclusive with no change, detection (regressed) for each change, and the share of
@@ -56,22 +61,24 @@ from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.virtual import VirtualResult, run_virtual  # noqa: E402
+from pytest_llmperf.workload.workload import PROFILE_SCALE  # noqa: E402
 
 MODEL = "Qwen/Qwen3.6-27B-FP8"
 CONCURRENCIES = (1, 8, 32)
 STEP_NOISE = {1: 0.07, 8: 0.01, 32: 0.01}
 ACCEPTANCE_NOISE = 0.01
 MAX_TOKENS = 256
-CAP_S = 150.0
+PER_STREAM, MIN_PROMPTS, CAP_S = PROFILE_SCALE["nightly"]  # the nightly profile's prompts and time cap
 METRICS = ("decode_tok_s", GATED_DECODE, "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
 GATED = (GATED_DECODE, "acceptance_rate", "acceptance_length", "tpot_ms_median")  # the seed MTP test
+BASE_GATED = (GATED_DECODE, "tpot_ms_median", "ttft_ms_median")  # the seed base test
 # The seeds' fixed runs on their hardware, seconds per server (300 s caps at 1 and 8,
 # 627 s for 1000 prompts at 32), for two models, base and MTP.
 SEED_FIXED_S = {1: 300.0, 8: 300.0, 32: 627.0}
 
 
 def nightly_prompts(c: int) -> int:
-    return max(16 * c, 64)
+    return max(int(PER_STREAM) * c, int(MIN_PROMPTS))
 
 
 @dataclass
@@ -103,6 +110,7 @@ def one_run(
         "decode_tok_s": r.decode_tok_s,
         GATED_DECODE: steady_tok_s(r.spans, c) or 0.0,
         "tpot_ms_median": r.tpot_median * 1000.0,
+        "ttft_ms_median": r.ttft_median * 1000.0,
     }
     if r.drafts:
         figures["acceptance_length"] = 1.0 + r.accepted / r.drafts
@@ -114,17 +122,59 @@ def median_of(runs: list[Run], name: str) -> float:
     return statistics.median(run.figures[name] for run in runs)
 
 
-def worth_another(runs: int, budget: int, verdicts: dict) -> bool:
+def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
+    """The speedup's repetitions as the session pairs them (MeasuredRun.speedup_samples):
+    repetition by repetition when both servers ran as many, else each MTP repetition over
+    the base server's median."""
+    if len(mtp) == len(base):
+        return [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(mtp, base)]
+    level = median_of(base, GATED_DECODE)
+    return [m.figures[GATED_DECODE] / level for m in mtp]
+
+
+def worth_another(runs: int, budget: int, verdicts: dict, gated: tuple[str, ...] = GATED) -> bool:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
-    verdict could be decided within the budget."""
+    gated verdict could be decided within the budget."""
 
     def decidable(v) -> bool:
         factor = v.resolution if runs < 2 else v.more_data
         return factor is not None and runs * factor <= budget
 
     return runs < budget and any(
-        v.status == "inconclusive" and decidable(v) for name, v in verdicts.items() if name in GATED
+        v.status == "inconclusive" and decidable(v) for name, v in verdicts.items() if name in gated
     )
+
+
+def judge_base(
+    c: int,
+    base_b: list[Run],
+    base_m: list[Run],
+    confidence: float,
+    tolerances: dict | None,
+    others: list[list[Run]],
+) -> dict:
+    """The seed base test's verdicts (BASE_GATED), as the session computes them; `others`:
+    the other cells recorded at this concurrency, whose spread between starts it pools."""
+    fig_b = {k: median_of(base_b, k) for k in BASE_GATED}
+    fig_m = {k: median_of(base_m, k) for k in BASE_GATED}
+    paired = paired_errors(base_b[0].result.rows, base_m[0].result.rows, fig_b, fig_m, BASE_GATED, concurrency=c)
+    blocks = independent_blocks(base_b[0].result.rows, base_m[0].result.rows, c)
+    out = {}
+    for name in BASE_GATED:
+        pool = pooled_spread([r.figures.get(name) for r in cell] for cell in others)
+        sb, sm = [r.figures[name] for r in base_b], [r.figures[name] for r in base_m]
+        noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1), pool=pool)
+        out[name] = compare(
+            name,
+            fig_b[name],
+            fig_m[name],
+            tolerance_for(name, tolerances),
+            registry.metric(name).direction,
+            error=noise,
+            confidence=confidence,
+            pass_confidence=DEFAULT_CONFIDENCE,
+        )
+    return out
 
 
 def judge(
@@ -156,8 +206,7 @@ def judge(
         concurrency=c,
     )
     blocks = min(blocks, independent_blocks(base_b[0].result.rows, base_m[0].result.rows, c))
-    speed_b = [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(mtp_b, base_b)]
-    speed_m = [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(mtp_m, base_m)]
+    speed_b, speed_m = speedups(mtp_b, base_b), speedups(mtp_m, base_m)
     sp_b, sp_m = statistics.median(speed_b), statistics.median(speed_m)
     if GATED_DECODE in paired and GATED_DECODE in base_paired:
         paired["mtp_speedup"] = (
@@ -245,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     print(" " * 44 + "detected / inconclusive in each")
     device_fixed = device_nightly = 0.0
     reps_used: dict[int, list[int]] = {c: [] for c in args.concurrency}
+    base_reps: dict[int, list[int]] = {c: [] for c in args.concurrency}
+    base_counts: dict[int, dict[str, int]] = {c: {} for c in args.concurrency}
     for c in args.concurrency:
         rng = random.Random(f"{args.seed}:{c}")
         counts: dict[str, dict[str, dict[str, int]]] = {s: {m: {} for m in METRICS} for s in SCENARIOS}
@@ -263,8 +314,18 @@ def main(argv: list[str] | None = None) -> int:
                 else []
             )
             pooled = {"others": others, "other_speedups": other_speedups}
+            # The base server's own test runs first, with its own auto repetitions.
             base_m = [one_run(c, False, lens, rng) for _ in range(first)]
-            device_nightly += sum(r.result.duration for r in base_m) * 2  # two models
+            base_cells = [mtp_b, *others] if args.pool else [mtp_b]
+            base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
+            while auto and worth_another(len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED):
+                base_m.append(one_run(c, False, lens, rng))
+                base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
+            base_reps[c].append(len(base_m))
+            for name in BASE_GATED:
+                base_counts[c][base_verdicts[name].status] = base_counts[c].get(base_verdicts[name].status, 0) + 1
+            # two models; each repetition after the first a fresh server start: a model load
+            device_nightly += (sum(r.result.duration for r in base_m) + (len(base_m) - 1) * args.load_s) * 2
             for scenario, change in SCENARIOS.items():
                 drop = change.get("acceptance_drop")
                 kw = {
@@ -299,13 +360,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"{100 * none.get('inconclusive', 0) / n:7.1f}% | " + " | ".join(f"{x:>16}" for x in cells)
             )
         device_fixed += 4 * SEED_FIXED_S[c]
+        shares = ", ".join(
+            f"{o} {100 * base_counts[c].get(o, 0) / (n * len(BASE_GATED)):.1f}%"
+            for o in ("regressed", "inconclusive", "pass")
+        )
+        print(f"{c:>4}  base test ({', '.join(BASE_GATED)}), unchanged, per metric: {shares}")
         print(
-            f"{c:>4}  measured MTP repetitions with no change: mean {statistics.mean(reps_used[c]):.2f}, "
-            f"max {max(reps_used[c])}"
+            f"{c:>4}  measured repetitions with no change: MTP mean {statistics.mean(reps_used[c]):.2f}, "
+            f"max {max(reps_used[c])}; base mean {statistics.mean(base_reps[c]):.2f}, max {max(base_reps[c])}"
         )
     device_nightly /= args.trials
     print(
-        f"device time of one nightly verdict of the seed suite (4 servers, measured runs with no change; "
+        f"device time of one nightly verdict of the seed suite (4 servers, measured runs with no change, "
+        f"each server's own auto repetitions; "
         f"the restarts of added repetitions at {args.load_s:g} s each counted; warm-up, the first model "
         f"load and recording not): {device_nightly / 60:.1f} GPU-min, against "
         f"{device_fixed / 60:.1f} GPU-min for the seeds' fixed runs ({device_nightly / device_fixed:.0%})"

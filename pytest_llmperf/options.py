@@ -112,7 +112,8 @@ OPTIONS: tuple[Option, ...] = (
         "str",
         None,
         "paired A/B: judge --llmperf-image (NEW) against this image (OLD) on this box, today: every server "
-        "runs with both, interleaved in blocks A B, B A, ... (container targets; the baselines are not read)",
+        "runs with both, interleaved in blocks A B, B A, ... (container targets; the baselines are not judged "
+        "against, only their spread between starts is pooled)",
     ),
     Option(
         "llmperf_against_sim_args",

@@ -14,7 +14,8 @@ into a baseline-like entry (per-repetition samples, their median, OLD's first
 repetition's request lines, its provenance), so the rule, the metric directions, the
 tolerances and the noise (the paired request-level bootstrap plus the spread between
 repetitions on each side) are the ones docs/verdicts.md describes. A speedup test
-judges NEW's MTP speedup against OLD's. Stored baselines are neither read nor written.
+judges NEW's MTP speedup against OLD's. Stored baselines are never judged against nor
+written; their spread between starts is pooled with the blocks' (_spread_pools).
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.baselines.compare import Spread, pooled_spread
+from pytest_llmperf.baselines.compare import Spread
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.session import GateRecord, PerfSession, PlannedTest
+from pytest_llmperf.session import GateRecord, PerfSession, PlannedTest, spread_pools
 from pytest_llmperf.workload.workload import Workload
 
 OLD, NEW = "A", "B"  # how the start order names them
@@ -312,9 +313,13 @@ class PairedSession(PerfSession):
         the baselines folder stays untouched (docs/history.md)."""
 
     def _spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
-        """The between-start spread of this session's other paired cells at this concurrency
-        (OLD's and NEW's repetitions of the other servers and workloads, each side a cell):
-        the stored baselines' spreads are not read in a paired run."""
+        """The between-start spread pooled over this session's other paired cells at this
+        concurrency (OLD's and NEW's repetitions of the other servers and workloads, each
+        side a cell) and over every entry the target's baseline folder holds at it, this
+        server's own included (its repetitions were other starts on this box, independent
+        of tonight's): two blocks give a side one degree of freedom, and the spread's
+        estimate from them alone left an unchanged image inconclusive one time in five
+        (docs/verdicts.md). The stored baselines' values are not judged against."""
         cells: list[Mapping[str, list[float | None]]] = []
         for key, new in self.runs.items():
             if key == (run.server, run.workload) or new.concurrency != run.concurrency:
@@ -322,12 +327,7 @@ class PairedSession(PerfSession):
             cells.append(new.samples)
             if key in self.against:
                 cells.append(self.against[key].samples)
-        pools = {}
-        for name in names:
-            spread = pooled_spread(cell[name] for cell in cells if name in cell)
-            if spread is not None:
-                pools[name] = spread
-        return pools
+        return spread_pools([*cells, *self.stored_cells(target, run, own=True)], names)
 
     def _gate_title(self, run: MeasuredRun, record: GateRecord, target: str) -> str:
         blocks = len(run.results)

@@ -247,7 +247,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     options = config.stash[OPTIONS_KEY]
     mode = "update baselines" if options.update_baselines else "compare with baselines"
     if options.paired:
-        mode = "paired A/B: NEW judged against OLD on this box (baselines not read)"
+        mode = "paired A/B: NEW judged against OLD on this box (baselines not judged against)"
     return f"llmperf: target {options.target_description()}, profile {options.profile}, {mode}"
 
 

@@ -1085,18 +1085,17 @@ class PerfSession:
         the same box and engine move every server's runs alike in relative terms, so their
         repetitions tell this cell's spread on far more degrees of freedom than its own five
         (docs/verdicts.md)."""
-        own = (sanitize_name(run.server.name), workload_key(self.workload_identity(run)))
-        cells = [
-            entry["metrics"]
+        return spread_pools(self.stored_cells(target, run, own=False), names)
+
+    def stored_cells(self, target: str, run: MeasuredRun, *, own: bool) -> list[Mapping[str, list[float | None]]]:
+        """Each entry recorded at `run`'s concurrency in `target`'s folder, as its metrics'
+        per-repetition samples; `own`: with the entry of `run`'s own server and workload."""
+        mine = (sanitize_name(run.server.name), workload_key(self.workload_identity(run)))
+        return [
+            {name: m["samples"] for name, m in entry["metrics"].items() if "samples" in m}
             for server, key, entry in self.store.entries_at(target, run.concurrency)
-            if (sanitize_name(server), key) != own
+            if own or (sanitize_name(server), key) != mine
         ]
-        pools = {}
-        for name in names:
-            spread = pooled_spread(cell[name]["samples"] for cell in cells if name in cell)
-            if spread is not None:
-                pools[name] = spread
-        return pools
 
     @staticmethod
     def _paired(run: MeasuredRun, entry: Mapping[str, Any] | None, names: list[str]) -> tuple[dict[str, float], int]:
@@ -1112,6 +1111,17 @@ class PerfSession:
 
     def close(self) -> None:
         self.pool.stop()
+
+
+def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[str]) -> dict[str, Spread]:
+    """Per metric of `names`, the relative spread between starts pooled over the `cells`
+    (each a mapping of metric -> repetitions) that have it; a metric none has is left out."""
+    pools = {}
+    for name in names:
+        spread = pooled_spread(cell[name] for cell in cells if name in cell)
+        if spread is not None:
+            pools[name] = spread
+    return pools
 
 
 def _decidable(verdict: Any, runs: int, budget: int) -> bool:

@@ -174,3 +174,57 @@ def test_a_broken_old_makes_new_invalid_naming_old_never_a_verdict(project):
         ["*invalid run: sim args '--sim-error-rate 0.5' (what NEW is judged against): * failed*error budget*"]
     )
     assert "REGRESSED" not in result.stdout.str()
+
+
+def paired_session(root, speeds, **cli):
+    """A PairedSession on test_session's fake target: the n-th run (A B, B A, ...) gets the
+    n-th decode speed."""
+    from pytest_llmperf.options import resolve_options
+    from pytest_llmperf.paired import PairedSession
+    from tests.unit.test_session import FakeTarget, make_result
+
+    cli = {"llmperf_sim": True, "llmperf_repetitions": "2", "llmperf_against_sim_args": "", **cli}
+    perf = PairedSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), root)
+    perf._requests_for = lambda endpoint, workload: []
+    perf.server_down = lambda endpoint: None
+    runs = iter(speeds)
+    perf._execute = lambda endpoint, requests, workload, speed: make_result(next(runs))
+    return perf
+
+
+def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_baselines(tmp_path):
+    from pytest_llmperf import ServerSpec
+    from pytest_llmperf.session import PerfFailure
+    from tests.unit.test_session import BASE, make_session
+
+    workload = resolve_workload({"num_prompts": 4}, 8)
+
+    def judge(root):
+        # OLD 100, 102.5 and NEW 99.5, 101 (A B, B A): NEW 1 % slower, against a 3 % tolerance,
+        # with a spread between starts on two degrees of freedom only
+        perf = paired_session(root, [100.0, 99.5, 101.0, 102.5])
+        try:
+            perf.bind(perf.run(BASE, workload), "t", {"decode_tok_s": "3%"}).assert_no_regression("decode_tok_s")
+        except PerfFailure:
+            pass
+        (verdict,) = perf.gates[-1].verdicts
+        return verdict
+
+    with pytest.warns(UserWarning, match="inconclusive"):
+        alone = judge(tmp_path / "none")
+    assert alone.status == "inconclusive"
+    # the same target's stored baselines: this server's five starts and another's, 0.4 % apart
+    stored = tmp_path / "stored"
+    for spec, speeds in [
+        (BASE, [100.0, 100.4, 99.6, 100.2, 99.8]),
+        (ServerSpec(name="o", model="org/o"), [50.0, 50.2, 49.8, 50.1, 49.9]),
+    ]:
+        recorder, _, _ = make_session(stored, speeds, llmperf_update_baselines=True, llmperf_repetitions="5")
+        recorder.bind(recorder.run(spec, workload), "t").assert_no_regression("decode_tok_s")
+        recorder.close()
+    before = {p.name: p.read_text() for p in (stored / "baselines" / "sim").iterdir()}
+    pooled = judge(stored)
+    assert pooled.status == "pass"
+    assert pooled.noise < alone.noise / 2
+    assert pooled.baseline == alone.baseline == pytest.approx(101.25)  # still OLD's median, not the stored one
+    assert {p.name: p.read_text() for p in (stored / "baselines" / "sim").iterdir()} == before  # untouched
