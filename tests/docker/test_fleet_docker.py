@@ -10,7 +10,6 @@ request of a slot is checked on a `--llmperf-gpu` create, read back with docker 
 from __future__ import annotations
 
 import json
-import random
 import re
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from pytest_llmperf.servers import docker as dk
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.spec import ServerSpec
+from tests.docker.images import write_tiny_sharegpt
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -84,28 +84,12 @@ def test_speedup(llmperf, server, concurrency):
 """
 
 
-def _dataset(path: Any) -> None:
-    rng = random.Random(3)
-    words = "alpha beta gamma delta model token cache server stream prompt answer".split()
-    data = [
-        {
-            "id": str(i),
-            "conversations": [
-                {"from": "human", "value": " ".join(rng.choice(words) for _ in range(rng.randint(10, 30)))},
-                {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(rng.randint(20, 60)))},
-            ],
-        }
-        for i in range(40)
-    ]
-    path.write_text(json.dumps(data))
-
-
 def test_four_workers_run_four_slots_in_containers_each_labelled_with_its_slot(
     pytester, sim_image, containers_of, monkeypatch, tmp_path_factory
 ):
     pytest.importorskip("xdist")
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    _dataset(pytester.path / "sharegpt.json")
+    write_tiny_sharegpt(pytester.path / "sharegpt.json")
     pytester.makeconftest(CONFTEST.format(image=sim_image))
     pytester.makepyfile(test_fleet=SUITE)
     pytester.makeini("[pytest]\nllmperf_dataset = sharegpt.json\nllmperf_repetitions = 1\nllmperf_server_warmup = 4\n")
@@ -206,7 +190,7 @@ def test_two_hosts_share_the_suite_and_one_that_does_not_answer_fails_only_its_t
     host; the dead host's tests fail with its URL and the reason, the others pass."""
     pytest.importorskip("xdist")
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    _dataset(pytester.path / "sharegpt.json")
+    write_tiny_sharegpt(pytester.path / "sharegpt.json")
     pytester.makeconftest(CONFTEST.format(image=sim_image))
     pytester.makepyfile(test_hosts=HOSTS_SUITE)
     pytester.makeini("[pytest]\nllmperf_dataset = sharegpt.json\nllmperf_repetitions = 1\nllmperf_server_warmup = 4\n")
@@ -280,7 +264,7 @@ def test_a_host_killed_mid_run_fails_only_its_tests_with_the_reason(
 
     pytest.importorskip("xdist")
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    _dataset(pytester.path / "sharegpt.json")
+    write_tiny_sharegpt(pytester.path / "sharegpt.json")
     pytester.makeconftest(CONFTEST.format(image=sim_image).replace('"--sim-speed", "4"', '"--sim-speed", "1"'))
     pytester.makepyfile(test_killed=KILLED_SUITE)
     pytester.makeini(

@@ -5,11 +5,12 @@ up front (A B, B A per run), finds NEW slower on decode, and leaves no container
 
 import io
 import json
-import random
 import re
 import uuid
 
 import pytest
+
+from tests.docker.images import write_tiny_sharegpt
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -60,19 +61,7 @@ def test_paired_images_run_in_the_promised_order_and_count_and_leave_no_containe
     pytester, knob_images, containers_of, monkeypatch, tmp_path_factory
 ):
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    rng = random.Random(3)
-    words = "alpha beta gamma delta model token cache server stream prompt answer".split()
-    data = [
-        {
-            "id": str(i),
-            "conversations": [
-                {"from": "human", "value": " ".join(rng.choice(words) for _ in range(rng.randint(10, 30)))},
-                {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(rng.randint(20, 60)))},
-            ],
-        }
-        for i in range(40)
-    ]
-    pytester.path.joinpath("sharegpt.json").write_text(json.dumps(data))
+    write_tiny_sharegpt(pytester.path / "sharegpt.json")
     pytester.makepyfile(test_suite=SUITE)
     pytester.makeini(
         "[pytest]\nllmperf_dataset = sharegpt.json\nllmperf_server_warmup = 8\n"

@@ -2,9 +2,10 @@
 local simulator image, records baselines, compares, and leaves no container behind."""
 
 import json
-import random
 
 import pytest
+
+from tests.docker.images import write_tiny_sharegpt
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -29,19 +30,7 @@ def test_speedup(llmperf, concurrency):
 def test_suite_runs_in_containers_and_leaves_none(pytester, sim_image, containers_of, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value_never_shown")
-    rng = random.Random(3)
-    words = "alpha beta gamma delta model token cache server stream prompt answer".split()
-    data = [
-        {
-            "id": str(i),
-            "conversations": [
-                {"from": "human", "value": " ".join(rng.choice(words) for _ in range(rng.randint(10, 30)))},
-                {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(rng.randint(20, 60)))},
-            ],
-        }
-        for i in range(40)
-    ]
-    pytester.path.joinpath("sharegpt.json").write_text(json.dumps(data))
+    write_tiny_sharegpt(pytester.path / "sharegpt.json")
     pytester.makepyfile(test_suite=SUITE.format(image=sim_image))
     pytester.makeini("[pytest]\nllmperf_dataset = sharegpt.json\nllmperf_tolerances = mtp_speedup = 30%\n")
     before = {c.id for c in containers_of("")}
