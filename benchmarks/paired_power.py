@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 
 from verdict_power import GATED, METRICS, Run, judge, one_run, worth_another  # noqa: E402
 
-from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE  # noqa: E402
+from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE  # noqa: E402
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.sim.calibration import synthetic_prompt_lens  # noqa: E402
@@ -115,7 +115,7 @@ def trial(
     auto = args.blocks == "auto"
     first = min(2, args.max_blocks) if auto else int(args.blocks)  # paired.first_blocks: A B, B A
     most = args.max_blocks if auto else first
-    confidence = 1 - (1 - DEFAULT_CONFIDENCE) / most if auto and most > 1 else DEFAULT_CONFIDENCE
+    confidence = 1 - (1 - DEFAULT_ALARM_CONFIDENCE) / most if auto and most > 1 else DEFAULT_ALARM_CONFIDENCE
     box = Box(c, lens, rng, args.drift)
     base_old: list[Run] = []
     base_new: list[Run] = []

@@ -52,7 +52,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_llmperf.baselines.compare import DEFAULT_CONFIDENCE, change_error, compare, pooled_spread  # noqa: E402
+from pytest_llmperf.baselines.compare import (  # noqa: E402
+    DEFAULT_ALARM_CONFIDENCE,
+    DEFAULT_CONFIDENCE,
+    change_error,
+    compare,
+    pooled_spread,
+)
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
 from pytest_llmperf.metrics import registry  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
@@ -183,7 +189,7 @@ def judge(
     base_m: list[Run],
     mtp_b: list[Run],
     mtp_m: list[Run],
-    confidence: float = DEFAULT_CONFIDENCE,
+    confidence: float = DEFAULT_ALARM_CONFIDENCE,
     tolerances: dict | None = None,
     others: list[list[Run]] = (),
     other_speedups: list[list[float]] = (),
@@ -279,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     auto = args.measured_reps == "auto"
     first = 1 if auto else int(args.measured_reps)
     # the session's per-look confidence (PerfSession.look_confidence)
-    confidence = 1 - (1 - DEFAULT_CONFIDENCE) / args.max_reps if auto and args.max_reps > 1 else DEFAULT_CONFIDENCE
+    alarm = DEFAULT_ALARM_CONFIDENCE
+    confidence = 1 - (1 - alarm) / args.max_reps if auto and args.max_reps > 1 else alarm
     lens = synthetic_prompt_lens(max(nightly_prompts(c) for c in args.concurrency) + 16)
     started = time.monotonic()
     print(

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import doctor
+from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE, DEFAULT_CONFIDENCE
 from pytest_llmperf.metrics.goodput import EXAMPLE, SLOError, canonical_slos
 from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
@@ -274,7 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--tolerance", action="append", default=[], metavar="METRIC=TOL", help="e.g. steady_decode_tok_s=3%%"
     )
-    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.add_argument(
+        "--confidence", type=float, default=DEFAULT_CONFIDENCE, help="of a pass: the change shown within the tolerance"
+    )
+    compare.add_argument(
+        "--alarm-confidence",
+        type=float,
+        default=DEFAULT_ALARM_CONFIDENCE,
+        help="of a claimed change (regressed, improved)",
+    )
     compare.set_defaults(func=cmd_compare)
     check = sub.add_parser(
         "doctor",
@@ -485,9 +494,17 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_llmperf.report.saved import SavedError, compare_files
 
+    for flag, value in (("--confidence", args.confidence), ("--alarm-confidence", args.alarm_confidence)):
+        if not 0.5 <= value <= 0.999:
+            raise CLIError(f"{flag}: expected a confidence between 0.5 and 0.999, got {value}")
     try:
         text, ok = compare_files(
-            Path(args.a), Path(args.b), metrics=args.metric, tolerances=args.tolerance, confidence=args.confidence
+            Path(args.a),
+            Path(args.b),
+            metrics=args.metric,
+            tolerances=args.tolerance,
+            confidence=args.confidence,
+            alarm_confidence=args.alarm_confidence,
         )
     except SavedError as exc:
         print(f"llmperf compare: cannot compare: {exc}", file=sys.stderr)

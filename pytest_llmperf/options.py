@@ -284,7 +284,15 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-confidence",),
         "float",
         0.95,
-        "confidence of the verdict rule's intervals (0.5 to 0.999; docs/verdicts.md)",
+        "confidence of a pass, the change shown within the tolerance (0.5 to 0.999; docs/verdicts.md)",
+    ),
+    Option(
+        "llmperf_alarm_confidence",
+        ("--llmperf-alarm-confidence",),
+        "float",
+        0.99,
+        "confidence of a claimed change (regressed, improved) over all of a test's looks: auto "
+        "repetitions split it over --llmperf-max-repetitions (0.5 to 0.999; docs/verdicts.md)",
     ),
     Option(
         "llmperf_sim_speed",
@@ -425,7 +433,8 @@ class LlmperfOptions:
     same_server: bool = False  # repetitions share one server start
     repetition_budget: float | None = None  # seconds auto repetitions may add; None: no limit
     inconclusive: str = "warn"
-    confidence: float = 0.95
+    confidence: float = 0.95  # of a pass
+    alarm_confidence: float = 0.99  # of a claimed change, over all looks
     warmup: int | str = WAVE  # requests, or "wave"
     slos: str = ""  # SLOs for goodput where a marker gives none, canonical ('ttft:500 tpot:50'); '' for none
     server_warmup: int = 64
@@ -616,11 +625,13 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
     if values["llmperf_server_warmup"] is None:
         values["llmperf_server_warmup"] = SERVER_WARMUP[values["llmperf_profile"]]
-    if not 0.5 <= values["llmperf_confidence"] <= 0.999:
-        where = "--llmperf-confidence" if sources["llmperf_confidence"] == "cli" else "ini option 'llmperf_confidence'"
-        raise OptionError(
-            f"{where}: expected a confidence between 0.5 and 0.999 (e.g. 0.95), got {values['llmperf_confidence']!r}"
-        )
+    for dest, example in (("llmperf_confidence", 0.95), ("llmperf_alarm_confidence", 0.99)):
+        if not 0.5 <= values[dest] <= 0.999:
+            flag = "--" + dest.replace("_", "-")
+            where = flag if sources[dest] == "cli" else f"ini option {dest!r}"
+            raise OptionError(
+                f"{where}: expected a confidence between 0.5 and 0.999 (e.g. {example}), got {values[dest]!r}"
+            )
     if values["llmperf_image"] and target not in ("gpu", "docker"):
         raise OptionError("--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)")
     if values["llmperf_sim_args"] and target not in (None, "sim"):

@@ -411,11 +411,11 @@ class PerfSession:
 
     @property
     def look_confidence(self) -> float:
-        """The confidence of each look's claims of a change. Auto repetitions judge again
-        after every added run; each look is another chance for noise to cross, so the error
-        rate is split over the budget's looks (Bonferroni): 95 % over 5 runs judges each
-        look at 99 %. A pass is claimed at the nominal confidence (compare())."""
-        confidence = self.options.confidence
+        """The confidence of each look's claims of a change (--llmperf-alarm-confidence).
+        Auto repetitions judge again after every added run; each look is another chance for
+        noise to cross, so the error rate is split over the budget's looks (Bonferroni): 99 %
+        over 5 runs judges each look at 99.8 %. A pass is claimed at --llmperf-confidence."""
+        confidence = self.options.alarm_confidence
         if self.options.repetitions == "auto" and self.options.max_repetitions > 1:
             return 1 - (1 - confidence) / self.options.max_repetitions
         return confidence
@@ -801,7 +801,7 @@ class PerfSession:
                 outputs=encode_outputs(output_rows(run.results[0].records)) if base is None and run.results else None,
             )
             self._append_history(
-                run, target, workload, [(n, _median(samples[n]), "recorded", None, None) for n in samples]
+                run, target, workload, [(n, _median(samples[n]), "recorded", None, None, None) for n in samples]
             )
             recorded = [name for name in samples if name not in missing]
             record.outcome = Outcome.RECORDED
@@ -822,7 +822,10 @@ class PerfSession:
                 break
         record.verdicts = verdicts
         self._append_history(
-            run, target, workload, [(v.metric, v.measured, v.status, v.noise, v.baseline) for v in verdicts]
+            run,
+            target,
+            workload,
+            [(v.metric, v.measured, v.status, v.noise, v.baseline, v.confidence) for v in verdicts],
         )
         title = self._gate_title(run, record, target)
         runs = [*run.results, *(base.results if base is not None else [])]
@@ -877,9 +880,10 @@ class PerfSession:
         run: MeasuredRun,
         target: str,
         workload: Mapping[str, Any],
-        judged: Sequence[tuple[str, float | None, str, float | None, float | None]],
+        judged: Sequence[tuple[str, float | None, str, float | None, float | None, float | None]],
     ) -> None:
-        """One history line per judged (metric, value, outcome, noise, baseline) with a value.
+        """One history line per judged (metric, value, outcome, noise, baseline, the confidence
+        the noise is at) with a value.
         A history that cannot be written warns; it does not change the verdict."""
         path = self.history_path(target)
         if path is None:
@@ -888,7 +892,7 @@ class PerfSession:
         key = history_workload_hash(workload)
         lines = [
             line
-            for name, value, outcome, noise, baseline in judged
+            for name, value, outcome, noise, baseline, confidence in judged
             if (
                 line := history_record(
                     server=run.server.name,
@@ -900,7 +904,7 @@ class PerfSession:
                     provenance=run.provenance,
                     workload=key,
                     noise=noise,
-                    confidence=self.look_confidence,
+                    confidence=confidence,
                     baseline=baseline,
                     reps=reps,
                 )

@@ -56,7 +56,10 @@ class Status(str, Enum):
 
 
 PASSING = frozenset({Status.PASS, Status.IMPROVED})
-DEFAULT_CONFIDENCE = 0.95
+DEFAULT_CONFIDENCE = 0.95  # of a pass: the change shown within the tolerance
+# Of a claimed change (regressed, improved), over all of a test's looks (auto repetitions
+# split it): a false alarm is what gets a gate switched off, so it is held to 1 %.
+DEFAULT_ALARM_CONFIDENCE = 0.99
 
 DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
 

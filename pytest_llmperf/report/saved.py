@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.baselines.compare import (
+    DEFAULT_ALARM_CONFIDENCE,
     DEFAULT_CONFIDENCE,
     Status,
     Verdict,
@@ -234,8 +235,10 @@ def judge(
     metrics: Sequence[str] = (),
     tolerances: Mapping[str, Any] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
+    alarm_confidence: float = DEFAULT_ALARM_CONFIDENCE,
 ) -> list[Verdict]:
-    """B against A for one pair of comparable runs: the session's rule with A as baseline."""
+    """B against A for one pair of comparable runs: the session's rule with A as baseline
+    (one look: a change claimed at `alarm_confidence`, a pass at `confidence`)."""
     names = _gate(a, b, metrics)
     errors: dict[str, Any] = {}
     paired: dict[str, float] = {}
@@ -255,7 +258,8 @@ def judge(
         overrides=(tolerances or {},),
         update_command="",
         errors=errors,
-        confidence=confidence,
+        confidence=alarm_confidence,
+        pass_confidence=confidence,
         invalid=b.invalid or (f"A: {a.invalid}" if a.invalid else None) or output_change_reason(outputs_change(a, b)),
     )
     # Nothing is recorded here: the rows say what moved, without a record command.
@@ -270,6 +274,7 @@ def compare_files(
     metrics: Sequence[str] = (),
     tolerances: Sequence[str] = (),
     confidence: float = DEFAULT_CONFIDENCE,
+    alarm_confidence: float = DEFAULT_ALARM_CONFIDENCE,
 ) -> tuple[str, bool]:
     """The text of B judged against A and whether every verdict passed. SavedError when
     a file cannot be read, the kinds differ, nothing pairs, or a workload differs."""
@@ -313,7 +318,7 @@ def compare_files(
     failing: list[Verdict] = []
     undecided: list[Verdict] = []
     for a, b in pairs:
-        verdicts = judge(a, b, metrics, overrides, confidence)
+        verdicts = judge(a, b, metrics, overrides, confidence, alarm_confidence)
         failing += [v for v in verdicts if not v.ok and v.status != Status.INCONCLUSIVE]
         undecided += [v for v in verdicts if v.status == Status.INCONCLUSIVE]
         title = f"{b.server} @ concurrency {b.concurrency}: B {b_path} against A {a_path} (the baseline column)"

@@ -38,6 +38,7 @@ def test_two_targets_are_refused_naming_both_flags():
         ({"llmperf_inconclusive": "maybe"}, "--llmperf-inconclusive: expected one of warn, fail, pass"),
         ({"llmperf_dataset_name": "hf"}, "--llmperf-dataset-name: expected one of sharegpt, random, custom, got 'hf'"),
         ({"llmperf_confidence": "0.2"}, "--llmperf-confidence: expected a confidence between 0.5 and 0.999"),
+        ({"llmperf_alarm_confidence": "1"}, "--llmperf-alarm-confidence: expected a confidence between 0.5 and 0.999"),
         ({"llmperf_sim_speed": "-2"}, "--llmperf-sim-speed: expected a number > 0"),
         ({"llmperf_warmup": "-1"}, "--llmperf-warmup: expected a whole number >= 0, or wave "),
         ({"llmperf_warmup": "waves"}, "--llmperf-warmup: expected a whole number >= 0, or wave"),
