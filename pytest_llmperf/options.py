@@ -506,20 +506,20 @@ def parse_hosts(text: str) -> tuple[str, ...]:
     return hosts
 
 
+# The words a true/false option (and "python"'s on/off) takes, lower-cased.
+_SWITCH = {**dict.fromkeys(("1", "true", "yes", "on"), True), **dict.fromkeys(("0", "false", "no", "off", ""), False)}
+
+
 def _convert(opt: Option, raw: Any, source: str) -> Any:
     where = opt.flag if source == "cli" else f"ini option {opt.ini!r}"
     if raw is None:
         return opt.default
     try:
         if opt.kind == "bool":
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(f"expected true or false, got {raw!r}")
+            switch = raw if isinstance(raw, bool) else _SWITCH.get(str(raw).strip().lower())
+            if switch is None:
+                raise ValueError(f"expected true or false, got {raw!r}")
+            return switch
         if opt.kind == "reps":
             if str(raw).strip().lower() == "auto":
                 return "auto"
@@ -570,9 +570,8 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             return parse_hosts(str(raw))
         if opt.kind == "python":
             text = str(raw).strip()
-            if text.lower() in ("1", "true", "yes", "on"):
-                return opt.const
-            return None if text.lower() in ("0", "false", "no", "off", "") else text
+            switch = _SWITCH.get(text.lower())
+            return text if switch is None else opt.const if switch else None
         if opt.kind == "args":
             return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
         text = str(raw).strip()
