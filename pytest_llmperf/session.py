@@ -27,6 +27,7 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
     incompatibility_message,
+    median_of,
     other_workload_message,
     pooled_spread,
 )
@@ -798,7 +799,7 @@ class PerfSession:
                 outputs=encode_outputs(output_rows(run.results[0].records)) if base is None and run.results else None,
             )
             self._append_history(
-                run, target, workload, [(n, _median(samples[n]), "recorded", None, None) for n in samples]
+                run, target, workload, [(n, median_of(samples[n]), "recorded", None, None) for n in samples]
             )
             recorded = [name for name in samples if name not in missing]
             record.outcome = Outcome.RECORDED
@@ -989,7 +990,7 @@ class PerfSession:
         target: str,
         invalid: str | None = None,
     ) -> list[Any]:
-        measured = {name: _median(values) for name, values in samples.items()}
+        measured = {name: median_of(values) for name, values in samples.items()}
         no_data = {name: self._no_data_reason(run, name) for name in samples if measured.get(name) is None}
         return compare_metrics(
             list(samples),
@@ -1046,7 +1047,7 @@ class PerfSession:
             base_entry = self._base_entry(base, target)
             theirs, base_blocks = self._paired(base, base_entry, [GATED_DECODE])
             blocks = min(blocks, base_blocks)
-            speedup = _median(samples.get("mtp_speedup", []))
+            speedup = median_of(samples.get("mtp_speedup", []))
             ours, their = run.value(GATED_DECODE), base.value(GATED_DECODE)
             paired = {}
             if speedup and ours and their and GATED_DECODE in mine and GATED_DECODE in theirs:
@@ -1131,13 +1132,6 @@ def _decidable(verdict: Any, runs: int, budget: int) -> bool:
 def _worst(values: Iterable[float | None]) -> float:
     """The largest of `values` not None; 0.0 when none is (every bound it is held to is above 0)."""
     return max((v for v in values if v is not None), default=0.0)
-
-
-def _median(values: list[float | None]) -> float | None:
-    import statistics
-
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
 
 
 def _relative(path: Path, root: Path) -> str:
