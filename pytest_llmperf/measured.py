@@ -7,11 +7,11 @@ test (its id and marker tolerances); the session behind it owns baselines and ve
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from pytest_llmperf.baselines.compare import median_of
 from pytest_llmperf.baselines.tolerances import parse_tolerance, parse_tolerances
 from pytest_llmperf.metrics.registry import GATED_DECODE, check_names
 from pytest_llmperf.metrics.uncertainty import Row
@@ -53,8 +53,7 @@ class MeasuredRun:
 
     def value(self, metric: str) -> float | None:
         """Median over repetitions; None when no repetition produced the figure."""
-        values = [v for v in self.samples.get(metric, []) if v is not None]
-        return statistics.median(values) if values else None
+        return median_of(self.samples.get(metric, []))
 
     @property
     def figures(self) -> dict[str, float | None]:
@@ -81,15 +80,13 @@ class MeasuredRun:
         ours, theirs = self.samples.get(GATED_DECODE, []), base.samples.get(GATED_DECODE, [])
         if len(ours) != len(theirs):
             # Auto repetitions added runs to one side only: each over the other's median.
-            present = [v for v in theirs if v is not None]
-            median = statistics.median(present) if present else None
+            median = median_of(theirs)
             return [a / median if a is not None and median else None for a in ours]
         return [a / b if a is not None and b else None for a, b in zip(ours, theirs)]
 
     def speedup_over(self, base: MeasuredRun) -> float | None:
         """Median over repetitions of this run's steady decode tok/s over `base`'s."""
-        values = [v for v in self.speedup_samples(base) if v is not None]
-        return statistics.median(values) if values else None
+        return median_of(self.speedup_samples(base))
 
     def assert_no_regression(self, *metrics: str, tolerances: Mapping[str, str] | None = None) -> None:
         """Compare the named metrics (default: steady decode tok/s, acceptance for a speculative

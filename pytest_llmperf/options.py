@@ -515,20 +515,30 @@ def parse_hosts(text: str) -> tuple[str, ...]:
     return hosts
 
 
+# The words a true/false option (and "python"'s on/off) takes, lower-cased.
+_SWITCH = {**dict.fromkeys(("1", "true", "yes", "on"), True), **dict.fromkeys(("0", "false", "no", "off", ""), False)}
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "slos": canonical_slos,
+    "budget": parse_budget,
+    "duration": parse_duration,
+    "gpus": parse_gpus,
+    "hosts": parse_hosts,
+}
+
+
 def _convert(opt: Option, raw: Any, source: str) -> Any:
     where = opt.flag if source == "cli" else f"ini option {opt.ini!r}"
     if raw is None:
         return opt.default
     try:
         if opt.kind == "bool":
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(f"expected true or false, got {raw!r}")
+            switch = raw if isinstance(raw, bool) else _SWITCH.get(str(raw).strip().lower())
+            if switch is None:
+                raise ValueError(f"expected true or false, got {raw!r}")
+            return switch
+        if opt.kind in _PARSERS:
+            return _PARSERS[opt.kind](str(raw))
         if opt.kind == "reps":
             if str(raw).strip().lower() == "auto":
                 return "auto"
@@ -536,10 +546,6 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if value < 1:
                 raise ValueError(f"expected auto or a whole number >= 1, got {raw!r}")
             return value
-        if opt.kind == "slos":
-            return canonical_slos(str(raw))
-        if opt.kind == "budget":
-            return parse_budget(str(raw))
         if opt.kind == "outputs":
             if str(raw).strip().lower() == "off":
                 return None
@@ -549,8 +555,6 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
                 raise ValueError(
                     f'expected off, a count of prompts ("0", "3") or a share of those compared ("10%"), got {raw!r}'
                 ) from None
-        if opt.kind == "duration":
-            return parse_duration(str(raw))
         if opt.kind in ("int", "count", "warmup"):
             if opt.kind == "warmup" and str(raw).strip().lower() == WAVE:
                 return WAVE
@@ -573,15 +577,10 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
             if not patterns:
                 raise ValueError(f"expected server name patterns, comma-separated (e.g. 'qwen3.6-27b*'), got {raw!r}")
             return patterns
-        if opt.kind == "gpus":
-            return parse_gpus(str(raw))
-        if opt.kind == "hosts":
-            return parse_hosts(str(raw))
         if opt.kind == "python":
             text = str(raw).strip()
-            if text.lower() in ("1", "true", "yes", "on"):
-                return opt.const
-            return None if text.lower() in ("0", "false", "no", "off", "") else text
+            switch = _SWITCH.get(text.lower())
+            return text if switch is None else opt.const if switch else None
         if opt.kind == "args":
             return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
         text = str(raw).strip()

@@ -287,15 +287,9 @@ class PairedSession(PerfSession):
         return entry
 
     def _gate_entry(
-        self,
-        run: MeasuredRun,
-        base: MeasuredRun | None,
-        *,
-        record: GateRecord,
-        workload: Mapping[str, Any],
-        command: str,
-        target: str,
+        self, run: MeasuredRun, base: MeasuredRun | None, *, record: GateRecord, **_: Any
     ) -> Mapping[str, Any] | None:
+        """The entry `run` is judged against: OLD's runs (paired_entry), not a stored one."""
         record.baseline_path = f"{self.variants.label(OLD)} (paired)"
         return self.paired_entry(run, base)
 

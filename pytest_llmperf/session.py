@@ -12,7 +12,7 @@ import functools
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from enum import Enum
@@ -27,6 +27,7 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
     incompatibility_message,
+    median_of,
     other_workload_message,
     pooled_spread,
 )
@@ -715,25 +716,22 @@ class PerfSession:
             )
         if not run.completed:
             return f"no request completed ({broken.describe()})" if broken.failed else "no request completed"
-        behind = [share for r in run.results if (share := r.client_lag_share()) is not None]
-        if behind and max(behind) > MAX_CLIENT_LAG:
+        if (behind := _worst(r.client_lag_share() for r in run.results)) > MAX_CLIENT_LAG:
             return (
-                f"the measuring client's event loop ran on average {max(behind):.0%} of a gap between chunks "
+                f"the measuring client's event loop ran on average {behind:.0%} of a gap between chunks "
                 f"late (bound {MAX_CLIENT_LAG:.0%}): chunks were timestamped late; free the cores, or spread "
                 "the streams over client processes (RunConfig.workers)"
             )
-        bursts = [share for r in run.results if (share := r.burst_share()) is not None]
-        if bursts and max(bursts) > MAX_BURST_SHARE:
+        if (bursts := _worst(r.burst_share() for r in run.results)) > MAX_BURST_SHARE:
             return (
-                f"{max(bursts):.0%} of the gaps between chunks were 0 (bound {MAX_BURST_SHARE:.0%}): chunks "
+                f"{bursts:.0%} of the gaps between chunks were 0 (bound {MAX_BURST_SHARE:.0%}): chunks "
                 "arrived in bursts of already-buffered data, so their times are not when they were made; "
                 "measure without a buffering proxy in between (or with one that flushes each event), and "
                 "free the client's cores"
             )
-        lags = [lag for r in run.results if (lag := r.engine_lag()) is not None]
-        if lags and max(lags) > MAX_ENGINE_LAG:
+        if (lag := _worst(r.engine_lag() for r in run.results)) > MAX_ENGINE_LAG:
             return (
-                f"the simulator's engine loop ran {max(lags):.0%} of a step behind its schedule (bound "
+                f"the simulator's engine loop ran {lag:.0%} of a step behind its schedule (bound "
                 f"{MAX_ENGINE_LAG:.0%}): the host was too busy for its clock speed x{run.results[0].clock_speed:g}; "
                 "free the cores or lower --llmperf-sim-speed"
             )
@@ -801,7 +799,7 @@ class PerfSession:
                 outputs=encode_outputs(output_rows(run.results[0].records)) if base is None and run.results else None,
             )
             self._append_history(
-                run, target, workload, [(n, _median(samples[n]), "recorded", None, None, None) for n in samples]
+                run, target, workload, [(n, median_of(samples[n]), "recorded", None, None, None) for n in samples]
             )
             recorded = [name for name in samples if name not in missing]
             record.outcome = Outcome.RECORDED
@@ -996,7 +994,7 @@ class PerfSession:
         target: str,
         invalid: str | None = None,
     ) -> list[Any]:
-        measured = {name: _median(values) for name, values in samples.items()}
+        measured = {name: median_of(values) for name, values in samples.items()}
         no_data = {name: self._no_data_reason(run, name) for name in samples if measured.get(name) is None}
         return compare_metrics(
             list(samples),
@@ -1053,7 +1051,7 @@ class PerfSession:
             base_entry = self._base_entry(base, target)
             theirs, base_blocks = self._paired(base, base_entry, [GATED_DECODE])
             blocks = min(blocks, base_blocks)
-            speedup = _median(samples.get("mtp_speedup", []))
+            speedup = median_of(samples.get("mtp_speedup", []))
             ours, their = run.value(GATED_DECODE), base.value(GATED_DECODE)
             paired = {}
             if speedup and ours and their and GATED_DECODE in mine and GATED_DECODE in theirs:
@@ -1135,11 +1133,9 @@ def _decidable(verdict: Any, runs: int, budget: int) -> bool:
     return factor is not None and runs * factor <= budget
 
 
-def _median(values: list[float | None]) -> float | None:
-    import statistics
-
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+def _worst(values: Iterable[float | None]) -> float:
+    """The largest of `values` not None; 0.0 when none is (every bound it is held to is above 0)."""
+    return max((v for v in values if v is not None), default=0.0)
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -185,6 +185,12 @@ class Spread:
     dof: int
 
 
+def median_of(values: Iterable[float | None]) -> float | None:
+    """The median of `values` that are not None (a cell's repetitions); None when none is."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
 def pooled_spread(cells: Iterable[Iterable[float | None]]) -> Spread | None:
     """The relative between-start spread pooled over `cells` (each a list of one cell's
     repetitions): sum of (n - 1) * var(value / median) over sum of (n - 1). None when no

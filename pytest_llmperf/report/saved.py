@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from pytest_llmperf.baselines.compare import (
     change_error,
     check_compatible,
     compare_metrics,
+    median_of,
 )
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
@@ -105,11 +105,6 @@ def _load(path: Path) -> tuple[str, Any]:
     )
 
 
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
 def _dataset(provenance: Mapping[str, Any]) -> str | None:
     info = provenance.get("dataset")
     if isinstance(info, Mapping) and info.get("sha256"):
@@ -163,7 +158,7 @@ def _report_runs(path: Path, doc: Mapping[str, Any]) -> list[SavedRun]:
                     concurrency=int(run["workload"]["concurrency"]),
                     identity=dict(identity),
                     hardware=dict(provenance),
-                    figures={k: _median(v) for k, v in samples.items()} or dict(run.get("summary") or {}),
+                    figures={k: median_of(v) for k, v in samples.items()} or dict(run.get("summary") or {}),
                     samples=samples,
                     rows=rows,
                     outputs=output_rows(results[0].records) if results else [],

@@ -1,7 +1,7 @@
 """The report's content as rows of text, for the Markdown (markdown.py) and HTML (html.py)
 renderings alike: the verdicts per test, the measured figures, the provenance.
 
-Cells are the terminal's (table.verdict_cells, terminal.figure_columns), so a number reads the
+Cells are the terminal's (table.verdict_cells, terminal.measured_rows), so a number reads the
 same in the terminal, summary.md and report.html.
 """
 
@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.baselines.compare import Status
-from pytest_llmperf.metrics.registry import format_value
 from pytest_llmperf.report.document import verdict_from_dict
 from pytest_llmperf.report.series import concurrency_of, server_name
-from pytest_llmperf.report.table import COLUMNS, PUBLISHED_HEADER, verdict_cells
-from pytest_llmperf.report.terminal import completed_text, figure_columns
+from pytest_llmperf.report.table import COLUMNS, verdict_cells
+from pytest_llmperf.report.terminal import measured_rows
 
 Doc = Mapping[str, Any]
 
@@ -97,26 +96,7 @@ def outcome_counts(doc: Doc) -> dict[str, int]:
 
 
 def measured_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
-    """server | conc | completed | the seeds' headline figures (a reasoning model's and goodput
-    at SLOs too, when a run has them); a published row under a run that has one."""
-    runs = list(doc.get("runs", []))
-    columns = figure_columns(runs)
-    header = ["server", "conc", "completed", *(h for h, _ in columns)]
-    rows = []
-    for run in runs:
-        figures = run.get("summary", {})
-        rows.append(
-            [
-                server_name(run),
-                str(concurrency_of(run)),
-                completed_text(run),
-                *(format_value(m, figures.get(m)) for _, m in columns),
-            ]
-        )
-        published = run.get("published_reference", {})
-        if any(published.get(m) is not None for _, m in columns):
-            rows.append([f"  {PUBLISHED_HEADER}", "", "", *(format_value(m, published.get(m)) for _, m in columns)])
-    return header, rows
+    return measured_rows(list(doc.get("runs", [])))
 
 
 def _get(provenance: Mapping[str, Any], key: str) -> Any:

@@ -11,7 +11,8 @@ from typing import Any
 
 from pytest_llmperf.metrics.registry import format_value
 from pytest_llmperf.report.document import verdict_from_dict
-from pytest_llmperf.report.table import SummaryRow, format_server_table, render_columns
+from pytest_llmperf.report.series import concurrency_of, server_name
+from pytest_llmperf.report.table import PUBLISHED_HEADER, SummaryRow, format_server_table, render_columns
 
 # (column header, metric) for the measured-figures table; the seeds' headline figures.
 FIGURES = (
@@ -45,18 +46,8 @@ def slo_lines(runs: list[Doc]) -> list[str]:
     for run in runs:
         slos = (run.get("workload") or {}).get("slos")
         if slos:
-            by_slos.setdefault(slos, []).append(f"{_name(run)} @ {_concurrency(run)}")
+            by_slos.setdefault(slos, []).append(f"{server_name(run)} @ {concurrency_of(run)}")
     return [f"goodput SLOs (ms) {slos}: {', '.join(where)}" for slos, where in by_slos.items()]
-
-
-def _name(run: Doc) -> str:
-    name: str = run["server"]["name"]
-    return name
-
-
-def _concurrency(run: Doc) -> int:
-    concurrency: int = run["workload"]["concurrency"]
-    return concurrency
 
 
 def completed_text(run: Doc) -> str:
@@ -78,7 +69,9 @@ def figure_columns(runs: list[Doc]) -> tuple[tuple[str, str], ...]:
     return FIGURES + (REASONING_FIGURES if reasoning else ()) + (GOODPUT_FIGURES if slos else ())
 
 
-def measured_table(runs: list[Doc]) -> list[str]:
+def measured_rows(runs: list[Doc]) -> tuple[list[str], list[list[str]]]:
+    """server | conc | completed | the seeds' headline figures (a reasoning model's and goodput
+    at SLOs too, when a run has them); a published row under a run that has one."""
     columns = figure_columns(runs)
     header = ["server", "conc", "completed", *(h for h, _ in columns)]
     rows = []
@@ -86,16 +79,21 @@ def measured_table(runs: list[Doc]) -> list[str]:
         figures = run.get("summary", {})
         rows.append(
             [
-                _name(run),
-                str(_concurrency(run)),
+                server_name(run),
+                str(concurrency_of(run)),
                 completed_text(run),
                 *(format_value(m, figures.get(m)) for _, m in columns),
             ]
         )
-        published = {m: run.get("published_reference", {}).get(m) for _, m in columns}
-        if any(v is not None for v in published.values()):
-            rows.append(["  published (ref only)", "", "", *(format_value(m, published[m]) for _, m in columns)])
-    return [*render_columns(header, rows, right=set(range(1, 3 + len(columns)))), *slo_lines(runs)]
+        published = run.get("published_reference", {})
+        if any(published.get(m) is not None for _, m in columns):
+            rows.append([f"  {PUBLISHED_HEADER}", "", "", *(format_value(m, published.get(m)) for _, m in columns)])
+    return header, rows
+
+
+def measured_table(runs: list[Doc]) -> list[str]:
+    header, rows = measured_rows(runs)
+    return [*render_columns(header, rows, right=set(range(1, len(header)))), *slo_lines(runs)]
 
 
 def warmup_table(runs: list[Doc]) -> list[str]:
@@ -104,13 +102,13 @@ def warmup_table(runs: list[Doc]) -> list[str]:
     rows = []
     for run in runs:
         measured = format_value("decode_tok_s", run.get("summary", {}).get("decode_tok_s"))
-        for kind, figures in (("server", run.get("server_warmup")), (str(_concurrency(run)), run.get("warmup"))):
+        for kind, figures in (("server", run.get("server_warmup")), (str(concurrency_of(run)), run.get("warmup"))):
             if not figures:
                 continue
             failed = f", {figures['failed']} failed" if figures.get("failed") else ""
             rows.append(
                 [
-                    _name(run),
+                    server_name(run),
                     kind,
                     f"{figures.get('requests')}{failed}",
                     f"{figures.get('duration_s') or 0:.1f}",
@@ -177,7 +175,7 @@ def terminal_lines(doc: Doc) -> list[str]:
         lines += ["", *measured_table(runs), *warmup_table(runs)]
     for run in runs:
         notes = [*([run["server_death"]] if run.get("server_death") else []), *run.get("notes", [])]
-        lines += [f"note: {_name(run)} @ {_concurrency(run)}: {note}" for note in notes]
+        lines += [f"note: {server_name(run)} @ {concurrency_of(run)}: {note}" for note in notes]
 
     gates = list(doc.get("verdicts", []))
     by_server: dict[str, list[SummaryRow]] = {}
@@ -227,7 +225,7 @@ def _hints(gates: list[Doc], status: str) -> list[str]:
 
 def _published_for(runs: list[Doc], server: str, concurrency: int) -> dict[str, float]:
     for run in runs:
-        if _name(run) == server and _concurrency(run) == concurrency:
+        if server_name(run) == server and concurrency_of(run) == concurrency:
             published: dict[str, float] = run.get("published_reference", {})
             return published
     return {}
