@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     reps_used: dict[int, list[int]] = {c: [] for c in args.concurrency}
     base_reps: dict[int, list[int]] = {c: [] for c in args.concurrency}
     base_counts: dict[int, dict[str, int]] = {c: {} for c in args.concurrency}
+    base_alarms: dict[int, dict[str, int]] = {c: dict.fromkeys(BASE_GATED, 0) for c in args.concurrency}
     for c in args.concurrency:
         rng = random.Random(f"{args.seed}:{c}")
         counts: dict[str, dict[str, dict[str, int]]] = {s: {m: {} for m in METRICS} for s in SCENARIOS}
@@ -331,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             base_reps[c].append(len(base_m))
             for name in BASE_GATED:
                 base_counts[c][base_verdicts[name].status] = base_counts[c].get(base_verdicts[name].status, 0) + 1
+                base_alarms[c][name] += base_verdicts[name].status == "regressed"
             # two models; each repetition after the first a fresh server start: a model load
             device_nightly += (sum(r.result.duration for r in base_m) + (len(base_m) - 1) * args.load_s) * 2
             for scenario, change in SCENARIOS.items():
@@ -371,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{o} {100 * base_counts[c].get(o, 0) / (n * len(BASE_GATED)):.1f}%"
             for o in ("regressed", "inconclusive", "pass")
         )
-        print(f"{c:>4}  base test ({', '.join(BASE_GATED)}), unchanged, per metric: {shares}")
+        alarms = ", ".join(f"{name} {100 * k / n:.1f}%" for name, k in base_alarms[c].items())
+        print(f"{c:>4}  base test ({', '.join(BASE_GATED)}), unchanged, per metric: {shares} (regressed: {alarms})")
         print(
             f"{c:>4}  measured repetitions with no change: MTP mean {statistics.mean(reps_used[c]):.2f}, "
             f"max {max(reps_used[c])}; base mean {statistics.mean(base_reps[c]):.2f}, max {max(base_reps[c])}"
