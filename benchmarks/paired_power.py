@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 
 from verdict_power import GATED, METRICS, Run, judge, one_run, worth_another  # noqa: E402
 
-from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE  # noqa: E402
+from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE, look_confidence  # noqa: E402
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.sim.calibration import synthetic_prompt_lens  # noqa: E402
@@ -115,7 +115,10 @@ def trial(
     auto = args.blocks == "auto"
     first = min(2, args.max_blocks) if auto else int(args.blocks)  # paired.first_blocks: A B, B A
     most = args.max_blocks if auto else first
-    confidence = 1 - (1 - DEFAULT_ALARM_CONFIDENCE) / most if auto and most > 1 else DEFAULT_ALARM_CONFIDENCE
+
+    def confidence() -> float:  # a claimed change's at this look (PerfSession.claim_confidence)
+        return look_confidence(DEFAULT_ALARM_CONFIDENCE, len(mtp_new) - first + 1, most - first + 1)
+
     box = Box(c, lens, rng, args.drift)
     base_old: list[Run] = []
     base_new: list[Run] = []
@@ -130,10 +133,10 @@ def trial(
     # entry of the target's baseline folder at this concurrency (the MTP server's own too).
     cells, speedups = folder
     pooled = {"others": [base_new, *cells], "other_speedups": speedups}
-    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
+    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence(), tolerances, **pooled)
     while len(mtp_new) < most and worth_another(len(mtp_new), most, verdicts):
         block(box, True, mtp_old, mtp_new, new_scale)
-        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
+        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence(), tolerances, **pooled)
     return verdicts, len(mtp_new)
 
 

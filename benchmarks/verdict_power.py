@@ -57,6 +57,7 @@ from pytest_llmperf.baselines.compare import (  # noqa: E402
     DEFAULT_CONFIDENCE,
     change_error,
     compare,
+    look_confidence,
     pooled_spread,
 )
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
@@ -284,9 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     tolerances = parse_tolerance_overrides(args.tolerances.replace(",", "\n"))
     auto = args.measured_reps == "auto"
     first = 1 if auto else int(args.measured_reps)
-    # the session's per-look confidence (PerfSession.look_confidence)
-    alarm = DEFAULT_ALARM_CONFIDENCE
-    confidence = 1 - (1 - alarm) / args.max_reps if auto and args.max_reps > 1 else alarm
+
+    # the session's confidence of a claimed change at each look (PerfSession.claim_confidence)
+    def confidence(runs: list[Run]) -> float:
+        return look_confidence(
+            DEFAULT_ALARM_CONFIDENCE, len(runs) - first + 1, args.max_reps - first + 1 if auto else 1
+        )
+
     lens = synthetic_prompt_lens(max(nightly_prompts(c) for c in args.concurrency) + 16)
     started = time.monotonic()
     print(
@@ -300,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print(" " * 44 + "detected / inconclusive in each")
     device_fixed = device_nightly = 0.0
+    device_added: dict[int, float] = dict.fromkeys(args.concurrency, 0.0)  # added runs' share, per concurrency
     reps_used: dict[int, list[int]] = {c: [] for c in args.concurrency}
     base_reps: dict[int, list[int]] = {c: [] for c in args.concurrency}
     base_counts: dict[int, dict[str, int]] = {c: {} for c in args.concurrency}
@@ -325,16 +331,17 @@ def main(argv: list[str] | None = None) -> int:
             # The base server's own test runs first, with its own auto repetitions.
             base_m = [one_run(c, False, lens, rng) for _ in range(first)]
             base_cells = [mtp_b, *others] if args.pool else [mtp_b]
-            base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
+            base_verdicts = judge_base(c, base_b, base_m, confidence(base_m), tolerances, base_cells)
             while auto and worth_another(len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED):
                 base_m.append(one_run(c, False, lens, rng))
-                base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
+                base_verdicts = judge_base(c, base_b, base_m, confidence(base_m), tolerances, base_cells)
             base_reps[c].append(len(base_m))
             for name in BASE_GATED:
                 base_counts[c][base_verdicts[name].status] = base_counts[c].get(base_verdicts[name].status, 0) + 1
                 base_alarms[c][name] += base_verdicts[name].status == "regressed"
             # two models; each repetition after the first a fresh server start: a model load
             device_nightly += (sum(r.result.duration for r in base_m) + (len(base_m) - 1) * args.load_s) * 2
+            device_added[c] += (sum(r.result.duration for r in base_m[1:]) + (len(base_m) - 1) * args.load_s) * 2
             for scenario, change in SCENARIOS.items():
                 drop = change.get("acceptance_drop")
                 kw = {
@@ -342,13 +349,14 @@ def main(argv: list[str] | None = None) -> int:
                     "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0,
                 }
                 mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(first)]
-                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
+                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence(mtp_m), tolerances, **pooled)
                 while auto and len(mtp_m) < args.max_reps and worth_another(len(mtp_m), args.max_reps, verdicts):
                     mtp_m.append(one_run(c, True, lens, rng, **kw))
-                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
+                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence(mtp_m), tolerances, **pooled)
                 if scenario == "none":
                     # each repetition after the first is a fresh server start: a model load
                     device_nightly += (sum(r.result.duration for r in mtp_m) + (len(mtp_m) - 1) * args.load_s) * 2
+                    device_added[c] += (sum(r.result.duration for r in mtp_m[1:]) + (len(mtp_m) - 1) * args.load_s) * 2
                     reps_used[c].append(len(mtp_m))
                 for name, verdict in verdicts.items():
                     bucket = counts[scenario][name]
@@ -387,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         f"load and recording not): {device_nightly / 60:.1f} GPU-min, against "
         f"{device_fixed / 60:.1f} GPU-min for the seeds' fixed runs ({device_nightly / device_fixed:.0%})"
     )
+    added = ", ".join(f"{c}: {device_added[c] / args.trials / 60:.1f}" for c in args.concurrency)
+    print(f"of which the added repetitions (their runs and model loads), GPU-min by concurrency: {added}")
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -27,6 +27,7 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
     incompatibility_message,
+    look_confidence,
     median_of,
     other_workload_message,
     pooled_spread,
@@ -410,16 +411,14 @@ class PerfSession:
 
         return run_warmup(endpoint.base_url, endpoint.model, prompts, config)
 
-    @property
-    def look_confidence(self) -> float:
-        """The confidence of each look's claims of a change (--llmperf-alarm-confidence).
-        Auto repetitions judge again after every added run; each look is another chance for
-        noise to cross, so the error rate is split over the budget's looks (Bonferroni): 99 %
-        over 5 runs judges each look at 99.8 %. A pass is claimed at --llmperf-confidence."""
-        confidence = self.options.alarm_confidence
-        if self.options.repetitions == "auto" and self.options.max_repetitions > 1:
-            return 1 - (1 - confidence) / self.options.max_repetitions
-        return confidence
+    def claim_confidence(self, run: MeasuredRun) -> float:
+        """The confidence of a claimed change at `run`'s current look: its runs beyond those
+        planned up front are the looks auto added, and the alarm confidence is spent over
+        the budget's looks (compare.look_confidence). A pass is claimed at
+        --llmperf-confidence at every look."""
+        planned = self.planned_repetitions
+        looks = self.options.max_repetitions - planned + 1 if self.options.repetitions == "auto" else 1
+        return look_confidence(self.options.alarm_confidence, len(run.results) - planned + 1, looks)
 
     @property
     def planned_repetitions(self) -> int:
@@ -1003,7 +1002,7 @@ class PerfSession:
             overrides=(tolerances, self.ini_tolerances),
             update_command=command,
             no_data_reasons=no_data,
-            confidence=self.look_confidence,
+            confidence=self.claim_confidence(run),
             pass_confidence=self.options.confidence,
             invalid=invalid,
             **self._noise(run, entry, samples, base, target),

@@ -1000,16 +1000,17 @@ def goodput_session(tmp_path, ttfts, **cli):
 
 
 def test_goodput_at_slos_is_recorded_under_them_and_a_slower_ttft_regresses_it(tmp_path):
-    workload = resolve_workload({"num_prompts": 12, "slos": "ttft:500"}, 1)
-    recorder = goodput_session(tmp_path, [0.2, 0.3, 0.25, 0.35] * 3, llmperf_update_baselines=True)
+    # 24 requests: at 12 the paired noise of a halved goodput is too wide to claim at 99 %
+    workload = resolve_workload({"num_prompts": 24, "slos": "ttft:500"}, 1)
+    recorder = goodput_session(tmp_path, [0.2, 0.3, 0.25, 0.35] * 6, llmperf_update_baselines=True)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("request_goodput", "slo_attainment")
     (key,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["1"]
     assert "slos=ttft:500" in key
     (entry,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["1"].values()
     assert entry["metrics"]["slo_attainment"]["value"] == 1.0
-    assert entry["metrics"]["request_goodput"]["value"] == 1.0  # 12 good requests over 12 s
+    assert entry["metrics"]["request_goodput"]["value"] == 1.0  # 24 good requests over 24 s
 
-    judge = goodput_session(tmp_path, [0.6, 0.3, 0.7, 0.35] * 3)  # half now miss the 500 ms TTFT
+    judge = goodput_session(tmp_path, [0.6, 0.3, 0.7, 0.35] * 6)  # half now miss the 500 ms TTFT
     run = judge.bind(judge.run(BASE, workload), "t")
     assert (run.value("slo_attainment"), run.value("request_goodput")) == (0.5, 0.5)
     with pytest.raises(PerfFailure, match="regressed"):
@@ -1026,3 +1027,13 @@ def test_goodput_without_slos_is_no_data_saying_how_to_give_them(tmp_path):
     with pytest.raises(PerfFailure, match="NO DATA") as failure:
         run.assert_no_regression("request_goodput")
     assert "no SLOs were given, so there is no goodput: set slos='ttft:500 tpot:50'" in str(failure.value)
+
+
+def test_claims_of_a_change_spend_the_alarm_confidence_over_autos_looks(tmp_path):
+    auto, _, _ = make_session(tmp_path, [], llmperf_repetitions="auto")
+    run = SimpleNamespace(results=[object()])
+    assert auto.claim_confidence(run) == pytest.approx(0.992)  # first look: 80 % of the 1 %
+    run.results.append(object())
+    assert auto.claim_confidence(run) == pytest.approx(0.9995)  # each of the four others: 5 %
+    fixed, _, _ = make_session(tmp_path, [], llmperf_repetitions="3", llmperf_alarm_confidence="0.98")
+    assert fixed.claim_confidence(SimpleNamespace(results=[1, 2, 3])) == 0.98  # one look
