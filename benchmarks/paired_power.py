@@ -13,8 +13,8 @@ nightly default) one more block while a gated metric of the MTP test (steady dec
 acceptance rate and length, TPOT) is inconclusive and could be decided within
 `--max-blocks`. NEW is judged against OLD by the plugin's own rule exactly as the paired
 gate does it: OLD's runs are the baseline (their median, per-repetition samples and the
-first run's request lines), with the default tolerances and the per-look (Bonferroni)
-confidence of auto. The judging is benchmarks/verdict_power.py's `judge` (the session's
+first run's request lines), with the default tolerances and confidences. The judging
+is benchmarks/verdict_power.py's `judge` (the session's
 rule), with OLD in the baseline's place; the runs are its `one_run` (the nightly workload,
 noise from the public figures: step time exp(N(0, s)) per start, s = 7 % at 1, 1 % at 8 and
 32; acceptance 1 + N(0, 1 %)).
@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 
 from verdict_power import GATED, METRICS, Run, judge, one_run, worth_another  # noqa: E402
 
-from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE, look_confidence  # noqa: E402
+from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE  # noqa: E402
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.sim.calibration import synthetic_prompt_lens  # noqa: E402
@@ -115,10 +115,7 @@ def trial(
     auto = args.blocks == "auto"
     first = min(2, args.max_blocks) if auto else int(args.blocks)  # paired.first_blocks: A B, B A
     most = args.max_blocks if auto else first
-
-    def confidence() -> float:  # a claimed change's at this look (PerfSession.claim_confidence)
-        return look_confidence(DEFAULT_ALARM_CONFIDENCE, len(mtp_new) - first + 1, most - first + 1)
-
+    confidence = DEFAULT_ALARM_CONFIDENCE  # a claimed change's, at every look (the session's)
     box = Box(c, lens, rng, args.drift)
     base_old: list[Run] = []
     base_new: list[Run] = []
@@ -133,10 +130,10 @@ def trial(
     # entry of the target's baseline folder at this concurrency (the MTP server's own too).
     cells, speedups = folder
     pooled = {"others": [base_new, *cells], "other_speedups": speedups}
-    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence(), tolerances, **pooled)
+    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
     while len(mtp_new) < most and worth_another(len(mtp_new), most, verdicts):
         block(box, True, mtp_old, mtp_new, new_scale)
-        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence(), tolerances, **pooled)
+        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
     return verdicts, len(mtp_new)
 
 

@@ -57,7 +57,6 @@ from pytest_llmperf.baselines.compare import (  # noqa: E402
     DEFAULT_CONFIDENCE,
     change_error,
     compare,
-    look_confidence,
     pooled_spread,
 )
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
@@ -286,12 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     auto = args.measured_reps == "auto"
     first = 1 if auto else int(args.measured_reps)
 
-    # the session's confidence of a claimed change at each look (PerfSession.claim_confidence)
-    def confidence(runs: list[Run]) -> float:
-        return look_confidence(
-            DEFAULT_ALARM_CONFIDENCE, len(runs) - first + 1, args.max_reps - first + 1 if auto else 1
-        )
-
+    confidence = DEFAULT_ALARM_CONFIDENCE  # a claimed change's, at every look (the session's)
     lens = synthetic_prompt_lens(max(nightly_prompts(c) for c in args.concurrency) + 16)
     started = time.monotonic()
     print(
@@ -331,10 +325,10 @@ def main(argv: list[str] | None = None) -> int:
             # The base server's own test runs first, with its own auto repetitions.
             base_m = [one_run(c, False, lens, rng) for _ in range(first)]
             base_cells = [mtp_b, *others] if args.pool else [mtp_b]
-            base_verdicts = judge_base(c, base_b, base_m, confidence(base_m), tolerances, base_cells)
+            base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
             while auto and worth_another(len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED):
                 base_m.append(one_run(c, False, lens, rng))
-                base_verdicts = judge_base(c, base_b, base_m, confidence(base_m), tolerances, base_cells)
+                base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
             base_reps[c].append(len(base_m))
             for name in BASE_GATED:
                 base_counts[c][base_verdicts[name].status] = base_counts[c].get(base_verdicts[name].status, 0) + 1
@@ -349,10 +343,10 @@ def main(argv: list[str] | None = None) -> int:
                     "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0,
                 }
                 mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(first)]
-                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence(mtp_m), tolerances, **pooled)
+                verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
                 while auto and len(mtp_m) < args.max_reps and worth_another(len(mtp_m), args.max_reps, verdicts):
                     mtp_m.append(one_run(c, True, lens, rng, **kw))
-                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence(mtp_m), tolerances, **pooled)
+                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
                 if scenario == "none":
                     # each repetition after the first is a fresh server start: a model load
                     device_nightly += (sum(r.result.duration for r in mtp_m) + (len(mtp_m) - 1) * args.load_s) * 2

@@ -291,8 +291,8 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-alarm-confidence",),
         "float",
         0.99,
-        "confidence of a claimed change (regressed, improved) over all of a test's looks: auto "
-        "repetitions split it over --llmperf-max-repetitions (0.5 to 0.999; docs/verdicts.md)",
+        "confidence of a claimed change (regressed, improved) at each look; auto repetitions judge "
+        "again after each added run (0.5 to 0.999; docs/verdicts.md)",
     ),
     Option(
         "llmperf_sim_speed",

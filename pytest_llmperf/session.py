@@ -27,7 +27,6 @@ from pytest_llmperf.baselines.compare import (
     check_compatible,
     compare_metrics,
     incompatibility_message,
-    look_confidence,
     median_of,
     other_workload_message,
     pooled_spread,
@@ -410,15 +409,6 @@ class PerfSession:
         from pytest_llmperf.workload.runner import run_warmup
 
         return run_warmup(endpoint.base_url, endpoint.model, prompts, config)
-
-    def claim_confidence(self, run: MeasuredRun) -> float:
-        """The confidence of a claimed change at `run`'s current look: its runs beyond those
-        planned up front are the looks auto added, and the alarm confidence is spent over
-        the budget's looks (compare.look_confidence). A pass is claimed at
-        --llmperf-confidence at every look."""
-        planned = self.planned_repetitions
-        looks = self.options.max_repetitions - planned + 1 if self.options.repetitions == "auto" else 1
-        return look_confidence(self.options.alarm_confidence, len(run.results) - planned + 1, looks)
 
     @property
     def planned_repetitions(self) -> int:
@@ -1002,7 +992,7 @@ class PerfSession:
             overrides=(tolerances, self.ini_tolerances),
             update_command=command,
             no_data_reasons=no_data,
-            confidence=self.claim_confidence(run),
+            confidence=self.options.alarm_confidence,
             pass_confidence=self.options.confidence,
             invalid=invalid,
             **self._noise(run, entry, samples, base, target),

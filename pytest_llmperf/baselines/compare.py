@@ -57,11 +57,9 @@ class Status(str, Enum):
 
 PASSING = frozenset({Status.PASS, Status.IMPROVED})
 DEFAULT_CONFIDENCE = 0.95  # of a pass: the change shown within the tolerance
-# Of a claimed change (regressed, improved), over all of a test's looks (auto repetitions
-# split it): a false alarm is what gets a gate switched off, so it is held to 1 %.
+# Of a claimed change (regressed, improved), at each look (each judgement of auto
+# repetitions): a false alarm is what gets a gate switched off (docs/verdicts.md).
 DEFAULT_ALARM_CONFIDENCE = 0.99
-# Of that 1 %, the share the first look may spend (look_confidence).
-FIRST_LOOK_SHARE = 0.8
 
 DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
 
@@ -264,22 +262,6 @@ def change_error(
 # the normal's order statistics by numerical integration; tests/unit/baselines recomputes
 # them. The large-sample pi/2n overstates small n: by 17 % at 3, 32 % at 4, 10 % at 5.
 MEDIAN_VARIANCE = (1.0, 0.5, 0.4487, 0.2982, 0.2868, 0.2147, 0.2104, 0.1682, 0.1661, 0.1383)
-
-
-def look_confidence(alarm_confidence: float, look: int, looks: int) -> float:
-    """The confidence of a claimed change (regressed, improved) at `look` (1-based) of at
-    most `looks`. Auto repetitions judge again after each added run; every look is another
-    chance for noise to cross, so the error rate 1 - `alarm_confidence` is spent over the
-    looks (a weighted Bonferroni: the claims of all looks together are wrong at most that
-    often where the rule's assumptions hold). The first look spends FIRST_LOOK_SHARE of it
-    and the others share the rest: most cells are decided at their first look (at 8 and 32
-    streams), and a cell still undecided after it is one whose noise is wide, where a
-    later claim is the likelier to be noise. One look: `alarm_confidence` itself."""
-    alpha = 1 - alarm_confidence
-    if looks <= 1:
-        return alarm_confidence
-    share = FIRST_LOOK_SHARE if look <= 1 else (1 - FIRST_LOOK_SHARE) / (looks - 1)
-    return 1 - alpha * share
 
 
 def median_variance(n: int) -> float:

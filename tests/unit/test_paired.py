@@ -228,13 +228,3 @@ def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_b
     assert pooled.noise < alone.noise / 2
     assert pooled.baseline == alone.baseline == pytest.approx(101.25)  # still OLD's median, not the stored one
     assert {p.name: p.read_text() for p in (stored / "baselines" / "sim").iterdir()} == before  # untouched
-
-
-def test_a_paired_runs_first_look_is_its_first_two_blocks(tmp_path):
-    # Under auto two blocks run up front: the alarm confidence's first look is after them,
-    # and the three blocks auto may add share the rest (compare.look_confidence).
-    from types import SimpleNamespace
-
-    perf = paired_session(tmp_path, [], llmperf_repetitions="auto")
-    assert perf.claim_confidence(SimpleNamespace(results=[1, 2])) == pytest.approx(0.992)
-    assert perf.claim_confidence(SimpleNamespace(results=[1, 2, 3])) == pytest.approx(1 - 0.002 / 3)

@@ -1027,13 +1027,3 @@ def test_goodput_without_slos_is_no_data_saying_how_to_give_them(tmp_path):
     with pytest.raises(PerfFailure, match="NO DATA") as failure:
         run.assert_no_regression("request_goodput")
     assert "no SLOs were given, so there is no goodput: set slos='ttft:500 tpot:50'" in str(failure.value)
-
-
-def test_claims_of_a_change_spend_the_alarm_confidence_over_autos_looks(tmp_path):
-    auto, _, _ = make_session(tmp_path, [], llmperf_repetitions="auto")
-    run = SimpleNamespace(results=[object()])
-    assert auto.claim_confidence(run) == pytest.approx(0.992)  # first look: 80 % of the 1 %
-    run.results.append(object())
-    assert auto.claim_confidence(run) == pytest.approx(0.9995)  # each of the four others: 5 %
-    fixed, _, _ = make_session(tmp_path, [], llmperf_repetitions="3", llmperf_alarm_confidence="0.98")
-    assert fixed.claim_confidence(SimpleNamespace(results=[1, 2, 3])) == 0.98  # one look

@@ -11,7 +11,6 @@ from pytest_llmperf.baselines.compare import (
     change_error,
     compare,
     compare_metrics,
-    look_confidence,
     median_variance,
     pooled_spread,
     t_quantile,
@@ -112,15 +111,6 @@ def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
     # the median of 3 normal runs varies 0.4487 of one run's variance; of 1 run, as that run
     assert noise.sigma == pytest.approx(math.sqrt(sd**2 * 0.4487 + sd**2 / 1))
     assert noise.dof == pytest.approx(2.0)  # both parts rest on the baseline's 3 repetitions
-
-
-def test_the_alarm_confidence_is_spent_over_the_looks_most_of_it_at_the_first():
-    assert look_confidence(0.99, 1, 1) == 0.99  # one look: all of it
-    looks = [look_confidence(0.99, k, 5) for k in range(1, 6)]
-    assert looks[0] == pytest.approx(0.992)  # the first look spends 80 % of the 1 %
-    assert looks[1:] == [pytest.approx(0.9995)] * 4  # the other four share the rest
-    assert sum(1 - c for c in looks) == pytest.approx(0.01)  # over all looks: 1 - alarm confidence
-    assert look_confidence(0.95, 1, 2) == pytest.approx(0.96) and look_confidence(0.95, 2, 2) == pytest.approx(0.99)
 
 
 def test_median_variance_is_the_normals_small_sample_value():
