@@ -5,13 +5,11 @@ import math
 import pytest
 
 from pytest_llmperf.baselines.compare import (
-    MEDIAN_VARIANCE,
     Noise,
     Spread,
     change_error,
     compare,
     compare_metrics,
-    median_variance,
     pooled_spread,
     t_quantile,
     z_value,
@@ -108,22 +106,9 @@ def test_change_error_one_repetition_each_side_without_pairs_is_unknown():
 def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
     noise = change_error(None, [100.0, 102.0, 98.0], [95.0])
     sd = 2.0
-    # the median of 3 normal runs varies 0.4487 of one run's variance; of 1 run, as that run
-    assert noise.sigma == pytest.approx(math.sqrt(sd**2 * 0.4487 + sd**2 / 1))
+    # the median of 3 runs varies pi/2 times as much as their mean; of 1 run, as that run
+    assert noise.sigma == pytest.approx(math.sqrt(sd**2 * math.pi / 6 + sd**2 / 1))
     assert noise.dof == pytest.approx(2.0)  # both parts rest on the baseline's 3 repetitions
-
-
-def test_median_variance_is_the_normals_small_sample_value():
-    # Recomputed by simulation: the median of n normal values (statistics.median's, the
-    # mean of the middle two for even n), 200,000 draws; within 2 % of the table.
-    import numpy as np
-
-    rng = np.random.default_rng(7)
-    for n in range(1, len(MEDIAN_VARIANCE) + 1):
-        draws = np.median(rng.standard_normal((200_000, n)), axis=1)
-        assert median_variance(n) == pytest.approx(float(draws.var()), rel=0.02), n
-    assert median_variance(2) == 0.5 and median_variance(20) == pytest.approx(math.pi / 40)
-    assert median_variance(4) < median_variance(3) < median_variance(2)  # another run always narrows it
 
 
 def test_change_error_pools_both_sides_spread_and_combines_with_paired_by_welch_satterthwaite():
