@@ -1027,3 +1027,21 @@ def test_goodput_without_slos_is_no_data_saying_how_to_give_them(tmp_path):
     with pytest.raises(PerfFailure, match="NO DATA") as failure:
         run.assert_no_regression("request_goodput")
     assert "no SLOs were given, so there is no goodput: set slos='ttft:500 tpot:50'" in str(failure.value)
+
+
+def test_a_change_is_claimed_at_the_alarm_confidence_and_a_pass_at_the_confidence(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    for alarm, speed, status, at in [
+        (None, 90.0, "regressed", 0.99),  # the default: 99 % for a claimed change
+        ("0.9", 90.0, "regressed", 0.9),  # --llmperf-alarm-confidence
+        ("0.9", 100.0, "pass", 0.95),  # a pass at --llmperf-confidence, whatever the alarm's
+    ]:
+        perf, _, _ = make_session(tmp_path, [speed], **({"llmperf_alarm_confidence": alarm} if alarm else {}))
+        try:
+            perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+        except PerfFailure:
+            pass
+        verdict = perf.gates[-1].verdicts[0]
+        assert (verdict.status, verdict.confidence) == (status, at)
