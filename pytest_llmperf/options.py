@@ -434,7 +434,7 @@ class LlmperfOptions:
     repetition_budget: float | None = None  # seconds auto repetitions may add; None: no limit
     inconclusive: str = "warn"
     confidence: float = 0.95  # of a pass
-    alarm_confidence: float = 0.99  # of a claimed change, over all looks
+    alarm_confidence: float = 0.99  # of a claimed change, at each look
     warmup: int | str = WAVE  # requests, or "wave"
     slos: str = ""  # SLOs for goodput where a marker gives none, canonical ('ttft:500 tpot:50'); '' for none
     server_warmup: int = 64
