@@ -155,9 +155,10 @@ BASE_TOLERANCE = 0.03
 # ABBA twice: a drift in the machine's load cancels, and each tool has 4 runs, so the
 # spread between runs (6 degrees of freedom pooled) is an estimate, not a guess.
 ROUNDS = ("vllm", "llmperf", "llmperf", "vllm") * 2
-# The verdict rule's split 99 %: the figures share 1 % of false reds, two-sided.
-CONFIDENCE = 1 - 0.01 / len(FIGURES) / 2
 SPEC_COUNTERS = ("drafts", "draft_tokens", "accepted")  # SpecDecodeStats' names
+COUNTER_FIGURES = ("drafts", "draft tokens", "accepted tokens")  # with speculation, compared as FIGURES too
+# The verdict rule's split 99 %: the figures (with the counters) share 1 % of false reds, two-sided.
+CONFIDENCE = 1 - 0.01 / (len(FIGURES) + len(COUNTER_FIGURES)) / 2
 VLLM_COUNTERS = ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens")  # its result's
 
 
@@ -273,23 +274,28 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
     in request order, hence their total), the successful and failed request counts, the
     EOS-only replies (successes with 1 output token in both tools); with speculation,
     the acceptance counters (drafts, draft tokens, accepted tokens over the measured
-    window) of every vLLM and llmperf run with the very same output texts.
+    window) of every vLLM and llmperf run with the very same output texts, where there
+    are such runs (with ngram drafting, near-ties flip some replies in most runs: 5 sets
+    of outputs over 8 runs, none shared by both tools, in one run here).
 
     Exact, without noise: vLLM's own `calculate_metrics` over each llmperf run's raw
     records gives that run's llmperf figures (throughputs, mean/median/P90/P99 TTFT,
     TPOT, ITL, E2EL) to 1e-9: one definition of every figure.
 
     Within 3 %, or within the noise where the runs show more: output tok/s and median
-    TTFT, TPOT, ITL and E2EL, each tool's mean over its 4 runs. The noise bound is the
-    verdict rule's for a change between starts: Student's t at the split 99 % (the 5
-    figures share 1 %) over the runs' pooled standard deviation. It matters on 2 shared
+    TTFT, TPOT, ITL and E2EL, each tool's mean over its 4 runs, and with speculation the
+    three counters (a tool that counted its warm-up's 4 requests would be ~6 % over). The
+    noise bound is the verdict rule's for a change between starts: Student's t at the
+    split 99 % (the 8 figures share 1 %) over the runs' pooled standard deviation. It matters on 2 shared
     CPU cores: the medians of a closed loop of 4 streams are order statistics of a
     clustered distribution (4 requests in lockstep finish within milliseconds of each
     other, and the median of 64 falls at the edge between two such clusters, where one
     request changing rank moves it 20-35 %), so one run's median E2EL can read 3023 ms
     and the next 4115 ms on the same server.
-    Total output tokens: greedy on identical prompts, but batching differs between runs
-    and a float near-tie can flip: within 2 % (it was equal, and every output text the same).
+    Output tokens, exact per request: greedy on identical prompts, but batching differs
+    between runs and a float near-tie can flip a reply, so the tools' counts are compared on
+    every request whose reply text is the same in a vLLM run and an llmperf run (every pair
+    of runs), and at least 75 % of request pairs must have the same text.
     """
     server = serve(real_pool, real_target, spec)
     url, model = server.url, server.endpoint.model
@@ -315,15 +321,16 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
 
 def _vllm_run(path, cpu: float, wall: float) -> dict:
     theirs = json.loads(path.read_text())
+    counters = tuple(theirs[k] for k in VLLM_COUNTERS) if VLLM_COUNTERS[0] in theirs else None
     return {
-        "figures": _vllm_figures(theirs),
+        "figures": {**_vllm_figures(theirs), **dict(zip(COUNTER_FIGURES, counters or ()))},
         "completed": theirs["completed"],
         "failed": theirs["failed"],
         "input_lens": theirs["input_lens"],
         "output_lens": theirs["output_lens"],
         "texts": theirs["generated_texts"],
         # vLLM's counter deltas over its measured window (serve.py's spec_decode_* result keys)
-        "counters": tuple(theirs[k] for k in VLLM_COUNTERS) if VLLM_COUNTERS[0] in theirs else None,
+        "counters": counters,
         "cpu": cpu,
         "wall": wall,
     }
@@ -334,17 +341,17 @@ def _llmperf_run(path, cpu: float, wall: float) -> dict:
     summary = result.summary()
     records = sorted(result.records, key=lambda r: r.index)
     stats = result.spec_decode()
-    counters = tuple(getattr(stats, name) for name in SPEC_COUNTERS)
+    counters = tuple(int(getattr(stats, name)) for name in SPEC_COUNTERS) if stats.drafts else None
     return {
         "result": result,
         "summary": summary,
-        "figures": _our_figures(summary),
+        "figures": {**_our_figures(summary), **dict(zip(COUNTER_FIGURES, counters or ()))},
         "completed": summary.completed,
         "failed": summary.failed,
         "input_lens": [r.prompt_tokens for r in records],
         "output_lens": [r.completion_tokens if r.ok else 0 for r in records],
         "texts": [r.output_text for r in records],
-        "counters": tuple(int(c) for c in counters) if stats.drafts else None,
+        "counters": counters,
         "cpu": cpu,
         "wall": wall,
     }
@@ -355,12 +362,12 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
     all_runs = [*v, *o]
     speculative = spec is FIDELITY_NGRAM
 
-    head = f"{'metric':<22} {'vLLM':>12} {'llmperf':>12} {'diff %':>8} {'allowed':>8} {'run sd %':>8}"
+    head = f"{'metric':<30} {'vLLM':>12} {'llmperf':>12} {'diff %':>8} {'allowed':>8} {'run sd %':>8}"
     lines = [head, "-" * len(head)]
 
     def exact_row(name, theirs, ours):
         diff = "-" if None in (theirs, ours) else f"{_pct(ours, theirs):+.1f}"
-        lines.append(f"{name:<22} {_fmt(theirs)} {_fmt(ours)} {diff:>8} {'equal':>8} {'':>8}")
+        lines.append(f"{name:<30} {_fmt(theirs)} {_fmt(ours)} {diff:>8} {'equal':>8} {'':>8}")
 
     exact_row("completed", v[0]["completed"], o[0]["completed"])
     exact_row("failed", v[0]["failed"], o[0]["failed"])
@@ -374,23 +381,44 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
         for run in tool_runs:
             groups.setdefault(tuple(run["texts"]), {"vllm": [], "llmperf": []})[tool].append(run)
     shared = [g for g in groups.values() if g["vllm"] and g["llmperf"]]
-    if speculative:
-        pair = (shared[0]["vllm"][0]["counters"], shared[0]["llmperf"][0]["counters"]) if shared else (None, None)
-        for k, name in enumerate(("drafts", "draft tokens", "accepted tokens")):
-            exact_row(name, *(c[k] if c else None for c in pair))
+    if speculative and shared:  # the same outputs: the same counters, exactly
+        pair = (shared[0]["vllm"][0]["counters"], shared[0]["llmperf"][0]["counters"])
+        for k, name in enumerate(COUNTER_FIGURES):
+            exact_row(f"{name}, same outputs", *(c[k] if c else None for c in pair))
     allowed: dict[str, float] = {}
-    for key in FIGURES:
+    with_counters = speculative and all(r["counters"] is not None for r in all_runs)
+    compared = (*FIGURES, *COUNTER_FIGURES) if with_counters else FIGURES
+    for key in compared:
         bound, run_sd = noise_bound(v, o, key)
         allowed[key] = max(BASE_TOLERANCE, bound)
         theirs, ours = mean(v, key), mean(o, key)
         lines.append(
-            f"{key:<22} {_fmt(theirs)} {_fmt(ours)} {_pct(ours, theirs):>+8.1f} {allowed[key] * 100:>7.0f}% "
+            f"{key:<30} {_fmt(theirs)} {_fmt(ours)} {_pct(ours, theirs):>+8.1f} {allowed[key] * 100:>7.0f}% "
             f"{run_sd * 100:>8.1f}"
         )
-    t_out, o_out = sum(v[0]["output_lens"]), sum(o[0]["output_lens"])
-    lines.append(f"{'total output tokens':<22} {_fmt(t_out)} {_fmt(o_out)} {_pct(o_out, t_out):>+8.1f} {'2%':>8}")
+    # Output tokens, to the token: every request whose reply text is the same in a vLLM run
+    # and an llmperf run must have the same count in both. Totals across runs are not
+    # compared: greedy on a shared CPU still flips a near-tie now and then (batching moves
+    # the floats), and one flipped reply that runs on to its 64 tokens instead of stopping
+    # moves the total by up to 2.7 % (it read 2310 against 2263 in one CI run).
+    same_text = [
+        (i, theirs["output_lens"][i], ours["output_lens"][i])
+        for theirs in v
+        for ours in o
+        for i in range(NUM_PROMPTS)
+        if theirs["texts"][i] == ours["texts"][i]
+    ]
+    count_diffs = [(i, t, u) for i, t, u in same_text if t != u]
+    pairs = len(v) * len(o) * NUM_PROMPTS
+    t_same, o_same = sum(t for _, t, _ in same_text), sum(u for _, _, u in same_text)
     lines.append(
-        f"{'client CPU (s)':<22} {_fmt(sum(r['cpu'] for r in v) / len(v))} {_fmt(sum(r['cpu'] for r in o) / len(o))} "
+        f"{'output tokens, same text':<30} {_fmt(t_same)} {_fmt(o_same)} {_pct(o_same, t_same):>+8.1f} {'equal':>8} "
+        f"({len(same_text)} of {pairs} request pairs had the same text)"
+    )
+    t_out, o_out = sum(v[0]["output_lens"]), sum(o[0]["output_lens"])
+    lines.append(f"{'total output tokens':<30} {_fmt(t_out)} {_fmt(o_out)} {_pct(o_out, t_out):>+8.1f} {'-':>8}")
+    lines.append(
+        f"{'client CPU (s)':<30} {_fmt(sum(r['cpu'] for r in v) / len(v))} {_fmt(sum(r['cpu'] for r in o) / len(o))} "
         f"{_pct(sum(r['cpu'] for r in o), sum(r['cpu'] for r in v)):>+8.1f} {'-':>8}"
     )
     lines.append(
@@ -425,14 +453,19 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
         assert run["output_lens"].count(1) == v[0]["output_lens"].count(1), f"EOS-only replies differ\n{text}"
     assert not mismatches, "\n".join(mismatches)
     if speculative:
-        assert shared, f"no vLLM run and llmperf run had the same outputs: counters incomparable\n{text}"
+        assert all(r["counters"] is not None for r in all_runs), f"a run read no acceptance counters\n{text}"
         for g in shared:
             counted = {r["counters"] for r in g["vllm"] + g["llmperf"]}
             assert None not in counted, f"a run read no acceptance counters\n{text}"
             assert len(counted) == 1, f"acceptance counters differ between runs with equal outputs: {counted}\n{text}"
     else:
         assert all(r["counters"] is None for r in all_runs), f"speculative counters moved without speculation\n{text}"
-    for key in FIGURES:
+    for key in compared:
         theirs, ours = mean(v, key), mean(o, key)
         assert abs(ours - theirs) <= allowed[key] * theirs, f"{key}: beyond tolerance\n{text}"
-    assert abs(o_out - t_out) <= 0.02 * t_out, f"total output tokens: vLLM {t_out}, llmperf {o_out}\n{text}"
+    assert not count_diffs, (
+        "output token counts differ for the same reply text (request, vLLM, llmperf): " + f"{count_diffs[:5]}\n{text}"
+    )
+    # Most replies are the same text in both tools (a tool that sent other sampling
+    # parameters would share few); counts are compared on them.
+    assert len(same_text) >= 0.75 * pairs, f"too few replies with the same text to compare counts on\n{text}"
