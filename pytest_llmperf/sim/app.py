@@ -214,11 +214,23 @@ def build_app(config: SimConfig) -> Starlette:
         return await _complete(req, queue, chat, entry)
 
     async def _emissions(req: SimRequest, queue: asyncio.Queue[Emission | None]) -> AsyncIterator[Emission]:
+        """The request's steps as its writer takes them. Steps the engine made while the
+        writer was away (a stalled stream, a busy event loop) come merged into one, as
+        vLLM's per-request output collector merges outputs its consumer has not taken."""
         while True:
             em = await queue.get()
             if em is None:
                 raise EngineDead()
+            dead = False
+            while not em.finished and not queue.empty():
+                more = queue.get_nowait()
+                if more is None:
+                    dead = True
+                    break
+                em = Emission(req, em.pieces + more.pieces, more.finished, em.start)
             yield em
+            if dead:
+                raise EngineDead()
             if em.finished:
                 return
 
