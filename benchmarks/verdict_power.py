@@ -179,8 +179,15 @@ def judge_base(
             error=noise,
             confidence=confidence,
             pass_confidence=DEFAULT_CONFIDENCE,
+            requests=fewest_requests(base_b, base_m),
+            min_requests=registry.metric(name).min_requests,
         )
     return out
+
+
+def fewest_requests(*sides: list[Run]) -> int:
+    """The fewest requests a run completed (the session's `requests` for compare)."""
+    return min(run.result.completed for side in sides for run in side)
 
 
 def judge(
@@ -244,6 +251,8 @@ def judge(
             error=noise,
             confidence=confidence,
             pass_confidence=DEFAULT_CONFIDENCE,
+            requests=fewest_requests(mtp_b, mtp_m),
+            min_requests=registry.metric(name).min_requests,
         )
     return out
 

@@ -985,6 +985,11 @@ class PerfSession:
     ) -> list[Any]:
         measured = {name: median_of(values) for name, values in samples.items()}
         no_data = {name: self._no_data_reason(run, name) for name in samples if measured.get(name) is None}
+        # The fewest requests a run on either side completed: statistics over requests from
+        # fewer than the registry's min_requests are not judged.
+        counts = [r.completed for r in run.results]
+        if entry:
+            counts += [c for c in entry["metrics"].get("completed", {}).get("samples", ()) if c is not None]
         return compare_metrics(
             list(samples),
             entry["metrics"] if entry else None,
@@ -995,6 +1000,7 @@ class PerfSession:
             confidence=self.options.alarm_confidence,
             pass_confidence=self.options.confidence,
             invalid=invalid,
+            requests=int(min(counts)) if counts else None,
             **self._noise(run, entry, samples, base, target),
         )
 

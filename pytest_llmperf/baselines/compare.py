@@ -13,7 +13,9 @@ the degrees of freedom the error rests on):
   pass              worse + q*sigma <= t: the evidence bounds the change within tolerance
                     (exactly at the limit passes)
   inconclusive      anything else: the noise is too wide to tell; says how much more data
-                    would decide it; --llmperf-inconclusive decides (default warn)
+                    would decide it; --llmperf-inconclusive decides (default warn). Also a
+                    statistic over requests from runs of too few requests (the registry's
+                    min_requests: 10 for a median, 5 on each side of a percentile)
   missing-baseline  nothing recorded yet; fails with the command that records it
   no-data           the run produced no value (e.g. spec-decode counters absent because the
                     server ran with --disable-log-stats); fails with the reason
@@ -280,6 +282,8 @@ def compare(
     confidence: float = DEFAULT_CONFIDENCE,
     invalid: str | None = None,
     pass_confidence: float | None = None,
+    requests: int | None = None,
+    min_requests: int | None = None,
 ) -> Verdict:
     """Judge one metric. `update_command` is what the hints tell the user to run.
 
@@ -293,6 +297,9 @@ def compare(
     alone. `note` says how the noise was estimated
     when that needs saying (e.g. an older baseline without per-request figures).
     `invalid`: why the run cannot be judged at all; the verdict is then invalid.
+    `requests`: the fewest requests a run on either side completed; a statistic over
+    requests (`min_requests`, from the registry) on fewer is inconclusive, and says that
+    more prompts, not more repetitions, would judge it.
     """
     direction = Direction.parse(direction)
     base = _number(baseline_value)
@@ -327,9 +334,22 @@ def compare(
             hint=f"{metric}: no baseline recorded; record it with: {update_command}",
         )
 
-    sigma = abs(noise.sigma) if noise is not None and math.isfinite(noise.sigma) else 0.0
     delta = meas - base
     relative = delta / abs(base) if base != 0 else None
+    if min_requests is not None and requests is not None and requests < min_requests:
+        # No noise and no factor: repetitions take the median of such statistics, which
+        # rests on as few requests; Verdict.resolution is None, so auto adds none for it.
+        return verdict(
+            change=Change(absolute=delta, relative=relative),
+            status=Status.INCONCLUSIVE,
+            hint=(
+                f"{metric}: inconclusive: a statistic over {requests} requests a run is not judged (it needs "
+                f"{min_requests}: one request changing rank moves it by the gap between two); more prompts per "
+                "run or a longer time cap would judge it, more repetitions would not"
+            ),
+            note=note,
+        )
+    sigma = abs(noise.sigma) if noise is not None and math.isfinite(noise.sigma) else 0.0
     worse = -delta if direction is Direction.HIGHER else delta  # > 0 means worse
     if tolerance.kind == "relative":
         if base != 0:
@@ -421,19 +441,21 @@ def compare_metrics(
     confidence: float = DEFAULT_CONFIDENCE,
     invalid: str | None = None,
     pass_confidence: float | None = None,
+    requests: int | None = None,
 ) -> list[Verdict]:
     """Judge several metrics of one run against one baseline entry's "metrics" section.
 
     `overrides`: tolerance layers, most specific first (marker, then ini).
     `errors`: the standard error of each metric's change (see change_error); `notes`: how
-    it was estimated, where that needs saying.
+    it was estimated, where that needs saying. `requests`: the fewest requests a run on
+    either side completed (statistics over requests need the registry's min_requests).
     An unknown metric raises UnknownMetric, one without a tolerance ValueError (from tolerance_for).
     """
     layers = tuple(overrides)
     verdicts = []
     for name in names:
         recorded = (baseline_metrics or {}).get(name)
-        direction = registry.metric(name).direction
+        known = registry.metric(name)
         tolerance = tolerance_for(name, *layers)
         reason = (no_data_reasons or {}).get(name)
         if reason is None and name not in measured:
@@ -444,7 +466,7 @@ def compare_metrics(
                 recorded.get("value") if recorded else None,
                 measured.get(name),
                 tolerance,
-                direction,
+                known.direction,
                 update_command=update_command,
                 no_data_reason=reason,
                 error=(errors or {}).get(name),
@@ -452,6 +474,8 @@ def compare_metrics(
                 confidence=confidence,
                 invalid=invalid,
                 pass_confidence=pass_confidence,
+                requests=requests,
+                min_requests=known.min_requests,
             )
         )
     return verdicts

@@ -81,6 +81,9 @@ class Metric:
     decimals: int
     meaning: str
     tolerance: Tolerance | None = None  # None: no default, a test or the project gives one
+    # A statistic over requests (one value per request): judged only from this many
+    # requests a run (baselines/compare.py); None for figures that are not.
+    min_requests: int | None = None
 
 
 class UnknownMetric(ValueError):
@@ -102,6 +105,18 @@ _TTFA = (
     "reasoning) minus send time, over the requests that answered"
 )
 _STATS = {"mean": "mean", "median": "median", "p90": "90th percentile", "p99": "99th percentile"}
+# Requests a run needs before a per-request statistic is judged: five on each side of a
+# percentile (median 10, p90 50, p99 500), ten for the mean. Fewer, and one request
+# changing rank moves the statistic by the gap between two requests: a one-stream TTFT
+# median of four requests read regressed with no change in 10 % of verdicts
+# (benchmarks/verdict_power.py, docs/verdicts.md).
+MIN_EACH_SIDE = 5
+_MIN_REQUESTS = {
+    "mean": 2 * MIN_EACH_SIDE,
+    "median": 2 * MIN_EACH_SIDE,
+    "p90": 10 * MIN_EACH_SIDE,
+    "p99": 100 * MIN_EACH_SIDE,
+}
 
 _TABLE: tuple[Metric, ...] = (
     Metric("decode_tok_s", _H, "tok/s", Scaling.RATE, 1, "sum of output tokens (from `usage`) / wall duration", _REL5),
@@ -146,6 +161,7 @@ _TABLE: tuple[Metric, ...] = (
             1,
             f"{_STATS[stat]} {meaning}",
             _REL10 if stat == "median" else None,
+            None if kind == "itl" else _MIN_REQUESTS[stat],  # ITL: over chunk gaps, not requests
         )
         for kind, meaning in _LATENCY.items()
         for stat in _STATS
@@ -159,6 +175,7 @@ _TABLE: tuple[Metric, ...] = (
             1,
             f"{_STATS[stat]} {_TTFA}",
             _REL10 if stat == "median" else None,
+            _MIN_REQUESTS[stat],
         )
         for stat in _STATS
     ),

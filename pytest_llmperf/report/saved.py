@@ -246,6 +246,7 @@ def judge(
         errors[name] = change_error(
             paired.get(name), a.samples.get(name, ()), b.samples.get(name, ()), paired_dof=max(blocks - 1, 1)
         )
+    counts = [c for run in (a, b) for c in run.samples.get("completed", ()) if c is not None]
     verdicts = compare_metrics(
         names,
         {name: {"value": value} for name, value in a.figures.items()},
@@ -255,6 +256,7 @@ def judge(
         errors=errors,
         confidence=alarm_confidence,
         pass_confidence=confidence,
+        requests=int(min(counts)) if counts else None,
         invalid=b.invalid or (f"A: {a.invalid}" if a.invalid else None) or output_change_reason(outputs_change(a, b)),
     )
     # Nothing is recorded here: the rows say what moved, without a record command.

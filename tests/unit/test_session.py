@@ -355,9 +355,10 @@ def ttft_session(tmp_path, ttfts, **cli):
     return perf
 
 
-BASE_TTFTS = [0.10, 0.30, 0.12, 0.28, 0.11, 0.29, 0.10, 0.31]
+# Ten requests: a median over fewer is not judged (registry min_requests).
+BASE_TTFTS = [0.10, 0.30, 0.12, 0.28, 0.11, 0.29, 0.10, 0.31, 0.12, 0.29]
 # The same prompts, each moved a lot but the median barely: noise wider than the 10 % tolerance.
-NOISY_TTFTS = [0.30, 0.10, 0.28, 0.12, 0.29, 0.11, 0.31, 0.10]
+NOISY_TTFTS = [0.30, 0.10, 0.28, 0.12, 0.29, 0.11, 0.31, 0.10, 0.29, 0.12]
 
 
 def record_ttft_baseline(tmp_path, workload):
@@ -366,7 +367,7 @@ def record_ttft_baseline(tmp_path, workload):
 
 
 def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path):
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     record_ttft_baseline(tmp_path, workload)
     perf = ttft_session(tmp_path, NOISY_TTFTS)
     with pytest.warns(UserWarning, match="inconclusive"):
@@ -377,7 +378,7 @@ def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path
 
 
 def test_inconclusive_fails_or_passes_as_the_option_says(tmp_path):
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     record_ttft_baseline(tmp_path, workload)
     strict = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="fail")
     with pytest.raises(PerfFailure, match="inconclusive"):
@@ -392,17 +393,17 @@ def test_inconclusive_fails_or_passes_as_the_option_says(tmp_path):
 
 
 def test_baselines_keep_the_runs_request_lines(tmp_path):
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     perf = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
     perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     entry = perf.store.load("sim", "m").entry(1)
-    assert len(entry["requests"]) == 8
+    assert len(entry["requests"]) == 10
     index, prompt, out, chunks, ttft, e2el = entry["requests"][1].split()
     assert (index, prompt, out, chunks) == ("1", "50", "20", "20") and float(ttft) == pytest.approx(300.0)
 
 
 def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_a_note(tmp_path):
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     record_ttft_baseline(tmp_path, workload)
     path = tmp_path / "baselines" / "sim" / "m.json"
     doc = json.loads(path.read_text())
@@ -432,7 +433,7 @@ def counting_ttft_session(tmp_path, ttfts, **cli):
 
 
 def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(tmp_path):
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median", "decode_tok_s")
     assert len(recorded) == 5  # the baseline knows the spread between runs
@@ -479,7 +480,7 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
 def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
     # What moves between server starts (the public figures: 1-20 % of throughput) is
     # part of the spread only if repetitions see different starts.
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     recorder, _ = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     recorder.close()
@@ -503,7 +504,7 @@ def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
 
 
 def test_auto_repetitions_stop_when_the_sessions_time_budget_is_spent(tmp_path):
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     record_ttft_baseline(tmp_path, workload)
     stuck, calls = counting_ttft_session(
         tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4", llmperf_repetition_budget="90"
@@ -521,7 +522,7 @@ def test_auto_repetitions_stop_when_the_sessions_time_budget_is_spent(tmp_path):
 
 
 def test_fixed_repetitions_never_add_runs(tmp_path):
-    workload = resolve_workload({"num_prompts": 8}, 1)
+    workload = resolve_workload({"num_prompts": 10}, 1)
     record_ttft_baseline(tmp_path, workload)
     noisy, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_repetitions="1")
     with pytest.warns(UserWarning, match="inconclusive"):
@@ -1045,3 +1046,24 @@ def test_a_change_is_claimed_at_the_alarm_confidence_and_a_pass_at_the_confidenc
             pass
         verdict = perf.gates[-1].verdicts[0]
         assert (verdict.status, verdict.confidence) == (status, at)
+
+
+@pytest.mark.parametrize("n, status", [(4, "inconclusive"), (10, "regressed")])
+def test_a_ttft_median_over_too_few_requests_is_not_judged(tmp_path, n, status):
+    """The fewest requests a run on either side completed reach compare: a median of four
+    requests reads inconclusive whatever it moved (and auto would add no run for it)."""
+    workload = resolve_workload({"num_prompts": n}, 8)
+    updater, _, _ = make_session(tmp_path, [], llmperf_update_baselines=True)
+    updater._execute = lambda endpoint, requests, workload, speed: make_result(100.0, n=n)
+    updater.bind(updater.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    perf, _, _ = make_session(tmp_path, [])
+    perf._execute = lambda endpoint, requests, workload, speed: make_result(50.0, n=n)  # TTFT doubled
+    try:
+        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    except PerfFailure:
+        pass
+    verdict = perf.gates[-1].verdicts[0]
+    assert verdict.status == status
+    assert verdict.change is not None and verdict.change.relative == pytest.approx(1.0)
+    if status == "inconclusive":
+        assert "a statistic over 4 requests a run is not judged (it needs 10" in verdict.hint

@@ -203,3 +203,41 @@ def test_a_pass_is_claimed_at_its_own_confidence_and_a_change_at_the_looks():
     # -3.5 % is beyond the tolerance, but with sigma 2 % its 99 % interval reaches 0: undecided, at 99 %
     wide = compare("x", 100.0, 96.5, tol, "higher", error=Noise(2.0), confidence=0.99, pass_confidence=0.95)
     assert wide.status == "inconclusive" and wide.confidence == 0.99 and "(99%)" in wide.hint
+
+
+@pytest.mark.parametrize(
+    "name, requests, judged",
+    [
+        ("ttft_ms_median", 4, False),  # a one-stream nightly run's four requests
+        ("ttft_ms_median", 9, False),
+        ("ttft_ms_median", 10, True),  # five on each side of the median
+        ("tpot_ms_p90", 49, False),
+        ("tpot_ms_p90", 50, True),
+        ("e2el_ms_p99", 499, False),
+        ("e2el_ms_mean", 10, True),
+        ("itl_ms_median", 4, True),  # over chunk gaps, not requests
+        ("steady_decode_tok_s", 2, True),  # not a statistic over requests
+    ],
+)
+def test_a_statistic_over_requests_is_judged_only_from_enough_requests(name, requests, judged):
+    tol = {name: "10%"}
+    verdict = compare_metrics([name], {name: {"value": 100.0}}, {name: 150.0}, overrides=(tol,), requests=requests)[0]
+    if judged:  # far beyond the tolerance without noise: a plain regression (or improvement)
+        assert verdict.status in ("regressed", "improved")
+    else:
+        assert verdict.status == "inconclusive"
+        assert f"a statistic over {requests} requests a run is not judged" in verdict.hint
+        assert "more prompts" in verdict.hint and "more repetitions would not" in verdict.hint
+        # Neither a factor nor noise: auto repetitions add no run for it (session._worth_another).
+        assert verdict.more_data is None and verdict.resolution is None
+        assert verdict.change is not None and verdict.change.relative == pytest.approx(0.5)
+
+
+def test_too_few_requests_do_not_hide_an_invalid_run_or_a_missing_baseline():
+    def one(baseline, **kw):
+        return compare_metrics(["ttft_ms_median"], baseline, {"ttft_ms_median": 150.0}, requests=4, **kw)[0].status
+
+    assert one({"ttft_ms_median": {"value": 100.0}}, invalid="the server died") == "invalid"
+    assert one(None) == "missing-baseline"
+    assert one({"ttft_ms_median": {"value": 100.0}}) == "inconclusive"
+    assert compare_metrics(["ttft_ms_median"], {}, {"ttft_ms_median": None}, requests=4)[0].status == "no-data"
