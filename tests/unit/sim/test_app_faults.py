@@ -82,6 +82,20 @@ def test_stall_mid_stream():
     assert max(gaps[:2] + gaps[3:]) < 0.3
 
 
+def test_a_stalled_streams_backlog_comes_merged_in_one_chunk():
+    """What the engine made during the stall comes in the chunk after it, as vLLM's output
+    collector merges it, not as a run of back-to-back chunks read as buffered bursts."""
+    config = SimConfig(model="m", speed=50, stall_seconds=0.6, stall_after_chunks=3)
+    with simulated_server(config) as url:
+        lines, _ = read_stream(url, 0, 20)
+    token_chunks = [json.loads(line) for line in lines[:-1] if json.loads(line)["choices"]]
+    assert json.loads(lines[-2])["usage"]["completion_tokens"] == 20
+    # three before the stall, the one written after it, then the backlog (the engine
+    # finished the other 16 tokens during 0.6 s at x50) in one
+    assert len(token_chunks) <= 5  # fewer if a busy loop merged steps before the stall too
+    assert len(token_chunks[-1]["choices"][0]["text"].split()) >= 10
+
+
 def test_malformed_chunk_once_then_the_stream_goes_on():
     with simulated_server(SimConfig(model="m", speed=50, malformed_chunk_after=2)) as url:
         lines, _ = read_stream(url, 0, 10)
