@@ -26,6 +26,10 @@ PROFILES = ("smoke", "nightly", "full")
 # one modest wave in smoke.
 SERVER_WARMUP = {"smoke": 16, "nightly": 64, "full": 64}
 INCONCLUSIVE = ("warn", "fail", "pass")
+# Auto's budget of runs per test and concurrency; a paired A/B run's of blocks, where an
+# unchanged image with five blocks a side still read inconclusive 5 times in 100
+# (benchmarks/paired_power.py, docs/verdicts.md).
+MAX_REPETITIONS, PAIRED_MAX_BLOCKS = 5, 8
 TARGET_FLAGS = {
     "sim": "--llmperf-sim",
     "gpu": "--llmperf-gpu",
@@ -226,8 +230,9 @@ OPTIONS: tuple[Option, ...] = (
         "llmperf_max_repetitions",
         ("--llmperf-max-repetitions",),
         "int",
-        5,
-        "the most runs auto repetitions make of one test and concurrency",
+        None,
+        f"the most runs auto repetitions make of one test and concurrency (default {MAX_REPETITIONS}; in a "
+        f"paired A/B run the most blocks, default {PAIRED_MAX_BLOCKS})",
     ),
     Option(
         "llmperf_inconclusive",
@@ -429,7 +434,7 @@ class LlmperfOptions:
     report: str | None = None
     history: str | None = None  # a path, "off", or None: beside the baselines
     repetitions: int | str = 1  # a count, or "auto"
-    max_repetitions: int = 5
+    max_repetitions: int = MAX_REPETITIONS  # PAIRED_MAX_BLOCKS when paired
     same_server: bool = False  # repetitions share one server start
     repetition_budget: float | None = None  # seconds auto repetitions may add; None: no limit
     inconclusive: str = "warn"
@@ -638,6 +643,9 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         where = "--llmperf-sim-args" if sources["llmperf_sim_args"] == "cli" else "ini option 'llmperf_sim_args'"
         raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {_NO_SIM_ARGS[target]}")
     _check_paired(values, sources, target)
+    if values["llmperf_max_repetitions"] is None:
+        paired = values["llmperf_against_image"] is not None or values["llmperf_against_sim_args"] is not None
+        values["llmperf_max_repetitions"] = PAIRED_MAX_BLOCKS if paired else MAX_REPETITIONS
     _check_gpus(values, sources, target)
     if values["llmperf_report"] is not None:
         _check_report(values["llmperf_report"], sources["llmperf_report"])

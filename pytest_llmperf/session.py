@@ -303,6 +303,11 @@ def _check_baselines(
 
 
 class PerfSession:
+    # Auto repetitions judge from the second run on by the change as read (Verdict.more_data),
+    # so a change read near the tolerance stops them; a paired session judges by the noise
+    # alone at every look (paired.PairedSession, docs/verdicts.md).
+    STOP_ON_CHANGE = True
+
     def __init__(
         self,
         options: LlmperfOptions,
@@ -470,11 +475,15 @@ class PerfSession:
         sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
         regress; only the median of more runs moves it). From the second on, by the change
         too (Verdict.more_data). A verdict that would need more runs than the budget allows
-        stays inconclusive at the cost of what ran."""
+        stays inconclusive at the cost of what ran. A paired session judges by the noise
+        alone at every look (STOP_ON_CHANGE)."""
         if self.options.repetitions != "auto":
             return False
         runs, budget = len(run.results), self.options.max_repetitions
-        return runs < budget and any(v.status == Status.INCONCLUSIVE and _decidable(v, runs, budget) for v in verdicts)
+        by_change = self.STOP_ON_CHANGE and runs >= 2
+        return runs < budget and any(
+            v.status == Status.INCONCLUSIVE and _decidable(v, runs, budget, by_change) for v in verdicts
+        )
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
@@ -1121,10 +1130,12 @@ def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[
     return pools
 
 
-def _decidable(verdict: Any, runs: int, budget: int) -> bool:
+def _decidable(verdict: Any, runs: int, budget: int, by_change: bool) -> bool:
     """Whether more runs, up to `budget`, could decide an inconclusive verdict
-    (PerfSession._worth_another)."""
-    factor = verdict.resolution if runs < 2 else verdict.more_data
+    (PerfSession._worth_another): by the change as read (Verdict.more_data) or by the
+    noise alone (Verdict.resolution: an unchanged value would be shown within the
+    tolerance)."""
+    factor = verdict.more_data if by_change else verdict.resolution
     return factor is not None and runs * factor <= budget
 
 

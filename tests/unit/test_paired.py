@@ -163,7 +163,7 @@ def test_the_cost_line_names_servers_images_blocks_and_container_starts():
     assert cost_line(opts, plans) == (
         "paired A/B: image vllm:new (B) against image vllm:old (A), blocks A B, B A, ...; 2 servers x 2 images "
         "x 2 blocks (3 runs of a server at a concurrency): about 12 container starts; auto adds blocks while a "
-        "verdict is inconclusive, up to 5: at most 30"
+        "verdict is inconclusive, up to 8: at most 48"
     )
 
 
@@ -228,3 +228,36 @@ def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_b
     assert pooled.noise < alone.noise / 2
     assert pooled.baseline == alone.baseline == pytest.approx(101.25)  # still OLD's median, not the stored one
     assert {p.name: p.read_text() for p in (stored / "baselines" / "sim").iterdir()} == before  # untouched
+
+
+def test_auto_adds_blocks_while_an_unchanged_value_could_pass_within_eight_wherever_the_change_was_read(tmp_path):
+    from dataclasses import replace
+
+    from pytest_llmperf.baselines.compare import compare
+    from pytest_llmperf.baselines.tolerances import Tolerance
+    from tests.unit.test_session import BASE, INCONCLUSIVE
+
+    workload = resolve_workload({"num_prompts": 4}, 8)
+
+    def blocks(verdict, **cli):
+        perf = paired_session(tmp_path / str(len(cli)), [100.0] * 40, llmperf_repetitions="auto", **cli)
+        perf._verdicts = lambda *args: [verdict]
+        with pytest.warns(UserWarning, match="inconclusive"):
+            perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+        return perf, len(perf.runs[(BASE, workload)].results)
+
+    # A change read far from passing (50x the data would decide it as read), with a noise an
+    # unchanged value would pass under within 2.7x the data: the baseline gate stops after
+    # its second run (test_session); a paired run adds blocks while runs x 2.7 <= 8.
+    far = replace(INCONCLUSIVE, more_data=50.0)
+    assert far.resolution == pytest.approx(1.645**2, rel=1e-3)
+    perf, used = blocks(far)
+    assert perf.options.max_repetitions == 8 and used == 2 + 1
+    assert [start["role"] for start in perf.order] == ["A", "B", "B", "A", "A", "B"]
+    # the budget given is the budget used
+    assert blocks(replace(far, more_data=None), llmperf_max_repetitions="2")[1] == 2
+
+    # Noise an unchanged value could not pass under within 8 blocks: none added after two.
+    wide = compare("ttft_ms_median", 100.0, 100.0, Tolerance("relative", 0.1), "lower", error=20.0)
+    assert wide.status == "inconclusive" and 2 * wide.resolution > 8
+    assert blocks(wide)[1] == 2
