@@ -125,6 +125,14 @@ def test_every_option_reaches_the_resolved_options():
         assert opt.dest.removeprefix("llmperf_") in names or opt.dest in target_flags, opt.dest
 
 
+def test_auto_budget_is_five_runs_or_eight_paired_blocks_unless_given():
+    assert resolve(cli={"llmperf_sim": True}).max_repetitions == 5
+    paired = {"llmperf_sim": True, "llmperf_against_sim_args": "--sim-step-time-scale 1.05"}
+    assert resolve(cli=paired).max_repetitions == 8
+    assert resolve(cli={**paired, "llmperf_max_repetitions": "3"}).max_repetitions == 3
+    assert resolve(cli=paired, ini={"llmperf_max_repetitions": "6"}).max_repetitions == 6
+
+
 @pytest.mark.parametrize("profile, expected", [("smoke", 1), ("nightly", "auto"), ("full", "auto")])
 def test_repetitions_default_to_auto_except_for_smoke(profile, expected):
     assert resolve(cli={"llmperf_profile": profile}).repetitions == expected
