@@ -138,12 +138,15 @@ def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
     return [m.figures[GATED_DECODE] / level for m in mtp]
 
 
-def worth_another(runs: int, budget: int, verdicts: dict, gated: tuple[str, ...] = GATED) -> bool:
+def worth_another(
+    runs: int, budget: int, verdicts: dict, gated: tuple[str, ...] = GATED, stop_on_change: bool = True
+) -> bool:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
-    gated verdict could be decided within the budget."""
+    gated verdict could be decided within the budget; from the second run on by the change
+    as read, unless `stop_on_change` is False (a paired session's rule: by the noise alone)."""
 
     def decidable(v) -> bool:
-        factor = v.resolution if runs < 2 else v.more_data
+        factor = v.more_data if stop_on_change and runs >= 2 else v.resolution
         return factor is not None and runs * factor <= budget
 
     return runs < budget and any(

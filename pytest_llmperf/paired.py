@@ -5,9 +5,10 @@ the simulator `--llmperf-against-sim-args OLD_FLAGS` with `--llmperf-sim-args NE
 every run of the suite (server, concurrency, workload) is measured with both, on the
 same box, with the same prompts and the same warm-ups, one server at a time, in blocks
 whose order alternates (A B, B A, A B, ...: a drift over the session weighs on both
-alike). The first block runs up front; under `--llmperf-repetitions auto` another block
-follows while a gated metric is inconclusive, within `--llmperf-max-repetitions` and
-`--llmperf-repetition-budget`, exactly as auto repetitions do against baselines.
+alike). Under `--llmperf-repetitions auto` two blocks run up front, and another follows
+while a gated metric is inconclusive and an unchanged value could still be shown within
+its tolerance (PairedSession.STOP_ON_CHANGE), within `--llmperf-max-repetitions` (8
+blocks unless given) and `--llmperf-repetition-budget`.
 
 NEW is judged by the baselines' own gate (session.PerfSession.gate): OLD's runs are made
 into a baseline-like entry (per-repetition samples, their median, OLD's first
