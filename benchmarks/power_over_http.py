@@ -64,7 +64,7 @@ from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE  # noqa: E
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.metrics.steady import steady_tok_s  # noqa: E402
 from pytest_llmperf.metrics.uncertainty import request_rows  # noqa: E402
-from pytest_llmperf.sim.calibration import MTP3  # noqa: E402
+from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.server import simulated_process  # noqa: E402
 from pytest_llmperf.sim.virtual import run_virtual  # noqa: E402
@@ -75,6 +75,14 @@ from pytest_llmperf.workload.token_counts import ServerTokenCounter  # noqa: E40
 
 ROOT = HERE.parent
 POOLS = ("base", "MTP", "MTP 5% slower")
+
+
+@dataclass
+class Synthetic:
+    """A prompt known by its length alone (verdict_power.py's workload)."""
+
+    prompt_len: int
+    prompt: str = ""
 
 
 @dataclass
@@ -109,7 +117,7 @@ def virtual_run(config: SimConfig, requests, c: int) -> Run:
         MAX_TOKENS,
         num_prompts=nightly_prompts(c),
         max_seconds=CAP_S,
-        prompts=[q.prompt for q in requests],
+        prompts=[q.prompt for q in requests] if requests[0].prompt else None,
     )
     figures = {
         "decode_tok_s": r.decode_tok_s,
@@ -185,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--virtual-only", action="store_true", help="the virtual pools alone (seconds, not half an hour)"
     )
+    parser.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="with --virtual-only: verdict_power.py's synthetic prompt lengths, no texts, instead of ShareGPT's",
+    )
     args = parser.parse_args(argv)
     c = args.concurrency
     if args.runs < 11:
@@ -201,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     with simulated_process(dataclasses.replace(config_for("base", 0, c), speed=args.speed)) as sim:
         counter = ServerTokenCounter(sim.url, MODEL, cache_dir=None)
         requests = sample_requests(conversations, nightly_prompts(c), seed=0, count_tokens=counter)
+    if args.synthetic:
+        if not args.virtual_only:
+            parser.error("--synthetic: only with --virtual-only (an HTTP run sends texts)")
+        requests = [Synthetic(n) for n in synthetic_prompt_lens(nightly_prompts(c) + 16)]
     pools: dict[str, dict[str, list[Run]]] = {way: {} for way in ways}
     worst: dict[str, float] = {}
     for pool, n in sizes.items():
