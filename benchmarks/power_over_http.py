@@ -1,7 +1,8 @@
 """Do the power tables hold over real HTTP? Gated comparisons judged from runs made both ways.
 
     python benchmarks/power_over_http.py                        # c = 32, 24 + 24 + 12 runs a way
-    python benchmarks/power_over_http.py --runs 6 --trials 20    # a quick smoke
+    python benchmarks/power_over_http.py --runs 11 --trials 20   # a quicker look (about 9 min)
+    python benchmarks/power_over_http.py --virtual-only [--synthetic] [--slower-runs 120]
 
 benchmarks/verdict_power.py judges thousands of runs made on the simulator's virtual
 clock. This judges gated comparisons whose runs went over HTTP: the simulated server
