@@ -58,17 +58,16 @@ from verdict_power import (  # noqa: E402
     judge,
     judge_base,
     nightly_prompts,
+    virtual_run,
     worth_another,
 )
 
 from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
-from pytest_llmperf.metrics.steady import steady_tok_s  # noqa: E402
 from pytest_llmperf.metrics.uncertainty import request_rows  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.server import simulated_process  # noqa: E402
-from pytest_llmperf.sim.virtual import run_virtual  # noqa: E402
 from pytest_llmperf.workload.config import RunConfig  # noqa: E402
 from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests  # noqa: E402
 from pytest_llmperf.workload.runner import run_benchmark  # noqa: E402
@@ -110,26 +109,10 @@ def config_for(pool: str, i: int, c: int) -> SimConfig:
     )
 
 
-def virtual_run(config: SimConfig, requests, c: int) -> Run:
-    r = run_virtual(
-        config,
-        [q.prompt_len for q in requests],
-        c,
-        MAX_TOKENS,
-        num_prompts=nightly_prompts(c),
-        max_seconds=CAP_S,
-        prompts=[q.prompt for q in requests] if requests[0].prompt else None,
-    )
-    figures = {
-        "decode_tok_s": r.decode_tok_s,
-        GATED_DECODE: steady_tok_s(r.spans, c) or 0.0,
-        "tpot_ms_median": r.tpot_median * 1000.0,
-        "ttft_ms_median": r.ttft_median * 1000.0,
-    }
-    if r.drafts:
-        figures["acceptance_length"] = 1.0 + r.accepted / r.drafts
-        figures["acceptance_rate"] = r.accepted / r.draft_tokens
-    return Run(r, figures)
+def pool_run(config: SimConfig, requests, c: int) -> Run:
+    """verdict_power.py's virtual run of these prompts (their texts, where they have them)."""
+    texts = [q.prompt for q in requests] if requests[0].prompt else None
+    return virtual_run(config, [q.prompt_len for q in requests], c, texts)
 
 
 def http_run(config: SimConfig, requests, c: int, speed: float) -> Run:
@@ -226,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             pools[way][pool] = []
         for i in range(n):
             config = config_for(pool, i, c)
-            v = virtual_run(config, requests, c)
+            v = pool_run(config, requests, c)
             pools["virtual"][pool].append(v)
             if args.virtual_only:
                 continue

@@ -111,7 +111,12 @@ def one_run(
         step_time_scale=step,
         acceptance_scale=min(acc, 10.0),
     )
-    r = run_virtual(cfg, lens, c, MAX_TOKENS, num_prompts=nightly_prompts(c), max_seconds=CAP_S)
+    return virtual_run(cfg, lens, c)
+
+
+def virtual_run(cfg: SimConfig, lens: list[int], c: int, prompts: list[str] | None = None) -> Run:
+    """The nightly workload at concurrency `c` on the virtual clock, and its gated figures."""
+    r = run_virtual(cfg, lens, c, MAX_TOKENS, num_prompts=nightly_prompts(c), max_seconds=CAP_S, prompts=prompts)
     figures = {
         "decode_tok_s": r.decode_tok_s,
         GATED_DECODE: steady_tok_s(r.spans, c) or 0.0,
