@@ -168,7 +168,7 @@ def trial(c: int, pools: dict[str, list[Run]], order: dict[str, list[int]], slow
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, default=32, choices=sorted(STEP_NOISE))
     parser.add_argument("--runs", type=int, default=24, help="starts of each unchanged server (half as many slower)")
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--speed", type=float, default=10.0, help="the simulator's clock speed-up (the plugin's: 10)")
@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     c = args.concurrency
     if args.runs < 11:
         parser.error("--runs: at least 11 (five starts recorded, five as the other model, one measured)")
+    if args.synthetic and not args.virtual_only:
+        parser.error("--synthetic: only with --virtual-only (an HTTP run sends texts)")
     sizes = {"base": args.runs, "MTP": args.runs, "MTP 5% slower": args.slower_runs or max(args.runs // 2, 1)}
     ways = ("virtual",) if args.virtual_only else ("virtual", "HTTP")
     started = time.monotonic()
@@ -194,14 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         f"x{args.speed:g}; pools of {sizes['base']} + {sizes['MTP']} + {sizes['MTP 5% slower']} starts a way "
         f"(noise between starts: step {STEP_NOISE[c]:.0%}, acceptance {ACCEPTANCE_NOISE:.0%}); {args.trials} trials"
     )
-    conversations = load_sharegpt(find_dataset(None, ROOT))
-    with simulated_process(dataclasses.replace(config_for("base", 0, c), speed=args.speed)) as sim:
-        counter = ServerTokenCounter(sim.url, MODEL, cache_dir=None)
-        requests = sample_requests(conversations, nightly_prompts(c), seed=0, count_tokens=counter)
     if args.synthetic:
-        if not args.virtual_only:
-            parser.error("--synthetic: only with --virtual-only (an HTTP run sends texts)")
         requests = [Synthetic(n) for n in synthetic_prompt_lens(nightly_prompts(c) + 16)]
+    else:
+        conversations = load_sharegpt(find_dataset(None, ROOT))
+        with simulated_process(dataclasses.replace(config_for("base", 0, c), speed=args.speed)) as sim:
+            counter = ServerTokenCounter(sim.url, MODEL, cache_dir=None)
+            requests = sample_requests(conversations, nightly_prompts(c), seed=0, count_tokens=counter)
     pools: dict[str, dict[str, list[Run]]] = {way: {} for way in ways}
     worst: dict[str, float] = {}
     for pool, n in sizes.items():
