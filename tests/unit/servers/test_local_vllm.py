@@ -22,6 +22,7 @@ from pytest_llmperf.servers.local_vllm import (
     LocalVllmTarget,
     check_interpreter,
     local_target,
+    prepared_args,
 )
 from pytest_llmperf.servers.spec import ServerSpec
 from tests.local_fakes import fake_nvidia_smi, fake_python, python_without_vllm, smi_calls
@@ -203,3 +204,28 @@ def test_a_started_server_on_a_gpu_build_samples_peak_memory_of_its_gpus(tmp_pat
     assert peak["peak_gpu_memory_mib"] == len(smi_calls(smi)) * 1000 + 2
     assert {call.rsplit(" ", 1)[-1] for call in smi_calls(smi)} == {"--id=2"}
     assert "CUDA_VISIBLE_DEVICES" not in target.env  # passed through from the environment, not set by us
+
+
+AVX2_ONLY = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\nprocessor\t: 1\nflags\t\t: fpu sse2 avx avx2 fma\n"
+AVX512_BF16 = "flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
+AMX = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_tile\n"
+ARM = "processor\t: 0\nFeatures\t: fp asimd bf16\n"
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, expected",
+    [(AVX2_ONLY, {"--dtype": "float32"}), (AVX512_BF16, {}), (AMX, {}), (ARM, {}), ("", {})],
+    ids=["avx2-only", "avx512_bf16", "amx_bf16", "arm", "no-flags"],
+)
+def test_the_prepared_build_runs_float32_where_bfloat16_is_emulated(cpuinfo, expected):
+    assert prepared_args(cpuinfo) == expected
+
+
+def test_default_args_are_added_unless_the_spec_sets_the_flag():
+    t = LocalVllmTarget(python=sys.executable, default_args={"--dtype": "float32"})
+    argv = t.command(ServerSpec(name="s", model="/m"), 1)
+    assert argv[argv.index("--dtype") + 1] == "float32"
+    for args in (["--dtype", "bfloat16"], ["--dtype=bfloat16"]):
+        argv = t.command(ServerSpec(name="s", model="/m", args=args), 1)
+        assert "float32" not in argv and argv.count("--dtype") + argv.count("--dtype=bfloat16") == 1
+    assert "--dtype" not in LocalVllmTarget(python=sys.executable).command(ServerSpec(name="s", model="/m"), 1)
