@@ -23,8 +23,10 @@ from pytest_llmperf.workload.workload import DATASET_NAMES, WAVE
 PROFILES = ("smoke", "nightly", "full")
 # Requests sent at once to a freshly started server before its first measured run, by
 # profile (--llmperf-server-warmup): two waves of the seed servers' --max-num-seqs 32,
-# one modest wave in smoke.
+# one modest wave in smoke; by default never more than two waves of a server whose spec
+# sets a smaller --max-num-seqs (server_warmup_for).
 SERVER_WARMUP = {"smoke": 16, "nightly": 64, "full": 64}
+SERVER_WARMUP_WAVES = 2
 INCONCLUSIVE = ("warn", "fail", "pass")
 # Auto's budget of runs per test and concurrency; a paired A/B run's of blocks, where an
 # unchanged image with five blocks a side still read inconclusive 5 times in 100
@@ -265,7 +267,8 @@ OPTIONS: tuple[Option, ...] = (
         "count",
         None,
         "requests sent at once to a freshly started server before its first run, so it measures at steady "
-        "step times (0: none; default: 16 for the smoke profile, 64 for nightly and full)",
+        "step times (0: none; default: 16 for the smoke profile, 64 for nightly and full, at most two waves of a "
+        "server's --max-num-seqs where its spec sets one)",
     ),
     Option(
         "llmperf_error_budget",
@@ -462,6 +465,18 @@ class LlmperfOptions:
     def paired(self) -> bool:
         """A paired A/B session: NEW judged against OLD, run side by side (paired.py)."""
         return self.against_image is not None or self.against_sim_args is not None
+
+    def server_warmup_for(self, max_num_seqs: str | None) -> int:
+        """The server warm-up of a server whose spec sets `max_num_seqs` (None: not set): the
+        option when given, else the profile's count, at most SERVER_WARMUP_WAVES waves of
+        that batch (more waves add time, not batch sizes)."""
+        if self.sources.get("llmperf_server_warmup", "default") != "default" or not max_num_seqs:
+            return self.server_warmup
+        try:
+            batch = int(max_num_seqs)
+        except ValueError:
+            return self.server_warmup
+        return min(self.server_warmup, SERVER_WARMUP_WAVES * batch) if batch > 0 else self.server_warmup
 
     def target_description(self) -> str:
         if self.target is None:

@@ -393,7 +393,7 @@ class PerfSession:
         if endpoint is self._warmed:
             return None
         self._warmed = endpoint
-        count = self.options.server_warmup
+        count = self.options.server_warmup_for(spec.arg("--max-num-seqs"))
         if not count:
             return None
         from pytest_llmperf.workload.runner import warmup_prompts

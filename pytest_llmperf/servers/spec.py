@@ -77,6 +77,17 @@ class ServerSpec:
         """The name clients send in requests."""
         return self.served_model_name or self.model
 
+    def arg(self, flag: str) -> str | None:
+        """The value `args` give `flag` (`--flag VALUE` or `--flag=VALUE`; the last one
+        wins, as in argparse), or None where they do not set it."""
+        value = None
+        for i, arg in enumerate(self.args):
+            if arg == flag and i + 1 < len(self.args):
+                value = self.args[i + 1]
+            elif arg.startswith(flag + "="):
+                value = arg[len(flag) + 1 :]
+        return value
+
     def with_speculative(self, config: Mapping[str, Any], name: str | None = None) -> ServerSpec:
         """The speculative (e.g. MTP) variant of this base spec."""
         method = str(config.get("method", "spec"))

@@ -73,6 +73,15 @@ def test_warmups_default_to_a_wave_per_run_and_a_modest_server_warmup_in_smoke()
     assert resolve(ini={"llmperf_warmup": "WAVE"}).warmup == "wave"
 
 
+def test_the_default_server_warmup_is_at_most_two_waves_of_a_servers_max_num_seqs():
+    nightly, smoke = resolve(cli={"llmperf_profile": "nightly"}), resolve(cli={"llmperf_profile": "smoke"})
+    assert [nightly.server_warmup_for(b) for b in (None, "8", "32", "256", "0", "many")] == [64, 16, 64, 64, 64, 64]
+    assert [smoke.server_warmup_for(b) for b in (None, "4", "8", "32")] == [16, 8, 16, 16]
+    # a count given is sent as given, whatever the batch
+    assert resolve(cli={"llmperf_server_warmup": "40"}).server_warmup_for("8") == 40
+    assert resolve(ini={"llmperf_server_warmup": "64"}).server_warmup_for("8") == 64
+
+
 def test_changed_outputs_is_off_by_default_a_count_or_a_share():
     from pytest_llmperf.metrics.failures import ErrorBudget
 

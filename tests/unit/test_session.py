@@ -930,6 +930,17 @@ def test_a_server_that_dies_during_a_repetitions_warm_up_ends_the_repetitions(tm
     assert perf.invalid_reason(run, parse_budget("0")).startswith("server died during its warm-up")
 
 
+def test_the_default_server_warmup_is_two_waves_of_the_specs_max_num_seqs(tmp_path):
+    perf, _, _ = make_session(tmp_path, [100.0, 100.0])
+    perf._requests_for = lambda endpoint, workload: [object() for _ in range(80)]
+    sent = []
+    perf._send_warmup = lambda endpoint, given, config: sent.append((len(given), config.concurrency))
+    small = ServerSpec(name="small", model="org/small", args=("--max-num-seqs", "8", "--enforce-eager"))
+    perf.run(small, resolve_workload({"num_prompts": 4}, 4))
+    perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))  # no --max-num-seqs: the profile's 64
+    assert sent == [(16, 16), (64, 64)]
+
+
 def test_server_warmup_zero_sends_nothing(tmp_path):
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_server_warmup="0")
     perf._send_warmup = lambda *args: pytest.fail("no server warm-up was asked for")

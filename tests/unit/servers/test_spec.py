@@ -1,4 +1,6 @@
-"""ServerSpec: secrets never shown, wherever a spec is printed."""
+"""ServerSpec: secrets never shown, wherever a spec is printed; its own vLLM arguments read."""
+
+import pytest
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.measured import MeasuredRun
@@ -48,3 +50,18 @@ def test_a_failing_test_shows_no_secret_with_locals_verbose_diffs_or_junit(pytes
     output = result.stdout.str() + result.stderr.str() + (pytester.path / "junit.xml").read_text()
     assert "ServerSpec(name='m'" in output  # the spec is shown...
     assert CANARY not in output and "sk-canary-0123456789abcdef" not in output  # ...its secrets are not
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("--max-num-seqs", "8"), "8"),
+        (("--enforce-eager", "--max-num-seqs=16"), "16"),
+        (("--max-num-seqs", "8", "--max-num-seqs", "4"), "4"),  # the last one wins, as in argparse
+        (("--max-num-seqs-extra", "3"), None),
+        (("--max-num-seqs",), None),  # no value follows
+        ((), None),
+    ],
+)
+def test_arg_reads_a_flags_value_in_either_form(args, expected):
+    assert ServerSpec(name="s", model="m", args=args).arg("--max-num-seqs") == expected
