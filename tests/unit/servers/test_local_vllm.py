@@ -20,9 +20,11 @@ from pytest_llmperf.servers.local_vllm import (
     SERVER_MODULE,
     InterpreterError,
     LocalVllmTarget,
+    PreparedVllm,
     check_interpreter,
     local_target,
     prepared_args,
+    prepared_env,
 )
 from pytest_llmperf.servers.spec import ServerSpec
 from tests.local_fakes import fake_nvidia_smi, fake_python, python_without_vllm, smi_calls
@@ -127,7 +129,7 @@ def test_the_prepared_cpu_build_serves_its_model_offline_however_it_is_named(tmp
     target = local_target(None if given is None else str(python), ready_timeout=1800.0)
     assert target.python == python and target.platform == "cpu"
     assert target.model_paths == {m: str(root / "models" / "smollm2-135m-instruct") for m in PREPARED_MODEL_IDS}
-    assert target.env == PREPARED_ENV and target.ready_timeout == 600.0
+    assert PREPARED_ENV.items() <= target.env.items() and target.ready_timeout == 600.0
 
 
 def test_without_the_prepared_build_the_real_cpu_target_says_how_to_prepare_it(tmp_path, monkeypatch):
@@ -229,3 +231,24 @@ def test_default_args_are_added_unless_the_spec_sets_the_flag():
         argv = t.command(ServerSpec(name="s", model="/m", args=args), 1)
         assert "float32" not in argv and argv.count("--dtype") + argv.count("--dtype=bfloat16") == 1
     assert "--dtype" not in LocalVllmTarget(python=sys.executable).command(ServerSpec(name="s", model="/m"), 1)
+
+
+def test_the_prepared_build_preloads_the_allocator_and_openmp_vllm_asks_for(tmp_path, monkeypatch):
+    import ctypes.util
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    prepared = PreparedVllm(root=tmp_path, python=venv / "bin" / "python", model=tmp_path / "model")
+    found = {"tcmalloc_minimal": "libtcmalloc_minimal.so.4"}
+    monkeypatch.setattr(ctypes.util, "find_library", found.get)
+    assert prepared_env(prepared, environ={})["LD_PRELOAD"] == "libtcmalloc_minimal.so.4"
+    (venv / "lib").mkdir()
+    (venv / "lib" / "libiomp5.so").write_text("")
+    env = prepared_env(prepared, environ={})
+    assert env["LD_PRELOAD"] == f"libtcmalloc_minimal.so.4:{venv / 'lib' / 'libiomp5.so'}"
+    assert PREPARED_ENV.items() <= env.items()
+    # the caller's own LD_PRELOAD is theirs: nothing added (it would replace it)
+    assert "LD_PRELOAD" not in prepared_env(prepared, environ={"LD_PRELOAD": "/x.so"})
+    found.clear()
+    (venv / "lib" / "libiomp5.so").unlink()
+    assert prepared_env(prepared, environ={}) == PREPARED_ENV
