@@ -180,7 +180,8 @@ def test_first_run_of_a_fresh_server_is_within_noise_of_the_second(project, requ
     out = run(project, "--llmperf-repetitions", "4", "--llmperf-same-server", "--llmperf-report", "report.json")
     out.assert_outcomes(passed=1)
     (measured,) = json.loads((project.path / "report.json").read_text())["runs"]
-    assert measured["server_warmup"] and measured["server_warmup"]["requests"] == 64
+    # the default server warm-up: two waves of the spec's --max-num-seqs 8
+    assert measured["server_warmup"] and measured["server_warmup"]["requests"] == 16
     results = [RunResult.from_dict(r) for r in measured["results"]]
     assert len(results) == 4
     assert results[0].warmup and results[0].warmup["requests"] == 4  # a full wave at concurrency 4
