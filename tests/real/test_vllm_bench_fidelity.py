@@ -35,7 +35,11 @@ from pytest_llmperf.workload.result import RunResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
 
-NUM_PROMPTS = 64
+NUM_PROMPTS = 64  # the samplers' check
+# The tools' comparison: 32 prompts a run. 64 (the issue's setup) took 3 min a run, 45 min
+# for both servers' 16 runs, on a 2-core AVX2-only CPU, and CI has 90 min for everything;
+# the noise bound widens with the medians' spread, the exact checks stay exact.
+BENCH_PROMPTS = 32
 CONCURRENCY = 4
 OUTPUT_LEN = 64
 SEED = 0
@@ -195,7 +199,7 @@ def _vllm_args(url, model, prepared, dataset, out_dir, name) -> list[str]:
         ["--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions"]
         + ["--model", model, "--tokenizer", str(prepared.model)]
         + ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
-        + ["--num-prompts", str(NUM_PROMPTS), "--sharegpt-output-len", str(OUTPUT_LEN), "--seed", str(SEED)]
+        + ["--num-prompts", str(BENCH_PROMPTS), "--sharegpt-output-len", str(OUTPUT_LEN), "--seed", str(SEED)]
         + ["--max-concurrency", str(CONCURRENCY), "--num-warmups", str(CONCURRENCY), "--temperature", "0"]
         + ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
         + ["--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", name]
@@ -206,7 +210,7 @@ def _vllm_args(url, model, prepared, dataset, out_dir, name) -> list[str]:
 def _llmperf_args(url, model, dataset, out, cache) -> list[str]:
     return (
         ["--base-url", url, "--model", model, "--dataset", str(dataset)]
-        + ["--num-prompts", str(NUM_PROMPTS), "--max-tokens", str(OUTPUT_LEN), "--seed", str(SEED)]
+        + ["--num-prompts", str(BENCH_PROMPTS), "--max-tokens", str(OUTPUT_LEN), "--seed", str(SEED)]
         + ["--concurrency", str(CONCURRENCY), "--warmup", str(CONCURRENCY), "--output", str(out)]
         + ["--token-cache", str(cache)]
     )
@@ -265,7 +269,7 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
 ):
     """`vllm bench serve` (the venv's own) and `llmperf bench` against one real vLLM server
     (prefix caching off, so no run finds another's prompts cached), without and with
-    ngram speculation, in ABBA order twice (4 runs each): ShareGPT, seed 0, 64 prompts,
+    ngram speculation, in ABBA order twice (4 runs each): ShareGPT, seed 0, 32 prompts,
     output length 64 (vLLM's --sharegpt-output-len, our --max-tokens), concurrency 4,
     greedy (vLLM's bench sends no temperature unless told: --temperature 0), a warm-up
     of 4 requests in each run.
@@ -289,7 +293,7 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
     split 99 % (the 8 figures share 1 %) over the runs' pooled standard deviation. It matters on 2 shared
     CPU cores: the medians of a closed loop of 4 streams are order statistics of a
     clustered distribution (4 requests in lockstep finish within milliseconds of each
-    other, and the median of 64 falls at the edge between two such clusters, where one
+    other, and the median falls at the edge between two such clusters, where one
     request changing rank moves it 20-35 %), so one run's median E2EL can read 3023 ms
     and the next 4115 ms on the same server.
     Output tokens, exact per request: greedy on identical prompts, but batching differs
@@ -406,11 +410,11 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
         (i, theirs["output_lens"][i], ours["output_lens"][i])
         for theirs in v
         for ours in o
-        for i in range(NUM_PROMPTS)
+        for i in range(BENCH_PROMPTS)
         if theirs["texts"][i] == ours["texts"][i]
     ]
     count_diffs = [(i, t, u) for i, t, u in same_text if t != u]
-    pairs = len(v) * len(o) * NUM_PROMPTS
+    pairs = len(v) * len(o) * BENCH_PROMPTS
     t_same, o_same = sum(t for _, t, _ in same_text), sum(u for _, _, u in same_text)
     lines.append(
         f"{'output tokens, same text':<30} {_fmt(t_same)} {_fmt(o_same)} {_pct(o_same, t_same):>+8.1f} {'equal':>8} "
@@ -444,13 +448,13 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
         + ("equal to llmperf's figures (1e-9) in every run" if not mismatches else f"{len(mismatches)} differ")
     )
     text = "\n".join(lines)
-    title = f"vllm bench serve vs llmperf bench ({spec.name}, {NUM_PROMPTS} ShareGPT prompts, c={CONCURRENCY}):"
+    title = f"vllm bench serve vs llmperf bench ({spec.name}, {BENCH_PROMPTS} ShareGPT prompts, c={CONCURRENCY}):"
     print(f"\n{title}\n{text}")
     REPORT_LINES.extend([f"{request.node.name}: {title}", *text.splitlines()])  # the summary, even without -s
 
     for run in all_runs:
         assert run["input_lens"] == v[0]["input_lens"], "the tools sent different prompts (prompt tokens per request)"
-        assert (run["completed"], run["failed"]) == (NUM_PROMPTS, 0), f"not every request succeeded\n{text}"
+        assert (run["completed"], run["failed"]) == (BENCH_PROMPTS, 0), f"not every request succeeded\n{text}"
         assert run["output_lens"].count(1) == v[0]["output_lens"].count(1), f"EOS-only replies differ\n{text}"
     assert not mismatches, "\n".join(mismatches)
     if speculative:
