@@ -373,7 +373,7 @@ class LocalVllmTarget:
                 rest += ["--served-model-name", spec.model_id]
             model = self.model_paths[model]
         for flag, value in self.default_args.items():
-            if not any(a == flag or a.startswith(flag + "=") for a in rest):
+            if spec.arg(flag) is None:
                 rest += [flag, value]
         return [str(self.python), "-m", self.module, "--model", model, *rest]
 
