@@ -43,6 +43,8 @@ modelled GPU's), with a model load (`--load-s`) for every added repetition.
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import random
 import statistics
 import sys
@@ -50,7 +52,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from pytest_llmperf.baselines.compare import (  # noqa: E402
     DEFAULT_ALARM_CONFIDENCE,
@@ -64,9 +67,11 @@ from pytest_llmperf.metrics import registry  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.metrics.steady import steady_tok_s  # noqa: E402
 from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors  # noqa: E402
+from pytest_llmperf.sim import tokenizer  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.virtual import VirtualResult, run_virtual  # noqa: E402
+from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests  # noqa: E402
 from pytest_llmperf.workload.workload import PROFILE_SCALE  # noqa: E402
 
 MODEL = "Qwen/Qwen3.6-27B-FP8"
@@ -100,6 +105,7 @@ def one_run(
     rng: random.Random,
     step_scale: float = 1.0,
     acceptance_scale: float = 1.0,
+    texts: list[str] | None = None,
 ) -> Run:
     step = step_scale * pow(2.718281828459045, rng.gauss(0.0, STEP_NOISE[c]))
     acc = acceptance_scale * max(0.0, 1.0 + rng.gauss(0.0, ACCEPTANCE_NOISE)) if speculative else 1.0
@@ -111,7 +117,7 @@ def one_run(
         step_time_scale=step,
         acceptance_scale=min(acc, 10.0),
     )
-    return virtual_run(cfg, lens, c)
+    return virtual_run(cfg, lens, c, texts)
 
 
 def virtual_run(cfg: SimConfig, lens: list[int], c: int, prompts: list[str] | None = None) -> Run:
@@ -129,6 +135,16 @@ def virtual_run(cfg: SimConfig, lens: list[int], c: int, prompts: list[str] | No
     return Run(r, figures)
 
 
+def sharegpt_prompts(count: int) -> tuple[list[int], list[str]]:
+    """The seed suite's nightly prompts: `count` of its ShareGPT file sampled as the plugin
+    samples them (seed 0), counted by the simulated server's tokenizer (its /tokenize)."""
+    conversations = load_sharegpt(find_dataset(None, ROOT))
+    requests = sample_requests(
+        conversations, count, seed=0, count_tokens=lambda texts: [len(tokenizer.encode(t)) for t in texts]
+    )
+    return [q.prompt_len for q in requests], [q.prompt for q in requests]
+
+
 def median_of(runs: list[Run], name: str) -> float:
     return statistics.median(run.figures[name] for run in runs)
 
@@ -144,19 +160,27 @@ def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
 
 
 def worth_another(
-    runs: int, budget: int, verdicts: dict, gated: tuple[str, ...] = GATED, stop_on_change: bool = True
-) -> bool:
+    runs: int,
+    budget: int,
+    verdicts: dict,
+    gated: tuple[str, ...] = GATED,
+    stop_on_change: bool = True,
+    project: bool = True,
+) -> list[str]:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
-    gated verdict could be decided within the budget; from the second run on by the change
-    as read, unless `stop_on_change` is False (a paired session's rule: by the noise alone)."""
-
-    def decidable(v) -> bool:
-        factor = v.more_data if stop_on_change and runs >= 2 else v.resolution
-        return factor is not None and runs * factor <= budget
-
-    return runs < budget and any(
-        v.status == "inconclusive" and decidable(v) for name, v in verdicts.items() if name in gated
-    )
+    gated verdict could be decided within the budget (Verdict.decidable); from the second
+    run on by the change as read, unless `stop_on_change` is False (a paired session's
+    rule: by the noise alone); `project`: by the part of the noise more measured runs take
+    off (the session's), else as if all of it fell with the square root of the runs.
+    The metrics that ask for another run (empty: stop)."""
+    by_change = stop_on_change and runs >= 2
+    return [
+        name
+        for name, v in verdicts.items()
+        if name in gated
+        and v.status == "inconclusive"
+        and v.decidable(runs, budget, by_change=by_change, project=project)
+    ]
 
 
 def judge_base(
@@ -292,6 +316,20 @@ def main(argv: list[str] | None = None) -> int:
         "--tolerances", default="", help="overrides as the ini's llmperf_tolerances: 'steady_decode_tok_s = 3%%, ...'"
     )
     parser.add_argument(
+        "--prompts",
+        choices=("sharegpt", "synthetic"),
+        default="sharegpt",
+        help="the seed suite's ShareGPT prompts, texts and all (default), or synthetic prompt lengths "
+        "(sim.calibration.synthetic_prompt_lens, no texts)",
+    )
+    parser.add_argument(
+        "--sqrt-rule",
+        dest="project",
+        action="store_false",
+        help="auto adds a run as if all of a verdict's noise fell with the square root of the runs "
+        "(the rule before Verdict.decidable's projection), not only the measured side's spread",
+    )
+    parser.add_argument(
         "--no-pool",
         dest="pool",
         action="store_false",
@@ -303,11 +341,18 @@ def main(argv: list[str] | None = None) -> int:
     first = 1 if auto else int(args.measured_reps)
 
     confidence = DEFAULT_ALARM_CONFIDENCE  # a claimed change's, at every look (the session's)
-    lens = synthetic_prompt_lens(max(nightly_prompts(c) for c in args.concurrency) + 16)
+    count = max(nightly_prompts(c) for c in args.concurrency) + 16
+    texts: list[str] | None = None
+    if args.prompts == "sharegpt":
+        lens, texts = sharegpt_prompts(count)
+    else:
+        lens = synthetic_prompt_lens(count)
+    run = functools.partial(one_run, texts=texts)
     started = time.monotonic()
     print(
         f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
-        f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload, {MODEL}; "
+        f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload ({args.prompts} prompts), "
+        f"{MODEL}; auto adds runs by {'the square-root rule' if not args.project else 'the noise they can take off'}; "
         f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
     )
     header = f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | " + " | ".join(
@@ -318,20 +363,21 @@ def main(argv: list[str] | None = None) -> int:
     device_fixed = device_nightly = 0.0
     device_added: dict[int, float] = dict.fromkeys(args.concurrency, 0.0)  # added runs' share, per concurrency
     reps_used: dict[int, list[int]] = {c: [] for c in args.concurrency}
+    added_for: dict[int, collections.Counter] = {c: collections.Counter() for c in args.concurrency}
     base_reps: dict[int, list[int]] = {c: [] for c in args.concurrency}
     base_counts: dict[int, dict[str, int]] = {c: {} for c in args.concurrency}
     base_alarms: dict[int, dict[str, int]] = {c: dict.fromkeys(BASE_GATED, 0) for c in args.concurrency}
     for c in args.concurrency:
         rng = random.Random(f"{args.seed}:{c}")
         counts: dict[str, dict[str, dict[str, int]]] = {s: {m: {} for m in METRICS} for s in SCENARIOS}
-        rate0 = one_run(c, True, lens, random.Random(0)).figures["acceptance_rate"]
+        rate0 = run(c, True, lens, random.Random(0)).figures["acceptance_rate"]
         for _ in range(args.trials):
-            base_b = [one_run(c, False, lens, rng) for _ in range(args.baseline_reps)]
-            mtp_b = [one_run(c, True, lens, rng) for _ in range(args.baseline_reps)]
+            base_b = [run(c, False, lens, rng) for _ in range(args.baseline_reps)]
+            mtp_b = [run(c, True, lens, rng) for _ in range(args.baseline_reps)]
             # The seed suite's other model (35B base and MTP) at this concurrency: stand-ins of
             # the same profiles with their own starts, whose recorded spread the session pools.
-            other_base = [one_run(c, False, lens, rng) for _ in range(args.baseline_reps)]
-            other_mtp = [one_run(c, True, lens, rng) for _ in range(args.baseline_reps)]
+            other_base = [run(c, False, lens, rng) for _ in range(args.baseline_reps)]
+            other_mtp = [run(c, True, lens, rng) for _ in range(args.baseline_reps)]
             others = [other_base, other_mtp] if args.pool else []
             other_speedups = (
                 [[m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(other_mtp, other_base)]]
@@ -340,11 +386,16 @@ def main(argv: list[str] | None = None) -> int:
             )
             pooled = {"others": others, "other_speedups": other_speedups}
             # The base server's own test runs first, with its own auto repetitions.
-            base_m = [one_run(c, False, lens, rng) for _ in range(first)]
+            base_m = [run(c, False, lens, rng) for _ in range(first)]
             base_cells = [mtp_b, *others] if args.pool else [mtp_b]
             base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
-            while auto and worth_another(len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED):
-                base_m.append(one_run(c, False, lens, rng))
+            while auto and (
+                asking := worth_another(
+                    len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED, project=args.project
+                )
+            ):
+                added_for[c].update(f"base {name}" for name in asking)
+                base_m.append(run(c, False, lens, rng))
                 base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
             base_reps[c].append(len(base_m))
             for name in BASE_GATED:
@@ -359,10 +410,12 @@ def main(argv: list[str] | None = None) -> int:
                     "step_scale": change.get("step_scale", 1.0),
                     "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0,
                 }
-                mtp_m = [one_run(c, True, lens, rng, **kw) for _ in range(first)]
+                mtp_m = [run(c, True, lens, rng, **kw) for _ in range(first)]
                 verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
-                while auto and len(mtp_m) < args.max_reps and worth_another(len(mtp_m), args.max_reps, verdicts):
-                    mtp_m.append(one_run(c, True, lens, rng, **kw))
+                while auto and (asking := worth_another(len(mtp_m), args.max_reps, verdicts, project=args.project)):
+                    if scenario == "none":
+                        added_for[c].update(f"mtp {name}" for name in asking)
+                    mtp_m.append(run(c, True, lens, rng, **kw))
                     verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
                 if scenario == "none":
                     # each repetition after the first is a fresh server start: a model load
@@ -398,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{c:>4}  measured repetitions with no change: MTP mean {statistics.mean(reps_used[c]):.2f}, "
             f"max {max(reps_used[c])}; base mean {statistics.mean(base_reps[c]):.2f}, max {max(base_reps[c])}"
         )
+        asked = ", ".join(f"{name} {k}" for name, k in added_for[c].most_common()) or "none"
+        print(f"{c:>4}  added runs with no change, per metric that asked for one: {asked}")
     device_nightly /= args.trials
     print(
         f"device time of one nightly verdict of the seed suite (4 servers, measured runs with no change, "
