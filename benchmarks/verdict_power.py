@@ -3,6 +3,7 @@ verdict rule, on the simulator's virtual clock with noise between server starts.
 
     python benchmarks/verdict_power.py --trials 1000                    # nightly defaults: auto
     python benchmarks/verdict_power.py --trials 1000 --baseline-reps 1 --measured-reps 1
+    python benchmarks/verdict_power.py --trials 100 --prompts synthetic --sqrt-rule     # the rule before
 
 Each trial is one comparison as a user's CI makes it: a baseline recorded from
 `--baseline-reps` runs (each its own server start, as the plugin makes them; 5, as auto
@@ -16,7 +17,11 @@ default tolerances; the spread between starts pooled, as the session pools it, o
 suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
 the 35B pair: the same profiles with starts of their own; --no-pool judges without).
 Workload: the `nightly` profile of the seed suite (workload.PROFILE_SCALE: max(16 x c, 64)
-prompts, 150 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles.
+prompts, 150 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles. Its
+prompts: the seed suite's ShareGPT file sampled as the plugin samples it, texts and all
+(the simulator drafts by the text), or with `--prompts synthetic` the calibration's
+synthetic lengths (what the tables before used: they catch a 5 % drop at 32 streams far
+more often, docs/verdicts.md).
 
 Noise between server starts (the simulator's --sim-run-noise / --sim-acceptance-noise,
 drawn per run here): a step-time factor exp(N(0, s)) with s by concurrency from the
