@@ -3,7 +3,7 @@ verdict rule, on the simulator's virtual clock with noise between server starts.
 
     python benchmarks/verdict_power.py --trials 1000                    # nightly defaults: auto
     python benchmarks/verdict_power.py --trials 1000 --baseline-reps 1 --measured-reps 1
-    python benchmarks/verdict_power.py --trials 100 --prompts synthetic --sqrt-rule     # the rule before
+    python benchmarks/verdict_power.py --trials 100 --prompts synthetic   # the tables before
 
 Each trial is one comparison as a user's CI makes it: a baseline recorded from
 `--baseline-reps` runs (each its own server start, as the plugin makes them; 5, as auto
@@ -170,21 +170,16 @@ def worth_another(
     verdicts: dict,
     gated: tuple[str, ...] = GATED,
     stop_on_change: bool = True,
-    project: bool = True,
 ) -> list[str]:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
     gated verdict could be decided within the budget (Verdict.decidable); from the second
     run on by the change as read, unless `stop_on_change` is False (a paired session's
-    rule: by the noise alone); `project`: by the part of the noise more measured runs take
-    off (the session's), else as if all of it fell with the square root of the runs.
-    The metrics that ask for another run (empty: stop)."""
+    rule: by the noise alone). The metrics that ask for another run (empty: stop)."""
     by_change = stop_on_change and runs >= 2
     return [
         name
         for name, v in verdicts.items()
-        if name in gated
-        and v.status == "inconclusive"
-        and v.decidable(runs, budget, by_change=by_change, project=project)
+        if name in gated and v.status == "inconclusive" and v.decidable(runs, budget, by_change=by_change)
     ]
 
 
@@ -328,13 +323,6 @@ def main(argv: list[str] | None = None) -> int:
         "(sim.calibration.synthetic_prompt_lens, no texts)",
     )
     parser.add_argument(
-        "--sqrt-rule",
-        dest="project",
-        action="store_false",
-        help="auto adds a run as if all of a verdict's noise fell with the square root of the runs "
-        "(the rule before Verdict.decidable's projection), not only the measured side's spread",
-    )
-    parser.add_argument(
         "--no-pool",
         dest="pool",
         action="store_false",
@@ -357,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
         f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload ({args.prompts} prompts), "
-        f"{MODEL}; auto adds runs by {'the square-root rule' if not args.project else 'the noise they can take off'}; "
+        f"{MODEL}; "
         f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
     )
     header = f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | " + " | ".join(
@@ -394,11 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             base_m = [run(c, False, lens, rng) for _ in range(first)]
             base_cells = [mtp_b, *others] if args.pool else [mtp_b]
             base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
-            while auto and (
-                asking := worth_another(
-                    len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED, project=args.project
-                )
-            ):
+            while auto and (asking := worth_another(len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED)):
                 added_for[c].update(f"base {name}" for name in asking)
                 base_m.append(run(c, False, lens, rng))
                 base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
@@ -417,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 mtp_m = [run(c, True, lens, rng, **kw) for _ in range(first)]
                 verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
-                while auto and (asking := worth_another(len(mtp_m), args.max_reps, verdicts, project=args.project)):
+                while auto and (asking := worth_another(len(mtp_m), args.max_reps, verdicts)):
                     if scenario == "none":
                         added_for[c].update(f"mtp {name}" for name in asking)
                     mtp_m.append(run(c, True, lens, rng, **kw))

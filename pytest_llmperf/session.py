@@ -307,10 +307,6 @@ class PerfSession:
     # so a change read near the tolerance stops them; a paired session judges by the noise
     # alone at every look (paired.PairedSession, docs/verdicts.md).
     STOP_ON_CHANGE = True
-    # A run is added only where the noise it can take off could decide (Verdict.decidable):
-    # here the baseline's side is fixed, so only the measured side's spread falls with runs.
-    # A paired session's sides both grow; it keeps the square-root rule.
-    PROJECT_NOISE = True
 
     def __init__(
         self,
@@ -474,8 +470,8 @@ class PerfSession:
 
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
         """Auto repetitions go on while some verdict is inconclusive and could be decided
-        within the budget (Verdict.decidable: by the part of its noise that more measured
-        runs take off, PROJECT_NOISE, or as the square root of the runs). After one
+        within the budget (Verdict.decidable: its noise shrinks with the square root of the
+        runs). After one
         run, that is judged by the noise alone (Verdict.resolution): one run's change may
         sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
         regress; only the median of more runs moves it). From the second on, by the change
@@ -486,11 +482,7 @@ class PerfSession:
             return False
         runs, budget = len(run.results), self.options.max_repetitions
         by_change = self.STOP_ON_CHANGE and runs >= 2
-        return any(
-            v.status == Status.INCONCLUSIVE
-            and v.decidable(runs, budget, by_change=by_change, project=self.PROJECT_NOISE)
-            for v in verdicts
-        )
+        return any(v.status == Status.INCONCLUSIVE and v.decidable(runs, budget, by_change=by_change) for v in verdicts)
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the

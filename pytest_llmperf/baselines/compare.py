@@ -97,7 +97,6 @@ class Verdict:
     confidence: float = DEFAULT_CONFIDENCE
     note: str = ""  # how the noise was estimated, when it needs saying
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
-    run_share: float | None = None  # Noise.run_share: the part of the noise more measured runs shrink
 
     @property
     def ok(self) -> bool:
@@ -117,19 +116,13 @@ class Verdict:
             return (self.noise / abs(self.baseline) / tol.limit) ** 2
         return (self.noise / tol.limit) ** 2
 
-    def decidable(self, runs: int, budget: int, *, by_change: bool, project: bool = True) -> bool:
-        """Whether more measured runs, up to `budget` in all, could decide this inconclusive
-        verdict: by the change as read (more_data) or by the noise alone (resolution: an
-        unchanged value would be shown within the tolerance). The factor asks the variance
-        to fall that many times. `project` with a known run_share: by as much as the
-        measured side's spread can take off it (Noise.shrink: the request-level error and
-        the baseline's spread do not fall with measured runs); otherwise as if all of it
-        fell with the runs (runs / budget)."""
+    def decidable(self, runs: int, budget: int, *, by_change: bool) -> bool:
+        """Whether more runs, up to `budget` in all, could decide this inconclusive verdict:
+        by the change as read (more_data) or by the noise alone (resolution: an unchanged
+        value would be shown within the tolerance), the noise taken to fall with the square
+        root of the runs (docs/verdicts.md, "Auto repetitions")."""
         factor = self.more_data if by_change else self.resolution
-        if factor is None or runs >= budget:
-            return False
-        shrink = variance_shrink(self.run_share, runs, budget) if project else None
-        return factor * (runs / budget if shrink is None else shrink) <= 1.0
+        return factor is not None and runs < budget and runs * factor <= budget
 
 
 def _number(value: Any) -> float | None:
@@ -190,9 +183,6 @@ class Noise:
 
     sigma: float
     dof: float | None = None  # None: normal quantiles (many independent units)
-    # The share of sigma**2 that is the measured side's spread between runs, the one part
-    # more measured runs shrink (by _median_variance); None when that is not known.
-    run_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -251,7 +241,6 @@ def change_error(
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
     parts: list[tuple[float, float | None]] = []  # (variance, dof)
-    measured_part: float | None = None  # the measured side's share of the run-level part
     if paired is not None:
         parts.append((paired**2, paired_dof))
     if b and m:
@@ -263,30 +252,18 @@ def change_error(
             dof += pool.dof
         if dof:
             parts.append((squares / dof * (_median_variance(len(b)) + _median_variance(len(m))), dof))
-            measured_part = squares / dof * _median_variance(len(m))
     if not parts:
         return None
     variance = sum(v for v, _ in parts)
     if variance <= 0:
         return Noise(0.0)
-    share = measured_part / variance if measured_part is not None else None
     known = [(v, d) for v, d in parts if d is not None]
     dof_all: float | None
     if len(known) < len(parts):  # a part on normal quantiles: the fewest known degrees rule
         dof_all = min((d for _, d in known), default=None)
     else:
         dof_all = variance**2 / sum(v**2 / d for v, d in known if v > 0)
-    return Noise(math.sqrt(variance), dof_all, share)
-
-
-def variance_shrink(run_share: float | None, runs: int, budget: int) -> float | None:
-    """The variance of a change's noise after `budget` measured runs over what it is after
-    `runs`, `run_share` of it being the measured side's spread between runs: the
-    request-level error and the baseline's spread stay as they are, the measured side's
-    part falls as its median's variance. None when run_share is not known."""
-    if run_share is None or runs < 1 or budget < runs:
-        return None
-    return 1.0 - run_share + run_share * _median_variance(budget) / _median_variance(runs)
+    return Noise(math.sqrt(variance), dof_all)
 
 
 def _median_variance(n: int) -> float:
@@ -402,7 +379,6 @@ def compare(
             more_data=more_data,
             change=change,
             noise=factor * sigma,
-            run_share=noise.run_share if noise is not None else None,
             note=note,
             confidence=at,
         )

@@ -476,17 +476,6 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     assert len(calls) == 2
     assert verdict.more_data is None or verdict.more_data > 5
 
-    # The same noise, most of it request-level or the baseline's spread, which more measured
-    # runs do not take off (Verdict.decidable): the square-root rule would add a run, the
-    # session adds none.
-    firm_verdict = replace(INCONCLUSIVE, run_share=0.2)
-    assert firm_verdict.decidable(1, 5, by_change=False, project=False)
-    firm, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
-    firm._verdicts = lambda *args: [firm_verdict]
-    with pytest.warns(UserWarning, match="inconclusive"):
-        firm.bind(firm.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
-    assert len(calls) == 1
-
 
 def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
     # What moves between server starts (the public figures: 1-20 % of throughput) is
