@@ -471,10 +471,9 @@ class PerfSession:
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
         """Auto repetitions go on while some verdict is inconclusive and could be decided
         within the budget (Verdict.decidable: its noise shrinks with the square root of the
-        runs). After one
-        run, that is judged by the noise alone (Verdict.resolution): one run's change may
-        sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
-        regress; only the median of more runs moves it). From the second on, by the change
+        runs). After one run, that is judged by the noise alone (Verdict.resolution): one
+        run's change may sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither
+        pass nor regress; only the median of more runs moves it). From the second on, by the change
         too (Verdict.more_data). A verdict that would need more runs than the budget allows
         stays inconclusive at the cost of what ran. A paired session judges by the noise
         alone at every look (STOP_ON_CHANGE)."""
