@@ -165,11 +165,7 @@ def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
 
 
 def worth_another(
-    runs: int,
-    budget: int,
-    verdicts: dict,
-    gated: tuple[str, ...] = GATED,
-    stop_on_change: bool = True,
+    runs: int, budget: int, verdicts: dict, gated: tuple[str, ...] = GATED, stop_on_change: bool = True
 ) -> list[str]:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
     gated verdict could be decided within the budget (Verdict.decidable); from the second
@@ -345,8 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
         f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload ({args.prompts} prompts), "
-        f"{MODEL}; "
-        f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
+        f"{MODEL}; step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
     )
     header = f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | " + " | ".join(
         f"{s:>16}" for s in SCENARIOS if s != "none"
