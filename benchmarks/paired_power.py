@@ -108,10 +108,12 @@ def more(runs: int, budget: int, verdicts: dict, rule: str) -> bool:
     """Whether auto adds a block: `noise` is the paired session's rule
     (PairedSession.STOP_ON_CHANGE False: an unchanged value could pass within the budget),
     `change` the baseline gate's (from the second run on, by the change as read),
-    `inconclusive` any gated metric inconclusive, whatever the noise."""
+    `inconclusive` any gated metric inconclusive, whatever the noise. Both sides grow with
+    every block, so the noise is taken to fall as the square root of the blocks
+    (PairedSession.PROJECT_NOISE False)."""
     if rule == "inconclusive":
         return runs < budget and any(verdicts[name].status == "inconclusive" for name in GATED)
-    return bool(worth_another(runs, budget, verdicts, stop_on_change=rule == "change"))
+    return bool(worth_another(runs, budget, verdicts, stop_on_change=rule == "change", project=False))
 
 
 def trial(

@@ -3,7 +3,7 @@ verdict rule, on the simulator's virtual clock with noise between server starts.
 
     python benchmarks/verdict_power.py --trials 1000                    # nightly defaults: auto
     python benchmarks/verdict_power.py --trials 1000 --baseline-reps 1 --measured-reps 1
-    python benchmarks/verdict_power.py --trials 100 --prompts synthetic   # the tables before
+    python benchmarks/verdict_power.py --trials 100 --prompts synthetic --sqrt-rule     # the rule before
 
 Each trial is one comparison as a user's CI makes it: a baseline recorded from
 `--baseline-reps` runs (each its own server start, as the plugin makes them; 5, as auto
@@ -11,8 +11,8 @@ records), then `--measured-reps` runs of the same workload (`auto`, the nightly 
 one, then one more on a fresh start while a gated metric of the seed suite's MTP test
 (steady decode, acceptance rate and length, TPOT) is inconclusive and could be decided
 within `--max-reps`; the speedup is judged on the runs that made), judged by the
-plugin's own rule (baselines/compare.py: the paired block
-bootstrap of metrics/uncertainty.py plus the spread between repetitions) with the
+plugin's own rule (baselines/compare.py: the spread between repetitions, or where
+none is known the paired block bootstrap of metrics/uncertainty.py) with the
 default tolerances; the spread between starts pooled, as the session pools it, over the
 suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
 the 35B pair: the same profiles with starts of their own; --no-pool judges without).
@@ -165,17 +165,26 @@ def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
 
 
 def worth_another(
-    runs: int, budget: int, verdicts: dict, gated: tuple[str, ...] = GATED, stop_on_change: bool = True
+    runs: int,
+    budget: int,
+    verdicts: dict,
+    gated: tuple[str, ...] = GATED,
+    stop_on_change: bool = True,
+    project: bool = True,
 ) -> list[str]:
     """The session's rule (PerfSession._worth_another): go on while some inconclusive
     gated verdict could be decided within the budget (Verdict.decidable); from the second
     run on by the change as read, unless `stop_on_change` is False (a paired session's
-    rule: by the noise alone). The metrics that ask for another run (empty: stop)."""
+    rule: by the noise alone); `project`: by the part of the noise more measured runs take
+    off (the session's), else as if all of it fell with the square root of the runs.
+    The metrics that ask for another run (empty: stop)."""
     by_change = stop_on_change and runs >= 2
     return [
         name
         for name, v in verdicts.items()
-        if name in gated and v.status == "inconclusive" and v.decidable(runs, budget, by_change=by_change)
+        if name in gated
+        and v.status == "inconclusive"
+        and v.decidable(runs, budget, by_change=by_change, project=project)
     ]
 
 
@@ -294,6 +303,7 @@ SCENARIOS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    global CAP_S
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--baseline-reps", type=int, default=5)
@@ -319,17 +329,37 @@ def main(argv: list[str] | None = None) -> int:
         "(sim.calibration.synthetic_prompt_lens, no texts)",
     )
     parser.add_argument(
+        "--sqrt-rule",
+        dest="project",
+        action="store_false",
+        help="auto adds a run as if all of a verdict's noise fell with the square root of the runs "
+        "(the rule before Verdict.decidable's projection), not only the measured side's spread",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=CAP_S,
+        help=f"each run's time cap, in the simulated GPU's seconds (default {CAP_S:g}: the nightly profile's)",
+    )
+    parser.add_argument(
+        "--alarm-confidence",
+        type=float,
+        default=DEFAULT_ALARM_CONFIDENCE,
+        help=f"of a claimed change, at every look (default {DEFAULT_ALARM_CONFIDENCE}: --llmperf-alarm-confidence's)",
+    )
+    parser.add_argument(
         "--no-pool",
         dest="pool",
         action="store_false",
         help="judge each cell on its own spread between starts (no pooling over the suite's other servers)",
     )
     args = parser.parse_args(argv)
+    CAP_S = args.max_seconds  # what virtual_run caps each run at
     tolerances = parse_tolerance_overrides(args.tolerances.replace(",", "\n"))
     auto = args.measured_reps == "auto"
     first = 1 if auto else int(args.measured_reps)
 
-    confidence = DEFAULT_ALARM_CONFIDENCE  # a claimed change's, at every look (the session's)
+    confidence = args.alarm_confidence  # a claimed change's, at every look (the session's)
     count = max(nightly_prompts(c) for c in args.concurrency) + 16
     texts: list[str] | None = None
     if args.prompts == "sharegpt":
@@ -340,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print(
         f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
-        f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload ({args.prompts} prompts), "
-        f"{MODEL}; step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
+        f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload ({args.prompts} prompts, "
+        f"{CAP_S:g} s cap), "
+        f"{MODEL}; auto adds runs by {'the square-root rule' if not args.project else 'the noise they can take off'}; "
+        f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
     )
     header = f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | " + " | ".join(
         f"{s:>16}" for s in SCENARIOS if s != "none"
@@ -377,7 +409,11 @@ def main(argv: list[str] | None = None) -> int:
             base_m = [run(c, False, lens, rng) for _ in range(first)]
             base_cells = [mtp_b, *others] if args.pool else [mtp_b]
             base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
-            while auto and (asking := worth_another(len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED)):
+            while auto and (
+                asking := worth_another(
+                    len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED, project=args.project
+                )
+            ):
                 added_for[c].update(f"base {name}" for name in asking)
                 base_m.append(run(c, False, lens, rng))
                 base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
@@ -396,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 mtp_m = [run(c, True, lens, rng, **kw) for _ in range(first)]
                 verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
-                while auto and (asking := worth_another(len(mtp_m), args.max_reps, verdicts)):
+                while auto and (asking := worth_another(len(mtp_m), args.max_reps, verdicts, project=args.project)):
                     if scenario == "none":
                         added_for[c].update(f"mtp {name}" for name in asking)
                     mtp_m.append(run(c, True, lens, rng, **kw))

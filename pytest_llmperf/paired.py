@@ -154,6 +154,9 @@ class PairedSession(PerfSession):
     # change of 2 % read against a 3 % tolerance) left an unchanged image inconclusive in 12
     # of 100 trials, 9 of 100 with 8 blocks (benchmarks/paired_power.py, docs/verdicts.md).
     STOP_ON_CHANGE = False
+    # Both sides grow with every block, so the noise falls about as the square root of
+    # the blocks, as Verdict.decidable assumes without a projection.
+    PROJECT_NOISE = False
 
     def __init__(self, options: LlmperfOptions, *args: Any, **kwargs: Any) -> None:
         super().__init__(options, *args, **kwargs)

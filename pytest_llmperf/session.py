@@ -307,6 +307,10 @@ class PerfSession:
     # so a change read near the tolerance stops them; a paired session judges by the noise
     # alone at every look (paired.PairedSession, docs/verdicts.md).
     STOP_ON_CHANGE = True
+    # A run is added only where the noise it can take off could decide (Verdict.decidable):
+    # here the baseline's side is fixed, so only the measured side's spread falls with runs.
+    # A paired session's sides both grow; it keeps the square-root rule.
+    PROJECT_NOISE = True
 
     def __init__(
         self,
@@ -470,10 +474,11 @@ class PerfSession:
 
     def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
         """Auto repetitions go on while some verdict is inconclusive and could be decided
-        within the budget (Verdict.decidable: its noise shrinks with the square root of the
-        runs). After one run, that is judged by the noise alone (Verdict.resolution): one
-        run's change may sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither
-        pass nor regress; only the median of more runs moves it). From the second on, by the change
+        within the budget (Verdict.decidable: by the part of its noise that more measured
+        runs take off, PROJECT_NOISE, or as the square root of the runs). After one
+        run, that is judged by the noise alone (Verdict.resolution): one run's change may
+        sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
+        regress; only the median of more runs moves it). From the second on, by the change
         too (Verdict.more_data). A verdict that would need more runs than the budget allows
         stays inconclusive at the cost of what ran. A paired session judges by the noise
         alone at every look (STOP_ON_CHANGE)."""
@@ -481,7 +486,11 @@ class PerfSession:
             return False
         runs, budget = len(run.results), self.options.max_repetitions
         by_change = self.STOP_ON_CHANGE and runs >= 2
-        return any(v.status == Status.INCONCLUSIVE and v.decidable(runs, budget, by_change=by_change) for v in verdicts)
+        return any(
+            v.status == Status.INCONCLUSIVE
+            and v.decidable(runs, budget, by_change=by_change, project=self.PROJECT_NOISE)
+            for v in verdicts
+        )
 
     def extend(self, measured: MeasuredRun) -> bool:
         """Auto repetitions: one more run of `measured` on its server. False when the
@@ -1071,15 +1080,11 @@ class PerfSession:
                 paired_dof=max(blocks - 1, 1),
                 pool=pools.get(name),
             )
-            if "requests" not in entry:
+            if "requests" not in entry and errors[name] is None:
+                # with a spread between repetitions known, the request lines would not be read
                 notes[name] = (
-                    "the baseline has no per-request figures (recorded by an older version): "
-                    + (
-                        "judged on the tolerance alone"
-                        if errors[name] is None
-                        else "only the spread between repetitions is counted"
-                    )
-                    + "; re-record it to judge against the request-level noise"
+                    "the baseline has no per-request figures (recorded by an older version): judged on the "
+                    "tolerance alone; re-record it to judge against the request-level noise"
                 )
         return {"errors": errors, "notes": notes}
 

@@ -97,6 +97,7 @@ class Verdict:
     confidence: float = DEFAULT_CONFIDENCE
     note: str = ""  # how the noise was estimated, when it needs saying
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
+    run_share: float | None = None  # Noise.run_share: the part of the noise more measured runs shrink
 
     @property
     def ok(self) -> bool:
@@ -116,13 +117,18 @@ class Verdict:
             return (self.noise / abs(self.baseline) / tol.limit) ** 2
         return (self.noise / tol.limit) ** 2
 
-    def decidable(self, runs: int, budget: int, *, by_change: bool) -> bool:
-        """Whether more runs, up to `budget` in all, could decide this inconclusive verdict:
-        by the change as read (more_data) or by the noise alone (resolution: an unchanged
-        value would be shown within the tolerance), the noise taken to fall with the square
-        root of the runs (docs/verdicts.md, "Auto repetitions")."""
+    def decidable(self, runs: int, budget: int, *, by_change: bool, project: bool = True) -> bool:
+        """Whether more measured runs, up to `budget` in all, could decide this inconclusive
+        verdict: by the change as read (more_data) or by the noise alone (resolution: an
+        unchanged value would be shown within the tolerance). The factor asks the variance
+        to fall that many times. `project` with a known run_share: by as much as the
+        measured side's share can fall (variance_shrink: the baseline's share stays);
+        otherwise as if all of it fell with the runs (runs / budget)."""
         factor = self.more_data if by_change else self.resolution
-        return factor is not None and runs < budget and runs * factor <= budget
+        if factor is None or runs >= budget:
+            return False
+        shrink = variance_shrink(self.run_share, runs, budget) if project else None
+        return factor * (runs / budget if shrink is None else shrink) <= 1.0
 
 
 def _number(value: Any) -> float | None:
@@ -183,6 +189,9 @@ class Noise:
 
     sigma: float
     dof: float | None = None  # None: normal quantiles (many independent units)
+    # The share of sigma**2 that is the measured side's spread between runs, the one part
+    # more measured runs shrink (by _median_variance); None when that is not known.
+    run_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -228,21 +237,21 @@ def change_error(
 ) -> Noise | None:
     """The noise of (measured - baseline) for one metric.
 
-    `paired`: the request-level error of the change (metrics/uncertainty.paired_errors)
-    from one repetition of each side, resting on `paired_dof` degrees of freedom (its
-    independent blocks less one). Added to it, the noise common to a whole run: the
-    variance between repetitions, pooled over both sides (same setup, same noise: a side
-    with one repetition has the other's) and over `pool` (other cells' relative spread,
-    scaled to this metric's level), times the variance factor of each side's median
-    (1/n, or pi/2n from three repetitions); its degrees of freedom are the pooled ones.
-    Degrees of freedom of the two parts combine by Welch-Satterthwaite. None when
-    nothing is known.
+    Where the spread between repetitions is known, it alone: the variance of a run's value
+    between repetitions, pooled over both sides (same setup, same noise: a side with one
+    repetition has the other's) and over `pool` (other cells' relative spread, scaled to
+    this metric's level), times the variance factor of each side's median (1/n, or pi/2n
+    from three repetitions), on the pooled degrees of freedom. Every repetition sends the
+    same prompts, so that spread already holds how the same prompts' figures move within a
+    run; adding the request-level error to it would count that twice.
+
+    Where it is not (one repetition a side and no pool: an older baseline, the smoke
+    profile), `paired`: the request-level error of the change
+    (metrics/uncertainty.paired_errors) from one repetition of each side, on `paired_dof`
+    degrees of freedom (its independent blocks less one). None when neither is known.
     """
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
-    parts: list[tuple[float, float | None]] = []  # (variance, dof)
-    if paired is not None:
-        parts.append((paired**2, paired_dof))
     if b and m:
         squares = sum((len(x) - 1) * statistics.variance(x) for x in (b, m) if len(x) >= 2)
         dof = sum(len(x) - 1 for x in (b, m) if len(x) >= 2)
@@ -251,19 +260,25 @@ def change_error(
             squares += pool.dof * pool.variance * level**2
             dof += pool.dof
         if dof:
-            parts.append((squares / dof * (_median_variance(len(b)) + _median_variance(len(m))), dof))
-    if not parts:
+            spread = squares / dof
+            variance = spread * (_median_variance(len(b)) + _median_variance(len(m)))
+            if variance <= 0:
+                return Noise(0.0)
+            return Noise(math.sqrt(variance), dof, _median_variance(len(m)) * spread / variance)
+    if paired is None:
         return None
-    variance = sum(v for v, _ in parts)
-    if variance <= 0:
-        return Noise(0.0)
-    known = [(v, d) for v, d in parts if d is not None]
-    dof_all: float | None
-    if len(known) < len(parts):  # a part on normal quantiles: the fewest known degrees rule
-        dof_all = min((d for _, d in known), default=None)
-    else:
-        dof_all = variance**2 / sum(v**2 / d for v, d in known if v > 0)
-    return Noise(math.sqrt(variance), dof_all)
+    return Noise(abs(paired), paired_dof)
+
+
+def variance_shrink(run_share: float | None, runs: int, budget: int) -> float | None:
+    """The variance of a change's noise after `budget` measured runs over what it is after
+    `runs`, `run_share` of it being the measured side's: the baseline's share stays as it
+    is, the measured side's falls as its median's variance. None when run_share is not
+    known (a request-level error alone, which more runs of the measured side do not
+    shrink either: judged by the square-root rule)."""
+    if run_share is None or runs < 1 or budget < runs:
+        return None
+    return 1.0 - run_share + run_share * _median_variance(budget) / _median_variance(runs)
 
 
 def _median_variance(n: int) -> float:
@@ -379,6 +394,7 @@ def compare(
             more_data=more_data,
             change=change,
             noise=factor * sigma,
+            run_share=noise.run_share if noise is not None else None,
             note=note,
             confidence=at,
         )

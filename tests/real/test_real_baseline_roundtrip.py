@@ -162,8 +162,9 @@ def test_first_run_of_a_fresh_server_is_within_noise_of_the_second(project, requ
 
     The first run is held against the median of the next three on the same server start,
     with the noise the verdict rule gives a change (baselines.compare.change_error): the
-    request-level error of first vs second plus the spread between the later runs. A shared
-    2-core CPU drifts between runs of a few seconds by more than their request-level noise:
+    spread between the later runs, which holds their request-level noise (the
+    request-level error of first vs second stands in only where no spread is known). A
+    shared 2-core CPU drifts between runs of a few seconds by more than their request-level noise:
     CI read a first run of 82.8 tok/s against a second of 107.4 (request-level noise 17.5,
     97.5 %), with both runs' warm-ups at 71.5 and 69.2 tok/s, and earlier CI runs read the
     first run 2-3 % faster than the second. The spread of the later runs is what tells such

@@ -1,5 +1,6 @@
 """PerfSession without pytest: caching, one server at a time, and the baseline gate."""
 
+import itertools
 import json
 from contextlib import contextmanager
 from dataclasses import replace
@@ -361,14 +362,34 @@ BASE_TTFTS = [0.10, 0.30, 0.12, 0.28, 0.11, 0.29, 0.10, 0.31, 0.12, 0.29]
 NOISY_TTFTS = [0.30, 0.10, 0.28, 0.12, 0.29, 0.11, 0.31, 0.10, 0.29, 0.12]
 
 
-def record_ttft_baseline(tmp_path, workload):
-    recorder = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
+# The baseline's five starts, each moving every TTFT alike: a spread between runs of
+# about 23 %, wider than the 10 % tolerance (a deterministic fake would record none).
+START_SCALES = [1.0, 1.3, 0.75, 1.2, 0.85]
+
+
+def spread_starts(ttfts):
+    """An _execute whose every call is another start: the TTFTs scaled by START_SCALES in turn."""
+    scales = itertools.cycle(START_SCALES)
+
+    def execute(endpoint, requests, workload, speed):
+        scale = next(scales)
+        return jittered_result([t * scale for t in ttfts])
+
+    return execute
+
+
+def record_ttft_baseline(tmp_path, workload, *, spread=False, **cli):
+    """The TTFT baseline, of five runs unless `cli` says; `spread`: their starts differ
+    (START_SCALES)."""
+    recorder = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True, **cli)
+    if spread:
+        recorder._execute = spread_starts(BASE_TTFTS)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
 
 
 def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
-    record_ttft_baseline(tmp_path, workload)
+    record_ttft_baseline(tmp_path, workload, spread=True)
     perf = ttft_session(tmp_path, NOISY_TTFTS)
     with pytest.warns(UserWarning, match="inconclusive"):
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
@@ -379,7 +400,9 @@ def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path
 
 def test_inconclusive_fails_or_passes_as_the_option_says(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
-    record_ttft_baseline(tmp_path, workload)
+    # one run recorded: no spread between runs known, the request-level error alone (the
+    # same prompts moved a lot, the median barely) leaves it inconclusive
+    record_ttft_baseline(tmp_path, workload, llmperf_repetitions="1")
     strict = ttft_session(tmp_path, NOISY_TTFTS, llmperf_inconclusive="fail")
     with pytest.raises(PerfFailure, match="inconclusive"):
         strict.bind(strict.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
@@ -404,7 +427,7 @@ def test_baselines_keep_the_runs_request_lines(tmp_path):
 
 def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_a_note(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
-    record_ttft_baseline(tmp_path, workload)
+    record_ttft_baseline(tmp_path, workload, llmperf_repetitions="1")  # no spread between runs either
     path = tmp_path / "baselines" / "sim" / "m.json"
     doc = json.loads(path.read_text())
     (entry,) = doc["concurrency"]["1"].values()
@@ -435,6 +458,8 @@ def counting_ttft_session(tmp_path, ttfts, **cli):
 def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
     recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
+    spread = spread_starts(BASE_TTFTS)
+    recorder._execute = lambda *args: recorded.append(1) or spread(*args)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median", "decode_tok_s")
     assert len(recorded) == 5  # the baseline knows the spread between runs
     assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 5
@@ -475,6 +500,17 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
         moved.bind(moved.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2
     assert verdict.more_data is None or verdict.more_data > 5
+
+    # The same noise, most of it the baseline's spread, which more measured runs do not
+    # take off (Verdict.decidable): the square-root rule would add a run, the session adds
+    # none.
+    firm_verdict = replace(INCONCLUSIVE, run_share=0.2)
+    assert firm_verdict.decidable(1, 5, by_change=False, project=False)
+    firm, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
+    firm._verdicts = lambda *args: [firm_verdict]
+    with pytest.warns(UserWarning, match="inconclusive"):
+        firm.bind(firm.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    assert len(calls) == 1
 
 
 def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
@@ -523,7 +559,7 @@ def test_auto_repetitions_stop_when_the_sessions_time_budget_is_spent(tmp_path):
 
 def test_fixed_repetitions_never_add_runs(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
-    record_ttft_baseline(tmp_path, workload)
+    record_ttft_baseline(tmp_path, workload, spread=True)
     noisy, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_repetitions="1")
     with pytest.warns(UserWarning, match="inconclusive"):
         noisy.bind(noisy.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")

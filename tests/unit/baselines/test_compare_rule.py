@@ -12,6 +12,7 @@ from pytest_llmperf.baselines.compare import (
     compare_metrics,
     pooled_spread,
     t_quantile,
+    variance_shrink,
     z_value,
 )
 from pytest_llmperf.metrics.registry import Tolerance
@@ -111,26 +112,56 @@ def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
     assert noise.dof == pytest.approx(2.0)  # both parts rest on the baseline's 3 repetitions
 
 
-def test_change_error_pools_both_sides_spread_and_combines_with_paired_by_welch_satterthwaite():
+def test_change_error_pools_both_sides_spread_and_counts_it_alone_where_it_is_known():
+    # every repetition sends the same prompts: their spread holds the request-level noise
     noise = change_error(1.0, [100.0, 102.0], [100.0, 104.0], paired_dof=9)
     pooled = (2.0 + 8.0) / 2  # variances 2 and 8, one degree of freedom each
-    parts = [(1.0, 9), (pooled * (1 / 2 + 1 / 2), 2)]  # paired; the spread over both medians of 2
-    total = sum(v for v, _ in parts)
-    assert noise.sigma == pytest.approx(math.sqrt(total))
-    assert noise.dof == pytest.approx(total**2 / sum(v**2 / d for v, d in parts))
+    assert noise.sigma == pytest.approx(math.sqrt(pooled * (1 / 2 + 1 / 2)))  # over both medians of 2
+    assert noise.dof == pytest.approx(2.0)
 
 
-def test_auto_adds_a_run_while_the_budget_could_decide_with_the_square_root_of_the_runs():
-    # Inconclusive with no change: (16.45 / 10)^2 = 2.7 times the data would pass it.
-    v = compare("decode_tok_s", 100.0, 100.0, Tolerance("relative", 0.10), "higher", error=10.0)
+def test_change_error_is_the_request_level_error_where_no_spread_is_known():
+    noise = change_error(1.5, [100.0], [99.0], paired_dof=9)  # one repetition a side, no pool
+    assert (noise.sigma, noise.dof, noise.run_share) == (1.5, 9, None)
+    assert change_error(-1.5, [], [], paired_dof=3) == change_error(1.5, paired_dof=3)
+
+
+def test_change_error_says_which_share_of_its_variance_more_measured_runs_shrink():
+    # two runs a side: the measured side's median holds half of the variance
+    assert change_error(1.0, [100.0, 102.0], [100.0, 104.0], paired_dof=9).run_share == pytest.approx(0.5)
+    # five baseline runs, one measured: 1 of pi/10 + 1
+    noise = change_error(None, [100.0, 101.0, 99.0, 102.0, 98.0], [100.0])
+    assert noise.run_share == pytest.approx(1 / (math.pi / 10 + 1))
+    assert change_error(1.0, [], [], paired_dof=9).run_share is None  # no spread between runs known
+
+
+def test_variance_shrink_keeps_what_the_measured_runs_cannot_take_off():
+    # all of it the measured side's spread: 1 run -> 5 runs is the median's pi/10
+    assert variance_shrink(1.0, 1, 5) == pytest.approx(math.pi / 10)
+    # half of it the baseline's: only the other half falls
+    assert variance_shrink(0.5, 1, 5) == pytest.approx(0.5 + 0.5 * math.pi / 10)
+    assert variance_shrink(0.0, 1, 5) == 1.0
+    assert variance_shrink(None, 1, 5) is None
+
+
+def test_auto_adds_a_run_only_where_the_noise_it_can_take_off_could_decide():
+    # Inconclusive with no change: (16.45 / 10)^2 = 2.7 times less variance would pass it.
+    v = compare("decode_tok_s", 100.0, 100.0, Tolerance("relative", 0.10), "higher", error=Noise(10.0, run_share=0.95))
     assert v.status == "inconclusive" and v.resolution == pytest.approx(2.706, rel=1e-3)
-    assert v.decidable(1, 5, by_change=False)  # 1 x 2.7 <= 5
-    assert v.decidable(1, 3, by_change=False) and not v.decidable(2, 5, by_change=False)  # 2 x 2.7 > 5
-    assert not v.decidable(5, 5, by_change=False)  # the budget is spent
-    # by the change as read: "about Nx the data" times the runs so far within the budget
-    moved = compare("decode_tok_s", 100.0, 93.0, REL5, "higher", error=5.0)
-    assert moved.more_data == pytest.approx((8.224 / 7.0) ** 2, rel=1e-2)  # the 7-point change must clear 0
-    assert moved.decidable(2, 5, by_change=True) and not moved.decidable(4, 5, by_change=True)  # 4 x 1.38 > 5
+    # As if all the noise fell with the runs, 5 runs would decide it (2.7 * 1/5 < 1) ...
+    assert v.decidable(1, 5, by_change=False, project=False)
+    # ... and with 95 % of it the measured side's spread (0.05 + 0.95 * pi / 10 = 0.35 left) too,
+    assert v.decidable(1, 5, by_change=False)
+    # but not where the baseline's share is most of it.
+    mostly_fixed = compare(
+        "decode_tok_s", 100.0, 100.0, Tolerance("relative", 0.10), "higher", error=Noise(10.0, run_share=0.3)
+    )
+    assert not mostly_fixed.decidable(1, 5, by_change=False)
+    assert mostly_fixed.decidable(1, 5, by_change=False, project=False)
+    # an unknown share falls back to the square-root rule; a spent budget adds nothing
+    unknown = compare("decode_tok_s", 100.0, 100.0, Tolerance("relative", 0.10), "higher", error=10.0)
+    assert unknown.run_share is None and unknown.decidable(1, 5, by_change=False)
+    assert not v.decidable(5, 5, by_change=False)
 
 
 def test_pooled_spread_is_the_relative_variance_over_cells_with_two_or_more_runs():
