@@ -69,6 +69,9 @@ class Reached:
     loaded: int = 0
     # Samples with requests waiting on the server (the gauge above 0).
     queued: int = 0
+    # Completed streams that stalled (metrics/failures.stalls): a stalled stream stays in
+    # flight at the client after the server has finished generating it.
+    stalled: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,9 +80,13 @@ class Reached:
         """Why the run cannot be judged at its concurrency, with what to do; None when the
         peak reached `required`, or nothing shows it could have: no request waited on the
         server in MIN_QUEUED_SAMPLES samples and fewer than MIN_LOADED_SAMPLES samples caught the
-        client with `required` in flight."""
+        client with `required` in flight. Nor is a low peak with none waiting held against a
+        run whose streams stalled: the client's in-flight count then includes streams the
+        server had finished, and the stalls are named beside the verdict
+        (metrics/failures.faults_note) as what a change beside them may be."""
         capped = self.queued >= MIN_QUEUED_SAMPLES
-        if self.peak >= self.required or not (capped or self.loaded >= MIN_LOADED_SAMPLES):
+        loaded = self.loaded >= MIN_LOADED_SAMPLES and not self.stalled
+        if self.peak >= self.required or not (capped or loaded):
             return None
         of = (
             f"concurrency {self.concurrency}"
@@ -104,9 +111,9 @@ class Reached:
         )
 
 
-def reached(samples: Sequence[Sample] | None, concurrency: int, sent: int) -> Reached | None:
+def reached(samples: Sequence[Sample] | None, concurrency: int, sent: int, stalled: int = 0) -> Reached | None:
     """The figures of `samples` (None: not sampled, e.g. a server without the gauge or a
-    run shorter than one poll); None when there is nothing to judge, or the gauge never
+    run shorter than one poll), of a run with `stalled` stalled streams; None when there is nothing to judge, or the gauge never
     moved off 0 (stats disabled on the server)."""
     if not samples or sent < 1:
         return None
@@ -129,4 +136,5 @@ def reached(samples: Sequence[Sample] | None, concurrency: int, sent: int) -> Re
         required=required,
         loaded=sum(1 for s in samples if s[2] is not None and (s[1] is None or s[1] >= required)),
         queued=sum(1 for s in samples if s[2] is not None and s[3] is not None and s[3] > 0),
+        stalled=stalled,
     )

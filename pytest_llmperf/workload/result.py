@@ -115,8 +115,10 @@ class RunResult:
         """What the server's running gauge showed against the run's concurrency
         (metrics/concurrency.py); None where it was not sampled."""
         from pytest_llmperf.metrics.concurrency import reached
+        from pytest_llmperf.metrics.failures import stalls
 
-        return reached(self.running, int(self.config.get("concurrency") or 1), self.attempted)
+        stalled = stalls(self.records, self.clock_speed).streams
+        return reached(self.running, int(self.config.get("concurrency") or 1), self.attempted, stalled)
 
     def token_account(self) -> TokenAccount | None:
         """The run's output tokens from usage, the server's generation counter and the
