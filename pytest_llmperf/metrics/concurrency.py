@@ -113,8 +113,8 @@ class Reached:
 
 def reached(samples: Sequence[Sample] | None, concurrency: int, sent: int, stalled: int = 0) -> Reached | None:
     """The figures of `samples` (None: not sampled, e.g. a server without the gauge or a
-    run shorter than one poll), of a run with `stalled` stalled streams; None when there is nothing to judge, or the gauge never
-    moved off 0 (stats disabled on the server)."""
+    run shorter than one poll), of a run with `stalled` stalled streams; None when there
+    is nothing to judge, or the gauge never moved off 0 (stats disabled on the server)."""
     if not samples or sent < 1:
         return None
     running = [float(s[2]) for s in samples if s[2] is not None]
