@@ -48,13 +48,13 @@ sys.path.insert(0, str(HERE))
 from verdict_power import (  # noqa: E402
     ACCEPTANCE_NOISE,
     BASE_GATED,
-    CAP_S,
     GATED,
     MAX_TOKENS,
     METRICS,
     MODEL,
     STEP_NOISE,
     Run,
+    cap_s,
     judge,
     judge_base,
     nightly_prompts,
@@ -119,7 +119,7 @@ def http_run(config: SimConfig, requests, c: int, speed: float) -> Run:
     run_config = RunConfig(
         concurrency=c,
         num_prompts=nightly_prompts(c),
-        max_seconds=CAP_S / speed,
+        max_seconds=cap_s(c) / speed,
         max_tokens=MAX_TOKENS,
         warmup_requests=0,
         progress=False,

@@ -23,7 +23,7 @@ from pytest_llmperf.metrics.steady import steady_tok_s  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.virtual import run_virtual  # noqa: E402
-from pytest_llmperf.workload.workload import PROFILE_SCALE  # noqa: E402
+from pytest_llmperf.workload.workload import PROFILE_SCALE, profile_scale  # noqa: E402
 
 MODEL = "Qwen/Qwen3.6-27B-FP8"
 
@@ -45,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.10)
     parser.add_argument("--profile", choices=sorted(PROFILE_SCALE), default="nightly")
     args = parser.parse_args(argv)
-    per_stream, minimum, cap = PROFILE_SCALE[args.profile]
-    print(f"steps x{args.scale:g} on base and MTP ({MODEL}, {args.profile} workload, cap {cap:g} s)")
+    caps = ", ".join(f"{profile_scale(args.profile, c)[2]:g} s at {c}" for c in (1, 8, 32))
+    print(f"steps x{args.scale:g} on base and MTP ({MODEL}, {args.profile} workload, caps {caps})")
     print(f"{'conc':>4}  {'figure':<20} {'base':>16} {'mtp':>16} {'speedup':>15}")
     for c in (1, 8, 32):
+        per_stream, minimum, cap = profile_scale(args.profile, c)
         prompts = max(per_stream * c, minimum)
         base0, base1 = figures(c, prompts, cap, 1.0, False), figures(c, prompts, cap, args.scale, False)
         mtp0, mtp1 = figures(c, prompts, cap, 1.0, True), figures(c, prompts, cap, args.scale, True)

@@ -17,7 +17,7 @@ default tolerances; the spread between starts pooled, as the session pools it, o
 suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
 the 35B pair: the same profiles with starts of their own; --no-pool judges without).
 Workload: the `nightly` profile of the seed suite (workload.PROFILE_SCALE: max(16 x c, 64)
-prompts, 150 s cap, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles. Its
+prompts, a 100 s cap below 16 streams and 150 s from 16, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles. Its
 prompts: the seed suite's ShareGPT file sampled as the plugin samples it, texts and all
 (the simulator drafts by the text), or with `--prompts synthetic` the calibration's
 synthetic lengths (what the tables before used: they catch a 5 % drop at 32 streams far
@@ -77,14 +77,16 @@ from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: 
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.virtual import VirtualResult, run_virtual  # noqa: E402
 from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests  # noqa: E402
-from pytest_llmperf.workload.workload import PROFILE_SCALE  # noqa: E402
+from pytest_llmperf.workload.workload import profile_scale  # noqa: E402
 
 MODEL = "Qwen/Qwen3.6-27B-FP8"
 CONCURRENCIES = (1, 8, 32)
 STEP_NOISE = {1: 0.07, 8: 0.01, 32: 0.01}
 ACCEPTANCE_NOISE = 0.01
 MAX_TOKENS = 256
-PER_STREAM, MIN_PROMPTS, CAP_S = PROFILE_SCALE["nightly"]  # the nightly profile's prompts and time cap
+# Each run's time cap, in the simulated GPU's seconds, where --max-seconds sets one: else
+# the nightly profile's at the run's concurrency.
+CAP_S: float | None = None
 METRICS = ("decode_tok_s", GATED_DECODE, "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
 GATED = (GATED_DECODE, "acceptance_rate", "acceptance_length", "tpot_ms_median")  # the seed MTP test
 BASE_GATED = (GATED_DECODE, "tpot_ms_median", "ttft_ms_median")  # the seed base test
@@ -94,7 +96,13 @@ SEED_FIXED_S = {1: 300.0, 8: 300.0, 32: 627.0}
 
 
 def nightly_prompts(c: int) -> int:
-    return max(int(PER_STREAM) * c, int(MIN_PROMPTS))
+    per_stream, minimum, _ = profile_scale("nightly", c)
+    return max(per_stream * c, minimum)
+
+
+def cap_s(c: int) -> float:
+    """A run's time cap at concurrency `c`: --max-seconds', else the nightly profile's."""
+    return CAP_S if CAP_S is not None else profile_scale("nightly", c)[2]
 
 
 @dataclass
@@ -127,7 +135,7 @@ def one_run(
 
 def virtual_run(cfg: SimConfig, lens: list[int], c: int, prompts: list[str] | None = None) -> Run:
     """The nightly workload at concurrency `c` on the virtual clock, and its gated figures."""
-    r = run_virtual(cfg, lens, c, MAX_TOKENS, num_prompts=nightly_prompts(c), max_seconds=CAP_S, prompts=prompts)
+    r = run_virtual(cfg, lens, c, MAX_TOKENS, num_prompts=nightly_prompts(c), max_seconds=cap_s(c), prompts=prompts)
     figures = {
         "decode_tok_s": r.decode_tok_s,
         GATED_DECODE: steady_tok_s(r.spans, c) or 0.0,
@@ -338,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-seconds",
         type=float,
-        default=CAP_S,
-        help=f"each run's time cap, in the simulated GPU's seconds (default {CAP_S:g}: the nightly profile's)",
+        default=None,
+        help="each run's time cap, in the simulated GPU's seconds (default: the nightly profile's at the run's "
+        "concurrency)",
     )
     parser.add_argument(
         "--alarm-confidence",
@@ -371,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
         f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload ({args.prompts} prompts, "
-        f"{CAP_S:g} s cap), "
+        f"caps {', '.join(f'{cap_s(c):g} s at {c}' for c in args.concurrency)}), "
         f"{MODEL}; auto adds runs by {'the square-root rule' if not args.project else 'the noise they can take off'}; "
         f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
     )

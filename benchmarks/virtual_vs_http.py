@@ -40,7 +40,7 @@ from pytest_llmperf.workload.config import RunConfig  # noqa: E402
 from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests  # noqa: E402
 from pytest_llmperf.workload.runner import run_benchmark  # noqa: E402
 from pytest_llmperf.workload.token_counts import ServerTokenCounter  # noqa: E402
-from pytest_llmperf.workload.workload import PROFILE_SCALE  # noqa: E402
+from pytest_llmperf.workload.workload import PROFILE_SCALE, profile_scale  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "Qwen/Qwen3.6-27B-FP8"
@@ -96,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="nightly", choices=sorted(PROFILE_SCALE))
     parser.add_argument("--servers", nargs="+", default=["base", "MTP"], choices=["base", "MTP"])
     args = parser.parse_args(argv)
-    per_stream, least, cap = PROFILE_SCALE[args.profile]
     conversations = load_sharegpt(find_dataset(None, ROOT))
     started = time.monotonic()
     print(
@@ -115,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         name = "MTP" if speculative else "base"
         for c in args.concurrency:
-            prompts = max(int(per_stream * c), int(least))
+            per_stream, least, cap = profile_scale(args.profile, c)
+            prompts = max(per_stream * c, least)
             # A fresh server per run: a run starts on an idle engine both ways.
             served = dataclasses.replace(config, speed=args.speed)
             with simulated_process(served) as sim:
