@@ -180,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tolerances", default="", help="overrides as the ini's llmperf_tolerances: 'steady_decode_tok_s = 3%%, ...'"
     )
+    parser.add_argument(
+        "--show-alarms",
+        action="store_true",
+        help="print each false alarm (OLD == NEW read regressed): the trial, its blocks, and each regressed "
+        "metric's change and noise at the last look",
+    )
     args = parser.parse_args(argv)
     tolerances = parse_tolerance_overrides(args.tolerances.replace(",", "\n"))
     started = time.monotonic()
@@ -203,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
                     folders[i] = stored(c, lens, args.stored_reps, f"{args.seed}:{c}:{i}")
                 verdicts, used = trial(c, lens, rng, args, SCENARIOS[scenario], tolerances, folders[i])
                 blocks.append(used)
+                if args.show_alarms and SCENARIOS[scenario] == 1.0:
+                    for name in GATED:
+                        v = verdicts[name]
+                        if v.status == "regressed" and v.change is not None:
+                            print(
+                                f"      trial {i}: {name} regressed at {used} blocks, change "
+                                f"{v.change.relative:+.2%} ({v.change.absolute:+.4g}), noise +/-{v.noise:.4g}"
+                            )
                 for name, verdict in verdicts.items():
                     counts[name][verdict.status] = counts[name].get(verdict.status, 0) + 1
                 gated = [verdicts[name].status for name in GATED]
