@@ -249,8 +249,8 @@ class PairedSession(PerfSession):
         last = measured.results[-1]
         return not (last.partial or not last.completed or measured.server_death)
 
-    def extend(self, measured: MeasuredRun) -> bool:
-        """Auto repetitions, paired: one more block of OLD and NEW."""
+    def extend(self, measured: MeasuredRun, why: str = "inconclusive") -> bool:
+        """Auto repetitions, paired: one more block of OLD and NEW, `why` said in the log."""
         old = self.against.get((measured.server, measured.workload))
         if old is None or not self._can_extend(measured):
             return False
@@ -258,7 +258,7 @@ class PairedSession(PerfSession):
             return False
         started = self.clock()
         self.log(
-            f"{measured.server.name} @ concurrency {measured.concurrency}: inconclusive, paired block "
+            f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, paired block "
             f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
         )
         try:

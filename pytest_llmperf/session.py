@@ -30,6 +30,7 @@ from pytest_llmperf.baselines.compare import (
     median_of,
     other_workload_message,
     pooled_spread,
+    wanting_another,
 )
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
@@ -472,34 +473,43 @@ class PerfSession:
         self.log(measured.server_death)
         self.pool.retire(measured.server, measured.server_death)
 
-    def _worth_another(self, run: MeasuredRun, verdicts: list[Any]) -> bool:
-        """Auto repetitions go on while some verdict is inconclusive and could be decided
-        within the budget (Verdict.decidable: by the part of its noise that more measured
-        runs take off, PROJECT_NOISE, or as the square root of the runs). After one
-        run, that is judged by the noise alone (Verdict.resolution): one run's change may
-        sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
+    def _worth_another(self, run: MeasuredRun, verdicts: list[Any], first_look: bool = False) -> str | None:
+        """Why auto repetitions add a run (for the log line), or None to stop: some verdict
+        is inconclusive and could be decided within the budget (Verdict.decidable: by the
+        part of its noise that more measured runs take off, PROJECT_NOISE, or as the square
+        root of the runs), or is regressed at the gate's `first_look` (its first judgement,
+        on the runs made before it) and is read again before it is reported
+        (compare.wanting_another). After one run, an
+        inconclusive one is judged by the noise alone (Verdict.resolution): one run's change
+        may sit anywhere in its noise (a true 5 % drop read as 2.5 % can neither pass nor
         regress; only the median of more runs moves it). From the second on, by the change
         too (Verdict.more_data). A verdict that would need more runs than the budget allows
         stays inconclusive at the cost of what ran. A paired session judges by the noise
         alone at every look (STOP_ON_CHANGE)."""
         if self.options.repetitions != "auto":
-            return False
+            return None
         runs, budget = len(run.results), self.options.max_repetitions
-        by_change = self.STOP_ON_CHANGE and runs >= 2
-        return any(
-            v.status == Status.INCONCLUSIVE
-            and v.decidable(runs, budget, by_change=by_change, project=self.PROJECT_NOISE)
-            for v in verdicts
+        asking = wanting_another(
+            verdicts,
+            runs,
+            budget,
+            by_change=self.STOP_ON_CHANGE and runs >= 2,
+            project=self.PROJECT_NOISE,
+            confirm=first_look,
         )
+        if not asking:
+            return None
+        regressed = [v.metric for v in verdicts if v.metric in asking and v.status == Status.REGRESSED]
+        return f"{', '.join(regressed)} regressed at the first look, read again" if regressed else "inconclusive"
 
-    def extend(self, measured: MeasuredRun) -> bool:
-        """Auto repetitions: one more run of `measured` on its server. False when the
-        budget is spent or the run was interrupted."""
+    def extend(self, measured: MeasuredRun, why: str = "inconclusive") -> bool:
+        """Auto repetitions: one more run of `measured` on its server, `why` said in the log.
+        False when the budget is spent or the run was interrupted."""
         if not self._can_extend(measured):
             return False
         started = self.clock()
         self.log(
-            f"{measured.server.name} @ concurrency {measured.concurrency}: inconclusive, repetition "
+            f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, repetition "
             f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
         )
         endpoint = self._fresh_start(measured)
@@ -818,10 +828,13 @@ class PerfSession:
 
         entry = self._gate_entry(run, base, record=record, workload=workload, command=command, target=target)
         invalid, outputs = self._check_outputs(run, entry, record, invalid)
+        looks = 0
         while True:
             entry = self._refresh_entry(entry, run, base)
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
-            if invalid or not self._worth_another(run, verdicts) or not self.extend(run):
+            looks += 1
+            why = None if invalid else self._worth_another(run, verdicts, first_look=looks == 1)
+            if why is None or not self.extend(run, why):
                 break
         record.verdicts = verdicts
         self._append_history(

@@ -131,6 +131,27 @@ class Verdict:
         return factor * (runs / budget if shrink is None else shrink) <= 1.0
 
 
+def wanting_another(
+    verdicts: Iterable[Verdict], runs: int, budget: int, *, by_change: bool, project: bool = True, confirm: bool = False
+) -> list[str]:
+    """The metrics of `verdicts` that ask for another measured run when `runs` were made
+    of at most `budget`: an inconclusive one that more runs could decide
+    (Verdict.decidable), and under `confirm` (the first look of auto repetitions) a
+    regressed one. A regression read at the first look is read again with one more run
+    before it is reported: a host that ran slow for a while (a shared machine's other
+    load, a neighbour on the hypervisor) reads as a regression of one server start that
+    the next start does not repeat, while a real one repeats (docs/verdicts.md, "Auto
+    repetitions"). Empty: stop."""
+    if runs >= budget:
+        return []
+    return [
+        v.metric
+        for v in verdicts
+        if (v.status == Status.INCONCLUSIVE and v.decidable(runs, budget, by_change=by_change, project=project))
+        or (confirm and v.status == Status.REGRESSED)
+    ]
+
+
 def _number(value: Any) -> float | None:
     """A finite float, or None for "no value" (None, NaN)."""
     if value is None:

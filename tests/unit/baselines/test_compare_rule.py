@@ -13,6 +13,7 @@ from pytest_llmperf.baselines.compare import (
     pooled_spread,
     t_quantile,
     variance_shrink,
+    wanting_another,
     z_value,
 )
 from pytest_llmperf.metrics.registry import Tolerance
@@ -162,6 +163,25 @@ def test_auto_adds_a_run_only_where_the_noise_it_can_take_off_could_decide():
     unknown = compare("decode_tok_s", 100.0, 100.0, Tolerance("relative", 0.10), "higher", error=10.0)
     assert unknown.run_share is None and unknown.decidable(1, 5, by_change=False)
     assert not v.decidable(5, 5, by_change=False)
+
+
+def test_a_regression_at_the_first_look_asks_for_one_more_run_and_only_there():
+    tol = Tolerance("relative", 0.10)
+    regressed = compare("decode_tok_s", 100.0, 80.0, tol, "higher", error=2.0)
+    passed = compare("tpot_ms_median", 10.0, 10.0, tol, "lower", error=0.1)
+    hopeful = compare("ttft_ms_median", 100.0, 100.0, tol, "lower", error=Noise(10.0, run_share=0.95))
+    assert (regressed.status, passed.status, hopeful.status) == ("regressed", "pass", "inconclusive")
+    assert wanting_another([regressed, passed], 1, 5, by_change=False, confirm=True) == ["decode_tok_s"]
+    # after the first look a regression is reported as read; a pass never asks
+    assert wanting_another([regressed, passed], 2, 5, by_change=True) == []
+    # an inconclusive verdict asks by Verdict.decidable, beside a confirmation or not
+    assert wanting_another([hopeful, regressed], 1, 5, by_change=False, confirm=True) == [
+        "ttft_ms_median",
+        "decode_tok_s",
+    ]
+    assert wanting_another([hopeful], 1, 5, by_change=False) == ["ttft_ms_median"]
+    # a spent budget asks for nothing
+    assert wanting_another([hopeful, regressed], 5, 5, by_change=False, confirm=True) == []
 
 
 def test_pooled_spread_is_the_relative_variance_over_cells_with_two_or_more_runs():
