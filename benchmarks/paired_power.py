@@ -104,16 +104,29 @@ def stored(c: int, lens: list[int], reps: int, seed: str) -> tuple[list[list[Run
     return cells, speedups
 
 
-def more(runs: int, budget: int, verdicts: dict, rule: str) -> bool:
+def more(runs: int, budget: int, verdicts: dict, rule: str, first_look: int = 2, confirm: bool = True) -> bool:
     """Whether auto adds a block: `noise` is the paired session's rule
     (PairedSession.STOP_ON_CHANGE False: an unchanged value could pass within the budget),
     `change` the baseline gate's (from the second run on, by the change as read),
     `inconclusive` any gated metric inconclusive, whatever the noise. Both sides grow with
     every block, so the noise is taken to fall as the square root of the blocks
-    (PairedSession.PROJECT_NOISE False)."""
+    (PairedSession.PROJECT_NOISE False). With `confirm`, a gated metric regressed at the
+    first look (`first_look` blocks) asks for one more (compare.wanting_another)."""
     if rule == "inconclusive":
-        return runs < budget and any(verdicts[name].status == "inconclusive" for name in GATED)
-    return bool(worth_another(runs, budget, verdicts, stop_on_change=rule == "change", project=False))
+        if runs < budget and any(verdicts[name].status == "inconclusive" for name in GATED):
+            return True
+        rule = "noise"  # for the confirmation alone: inconclusive verdicts were asked above
+    return bool(
+        worth_another(
+            runs,
+            budget,
+            verdicts,
+            stop_on_change=rule == "change",
+            project=False,
+            first_look=first_look,
+            confirm=confirm,
+        )
+    )
 
 
 def trial(
@@ -146,7 +159,7 @@ def trial(
     cells, speedups = folder
     pooled = {"others": [base_new, *cells], "other_speedups": speedups}
     verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
-    while len(mtp_new) < most and more(len(mtp_new), most, verdicts, args.add_blocks):
+    while len(mtp_new) < most and more(len(mtp_new), most, verdicts, args.add_blocks, first, args.confirm):
         block(box, True, mtp_old, mtp_new, new_scale)
         verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
     return verdicts, len(mtp_new)
@@ -166,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         default="noise" if not PairedSession.STOP_ON_CHANGE else "change",
         help="when auto adds a block: noise (the plugin's paired rule), change (the baseline gate's), "
         "inconclusive (whenever a gated metric is)",
+    )
+    parser.add_argument(
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="a regression read at the first look is reported as it is, not read again with another block",
     )
     parser.add_argument("--drift", type=float, default=0.0, help="step-time drift per server start (0.002: 0.2%%)")
     parser.add_argument("--seed", type=int, default=0)
@@ -191,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print(
         f"paired power: {args.trials} trials per scenario, blocks {args.blocks} (max {args.max_blocks}, added by "
-        f"{args.add_blocks}), "
+        f"{args.add_blocks}{'; a first look regressed read again' if args.confirm else ''}), "
         f"drift {args.drift:g} per start; stored baselines {args.stored_reps} rep(s) x 4 servers; "
         f"nightly workload, Qwen/Qwen3.6-27B-FP8 base and MTP; "
         f"tolerances: {args.tolerances or 'defaults'}"
@@ -201,12 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     for c in args.concurrency:
         folders: dict[int, tuple] = {}
         for scenario in args.scenarios:
-            rng = random.Random(f"{args.seed}:{c}:{scenario}")
             counts: dict[str, dict[str, int]] = {m: {} for m in [*METRICS, "MTP test"]}
             blocks = []
             for i in range(args.trials):
                 if i not in folders:
                     folders[i] = stored(c, lens, args.stored_reps, f"{args.seed}:{c}:{i}")
+                # each trial its own seed: a rule that adds a block changes only the trials where it does
+                rng = random.Random(f"{args.seed}:{c}:{scenario}:{i}")
                 verdicts, used = trial(c, lens, rng, args, SCENARIOS[scenario], tolerances, folders[i])
                 blocks.append(used)
                 if args.show_alarms and SCENARIOS[scenario] == 1.0:

@@ -10,7 +10,9 @@ Each trial is one comparison as a user's CI makes it: a baseline recorded from
 records), then `--measured-reps` runs of the same workload (`auto`, the nightly default:
 one, then one more on a fresh start while a gated metric of the seed suite's MTP test
 (steady decode, acceptance rate and length, TPOT) is inconclusive and could be decided
-within `--max-reps`; the speedup is judged on the runs that made), judged by the
+within `--max-reps`, or regressed at the first look (read again, unless --no-confirm);
+then the seed suite's speedup test, on the runs that made, adding its own the same way),
+judged by the
 plugin's own rule (baselines/compare.py: the spread between repetitions, or where
 none is known the paired block bootstrap of metrics/uncertainty.py) with the
 default tolerances; the spread between starts pooled, as the session pools it, over the
@@ -66,6 +68,7 @@ from pytest_llmperf.baselines.compare import (  # noqa: E402
     change_error,
     compare,
     pooled_spread,
+    wanting_another,
 )
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
 from pytest_llmperf.metrics import registry  # noqa: E402
@@ -179,21 +182,25 @@ def worth_another(
     gated: tuple[str, ...] = GATED,
     stop_on_change: bool = True,
     project: bool = True,
+    first_look: bool = False,
+    confirm: bool = True,
 ) -> list[str]:
-    """The session's rule (PerfSession._worth_another): go on while some inconclusive
-    gated verdict could be decided within the budget (Verdict.decidable); from the second
-    run on by the change as read, unless `stop_on_change` is False (a paired session's
-    rule: by the noise alone); `project`: by the part of the noise more measured runs take
-    off (the session's), else as if all of it fell with the square root of the runs.
-    The metrics that ask for another run (empty: stop)."""
-    by_change = stop_on_change and runs >= 2
-    return [
-        name
-        for name, v in verdicts.items()
-        if name in gated
-        and v.status == "inconclusive"
-        and v.decidable(runs, budget, by_change=by_change, project=project)
-    ]
+    """The session's rule (PerfSession._worth_another, compare.wanting_another): go on
+    while some inconclusive gated verdict could be decided within the budget
+    (Verdict.decidable), or, with `confirm`, one is regressed at the gate's `first_look` (its
+    first judgement: a regression is read again before it is reported); from the second run on by
+    the change as read, unless `stop_on_change` is False (a paired session's rule: by the
+    noise alone); `project`: by the part of the noise more measured runs take off (the
+    session's), else as if all of it fell with the square root of the runs. The metrics
+    that ask for another run (empty: stop)."""
+    return wanting_another(
+        [v for name, v in verdicts.items() if name in gated],
+        runs,
+        budget,
+        by_change=stop_on_change and runs >= 2,
+        project=project,
+        confirm=confirm and first_look,
+    )
 
 
 def judge_base(
@@ -357,6 +364,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"of a claimed change, at every look (default {DEFAULT_ALARM_CONFIDENCE}: --llmperf-alarm-confidence's)",
     )
     parser.add_argument(
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="auto reports a regression read at the first look as it is (the rule before "
+        "compare.wanting_another's confirmation), without reading it again",
+    )
+    parser.add_argument(
         "--no-pool",
         dest="pool",
         action="store_false",
@@ -381,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         f"verdict power: {args.trials} trials per concurrency, baseline {args.baseline_reps} rep(s), "
         f"measured {args.measured_reps} rep(s) (max {args.max_reps}); nightly workload ({args.prompts} prompts, "
         f"caps {', '.join(f'{cap_s(c):g} s at {c}' for c in args.concurrency)}), "
-        f"{MODEL}; auto adds runs by {'the square-root rule' if not args.project else 'the noise they can take off'}; "
+        f"{MODEL}; auto adds runs by {'the square-root rule' if not args.project else 'the noise they can take off'}"
+        f"{', and reads a first look regressed again' if args.confirm else ', and reports a first look regressed'}; "
         f"step noise {STEP_NOISE}, acceptance noise {ACCEPTANCE_NOISE:.0%}"
     )
     header = f"{'conc':>4}  {'metric':<18} {'false alarm':>11} {'inconcl.':>8} | " + " | ".join(
@@ -396,11 +411,15 @@ def main(argv: list[str] | None = None) -> int:
     base_reps: dict[int, list[int]] = {c: [] for c in args.concurrency}
     base_counts: dict[int, dict[str, int]] = {c: {} for c in args.concurrency}
     base_alarms: dict[int, dict[str, int]] = {c: dict.fromkeys(BASE_GATED, 0) for c in args.concurrency}
+    # MTP tests with a gated metric regressed at the first look, by scenario: how they ended.
+    read_again = {c: {s: collections.Counter() for s in SCENARIOS} for c in args.concurrency}
     for c in args.concurrency:
-        rng = random.Random(f"{args.seed}:{c}")
         counts: dict[str, dict[str, dict[str, int]]] = {s: {m: {} for m in METRICS} for s in SCENARIOS}
         rate0 = run(c, True, lens, random.Random(0)).figures["acceptance_rate"]
-        for _ in range(args.trials):
+        for trial in range(args.trials):
+            # Each trial, and each scenario's measured runs, draw from their own seed: a rule
+            # that adds a run changes only the trials where it does (--no-confirm against the default).
+            rng = random.Random(f"{args.seed}:{c}:{trial}")
             base_b = [run(c, False, lens, rng) for _ in range(args.baseline_reps)]
             mtp_b = [run(c, True, lens, rng) for _ in range(args.baseline_reps)]
             # The seed suite's other model (35B base and MTP) at this concurrency: stand-ins of
@@ -420,7 +439,13 @@ def main(argv: list[str] | None = None) -> int:
             base_verdicts = judge_base(c, base_b, base_m, confidence, tolerances, base_cells)
             while auto and (
                 asking := worth_another(
-                    len(base_m), args.max_reps, base_verdicts, gated=BASE_GATED, project=args.project
+                    len(base_m),
+                    args.max_reps,
+                    base_verdicts,
+                    gated=BASE_GATED,
+                    project=args.project,
+                    first_look=len(base_m) == first,
+                    confirm=args.confirm,
                 )
             ):
                 added_for[c].update(f"base {name}" for name in asking)
@@ -439,13 +464,49 @@ def main(argv: list[str] | None = None) -> int:
                     "step_scale": change.get("step_scale", 1.0),
                     "acceptance_scale": 1.0 - drop / rate0 if drop else 1.0,
                 }
-                mtp_m = [run(c, True, lens, rng, **kw) for _ in range(first)]
+                measured_rng = random.Random(f"{args.seed}:{c}:{trial}:{scenario}")
+                mtp_m = [run(c, True, lens, measured_rng, **kw) for _ in range(first)]
                 verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
-                while auto and (asking := worth_another(len(mtp_m), args.max_reps, verdicts, project=args.project)):
+                first_look = [name for name in GATED if verdicts[name].status == "regressed"]
+                while auto and (
+                    asking := worth_another(
+                        len(mtp_m),
+                        args.max_reps,
+                        verdicts,
+                        project=args.project,
+                        first_look=len(mtp_m) == first,
+                        confirm=args.confirm,
+                    )
+                ):
                     if scenario == "none":
                         added_for[c].update(f"mtp {name}" for name in asking)
-                    mtp_m.append(run(c, True, lens, rng, **kw))
+                    mtp_m.append(run(c, True, lens, measured_rng, **kw))
                     verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
+                if auto and first_look:
+                    ended = "regressed" if any(verdicts[n].status == "regressed" for n in GATED) else "not"
+                    read_again[c][scenario][ended] += 1
+                # The seed suite's speedup test judges the MTP server's runs as they stand and
+                # adds its own, its first look's regression read again too; the MTP test's
+                # verdicts are the ones it reported.
+                reported = dict(verdicts)
+                speed_look = True
+                while auto and (
+                    asking := worth_another(
+                        len(mtp_m),
+                        args.max_reps,
+                        verdicts,
+                        gated=("mtp_speedup",),
+                        project=args.project,
+                        first_look=speed_look,
+                        confirm=args.confirm,
+                    )
+                ):
+                    if scenario == "none":
+                        added_for[c].update(f"speedup test {name}" for name in asking)
+                    mtp_m.append(run(c, True, lens, measured_rng, **kw))
+                    verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
+                    speed_look = False
+                verdicts = {**reported, "mtp_speedup": verdicts["mtp_speedup"]}
                 if scenario == "none":
                     # each repetition after the first is a fresh server start: a model load
                     device_nightly += (sum(r.result.duration for r in mtp_m) + (len(mtp_m) - 1) * args.load_s) * 2
@@ -482,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         asked = ", ".join(f"{name} {k}" for name, k in added_for[c].most_common()) or "none"
         print(f"{c:>4}  added runs with no change, per metric that asked for one: {asked}")
+        if auto:
+            ends = ", ".join(
+                f"{scenario} {sum(got.values())} ({got['regressed']} regressed)"
+                for scenario, got in read_again[c].items()
+            )
+            print(f"{c:>4}  MTP tests regressed at the first look (a gated metric), and how many ended so: {ends}")
     device_nightly /= args.trials
     print(
         f"device time of one nightly verdict of the seed suite (4 servers, measured runs with no change, "
