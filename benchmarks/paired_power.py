@@ -104,14 +104,14 @@ def stored(c: int, lens: list[int], reps: int, seed: str) -> tuple[list[list[Run
     return cells, speedups
 
 
-def more(runs: int, budget: int, verdicts: dict, rule: str, first_look: int = 2, confirm: bool = True) -> bool:
+def more(runs: int, budget: int, verdicts: dict, rule: str, first_look: bool = False, confirm: bool = True) -> bool:
     """Whether auto adds a block: `noise` is the paired session's rule
     (PairedSession.STOP_ON_CHANGE False: an unchanged value could pass within the budget),
     `change` the baseline gate's (from the second run on, by the change as read),
     `inconclusive` any gated metric inconclusive, whatever the noise. Both sides grow with
     every block, so the noise is taken to fall as the square root of the blocks
     (PairedSession.PROJECT_NOISE False). With `confirm`, a gated metric regressed at the
-    first look (`first_look` blocks) asks for one more (compare.wanting_another)."""
+    `first_look` (the blocks made up front) asks for one more (compare.wanting_another)."""
     if rule == "inconclusive":
         if runs < budget and any(verdicts[name].status == "inconclusive" for name in GATED):
             return True
@@ -159,7 +159,9 @@ def trial(
     cells, speedups = folder
     pooled = {"others": [base_new, *cells], "other_speedups": speedups}
     verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
-    while len(mtp_new) < most and more(len(mtp_new), most, verdicts, args.add_blocks, first, args.confirm):
+    while len(mtp_new) < most and more(
+        len(mtp_new), most, verdicts, args.add_blocks, len(mtp_new) == first, args.confirm
+    ):
         block(box, True, mtp_old, mtp_new, new_scale)
         verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
     return verdicts, len(mtp_new)
