@@ -7,8 +7,9 @@ same box, with the same prompts and the same warm-ups, one server at a time, in 
 whose order alternates (A B, B A, A B, ...: a drift over the session weighs on both
 alike). Under `--llmperf-repetitions auto` two blocks run up front, and another follows
 while a gated metric is inconclusive and an unchanged value could still be shown within
-its tolerance (PairedSession.STOP_ON_CHANGE), within `--llmperf-max-repetitions` (8
-blocks unless given) and `--llmperf-repetition-budget`.
+its tolerance (PairedSession.STOP_ON_CHANGE), or is regressed at the first look (read
+again: compare.wanting_another), within `--llmperf-max-repetitions` (8 blocks unless
+given) and `--llmperf-repetition-budget`.
 
 NEW is judged by the baselines' own gate (session.PerfSession.gate): OLD's runs are made
 into a baseline-like entry (per-repetition samples, their median, OLD's first
