@@ -84,7 +84,9 @@ SERVER_LOG_LINES = 20
 # machine at x10).
 MAX_ENGINE_LAG = 0.5
 # Likewise the measuring client's event loop (RunResult.client_lag_share; about 0.001 on
-# the same machine).
+# the same machine). Its latest 5 % of probes are left out (LagProbe.TRIM_SHARE): on a
+# 1.5 s run one 100 ms stall is a mean of 60 % of a 5 ms gap; this project's own suite
+# read 0.64 and 0.90 on such runs on a VM with I/O wait, and passed them alone.
 MAX_CLIENT_LAG = 0.5
 # Chunks read in one piece with the one before (RunResult.burst_share): a share of the gaps
 # between chunks beyond this says a proxy or a late client buffered them. The simulator
@@ -734,7 +736,8 @@ class PerfSession:
         if (behind := _worst(r.client_lag_share() for r in run.results)) > MAX_CLIENT_LAG:
             return (
                 f"the measuring client's event loop ran on average {behind:.0%} of a gap between chunks "
-                f"late (bound {MAX_CLIENT_LAG:.0%}): chunks were timestamped late; free the cores, or spread "
+                f"late, its latest probes aside (bound {MAX_CLIENT_LAG:.0%}): chunks were timestamped late; "
+                "free the cores, or spread "
                 "the streams over client processes (RunConfig.workers)"
             )
         if (bursts := _worst(r.burst_share() for r in run.results)) > MAX_BURST_SHARE:

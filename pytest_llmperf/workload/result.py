@@ -44,7 +44,8 @@ class RunResult:
     # the records and duration are on that clock, every figure derived is in real time.
     clock_speed: float = 1.0
     # The measuring client's event-loop lag in the window (dispatch.LagProbe: probes,
-    # mean_s, p99_s, max_s; wall-clock seconds); None where not probed (worker processes).
+    # mean_s, trimmed_mean_s, p99_s, max_s; wall-clock seconds); None where not probed
+    # (worker processes).
     client_lag: dict[str, float] | None = None
     # The warm-up before the window (warmup_record: requests, completed, failed,
     # output_tokens, duration on the records' clock); None without one.
@@ -87,14 +88,17 @@ class RunResult:
             return None
 
     def client_lag_share(self) -> float | None:
-        """The measuring client's mean event-loop lag as a share of the run's median gap
-        between chunks (both wall-clock): 0.5 means chunks were, on average, timestamped
-        half a gap late. None where the loop was not probed or no stream had two chunks."""
+        """The measuring client's mean event-loop lag, its latest probes aside
+        (LagProbe.TRIM_SHARE; the plain mean in results recorded before), as a share of the
+        run's median gap between chunks (both wall-clock): 0.5 means chunks were, on
+        average, timestamped half a gap late. None where the loop was not probed or no
+        stream had two chunks."""
         gaps = [g for r in self.records if r.ok for g in r.itls]
         if not self.client_lag or not gaps:
             return None
         median = statistics.median(gaps)
-        return self.client_lag["mean_s"] / median if median > 0 else None
+        lag = self.client_lag.get("trimmed_mean_s", self.client_lag["mean_s"])
+        return lag / median if median > 0 else None
 
     def burst_share(self) -> float | None:
         """The share of the gaps between a stream's chunks that are 0: chunks read by the

@@ -702,6 +702,7 @@ def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     behind = make_result(100.0)  # chunks 40 ms apart
+    # a result recorded before the trimmed mean: judged on the plain mean
     behind.client_lag = {"probes": 40, "mean_s": 0.028, "p99_s": 0.05, "max_s": 0.06}
     assert behind.client_lag_share() == pytest.approx(0.7)
     perf._execute = lambda *args: behind
@@ -713,6 +714,13 @@ def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     fine.client_lag = {"probes": 40, "mean_s": 0.0005, "p99_s": 0.002, "max_s": 0.003}
     perf._execute = lambda *args: fine
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
+    # one stall of 1 s among 40 probes: a mean of 63 % of a gap, but the latest probes
+    # aside the loop kept up (LagProbe.TRIM_SHARE): judged
+    stalled = make_result(100.0)
+    stalled.client_lag = {"probes": 40, "mean_s": 0.025, "trimmed_mean_s": 0.0005, "p99_s": 1.0, "max_s": 1.0}
+    assert stalled.client_lag_share() == pytest.approx(0.0125)
+    perf._execute = lambda *args: stalled
+    perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 2)), "t").assert_no_regression("decode_tok_s")
 
 
 def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path):
