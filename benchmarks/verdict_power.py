@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
                 measured_rng = random.Random(f"{args.seed}:{c}:{trial}:{scenario}")
                 mtp_m = [run(c, True, lens, measured_rng, **kw) for _ in range(first)]
                 verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
-                first_look = [name for name in GATED if verdicts[name].status == "regressed"]
+                regressed_first = [name for name in GATED if verdicts[name].status == "regressed"]
                 while auto and (
                     asking := worth_another(
                         len(mtp_m),
@@ -482,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                         added_for[c].update(f"mtp {name}" for name in asking)
                     mtp_m.append(run(c, True, lens, measured_rng, **kw))
                     verdicts = judge(c, base_b, base_m, mtp_b, mtp_m, confidence, tolerances, **pooled)
-                if auto and first_look:
+                if auto and regressed_first:
                     ended = "regressed" if any(verdicts[n].status == "regressed" for n in GATED) else "not"
                     read_again[c][scenario][ended] += 1
                 # The seed suite's speedup test judges the MTP server's runs as they stand and

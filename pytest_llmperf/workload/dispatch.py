@@ -121,7 +121,7 @@ class LagProbe:
             "probes": n,
             "mean_s": sum(ordered) / n,
             "trimmed_mean_s": sum(kept) / len(kept),
-            "p99_s": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+            "p99_s": ordered[min(n - 1, int(0.99 * n))],
             "max_s": ordered[-1],
         }
 

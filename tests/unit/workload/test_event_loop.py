@@ -61,9 +61,9 @@ def test_the_lag_probe_sees_a_loop_blocked_for_longer_than_its_interval():
     async def main():
         probe = LagProbe(asyncio.get_running_loop(), interval=0.01)
         probe.start()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # ~10 probes each side of the stall: the trimmed mean applies
         time.sleep(0.1)  # the loop is blocked: the next probe fires ~0.1 s late
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
         return probe.stop()
 
     stats = asyncio.run(main())
