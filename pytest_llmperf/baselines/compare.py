@@ -98,6 +98,9 @@ class Verdict:
     note: str = ""  # how the noise was estimated, when it needs saying
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
     run_share: float | None = None  # Noise.run_share: the part of the noise more measured runs shrink
+    # The half-width at the pass confidence, whatever the verdict was judged at (a change read
+    # beyond the tolerance is judged at the claim's): what `resolution` asks of a pass.
+    pass_noise: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -106,16 +109,20 @@ class Verdict:
     @property
     def resolution(self) -> float | None:
         """How many times this run's data an unchanged value would need to be shown within
-        the tolerance: (the interval's half-width / the tolerance)^2. Above the repetition
-        budget, no amount of repeating within it can decide the metric. None without noise."""
+        the tolerance: (the pass interval's half-width / the tolerance)^2, whichever side of
+        the tolerance the change read (a pass is claimed at the pass confidence, so a change
+        read beyond the tolerance, judged at the claim's, does not make the noise look
+        wider). Above the repetition budget, no amount of repeating within it can decide
+        the metric. None without noise."""
         tol = self.tolerance
-        if self.noise is None or tol is None or tol.limit <= 0:
+        half = self.pass_noise if self.pass_noise is not None else self.noise
+        if half is None or tol is None or tol.limit <= 0:
             return None
         if tol.kind == "relative":
             if not self.baseline:
                 return None
-            return (self.noise / abs(self.baseline) / tol.limit) ** 2
-        return (self.noise / tol.limit) ** 2
+            return (half / abs(self.baseline) / tol.limit) ** 2
+        return (half / tol.limit) ** 2
 
     def decidable(self, runs: int, budget: int, *, by_change: bool, project: bool = True) -> bool:
         """Whether more measured runs, up to `budget` in all, could decide this inconclusive
@@ -415,6 +422,7 @@ def compare(
             more_data=more_data,
             change=change,
             noise=factor * sigma,
+            pass_noise=z_pass * sigma if noise is not None else None,
             run_share=noise.run_share if noise is not None else None,
             note=note,
             confidence=at,

@@ -1,5 +1,6 @@
 """The noise-aware verdict rule at its edges (baselines/compare.py, docs/verdicts.md)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -267,6 +268,29 @@ def test_a_pass_is_claimed_at_its_own_confidence_and_a_change_at_the_looks():
     # -3.5 % is beyond the tolerance, but with sigma 2 % its 99 % interval reaches 0: undecided, at 99 %
     wide = compare("x", 100.0, 96.5, tol, "higher", error=Noise(2.0), confidence=0.99, pass_confidence=0.95)
     assert wide.status == "inconclusive" and wide.confidence == 0.99 and "(99%)" in wide.hint
+
+
+def test_the_noise_alone_is_read_at_the_pass_confidence_whichever_side_the_change_read():
+    # sigma 1.7 %, tolerance 3 %, claims at 99 % (normal quantiles), passes at 95 %. Read at
+    # -3.5 %, beyond the tolerance, the 99 % interval (+/-3.95 %) reaches 0: inconclusive, shown
+    # at 99 %. What an unchanged value needs to be shown within the tolerance is the pass
+    # interval's (1.645 * 1.7 / 3)^2 = 0.87 times this data, as read at -1 %; not the 99 %
+    # interval's 1.74.
+    tol = Tolerance("relative", 0.03)
+    noise = Noise(1.7, run_share=0.5)
+    beyond = compare("x", 100.0, 96.5, tol, "higher", error=noise, confidence=0.99, pass_confidence=0.95)
+    inside = compare("x", 100.0, 99.0, tol, "higher", error=noise, confidence=0.99, pass_confidence=0.95)
+    assert beyond.status == inside.status == "inconclusive" and beyond.confidence == 0.99
+    assert beyond.noise == pytest.approx(2.326 * 1.7, rel=1e-3)  # shown at its claim's confidence
+    assert beyond.resolution == pytest.approx((1.645 * 1.7 / 3) ** 2, rel=1e-3)
+    assert beyond.resolution == pytest.approx(inside.resolution)
+    # Half the variance the measured side's: five runs leave 0.5 + 0.5 * pi / 10 = 0.66 of it.
+    # After one run, five could decide it either way it read (0.87 * 0.66 < 1) ...
+    assert beyond.decidable(1, 5, by_change=False) and inside.decidable(1, 5, by_change=False)
+    # ... where the 99 % half-width (what a report written before kept) says they could not.
+    older = dataclasses.replace(beyond, pass_noise=None)
+    assert older.resolution == pytest.approx((2.326 * 1.7 / 3) ** 2, rel=1e-3)
+    assert not older.decidable(1, 5, by_change=False)
 
 
 @pytest.mark.parametrize(
