@@ -100,6 +100,23 @@ def test_a_failed_request_held_a_slot_but_brought_no_tokens():
     assert summarize(records, duration=10.0, concurrency=2).steady_decode_tok_s == pytest.approx(1.0)
 
 
+def test_a_request_cut_at_the_time_cap_is_left_out_not_counted_empty():
+    # Two streams of 1 token/s. Stream 0: a request 0-10 s, then one sent at 10 s and cut at
+    # the cap's grace at 20 s (its 10 chunks have no token count). Stream 1: 0-12 s.
+    records = [
+        record(0, 0.0, [float(t) for t in range(1, 11)], 10),
+        record(1, 0.0, [float(t) for t in range(1, 13)], 12),
+        record(2, 10.0, [float(t) for t in range(11, 21)], 0, error="cut: still running 30 s after the 60 s cap"),
+    ]
+    records[2].cut_at_cap = True
+    # Left out, stream 0 looks idle from 10 s: the window is 0-10 s, both streams' 2 tok/s.
+    assert summarize(records, duration=20.0, concurrency=2).steady_decode_tok_s == pytest.approx(2.0)
+    # Counted in flight with no tokens, it held the window to 12 s at (10 + 12) / 12 tok/s;
+    # a request failed by the server still is (the test above).
+    records[2].cut_at_cap = False
+    assert summarize(records, duration=20.0, concurrency=2).steady_decode_tok_s == pytest.approx(22 / 12)
+
+
 def test_simulator_clock_is_converted_to_real_time():
     records = [record(0, 0.0, [1.0, 2.0], 4)]
     assert summarize(records, duration=2.0, clock_speed=10.0, concurrency=1).steady_decode_tok_s == pytest.approx(0.2)
