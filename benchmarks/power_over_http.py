@@ -68,7 +68,7 @@ from pytest_llmperf.metrics.uncertainty import request_rows  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.server import simulated_process  # noqa: E402
-from pytest_llmperf.workload.config import RunConfig  # noqa: E402
+from pytest_llmperf.workload.config import GRACE_SECONDS, RunConfig  # noqa: E402
 from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests  # noqa: E402
 from pytest_llmperf.workload.runner import run_benchmark  # noqa: E402
 from pytest_llmperf.workload.token_counts import ServerTokenCounter  # noqa: E402
@@ -120,6 +120,7 @@ def http_run(config: SimConfig, requests, c: int, speed: float) -> Run:
         concurrency=c,
         num_prompts=nightly_prompts(c),
         max_seconds=cap_s(c) / speed,
+        grace_seconds=GRACE_SECONDS / speed,  # the GPU's 30 s, as the virtual run cuts
         max_tokens=MAX_TOKENS,
         warmup_requests=0,
         progress=False,

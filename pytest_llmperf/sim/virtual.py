@@ -3,7 +3,8 @@
 Used to fit the profiles (benchmarks/calibrate_sim.py) and by the unit tests to check
 the model without waiting. The client behaves like `vllm bench serve` with a
 concurrency limit: `concurrency` streams, each sends its next prompt as soon as the
-previous one finished, no new request after `max_seconds`, in-flight ones finish.
+previous one finished, no new request after `max_seconds`, in-flight ones finish (or are
+cut `grace_seconds` after the cap, as the plugin's runner cuts them).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class VirtualResult:
     # Per finished request, in send order: (send time, end, chunk times, output tokens):
     # the shape of metrics.steady.steady_tok_s.
     spans: list[tuple[float, float, list[float], int]] = field(default_factory=list)
+    # Per request cut `grace_seconds` after the time cap, as `spans` (end: its last chunk,
+    # or its send time; tokens: those it had streamed).
+    cut_spans: list[tuple[float, float, list[float], int]] = field(default_factory=list)
 
     @property
     def decode_tok_s(self) -> float:
@@ -102,11 +106,15 @@ def run_virtual(
     max_seconds: float | None = None,
     ignore_eos: bool = False,
     prompts: list[str] | None = None,
+    grace_seconds: float | None = None,
 ) -> VirtualResult:
     """Run the closed-loop client against the engine on a virtual clock.
 
     `prompts` (optional) are the texts behind `prompt_lens`: output lengths and draft
     predictability derive from the text, so passing them reproduces an HTTP run's.
+    `grace_seconds` (with `max_seconds`): requests still running that long after the cap
+    are cut there, as the plugin's runner cuts them (workload.config.RunConfig); None:
+    every request finishes.
     """
     engine = Engine(config)
     counter = _Counter()
@@ -131,7 +139,8 @@ def run_virtual(
 
     for _ in range(min(concurrency, total)):
         send()
-    while pending or engine.has_work:
+    cut_at = max_seconds + grace_seconds if max_seconds is not None and grace_seconds is not None else math.inf
+    while (pending or engine.has_work) and now < cut_at:
         if not engine.has_work:  # idle engine: the request starts at once
             for req in pending:
                 engine.add(req)
@@ -145,6 +154,9 @@ def run_virtual(
         pending.clear()
         if step is None:
             continue
+        if now + step.duration > cut_at:  # the runner cuts what still runs: this step's tokens never arrive
+            now = cut_at
+            break
         now += step.duration
         for em in engine.complete(step, now):
             chunks.setdefault(em.request.rid, []).append(now)
@@ -152,6 +164,9 @@ def run_virtual(
                 done.append(em.request)
                 if sent < total and (max_seconds is None or now < max_seconds):
                     send()
+    finished = {r.rid for r in done}
+    cut = [r for r in requests if r.rid not in finished]
+    cut_spans = [(r.arrival, (chunks.get(r.rid) or [r.arrival])[-1], chunks.get(r.rid, []), r.generated) for r in cut]
     token_times = {r.rid: _token_times(r) for r in done}
     ttfts = [token_times[r.rid][0] - r.arrival for r in done]
     in_order = sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))
@@ -181,4 +196,5 @@ def run_virtual(
         accepted_per_pos=counter.per_pos,
         rows=rows,
         spans=spans,
+        cut_spans=cut_spans,
     )

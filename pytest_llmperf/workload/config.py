@@ -14,6 +14,9 @@ from pytest_llmperf.metrics.goodput import SLOError, canonical_slos
 from pytest_llmperf.util.secrets import REDACTED
 from pytest_llmperf.workload.client import ENDPOINTS
 
+# After a run's time cap, how long requests in flight get before they are cut (seconds).
+GRACE_SECONDS = 30.0
+
 
 @dataclass
 class RunConfig:
@@ -30,7 +33,7 @@ class RunConfig:
     api_key: str | None = None
     connect_timeout: float = 10.0
     read_timeout: float = 300.0  # longest silence between bytes of one response
-    grace_seconds: float = 30.0  # after max_seconds, in-flight requests get this long
+    grace_seconds: float = GRACE_SECONDS  # after max_seconds, in-flight requests get this long
     progress: bool = True  # a progress line on stderr for runs over a few seconds
     # Client processes sharing the streams (each with concurrency/workers of them). One is
     # enough for hundreds of streams (README, "Performance of the measuring client").

@@ -94,6 +94,22 @@ def test_requests_beyond_max_num_seqs_queue_and_all_finish():
     assert reqs[4].first_token_at > min(r.finished_at for r in reqs[:4]) - 1e-9
 
 
+def test_a_capped_run_cuts_what_still_runs_its_grace_after_the_cap():
+    config = SimConfig(model="m", max_num_seqs=8)
+    free = run_virtual(config, lens(40), concurrency=4, max_tokens=400, ignore_eos=True, max_seconds=2.0)
+    # With no grace every request sent before the cap finishes, long after it.
+    assert free.duration > 2.5 and not free.cut_spans
+    cut = run_virtual(
+        config, lens(40), concurrency=4, max_tokens=400, ignore_eos=True, max_seconds=2.0, grace_seconds=0.5
+    )
+    assert cut.duration == pytest.approx(2.5)
+    # The same requests were sent; those not done by 2.5 s are cut, with the tokens they streamed.
+    assert cut.completed + len(cut.cut_spans) == len(free.spans) and cut.cut_spans
+    assert all(end <= 2.5 for _, end, _, _ in cut.spans + cut.cut_spans)
+    assert all(0 < tokens < 400 and len(chunks) == tokens for _, _, chunks, tokens in cut.cut_spans)
+    assert [s for s in free.spans if s[1] <= 2.5] == cut.spans  # what finished in time, unchanged
+
+
 def test_decode_step_grows_with_batch_and_prefill():
     engine = Engine(SimConfig(model="m", max_num_seqs=64))
     p = GENERIC
