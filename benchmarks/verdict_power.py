@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import math
 import random
 import statistics
 import sys
@@ -416,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(header)
     print(" " * 44 + "detected / inconclusive in each")
-    device_fixed = device_nightly = 0.0
+    device_fixed = 0.0
+    # Per concurrency, each trial's device seconds of the nightly verdict with no change.
+    device_trials: dict[int, list[float]] = {c: [] for c in args.concurrency}
     device_added: dict[int, float] = dict.fromkeys(args.concurrency, 0.0)  # added runs' share, per concurrency
     reps_used: dict[int, list[int]] = {c: [] for c in args.concurrency}
     added_for: dict[int, collections.Counter] = {c: collections.Counter() for c in args.concurrency}
@@ -468,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                 base_counts[c][base_verdicts[name].status] = base_counts[c].get(base_verdicts[name].status, 0) + 1
                 base_alarms[c][name] += base_verdicts[name].status == "regressed"
             # two models; each repetition after the first a fresh server start: a model load
-            device_nightly += (sum(r.result.duration for r in base_m) + (len(base_m) - 1) * args.load_s) * 2
+            device = (sum(r.result.duration for r in base_m) + (len(base_m) - 1) * args.load_s) * 2
             device_added[c] += (sum(r.result.duration for r in base_m[1:]) + (len(base_m) - 1) * args.load_s) * 2
             for scenario, change in SCENARIOS.items():
                 drop = change.get("acceptance_drop")
@@ -521,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
                 verdicts = {**reported, "mtp_speedup": verdicts["mtp_speedup"]}
                 if scenario == "none":
                     # each repetition after the first is a fresh server start: a model load
-                    device_nightly += (sum(r.result.duration for r in mtp_m) + (len(mtp_m) - 1) * args.load_s) * 2
+                    device += (sum(r.result.duration for r in mtp_m) + (len(mtp_m) - 1) * args.load_s) * 2
+                    device_trials[c].append(device)
                     device_added[c] += (sum(r.result.duration for r in mtp_m[1:]) + (len(mtp_m) - 1) * args.load_s) * 2
                     reps_used[c].append(len(mtp_m))
                 for name, verdict in verdicts.items():
@@ -561,13 +565,15 @@ def main(argv: list[str] | None = None) -> int:
                 for scenario, got in read_again[c].items()
             )
             print(f"{c:>4}  MTP tests regressed at the first look (a gated metric), and how many ended so: {ends}")
-    device_nightly /= args.trials
+    # Trials at different concurrencies are independent: the means add, and so do their variances.
+    device_nightly = sum(statistics.mean(t) for t in device_trials.values())
+    device_se = math.sqrt(sum(statistics.variance(t) / len(t) for t in device_trials.values() if len(t) > 1))
     print(
         f"device time of one nightly verdict of the seed suite (4 servers, measured runs with no change, "
         f"each server's own auto repetitions; "
         f"the restarts of added repetitions at {args.load_s:g} s each counted; warm-up, the first model "
-        f"load and recording not): {device_nightly / 60:.1f} GPU-min, against "
-        f"{device_fixed / 60:.1f} GPU-min for the seeds' fixed runs ({device_nightly / device_fixed:.0%})"
+        f"load and recording not): {device_nightly / 60:.1f} GPU-min (standard error {device_se / 60:.2f}), against "
+        f"{device_fixed / 60:.1f} GPU-min for the seeds' fixed runs ({device_nightly / device_fixed:.1%})"
     )
     added = ", ".join(f"{c}: {device_added[c] / args.trials / 60:.1f}" for c in args.concurrency)
     print(f"of which the added repetitions (their runs and model loads), GPU-min by concurrency: {added}")
