@@ -420,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     device_fixed = 0.0
     # Per concurrency, each trial's device seconds of the nightly verdict with no change.
     device_trials: dict[int, list[float]] = {c: [] for c in args.concurrency}
+    # ... and how many server starts its added repetitions made (each a model load).
+    start_trials: dict[int, list[int]] = {c: [] for c in args.concurrency}
     device_added: dict[int, float] = dict.fromkeys(args.concurrency, 0.0)  # added runs' share, per concurrency
     reps_used: dict[int, list[int]] = {c: [] for c in args.concurrency}
     added_for: dict[int, collections.Counter] = {c: collections.Counter() for c in args.concurrency}
@@ -472,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                 base_alarms[c][name] += base_verdicts[name].status == "regressed"
             # two models; each repetition after the first a fresh server start: a model load
             device = (sum(r.result.duration for r in base_m) + (len(base_m) - 1) * args.load_s) * 2
+            starts = (len(base_m) - 1) * 2
             device_added[c] += (sum(r.result.duration for r in base_m[1:]) + (len(base_m) - 1) * args.load_s) * 2
             for scenario, change in SCENARIOS.items():
                 drop = change.get("acceptance_drop")
@@ -526,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                     # each repetition after the first is a fresh server start: a model load
                     device += (sum(r.result.duration for r in mtp_m) + (len(mtp_m) - 1) * args.load_s) * 2
                     device_trials[c].append(device)
+                    start_trials[c].append(starts + (len(mtp_m) - 1) * 2)
                     device_added[c] += (sum(r.result.duration for r in mtp_m[1:]) + (len(mtp_m) - 1) * args.load_s) * 2
                     reps_used[c].append(len(mtp_m))
                 for name, verdict in verdicts.items():
@@ -577,6 +581,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     added = ", ".join(f"{c}: {device_added[c] / args.trials / 60:.1f}" for c in args.concurrency)
     print(f"of which the added repetitions (their runs and model loads), GPU-min by concurrency: {added}")
+    # The model load is an assumption (--load-s): the time is runs + starts x load, so say
+    # how many starts there were and at which load auto would cost half the fixed runs.
+    starts = sum(statistics.mean(t) for t in start_trials.values())
+    runs_s = device_nightly - starts * args.load_s
+    even = (device_fixed / 2 - runs_s) / starts if starts else float("nan")
+    print(
+        f"server starts added per nightly verdict: {starts:.2f}; runs alone {runs_s / 60:.1f} GPU-min; "
+        f"auto costs half the fixed runs with a start of {even:.0f} s or less"
+    )
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 
