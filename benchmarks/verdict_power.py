@@ -19,11 +19,11 @@ default tolerances; the spread between starts pooled, as the session pools it, o
 suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
 the 35B pair: the same profiles with starts of their own; --no-pool judges without).
 Workload: the `nightly` profile of the seed suite (workload.PROFILE_SCALE: max(16 x c, 64)
-prompts, a 100 s cap below 16 streams and 150 s from 16, max_tokens 256), Qwen3.6-27B base and MTP (k = 3) profiles. Its
-prompts: the seed suite's ShareGPT file sampled as the plugin samples it, texts and all
-(the simulator drafts by the text), or with `--prompts synthetic` the calibration's
-synthetic lengths (what the tables before used: they catch a 5 % drop at 32 streams far
-more often, docs/verdicts.md).
+prompts, a 60 s cap below 8 streams, 100 s from 8 and 150 s from 16, max_tokens 256),
+Qwen3.6-27B base and MTP (k = 3) profiles. Its prompts: the seed suite's ShareGPT file
+sampled as the plugin samples it, texts and all (the simulator drafts by the text), or
+with `--prompts synthetic` the calibration's synthetic lengths (what the tables before
+used: they catch a 5 % drop at 32 streams far more often, docs/verdicts.md).
 
 Noise between server starts (the simulator's --sim-run-noise / --sim-acceptance-noise,
 drawn per run here): a step-time factor exp(N(0, s)) with s by concurrency from the

@@ -21,9 +21,9 @@ def test_smoke_shrinks_prompts_and_cap_but_keeps_max_tokens():
     assert resolve_workload(dict(num_prompts=10), 32, "smoke").num_prompts == 10  # never grows
 
 
-def test_nightly_caps_runs_below_16_streams_at_100_s_and_from_16_at_150():
-    caps = {c: resolve_workload(dict(num_prompts=1000), c, "nightly").max_seconds for c in (1, 8, 15, 16, 32, 64)}
-    assert caps == {1: 100.0, 8: 100.0, 15: 100.0, 16: 150.0, 32: 150.0, 64: 150.0}
+def test_nightly_caps_runs_below_8_streams_at_60_s_from_8_at_100_and_from_16_at_150():
+    caps = {c: resolve_workload(dict(num_prompts=1000), c, "nightly").max_seconds for c in (1, 7, 8, 15, 16, 32, 64)}
+    assert caps == {1: 60.0, 7: 60.0, 8: 100.0, 15: 100.0, 16: 150.0, 32: 150.0, 64: 150.0}
     assert [resolve_workload(SEED, c, "nightly").num_prompts for c in (1, 8, 32)] == [64, 128, 512]
     # a declared cap below the profile's stands
     assert resolve_workload(dict(max_seconds=30), 32, "nightly").max_seconds == 30.0
