@@ -62,9 +62,10 @@ DEFAULT_WARMUP: int | str = WAVE
 # modelled at 1) is wider than any tolerance five runs could judge decode against, and
 # the TPOT and TTFT medians of so few requests are not judged: what a run there judges is
 # acceptance, which does not depend on the concurrency and is judged far more often at 8
-# and 32. 60 s there instead of 100 (verdict_power.py, docs/verdicts.md "Auto
-# repetitions") caught an acceptance-rate drop of 0.03 at one stream 35 % of the time
-# instead of 58 % and cut the nightly verdict's device time by 2.9 of 81.8 GPU-min.
+# and 32. 60 s there instead of 100 (verdict_power.py --trials 500, README "How far a
+# verdict can be trusted") caught an acceptance-rate drop of 0.03 at one stream 33 % of
+# the time instead of 58 % and cut the nightly verdict's device time by 3.0 of 81.8
+# GPU-min (42.2 -> 39.2).
 # 16 was not measured: it gets the longer cap.
 PROFILE_SCALE: dict[str, tuple[int, int, dict[int, float]]] = {
     "smoke": (4, 16, {1: 60.0}),
