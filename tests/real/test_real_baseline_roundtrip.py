@@ -160,6 +160,37 @@ def test_two_runs_of_a_fresh_server(llmperf):
 """
 
 
+def fresh_server_runs(project, attempt: int) -> tuple[list[float], float, float]:
+    """One session of four repetitions on one fresh server start: the decode tok/s of each
+    run, and the bound below the later runs' median that the first may read (the noise the
+    verdict rule gives a change, baselines.compare.change_error, at 97.5 % one-sided)."""
+    from pytest_llmperf.baselines.compare import change_error, z_value
+    from pytest_llmperf.metrics.registry import flatten
+    from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors, request_rows
+    from pytest_llmperf.workload.result import RunResult
+
+    report_name = f"report-{attempt}.json"
+    # every repetition on one server start: the first is that server's first workload
+    out = run(project, "--llmperf-repetitions", "4", "--llmperf-same-server", "--llmperf-report", report_name)
+    out.assert_outcomes(passed=1)
+    (measured,) = json.loads((project.path / report_name).read_text())["runs"]
+    # the default server warm-up: two waves of the spec's --max-num-seqs 8
+    assert measured["server_warmup"] and measured["server_warmup"]["requests"] == 16
+    results = [RunResult.from_dict(r) for r in measured["results"]]
+    assert len(results) == 4
+    assert results[0].warmup and results[0].warmup["requests"] == 4  # a full wave at concurrency 4
+    rows = [request_rows(r.records) for r in results]
+    decode = [flatten(r.summary().to_dict())["decode_tok_s"] for r in results]
+    paired = paired_errors(
+        rows[0], rows[1], {"decode_tok_s": decode[0]}, {"decode_tok_s": decode[1]}, ["decode_tok_s"], concurrency=4
+    )
+    noise = change_error(
+        paired.get("decode_tok_s"), [decode[0]], decode[1:], paired_dof=independent_blocks(rows[0], rows[1], 4) - 1
+    )
+    assert noise is not None
+    return decode, z_value(0.975, noise.dof) * noise.sigma, noise.dof
+
+
 def test_first_run_of_a_fresh_server_is_within_noise_of_the_second(project, request):
     """Issue 10: a fresh server's first workload ran ~30 % slower than the next. With the
     server-level warm-up and a full-wave run warm-up (the defaults), the first measured
@@ -169,46 +200,32 @@ def test_first_run_of_a_fresh_server_is_within_noise_of_the_second(project, requ
     The first run is held against the median of the next three on the same server start,
     with the noise the verdict rule gives a change (baselines.compare.change_error): the
     spread between the later runs, which holds their request-level noise (the
-    request-level error of first vs second stands in only where no spread is known). A
-    shared 2-core CPU drifts between runs of a few seconds by more than their request-level noise:
-    CI read a first run of 82.8 tok/s against a second of 107.4 (request-level noise 17.5,
-    97.5 %), with both runs' warm-ups at 71.5 and 69.2 tok/s, and earlier CI runs read the
-    first run 2-3 % faster than the second. The spread of the later runs is what tells such
-    drift from a cold start. One-sided: a cold server makes the first run slower."""
+    request-level error of first vs second stands in only where no spread is known).
+    One-sided: a cold server makes the first run slower.
+
+    A cold start is systematic: every fresh server has it. A shared 2-core machine also
+    slows single runs of a few seconds by more than the spread of three others, at
+    random: CI read a first run of 82.8 tok/s against a second of 107.4 (request-level
+    noise 17.5), and once 31.0 against later runs of 39.8, 39.8 and 40.0 (bound 0.6 on
+    2 degrees of freedom), with each run's warm-up at the same 25-28 tok/s, while other CI
+    runs and this machine read the first run 2-3 % faster than the later ones (34.8 against
+    34.6, 33.2, 32.6). So a first run slower beyond the noise is checked on a second fresh
+    server start, and the test fails only when that one's first run is slower too: a cold
+    start fails both, one run slowed by the machine fails one."""
     from real_vllm_helpers import report
 
-    from pytest_llmperf.baselines.compare import change_error, median_of, z_value
-    from pytest_llmperf.metrics.registry import flatten
-    from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors, request_rows
-    from pytest_llmperf.workload.result import RunResult
+    from pytest_llmperf.baselines.compare import median_of
 
     project.makepyfile(test_suite=FIRST_AND_SECOND)
-    # every repetition on one server start: the first is that server's first workload
-    out = run(project, "--llmperf-repetitions", "4", "--llmperf-same-server", "--llmperf-report", "report.json")
-    out.assert_outcomes(passed=1)
-    (measured,) = json.loads((project.path / "report.json").read_text())["runs"]
-    # the default server warm-up: two waves of the spec's --max-num-seqs 8
-    assert measured["server_warmup"] and measured["server_warmup"]["requests"] == 16
-    results = [RunResult.from_dict(r) for r in measured["results"]]
-    assert len(results) == 4
-    assert results[0].warmup and results[0].warmup["requests"] == 4  # a full wave at concurrency 4
-    rows = [request_rows(r.records) for r in results]
-    decode = [flatten(r.summary().to_dict())["decode_tok_s"] for r in results]
-    first, later = decode[0], median_of(decode[1:])
-    paired = paired_errors(
-        rows[0], rows[1], {"decode_tok_s": decode[0]}, {"decode_tok_s": decode[1]}, ["decode_tok_s"], concurrency=4
-    )
-    noise = change_error(
-        paired.get("decode_tok_s"), [first], decode[1:], paired_dof=independent_blocks(rows[0], rows[1], 4) - 1
-    )
-    assert noise is not None
-    bound = z_value(0.975, noise.dof) * noise.sigma
-    report(
-        request,
-        f"fresh server: server warm-up {measured['server_warmup']}; decode tok/s of its runs "
-        f"{', '.join(f'{v:.1f}' for v in decode)}; first {first:.1f} vs median of the later {later:.1f}, "
-        f"noise {bound:.1f} (97.5 %, one-sided, {noise.dof:.1f} dof: a cold first run is slower)",
-    )
-    assert first >= later - bound, (
-        f"first run {first:.1f} tok/s vs later runs' median {later:.1f}: slower beyond the noise {bound:.1f}"
-    )
+    seen = []
+    for attempt in (1, 2):
+        decode, bound, dof = fresh_server_runs(project, attempt)
+        first, later = decode[0], median_of(decode[1:])
+        seen.append(
+            f"start {attempt}: decode tok/s of its runs {', '.join(f'{v:.1f}' for v in decode)}; first {first:.1f} "
+            f"vs median of the later {later:.1f}, noise {bound:.1f} (97.5 %, one-sided, {dof:.1f} dof)"
+        )
+        if first >= later - bound:
+            break
+    report(request, "fresh server: " + "; ".join(seen))
+    assert first >= later - bound, "the first run was slower beyond the noise on two fresh starts: " + "; ".join(seen)
