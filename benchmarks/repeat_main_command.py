@@ -9,7 +9,8 @@ process against the committed baselines, with a JSON report read back for the ve
 `--busy-core` starts one process that spins on a core for the whole time (a pure-Python
 busy loop, `os.sched_setaffinity` to core 0 where the system allows it): the state of a CI
 machine that shares its two cores with something else.
-Prints one line per run (exit code, counts of each verdict, the failing cells) and a
+Prints one line per run (exit code, counts of each verdict, the failing cells with why a
+run was invalid, the runs a busy host spoiled and the session made again) and a
 total; exits 0 whatever the counts (it measures, it does not judge).
 """
 
@@ -67,12 +68,18 @@ def one_run(sim_args: str, report: Path) -> tuple[int, collections.Counter, list
     except (OSError, ValueError):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         return proc.returncode, counts, ["no report: " + " | ".join(tail)], [], elapsed
+    for run in data.get("runs", []):  # runs its host spoiled, made again (session.host_behind)
+        again = [n for n in run.get("notes", []) if "was made twice" in n]
+        where = f"{(run.get('server') or {}).get('name')}@{(run.get('workload') or {}).get('concurrency')}"
+        undecided += [f"{where} {n}" for n in again]
     for gate in data.get("verdicts", []):
         for v in gate.get("verdicts", []):
             counts[v["status"]] += 1
             cell = f"{gate['server']}@{gate['concurrency']} {v['metric']}"
             if v["status"] == "inconclusive":
                 undecided.append(cell)
+            elif v["status"] == "invalid":  # why, its first line (a dead server's log follows)
+                red.append(f"{cell} invalid ({v.get('hint', '').splitlines()[0] if v.get('hint') else '?'})")
             elif v["status"] not in ("pass", "improved"):
                 red.append(f"{cell} {v['status']}")
     return proc.returncode, counts, red, undecided, elapsed
@@ -100,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                 print(
                     f"run {i}: exit {rc} in {elapsed:.0f} s; {shown}"
-                    + (f"; inconclusive: {'; '.join(undecided)}" if undecided else "")
+                    + (f"; inconclusive, or made twice: {'; '.join(undecided)}" if undecided else "")
                     + (f"; red: {'; '.join(red)}" if red else ""),
                     flush=True,
                 )

@@ -440,6 +440,12 @@ class PerfSession:
         )
         with endpoint.sample_peak_memory() as peak:  # empty where the target has no GPUs
             result = self._execute(endpoint, requests, measured.workload, speed)
+            behind = None if result.partial else host_behind([result])
+            if behind:  # the host, not the server: once more, and judged on that one
+                where = f"{measured.server.name} @ concurrency {measured.concurrency}"
+                self.log(f"{where}: its host fell behind, the run is made again: {behind}")
+                result = self._execute(endpoint, requests, measured.workload, speed)
+                measured.notes.append(f"repetition {rep + 1} was made twice: the first time {behind.split(':')[0]}")
         warmed = result.warmup_figures()
         if warmed:
             self.log(f"{measured.server.name} @ concurrency {measured.concurrency}: warm-up {describe_warmup(warmed)}")
@@ -733,25 +739,14 @@ class PerfSession:
             )
         if not run.completed:
             return f"no request completed ({broken.describe()})" if broken.failed else "no request completed"
-        if (behind := _worst(r.client_lag_share() for r in run.results)) > MAX_CLIENT_LAG:
-            return (
-                f"the measuring client's event loop ran on average {behind:.0%} of a gap between chunks "
-                f"late, its latest probes aside (bound {MAX_CLIENT_LAG:.0%}): chunks were timestamped late; "
-                "free the cores, or spread "
-                "the streams over client processes (RunConfig.workers)"
-            )
+        if behind := host_behind(run.results):
+            return behind
         if (bursts := _worst(r.burst_share() for r in run.results)) > MAX_BURST_SHARE:
             return (
                 f"{bursts:.0%} of the gaps between chunks were 0 (bound {MAX_BURST_SHARE:.0%}): chunks "
                 "arrived in bursts of already-buffered data, so their times are not when they were made; "
                 "measure without a buffering proxy in between (or with one that flushes each event), and "
                 "free the client's cores"
-            )
-        if (lag := _worst(r.engine_lag() for r in run.results)) > MAX_ENGINE_LAG:
-            return (
-                f"the simulator's engine loop ran {lag:.0%} of a step behind its schedule (bound "
-                f"{MAX_ENGINE_LAG:.0%}): the host was too busy for its clock speed x{run.results[0].clock_speed:g}; "
-                "free the cores or lower --llmperf-sim-speed"
             )
         for result in run.results:  # a server without the running gauge is not checked
             reached = result.concurrency_reached()
@@ -1147,6 +1142,27 @@ def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[
         if spread is not None:
             pools[name] = spread
     return pools
+
+
+def host_behind(results: Sequence[RunResult]) -> str | None:
+    """Why `results` measured their host rather than the server, with what to do: the
+    measuring client's event loop (RunResult.client_lag_share) or the simulator's engine
+    loop (RunResult.engine_lag) fell behind beyond its bound, in the worst of them; None
+    when both kept up or were not measured. A busy host is not the server: a run it
+    spoiled is made once more before it is judged (PerfSession._repeat)."""
+    if (behind := _worst(r.client_lag_share() for r in results)) > MAX_CLIENT_LAG:
+        return (
+            f"the measuring client's event loop ran on average {behind:.0%} of a gap between chunks "
+            f"late, its latest probes aside (bound {MAX_CLIENT_LAG:.0%}): chunks were timestamped late; "
+            "free the cores, or spread the streams over client processes (RunConfig.workers)"
+        )
+    if (lag := _worst(r.engine_lag() for r in results)) > MAX_ENGINE_LAG:
+        return (
+            f"the simulator's engine loop ran {lag:.0%} of a step behind its schedule (bound "
+            f"{MAX_ENGINE_LAG:.0%}): the host was too busy for its clock speed x{results[0].clock_speed:g}; "
+            "free the cores or lower --llmperf-sim-speed"
+        )
+    return None
 
 
 def _worst(values: Iterable[float | None]) -> float:

@@ -698,6 +698,31 @@ def test_a_simulated_run_whose_engine_fell_behind_is_invalid_and_says_to_free_th
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
 
 
+def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_path):
+    """An engine (or client) that fell behind measured the host, not the server: the run is
+    made once more and the verdict reads that one, with a note; spoiled twice, invalid."""
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    lines: list[str] = []
+    perf.log = lines.append
+    made = iter([lagging_result(100.0, lag=0.8), lagging_result(90.0, lag=0.2)])
+    perf._execute = lambda *args: next(made)
+    run = perf.run(BASE, workload)
+    perf.bind(run, "t").assert_no_regression("decode_tok_s")  # recorded: a valid run
+    assert [r.engine_lag() for r in run.results] == [pytest.approx(0.2)]
+    assert run.value("decode_tok_s") == pytest.approx(90.0)  # the second run's figure
+    assert "repetition 1 was made twice: the first time the simulator's engine loop ran 80% of a step" in (
+        "; ".join(run.notes)
+    )
+    assert any("its host fell behind, the run is made again" in line for line in lines)
+
+    calls = []
+    perf._execute = lambda *args: calls.append(1) or lagging_result(100.0, lag=0.8)
+    with pytest.raises(PerfFailure, match=r"invalid run: the simulator's engine loop ran 80% of a step behind"):
+        perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
+    assert len(calls) == 2  # once again, not more
+
+
 def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
