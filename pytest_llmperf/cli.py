@@ -39,7 +39,7 @@ from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE, DEFAULT_C
 from pytest_llmperf.metrics.goodput import EXAMPLE, SLOError, canonical_slos
 from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
-from pytest_llmperf.util.http import server_root
+from pytest_llmperf.util.http import url_argument
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import (
     CUSTOM,
@@ -138,14 +138,6 @@ class _SLOs(argparse.Action):
             parser.error(f"{option}: {exc}")
 
 
-def _url(text: str) -> str:
-    # The seeds pass the server root; tolerate a trailing /v1 the way users type it.
-    try:
-        return server_root(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def default_output_name(now: _dt.datetime | None = None) -> str:
     now = now or _dt.datetime.now(_dt.timezone.utc)
     return f"llmperf-bench-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
@@ -157,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     bench = sub.add_parser("bench", help="run a capped ShareGPT (or random, or custom) benchmark against a server")
-    bench.add_argument("--base-url", type=_url, required=True, help="server root, e.g. http://localhost:8000")
+    bench.add_argument("--base-url", type=url_argument, required=True, help="server root, e.g. http://localhost:8000")
     bench.add_argument("--model", required=True, help="model name as the server serves it")
     bench.add_argument(
         "--dataset-name",

@@ -39,6 +39,7 @@ from typing import Any
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.gpu_info import NVIDIA_SMI_QUERY, GpuInfo, parse_nvidia_smi_csv
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.util.http import url_argument
 from pytest_llmperf.util.secrets import redact
 
 OK, FAIL, WARN, SKIP = "ok", "fail", "warn", "skip"
@@ -758,7 +759,7 @@ def add_arguments(parser: Any) -> None:
         metavar="PYTHON",
         help="vLLM as a local process from this interpreter (default: python3 on PATH)",
     )
-    where.add_argument("--base-url", default=None, metavar="URL", help="a server someone else runs")
+    where.add_argument("--base-url", type=url_argument, default=None, metavar="URL", help="a server someone else runs")
     where.add_argument(
         "--real-cpu",
         dest="target",

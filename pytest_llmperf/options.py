@@ -638,9 +638,10 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
 
     base_url = values["llmperf_base_url"]
     if base_url is not None:
-        if not base_url.startswith(("http://", "https://")):
-            raise OptionError(f"--llmperf-base-url: expected http://HOST:PORT, got {base_url!r}")
-        base_url = server_root(base_url)
+        try:
+            base_url = server_root(base_url)
+        except ValueError as exc:
+            raise OptionError(f"--llmperf-base-url: {exc}") from None
     if values["llmperf_repetitions"] is None:
         values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
     if values["llmperf_server_warmup"] is None:

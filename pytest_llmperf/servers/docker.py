@@ -83,7 +83,7 @@ def build_environment(
 ) -> tuple[RedactedEnv, Secrets, list[str]]:
     """The container's environment, the secret values to scrub, and the names asked for
     but unset here (reported, not fatal: a public model needs no HF_TOKEN)."""
-    env: dict[str, str] = {}
+    env: dict[str, str] = spec.launch_env()
     missing: list[str] = []
     for name in pass_env:
         if name in environ:

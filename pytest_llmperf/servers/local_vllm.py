@@ -378,7 +378,7 @@ class LocalVllmTarget:
         return [str(self.python), "-m", self.module, "--model", model, *rest]
 
     def process_env(self, spec: ServerSpec) -> dict[str, str]:
-        env = {**os.environ, **DEFAULT_ENV, **self.env}
+        env = {**os.environ, **DEFAULT_ENV, **self.env, **spec.launch_env()}
         for key, value in spec.env.items():
             if value is None:  # pass through from the caller's environment by name
                 if key in os.environ:

@@ -20,6 +20,24 @@ from pytest_llmperf.util.secrets import (
     secret_arg_values,
 )
 
+# vLLM's API key flag, and the variable it reads the key from when the flag is not given.
+API_KEY_FLAG = "--api-key"
+API_KEY_ENV = "VLLM_API_KEY"
+
+
+def _without_flag(args: tuple[str, ...], flag: str) -> list[str]:
+    """`args` without `flag` and its value (`--flag VALUE` or `--flag=VALUE`)."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == flag:
+            skip = True
+        elif not arg.startswith(flag + "="):
+            out.append(arg)
+    return out
+
 
 @dataclass(frozen=True)
 class ServerSpec:
@@ -97,8 +115,11 @@ class ServerSpec:
         return replace(self, image=image)
 
     def vllm_args(self, host: str = "0.0.0.0", port: int = 8000) -> list[str]:
-        """The `vllm serve` command line after the program name: MODEL --host --port ..."""
-        argv = [self.model, "--host", host, "--port", str(port), *self.args]
+        """The `vllm serve` command line after the program name: MODEL --host --port ...
+
+        Without `--api-key`: its value would show in `ps` and `docker inspect`'s Args; the
+        server gets it as VLLM_API_KEY (`launch_env`), which vLLM reads the same way."""
+        argv = [self.model, "--host", host, "--port", str(port), *_without_flag(self.args, API_KEY_FLAG)]
         if self.served_model_name:
             argv += ["--served-model-name", self.served_model_name]
         speculative = self.speculative_json
@@ -106,10 +127,16 @@ class ServerSpec:
             argv += ["--speculative-config", speculative]
         return argv
 
+    def launch_env(self) -> dict[str, str]:
+        """What a target adds to the server's environment for the flags `vllm_args` leaves
+        out: VLLM_API_KEY for `--api-key`."""
+        key = self.arg(API_KEY_FLAG)
+        return {API_KEY_ENV: key} if key is not None else {}
+
     def secret_names(self) -> set[str]:
         """The variables whose values must never be shown: HF_TOKEN and its alias, the
         spec's `secret_env`, and every `env` name that says it holds a secret."""
-        return {*ALWAYS_SECRET_ENV, *self.secret_env, *(k for k in self.env if is_secret_name(k))}
+        return {*ALWAYS_SECRET_ENV, API_KEY_ENV, *self.secret_env, *(k for k in self.env if is_secret_name(k))}
 
     def secret_values(self, environ: Mapping[str, str] | None = None) -> Secrets:
         """The values to scrub from its server's logs: its secret env values (given, or

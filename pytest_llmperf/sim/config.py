@@ -292,11 +292,12 @@ class SimConfig:
                     or i + 1 >= len(args)
                     or args[i + 1].startswith("--")
                 ):
-                    ignored.append(word)
                     i += 1
                 else:
-                    ignored.append(f"{word} {args[i + 1]}")
                     i += 2
+                # The flag alone: a value may be a secret (--api-key KEY), and the simulator
+                # knows no rule for which ones are.
+                ignored.append(name)
         if "model" not in kw:
             raise ValueError("no model given: vLLM's shape is MODEL [--flags] (or --model MODEL)")
         for item in ignored:

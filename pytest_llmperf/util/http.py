@@ -6,7 +6,11 @@ httpx (design decision: httpx for everything off the per-chunk path).
 
 from __future__ import annotations
 
+import argparse
+
 import httpx
+
+from pytest_llmperf.util.secrets import has_userinfo, redact_url
 
 
 class PageError(RuntimeError):
@@ -16,11 +20,26 @@ class PageError(RuntimeError):
 def server_root(url: str) -> str:
     """The server root of a base URL as users type it: "http://h:8000/v1/" -> "http://h:8000".
 
-    ValueError unless it is an http(s):// URL.
+    ValueError unless it is an http(s):// URL without credentials: the measuring requests
+    would not carry them, and every page read logs its URL (httpx, at INFO). The message
+    never repeats them.
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(f"expected an http(s):// URL, got {url!r}")
+        raise ValueError(f"expected an http(s):// URL, got {redact_url(str(url))!r}")
+    if has_userinfo(url):
+        raise ValueError(
+            f"credentials in a server URL are not supported ({redact_url(url)}): the requests "
+            "would not carry them and logs would show them; give the URL without user:password@"
+        )
     return url.rstrip("/").removesuffix("/v1")
+
+
+def url_argument(text: str) -> str:
+    """`server_root` as an argparse type: its message, never the text typed."""
+    try:
+        return server_root(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def fetch_version(base_url: str, *, timeout: float = 5.0, client: httpx.Client | None = None) -> str:

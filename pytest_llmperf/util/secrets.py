@@ -44,6 +44,8 @@ _SECRET_VALUE = re.compile(
     r"|(?i:\bbearer\s+[A-Za-z0-9._~+/-]{8,})"
     r"|(?i:(token|secret|password|api_key)=(?!\*\*\*)\S+)"
 )
+# The userinfo of a URL ("http://user:password@host"), up to its "@".
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?!\*\*\*@)[^\s/?#@]+@")
 
 
 def is_secret_name(name: str) -> bool:
@@ -105,8 +107,20 @@ def secret_arg_values(args: Sequence[str]) -> list[str]:
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """Free text nobody chose the words of (a server's log): every secret value, then
-    every credential-shaped word (hf_..., sk-..., "Bearer ...", "token=...") as REDACTED."""
-    return _SECRET_VALUE.sub(REDACTED, redact(text, secrets))
+    every credential-shaped word (hf_..., sk-..., "Bearer ...", "token=...") and the
+    userinfo of every URL as REDACTED."""
+    return redact_url(_SECRET_VALUE.sub(REDACTED, redact(text, secrets)))
+
+
+def redact_url(text: str) -> str:
+    """`text` with the userinfo of every URL in it shown as REDACTED:
+    "http://user:pw@host:8000" -> "http://***@host:8000"."""
+    return _URL_USERINFO.sub(r"\1" + REDACTED + "@", text)
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether a URL carries credentials before its host ("http://user:pw@host")."""
+    return redact_url(url) != url
 
 
 def strip_secrets(value: Any) -> Any:

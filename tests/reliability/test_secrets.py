@@ -88,3 +88,64 @@ def test_no_secret_when_the_server_never_becomes_ready(secret_project, monkeypat
     )
     assert "readiness.py" not in result.stdout.str()  # the reason, not a traceback through the plugin
     assert_no_secret(everything_written(secret_project, result))
+
+
+LOGGING = ["--log-level=INFO", "-o", "junit_logging=all", "-o", "log_cli=true", "--log-cli-level=INFO"]
+
+
+@pytest.mark.parametrize(
+    "sim_args, outcome",
+    [
+        ("", "passes"),
+        ("--sim-crash-after-requests 12", "crashes"),
+        ("--sim-slow-start-seconds 600", "never starts"),
+    ],
+)
+def test_canary_no_secret_anywhere_with_info_logging_junit_and_the_report(
+    secret_project, monkeypatch, sim_args, outcome
+):
+    monkeypatch.setenv("SECRET_SIM_ARGS", sim_args)
+    args = [
+        *LOGGING,
+        "-l",
+        "-vv",
+        "--junitxml=junit.xml",
+        "--llmperf-report",
+        "report.json",
+        "--llmperf-ready-timeout",
+        "3",
+    ]
+    result = run(secret_project, *args, "--update-baselines", "-k", "verdict")
+    assert "INFO" in result.stdout.str()  # the log reached the terminal ...
+    junit = (secret_project.path / "junit.xml").read_text()
+    assert "system-err" in junit or "system-out" in junit  # ... and the JUnit file
+    if outcome == "passes":
+        result.assert_outcomes(passed=1, deselected=1)
+    else:
+        assert result.ret != pytest.ExitCode.OK
+    assert_no_secret(everything_written(secret_project, result))
+
+
+def test_canary_a_password_in_the_base_url_stops_the_session_and_shows_nowhere(secret_project):
+    # The measuring requests would not carry URL credentials, and httpx logs every URL it
+    # reads at INFO: such a URL is refused before anything starts, and never repeated.
+    url = f"http://llmperf:{PASSWORD}@127.0.0.1:9"
+    args = [*LOGGING, "-l", "-vv", "--junitxml=junit.xml", "--llmperf-report", "report.json"]
+    result = secret_project.runpytest("-p", "no:cacheprovider", "--llmperf-base-url", url, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--llmperf-base-url: credentials in a server URL are not supported (http://***@127.0.0.1:9)*"]
+    )
+    assert_no_secret(everything_written(secret_project, result))
+
+
+def test_a_password_in_the_base_url_of_llmperf_bench_and_doctor_is_refused_without_repeating_it(capsys):
+    from pytest_llmperf.cli import main
+
+    for command in (["bench", "--model", "m"], ["doctor"]):
+        with pytest.raises(SystemExit) as stopped:
+            main([*command, "--base-url", f"http://llmperf:{PASSWORD}@127.0.0.1:9"])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err
+        assert "credentials in a server URL are not supported (http://***@127.0.0.1:9)" in err
+        assert PASSWORD not in err

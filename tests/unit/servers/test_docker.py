@@ -43,6 +43,13 @@ def test_build_environment_passes_by_name_and_collects_secret_values():
     assert missing == ["UNSET_ONE"]
 
 
+def test_the_api_key_flag_travels_in_the_environment_not_the_command():
+    spec = ServerSpec(name="s", model="m", args=("--api-key", "k-123456", "--max-num-seqs", "4"))
+    env, secrets, _ = dk.build_environment(spec, (), {})
+    assert dict(env) == {"VLLM_API_KEY": "k-123456"} and "k-123456" in set(secrets)
+    assert "k-123456" not in repr(env)
+
+
 def test_token_in_callers_environment_is_scrubbed_even_when_not_passed():
     spec = ServerSpec(name="s", model="m")
     env, secrets, _ = dk.build_environment(spec, (), {"HF_TOKEN": TOKEN})

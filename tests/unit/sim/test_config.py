@@ -39,7 +39,7 @@ def test_parses_the_seed_command_line():
     assert c.speculative_config == {"method": "mtp", "num_speculative_tokens": 3}
     assert c.num_speculative_tokens == 3
     assert c.profile.name == "qwen3.6-35b-a3b-fp8"
-    assert c.ignored_args == ["--gpu-memory-utilization 0.85"]
+    assert c.ignored_args == ["--gpu-memory-utilization"]
 
 
 def test_accepts_a_server_spec_vllm_args():
@@ -65,8 +65,16 @@ def test_unknown_flags_are_logged_and_ignored(caplog):
             ]
         )
     assert c.max_num_seqs == 4
-    assert c.ignored_args == ["--trust-remote-code", "--tensor-parallel-size 2", "--kv-cache-dtype=fp8"]
-    assert "ignoring vLLM argument --tensor-parallel-size 2" in caplog.text
+    assert c.ignored_args == ["--trust-remote-code", "--tensor-parallel-size", "--kv-cache-dtype"]
+    assert "ignoring vLLM argument --tensor-parallel-size (no effect" in caplog.text
+
+
+def test_an_ignored_flag_is_logged_without_its_value_which_may_be_a_secret(caplog):
+    with caplog.at_level(logging.DEBUG, logger="pytest_llmperf.sim"):
+        c = SimConfig.from_vllm_argv(["m", "--api-key", "sk-canary-0123456789abcdef", "--hf-token=hf_secret"])
+    assert c.ignored_args == ["--api-key", "--hf-token"]
+    assert "sk-canary" not in caplog.text and "hf_secret" not in caplog.text
+    assert "ignoring vLLM argument --api-key (no effect" in caplog.text
 
 
 def test_sim_flags_and_round_trip():

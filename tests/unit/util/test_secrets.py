@@ -96,7 +96,17 @@ def test_spec_describe_redacts_env_and_args():
     info = spec.describe()
     assert info["args"] == ["--api-key", REDACTED, "--max-model-len", "4096"]
     assert info["env"] == {"EXTRA": REDACTED, "HF_TOKEN": None, "MY_API_KEY": REDACTED, "VLLM_LOGGING_LEVEL": "DEBUG"}
-    assert spec.vllm_args()[-4:] == ["--api-key", "k-123", "--max-model-len", "4096"]  # the server gets the real key
+    assert "k-123" not in spec.vllm_args()  # not on the command line (ps, docker inspect) ...
+    assert spec.vllm_args()[-2:] == ["--max-model-len", "4096"]
+    assert spec.launch_env() == {"VLLM_API_KEY": "k-123"}  # ... but in the server's environment
+
+
+@pytest.mark.parametrize("args", [("--api-key", "k-123"), ("--api-key=k-123",)])
+def test_the_api_key_reaches_the_server_as_vllm_api_key_in_either_spelling(args):
+    spec = ServerSpec(name="s", model="m", args=(*args, "--max-num-seqs", "4"))
+    assert spec.vllm_args(port=1) == ["m", "--host", "0.0.0.0", "--port", "1", "--max-num-seqs", "4"]
+    assert spec.launch_env() == {"VLLM_API_KEY": "k-123"}
+    assert "k-123" in set(spec.secret_values({}))
 
 
 def test_redact_replaces_every_occurrence_and_longest_first():
