@@ -442,8 +442,9 @@ def survey(
     now: float | None = None,
     alive: Callable[[Owner], bool] = is_running,
 ) -> list[Judgement]:
-    """Every container of this plugin on the engine (any state), judged."""
-    found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER})
+    """Every container of this plugin on the engine (any state), judged; one removed
+    while the engine lists them is left out."""
+    found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER}, ignore_removed=True)
     me = me or current_owner()
     now = time.time() if now is None else now
     return [judge(c, max_age, me=me, now=now, alive=alive) for c in found]
@@ -473,7 +474,7 @@ def cleanup_leftovers(
         try:
             judged.container.remove(force=True, v=True)
         except docker.errors.NotFound:
-            pass  # gone meanwhile
+            judged = Judgement(judged.container, True, f"{judged.reason}; it was gone before cleanup reached it")
         except docker.errors.APIError as exc:
             if not _removal_in_progress(exc):
                 kept.append(Judgement(judged.container, False, f"{judged.reason}; could not remove it: {exc}"))
@@ -667,7 +668,7 @@ class DockerTarget:
     def _check_no_other_gpu_server(self, client: Any, gpu_ids: Sequence[str] | None = None) -> None:
         running = [
             c
-            for c in client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]})
+            for c in client.containers.list(filters={"label": [PLUGIN_FILTER, f"{LABEL_GPU}=1"]}, ignore_removed=True)
             if gpus_overlap(gpu_ids, (c.labels or {}).get(LABEL_GPUS))
         ]
         if not running:

@@ -69,7 +69,7 @@ def ours(client: Any, session_prefix: str) -> list[Any]:
     """Every container of this plugin whose session starts with `session_prefix`."""
     return [
         c
-        for c in client.containers.list(all=True, filters={"label": dk.PLUGIN_FILTER})
+        for c in client.containers.list(all=True, filters={"label": dk.PLUGIN_FILTER}, ignore_removed=True)
         if (c.labels or {}).get(dk.LABEL_SESSION, "").startswith(session_prefix)
     ]
 

@@ -51,7 +51,7 @@ def cache(tmp_path: Path) -> Path:
 def doctor_containers(client) -> list:
     return [
         c
-        for c in client.containers.list(all=True, filters={"label": dk.PLUGIN_FILTER})
+        for c in client.containers.list(all=True, filters={"label": dk.PLUGIN_FILTER}, ignore_removed=True)
         if (c.labels or {}).get(dk.LABEL_SESSION, "").startswith("doctor-")
     ]
 

@@ -57,7 +57,7 @@ def plugin_containers() -> dict[str, Owner | None] | None:
         client.ping()
     except Exception:  # noqa: BLE001 - no engine here: nothing to check
         return None
-    found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER})
+    found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER}, ignore_removed=True)
     return {c.name: owner_from_labels(c.labels or {}) for c in found}
 
 

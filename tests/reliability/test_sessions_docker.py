@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ TRIVIAL = "def test_nothing():\n    pass\n"
 # through DockerTarget, as the plugin does, until told to finish (a line on stdin).
 HOLDER = """
 import sys
+import threading
 from pytest_llmperf.servers.docker import DockerTarget
 from pytest_llmperf.servers.spec import ServerSpec
 
@@ -230,4 +232,43 @@ def test_who_owns_it_decides_and_cleanup_says_so_for_each(pytester, docker_clien
     shorter.stdout.fnmatch_lines_random(
         [f"*removed {name['far-young']} (*): *older than 1s*", f"*removed {name['old-version']} (*): *older than 1s*"]
     )
+    assert ours(docker_client, session_prefix) == []
+
+
+def test_cleanup_skips_containers_removed_while_it_lists_them(docker_client, sim_image, session_prefix):
+    # Containers another cleanup removes one every 0.05 s while this one lists and removes:
+    # the docker SDK lists ids, then inspects each; one gone between the two used to end
+    # the session with INTERNALERROR 404 and nothing removed.
+    spec = ServerSpec(name="racing", model="sim/racing")
+    gone = dataclasses.replace(current_owner(), host="another-box", pid=4321)
+    made = [
+        make_container(
+            docker_client,
+            sim_image,
+            session_prefix,
+            f"race-{i}",
+            dk.container_labels(f"{session_prefix}race-{i}", spec, False, owner=gone, created=time.time() - 2 * 86400),
+        )
+        for i in range(40)
+    ]
+    remover_done = threading.Event()
+
+    def remove_them() -> None:
+        for container in reversed(made):
+            try:
+                container.remove(force=True, v=True)
+            except Exception:  # noqa: BLE001 - the cleanup got there first
+                pass
+            time.sleep(0.05)
+        remover_done.set()
+
+    remover = threading.Thread(target=remove_them, daemon=True)
+    remover.start()
+    rounds = 0
+    while not remover_done.is_set():
+        dk.cleanup_lines(*dk.cleanup_leftovers(docker_client))  # raised docker.errors.NotFound
+        dk.survey(docker_client)
+        rounds += 1
+    remover.join(timeout=30)
+    assert rounds >= 1
     assert ours(docker_client, session_prefix) == []
