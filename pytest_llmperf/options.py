@@ -418,6 +418,34 @@ def join_flag_values(args: list[str]) -> None:
         i += 1
 
 
+def values_read_as_test_paths(args: list[str], invocation_dir: Path) -> list[tuple[str, str]]:
+    """(flag, value) for each of our options given as `--flag VALUE` whose VALUE is a path
+    outside `invocation_dir`. pytest reads the command line for its rootdir and ini file
+    before plugins add their options, so it took VALUE for a test path and looked for
+    both from there: a run judged against another folder's baselines and history."""
+    valued = {flag for opt in OPTIONS if opt.kind != "bool" for flag in opt.flags}
+    found = []
+    for flag, value in zip(args, args[1:]):
+        if flag == "--":
+            break
+        if flag not in valued or value.startswith("-"):
+            continue
+        path = (invocation_dir / value.split("::")[0]).resolve()
+        if path.exists() and not path.is_relative_to(invocation_dir.resolve()):
+            found.append((flag, value))
+    return found
+
+
+def read_as_test_path_error(found: list[tuple[str, str]]) -> OptionError:
+    """The usage error for `values_read_as_test_paths`: its fix is the `=` form."""
+    flag, value = found[0]
+    return OptionError(
+        f"{flag} {value}: pytest took {value} for a test path and looked for its rootdir and ini file "
+        f"there (it reads the command line before plugins add their options), so the run would use "
+        f"another folder's baselines and history; write {flag}={value}, with '=', or give the test path"
+    )
+
+
 @dataclass(frozen=True)
 class LlmperfOptions:
     target: str | None  # one of TARGET_FLAGS, or None (perf tests skip)

@@ -20,7 +20,16 @@ from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebac
 
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
 from pytest_llmperf.metrics.failures import parse_budget
-from pytest_llmperf.options import FLAG_VALUED, OPTIONS, Option, OptionError, join_flag_values, resolve_options
+from pytest_llmperf.options import (
+    FLAG_VALUED,
+    OPTIONS,
+    Option,
+    OptionError,
+    join_flag_values,
+    read_as_test_path_error,
+    resolve_options,
+    values_read_as_test_paths,
+)
 from pytest_llmperf.ordering import order_items
 from pytest_llmperf.selection import declared_names, declared_servers, resolve_server, select_servers
 from pytest_llmperf.servers.spec import ServerSpec
@@ -115,6 +124,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     the pair becomes `--llmperf-sim-args=--disable-log-stats`, and the option is registered
     for pytest's last, full parse (when conftests add theirs)."""
     join_flag_values(args)
+    if not early_config.known_args_namespace.file_or_dir:  # no test path: a value decided the rootdir
+        found = values_read_as_test_paths(args, early_config.invocation_params.dir)
+        if found:
+            raise pytest.UsageError(str(read_as_test_path_error(found)))
     for opt in OPTIONS:
         if opt.dest in FLAG_VALUED:
             _add_option(parser, opt)

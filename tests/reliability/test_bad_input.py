@@ -279,3 +279,29 @@ def test_two_workloads_of_one_server_and_concurrency_keep_two_baseline_entries(p
         "test_suite.py::test_long[2]": recorded[32],
     }
     assert "different workload" not in result.stdout.str() and "MISSING BASELINE" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("flag", ["--llmperf-dataset", "--llmperf-hf-cache", "--llmperf-baselines-dir"])
+def test_an_option_path_outside_the_project_given_with_a_space_and_no_test_path_is_a_usage_error(
+    project, tmp_path_factory, flag
+):
+    # pytest reads the command line for its rootdir before plugins add their options: the
+    # value would be taken for a test path, and the run judged against that folder.
+    other = tmp_path_factory.mktemp("other")
+    (other / "sharegpt.json").write_text((project.path / "sharegpt.json").read_text())
+    value = str(other / "sharegpt.json") if flag == "--llmperf-dataset" else str(other)
+    result = run(project, "-k", "test_base", flag, value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {flag} {value}: pytest took {value} for a test path*write {flag}={value}, *"])
+    assert list(other.iterdir()) == [other / "sharegpt.json"]  # nothing written there
+
+
+def test_an_option_path_outside_the_project_given_with_an_equals_sign_keeps_the_projects_root(
+    project, tmp_path_factory
+):
+    other = tmp_path_factory.mktemp("other")
+    (other / "sharegpt.json").write_text((project.path / "sharegpt.json").read_text())
+    result = run(project, "-k", "test_base", f"--llmperf-dataset={other / 'sharegpt.json'}", "--update-baselines")
+    result.assert_outcomes(passed=1, deselected=2)
+    assert (project.path / "baselines" / "sim" / "tiny.json").exists()
+    assert list(other.iterdir()) == [other / "sharegpt.json"]
