@@ -62,7 +62,7 @@ from pytest_llmperf.servers.gpu_info import combine_peaks
 from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.readiness import why_down
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.util.files import token_counts_dir
+from pytest_llmperf.util.files import token_counts_dir, write_problem
 from pytest_llmperf.util.limits import open_files_for, open_files_limit
 from pytest_llmperf.util.secrets import redact_text
 from pytest_llmperf.util.signals import TERMINATE
@@ -192,7 +192,10 @@ def check_before_start(
                 wanted.add(source)
     loaded = {key: load_for_session(options, rootdir, *key) for key in sorted(wanted, key=str)}
     _check_prompts(loaded, plans, options)
-    _check_baselines(BaselineStore(rootdir / options.baselines_dir), rootdir, plans, folders)
+    store = BaselineStore(rootdir / options.baselines_dir)
+    _check_baselines(store, rootdir, plans, folders)
+    if options.update_baselines:
+        _check_writable(store, rootdir, plans, folders)
     return loaded
 
 
@@ -303,6 +306,26 @@ def _check_baselines(
             )
     if problems:
         raise SetupError("\n".join(problems))
+
+
+def _check_writable(
+    store: BaselineStore, rootdir: Path, plans: Sequence[PlannedTest], folders: Sequence[str] | None
+) -> None:
+    """Every baseline file --update-baselines will write can be written, before any server
+    starts. `folders` None (known once a server runs): the baselines folder itself, and the
+    files of every folder there is."""
+    servers = sorted({spec.name for plan in plans for spec in plan.servers})
+    checked: list[tuple[str, Path]] = []
+    if folders is None:
+        checked.append((f"baselines folder {_relative(store.root, rootdir)}", store.root / "new" / "file"))
+        folders = sorted(p.name for p in store.root.iterdir() if p.is_dir()) if store.root.is_dir() else []
+    for folder in folders:
+        if folder != PUBLISHED_DIR:
+            paths = [store.path_for(folder, name) for name in servers]
+            checked += [(f"baseline {_relative(path, rootdir)}", path) for path in paths]
+    problems = [f"{what} cannot be written: {why}" for what, path in checked if (why := write_problem(path))]
+    if problems:
+        raise SetupError("\n".join(problems) + "\n(--update-baselines: found before any server started)")
 
 
 class PerfSession:

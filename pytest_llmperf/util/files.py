@@ -9,13 +9,47 @@ from pathlib import Path
 CACHE_DIR_ENV = "LLMPERF_CACHE_DIR"
 
 
+def is_read_only(path: Path) -> bool:
+    """Whether `path` is a file nobody may write by its mode (chmod 444): someone meant it
+    to stay as it is, even for root, whom permissions do not stop."""
+    try:
+        return path.is_file() and not path.stat().st_mode & 0o222
+    except OSError:
+        return False
+
+
+def write_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why `atomic_write_text(path, ...)` would fail, found by trying what it does (a temp
+    file in the nearest folder that exists), or None when it would not."""
+    path = Path(path)
+    if is_read_only(path):
+        return f"it is read-only (mode {path.stat().st_mode & 0o777:o}); make it writable to record over it"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "it is not writable by this user"
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".llmperf-probe-")
+    except OSError as exc:
+        return f"no file can be written in {folder}: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write `text` (UTF-8, "\\n" line ends) via a temp file in the same folder, fsync and
     `os.replace`, then fsync the folder: a reader sees the old file or the new one, never
     half of one, and a crash cannot lose the rename. The file gets the mode a plain
     `open()` would give it (0644 under the usual umask, not mkstemp's 0600). Creates the
-    folder; leaves no temp file behind on failure, and removes ones a crash left."""
+    folder; leaves no temp file behind on failure, and removes ones a crash left.
+    PermissionError for a read-only file (`is_read_only`): it is never replaced."""
     path = Path(path)
+    if is_read_only(path):
+        raise PermissionError(f"{path} is read-only (mode {path.stat().st_mode & 0o777:o}): not replaced")
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix, suffix = f".{path.name}.", ".tmp"
     for stray in path.parent.glob(f"{prefix}*{suffix}"):  # from a process killed mid-write

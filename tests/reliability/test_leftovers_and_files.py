@@ -61,3 +61,34 @@ def test_simulator_flags_with_a_target_that_would_drop_them_are_refused_before_a
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--llmperf-sim-args only applies to the simulated server (--llmperf-sim)*"])
     assert "starting server" not in result.stdout.str()
+
+
+def test_a_read_only_baseline_file_is_never_replaced_and_says_so_before_any_server_starts(project):
+    run(project, "-k", "test_base", "--update-baselines").assert_outcomes(passed=1, deselected=2)
+    baseline = project.path / "baselines" / "sim" / "tiny.json"
+    before = baseline.read_text()
+    baseline.chmod(0o444)
+    result = run(project, "-k", "test_base", "--update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: baseline baselines/sim/tiny.json cannot be written: it is read-only (mode 444); make it writable*"]
+    )
+    assert "warm-up" not in result.stdout.str()  # no server started
+    assert baseline.read_text() == before and stat.S_IMODE(baseline.stat().st_mode) == 0o444
+
+
+def test_an_unwritable_baselines_folder_is_found_before_any_server_starts(project):
+    (project.path / "blocker").write_text("a file where the baselines folder would go\n")
+    result = run(project, "-k", "test_base", "--update-baselines", "--llmperf-baselines-dir=blocker/baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: baseline blocker/baselines/sim/tiny.json cannot be written: *blocker*"])
+    assert "warm-up" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a folder whatever its mode")
+def test_a_folder_without_write_permission_is_found_before_any_server_starts(project):
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines").chmod(0o555)
+    result = run(project, "-k", "test_base", "--update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: baseline baselines/sim/tiny.json cannot be written: no file can be written*"])

@@ -45,3 +45,20 @@ def test_cache_root_and_token_counts_dir(monkeypatch, tmp_path):
     assert files.cache_root() == Path.home() / "llmperf-cache"
     monkeypatch.delenv("LLMPERF_CACHE_DIR")
     assert files.cache_root() == Path.home() / ".cache" / "pytest-llmperf"
+
+
+def test_a_read_only_file_is_never_replaced_and_write_problem_says_so(tmp_path):
+    path = tmp_path / "kept.json"
+    path.write_text("old\n")
+    path.chmod(0o444)
+    assert files.write_problem(path) == "it is read-only (mode 444); make it writable to record over it"
+    with pytest.raises(PermissionError, match="read-only"):
+        files.atomic_write_text(path, "new\n")
+    assert path.read_text() == "old\n"
+
+
+def test_write_problem_finds_a_file_in_the_way_of_the_folder_and_nothing_for_a_new_file(tmp_path):
+    (tmp_path / "blocker").write_text("x")
+    assert "is not a folder" in files.write_problem(tmp_path / "blocker" / "sub" / "f.json")
+    assert files.write_problem(tmp_path / "new" / "deeper" / "f.json") is None
+    assert list(tmp_path.iterdir()) == [tmp_path / "blocker"]  # the probe left nothing, created nothing
