@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
@@ -297,15 +297,21 @@ def marker_servers(item: pytest.Item) -> dict[str, ServerSpec | None]:
         return item.stash[SERVERS_KEY]
     marker = item.get_closest_marker("llmperf")
     given = {key: marker.kwargs[key] for key in ("server", "base") if key in marker.kwargs} if marker else {}
-    cache = item.config.stash.setdefault(DECLARED_KEY, {})
     try:
-        if any(isinstance(value, str) for value in given.values()) and item.path not in cache:
-            cache[item.path] = declared_servers(item.ihook.pytest_llmperf_servers(config=item.config))
-        resolved = {key: resolve_server(key, value, cache.get(item.path, {})) for key, value in given.items()}
+        resolved = {key: resolve_server(key, value, _declared_for(item, value)) for key, value in given.items()}
     except ValueError as exc:
         raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
     item.stash[SERVERS_KEY] = resolved
     return resolved
+
+
+def _declared_for(item: pytest.Item, value: object) -> dict[str, ServerSpec]:
+    """The servers the conftest.py files above `item` declare, looked up (once per folder)
+    only when `value` is a name to find among them."""
+    cache = item.config.stash.setdefault(DECLARED_KEY, {})
+    if isinstance(value, str) and item.path not in cache:
+        cache[item.path] = declared_servers(item.ihook.pytest_llmperf_servers(config=item.config))
+    return cache.get(item.path, {})
 
 
 def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Workload]:
@@ -632,8 +638,10 @@ class LlmperfFixture:
         profile: str,
         benchmark: Callable[[], Any] | None = None,
         used: list[MeasuredRun] | None = None,
+        declared: Callable[[object], Mapping[str, ServerSpec]] = lambda name: {},
     ) -> None:
         self._perf = perf
+        self._declared = declared  # the servers declared for this test, where a name is given
         self._used = used if used is not None else []  # the runs this test got, for its JUnit properties
         self._kwargs = kwargs
         self._nodeid = nodeid
@@ -644,12 +652,15 @@ class LlmperfFixture:
         self.server: ServerSpec | None = kwargs.get("server")
         self.base: ServerSpec | None = kwargs.get("base")
 
-    def run(self, concurrency: int, server: ServerSpec | None = None, **workload: Any) -> MeasuredRun:
-        spec = server or self.server
+    def run(self, concurrency: int, server: ServerSpec | str | None = None, **workload: Any) -> MeasuredRun:
+        """A bad argument fails the test in one line that says which and how to fix it,
+        before any server starts; `server`: a ServerSpec or a declared server's name."""
+        try:
+            spec = resolve_server("server", server, self._declared(server)) if server is not None else self.server
+        except ValueError as exc:
+            self._refuse(f"llmperf.run(): {str(exc).removeprefix('llmperf ')}")
         if spec is None:
-            raise pytest.UsageError(
-                f"{self._nodeid}: llmperf.run() needs server= (or @pytest.mark.llmperf(server=...))"
-            )
+            self._refuse("llmperf.run() needs server= (or @pytest.mark.llmperf(server=...))")
         declared = {k: v for k, v in self._kwargs.items() if k in WORKLOAD_KEYS}
         declared.update(workload)
         try:
@@ -663,7 +674,8 @@ class LlmperfFixture:
                 dataset=(options.dataset_name, options.dataset),
             )
         except ValueError as exc:
-            raise pytest.UsageError(f"{self._nodeid}: {exc}") from None
+            # The marker's own values were checked at collection: what is wrong now came with this call.
+            self._refuse(str(exc).replace("llmperf marker:", "llmperf.run():", 1))
         from pytest_llmperf.session import SetupError
 
         try:
@@ -673,9 +685,12 @@ class LlmperfFixture:
             else:
                 measured = self._perf.run(spec, resolved)
         except SetupError as exc:  # what only a running server could tell (its token counts)
-            pytest.fail(f"{self._nodeid}: {exc}", pytrace=False)
+            self._refuse(str(exc))
         self._used.append(measured)
         return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"), self._kwargs.get("error_budget"))
+
+    def _refuse(self, message: str) -> NoReturn:
+        pytest.fail(f"{self._nodeid}: {message}", pytrace=False)
 
 
 def _run_under_benchmark(benchmark: Any, run: Callable[..., Any], spec: ServerSpec, workload: Any) -> Any:
@@ -734,6 +749,7 @@ def llmperf(request: pytest.FixtureRequest) -> LlmperfFixture:
         options.profile,
         benchmark=_benchmark_factory(request),
         used=request.node.stash.setdefault(USED_RUNS_KEY, []),
+        declared=lambda value: _declared_for(request.node, value),
     )
 
 

@@ -305,3 +305,34 @@ def test_an_option_path_outside_the_project_given_with_an_equals_sign_keeps_the_
     result.assert_outcomes(passed=1, deselected=2)
     assert (project.path / "baselines" / "sim" / "tiny.json").exists()
     assert list(other.iterdir()) == [other / "sharegpt.json"]
+
+
+RUN_CALL = """
+import pytest
+from conftest import BASE
+
+@pytest.mark.llmperf(server=BASE, num_prompts=8, max_tokens=16, warmup=1)
+def test_call(llmperf):
+    llmperf.run({call})
+"""
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        ("concurrency=0", "concurrency must be a whole number >= 1, got 0"),
+        ("concurrency='4'", "concurrency must be a whole number >= 1, got '4'"),
+        ("concurrency=2, num_prompts=-1", "llmperf.run(): num_prompts=-1: num_prompts (measured requests) takes"),
+        ("concurrency=2, foo=1", "llmperf.run(): unknown workload key(s) ['foo']"),
+        ("concurrency=2, server='nope'", "llmperf.run(): server='nope': no server is declared here"),
+        ("concurrency=2, server=3", "llmperf.run(): server= must be a declared server's name or a ServerSpec, got 3"),
+    ],
+)
+def test_a_bad_argument_to_llmperf_run_fails_the_test_in_one_line_without_a_traceback(project, call, message):
+    project.makepyfile(test_suite=RUN_CALL.format(call=call))
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert f"test_suite.py::test_call: {message}" in out
+    assert "raise " not in out and "UsageError" not in out and "Traceback" not in out
+    assert "starting server" not in out
