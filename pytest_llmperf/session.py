@@ -750,7 +750,9 @@ class PerfSession:
         between usage, the engine's counter and the client (metrics/crosscheck.py)."""
         broken = combine(failures(r.records, r.attempted) for r in run.results)
         if run.server_death:
-            reason = f"{run.server_death}; {broken.describe()}; the figures of a broken run judge nothing"
+            # Died before the measured window (during a warm-up): its death says it all.
+            said = f"{run.server_death}; {broken.describe()}" if broken.attempted else run.server_death
+            reason = f"{said}; the figures of a broken run judge nothing"
             if run.server_log:
                 shown = "\n".join(f"    {line}" for line in run.server_log)
                 reason += f"; its last {len(run.server_log)} log lines:\n{shown}"

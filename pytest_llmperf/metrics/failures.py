@@ -62,7 +62,11 @@ class Failures:
     causes: tuple[tuple[str, int], ...]  # (error, count), most common first
 
     def describe(self, most: int = 3) -> str:
-        """ "48 of 64 failed: 46x HTTP 500 ..., 2x connection closed mid-response" """
+        """ "48 of 64 failed: 46x HTTP 500 ..., 2x connection closed mid-response"; "none of
+        64 failed" """
+        if not self.failed:
+            text = f"none of {self.attempted} failed"
+            return text + (f" ({self.cut_at_cap} cut at the time cap, not counted)" if self.cut_at_cap else "")
         shown = ", ".join(f"{n}x {cause}" for cause, n in self.causes[:most])
         more = len(self.causes) - most
         text = f"{self.failed} of {self.attempted} failed: {shown}" + (f", and {more} other causes" if more > 0 else "")

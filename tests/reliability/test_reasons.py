@@ -56,3 +56,18 @@ def test_stalled_streams_are_named_beside_the_regression_it_is_not_offered_for_r
     assert "REGRESSED" in row(out, "decode_tok_s")
     result.stdout.fnmatch_lines(["*faults during the run: * stalled (longest gap 1.* s, *x the median gap*"])
     assert "re-record decode_tok_s" not in out
+
+
+def test_a_server_that_dies_in_its_warm_up_is_said_once_without_an_empty_count(project, monkeypatch):
+    # The server warm-up (8 requests) kills it; no measured request was ever sent.
+    monkeypatch.setenv("TINY_MTP_SIM_ARGS", "--sim-crash-after-requests 3")
+    result = run(project, "-k", "test_mtp", "--update-baselines")
+    result.assert_outcomes(failed=1, deselected=2)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*invalid run: server died during its warm-up (* of 8 failed): /health answers 503; "
+            "the figures of a broken run judge nothing*"
+        ]
+    )
+    assert "0 of 0 failed" not in out and "failed: ;" not in out

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures, faults_note, parse_budget, stalls
+from pytest_llmperf.metrics.failures import ErrorBudget, Failures, combine, failures, faults_note, parse_budget, stalls
 from pytest_llmperf.metrics.records import RequestRecord
 
 
@@ -72,3 +72,10 @@ def test_faults_note_names_failures_within_budget_and_stalls_or_nothing():
         "1 stream stalled (longest gap 3.0 s, 150x the median gap of 20 ms)"
     )
     assert faults_note([failures([record(0)])], [stalls([stream(0, [0.02] * 5)])], budget) is None
+
+
+def test_no_failure_reads_as_none_failed_not_an_empty_list_of_causes():
+    assert Failures(attempted=12, failed=0, cut_at_cap=0, causes=()).describe() == "none of 12 failed"
+    assert Failures(attempted=12, failed=0, cut_at_cap=2, causes=()).describe() == (
+        "none of 12 failed (2 cut at the time cap, not counted)"
+    )
