@@ -314,6 +314,16 @@ def _declared_for(item: pytest.Item, value: object) -> dict[str, ServerSpec]:
     return cache.get(item.path, {})
 
 
+def _check_asserted_names(item: pytest.Item) -> None:
+    """The metric names a test asserts in literal strings, before any server starts."""
+    from pytest_llmperf.asserted_names import check_function
+
+    function = getattr(item, "function", None)
+    problems = check_function(function) if function is not None else []
+    if problems:
+        raise pytest.UsageError("\n".join(f"{item.nodeid} (line {line}): {problem}" for line, problem in problems))
+
+
 def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Workload]:
     """The workloads a marked test will run, as far as collection can tell: its marker's,
     at its `concurrency` parameter when it has one (the usual parametrize). Checks every
@@ -403,6 +413,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         kwargs = marker_kwargs(item)
         if kwargs is None:
             continue
+        _check_asserted_names(item)
         servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
         workloads = tuple(planned_workloads(item, kwargs))
         declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}

@@ -336,3 +336,14 @@ def test_a_bad_argument_to_llmperf_run_fails_the_test_in_one_line_without_a_trac
     assert f"test_suite.py::test_call: {message}" in out
     assert "raise " not in out and "UsageError" not in out and "Traceback" not in out
     assert "starting server" not in out
+
+
+def test_a_typo_in_an_asserted_metric_is_a_usage_error_before_any_server_starts(project):
+    project.makepyfile(
+        test_suite=ONE_TEST.format(marker="num_prompts=8, max_tokens=16, warmup=1", concurrency=2).replace(
+            '"decode_tok_s"', '"decode_toks"'
+        )
+    )
+    line = refused(run(project, "--update-baselines"), "assert_no_regression: unknown metric 'decode_toks'")
+    assert line.startswith("ERROR: test_suite.py::test_one[2] (line 7): ")
+    assert "did you mean decode_tok_s, steady_decode_tok_s?" in line
