@@ -204,9 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     random.add_argument(
         "--tokenizer",
         default=None,
-        help="a Hugging Face tokenizer (name or folder; needs transformers) to build the prompts from, as vLLM "
-        "does: the very prompts of vllm bench serve on that model (default: the built-in tokenizer: the same "
-        "lengths, exact on the simulator, other text)",
+        help="a Hugging Face tokenizer (a model folder or name; pip install 'pytest-llmperf[hf]') to build the "
+        "prompts from, as vLLM does: the very prompts of vllm bench serve on that model. Without it the prompts "
+        "are made to the lengths the server's /tokenize counts (other text, the same lengths); a server whose "
+        "counts still differ from the lengths asked for makes the run invalid",
     )
     bench.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     bench.add_argument(
@@ -344,9 +345,15 @@ def sampler_output_len(args: argparse.Namespace) -> int | None:
 
 def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     from pytest_llmperf.workload import dataset as ds
-    from pytest_llmperf.workload.prompts import dataset_provenance, load_dataset, sample_prompts
+    from pytest_llmperf.workload.prompts import (
+        dataset_provenance,
+        load_dataset,
+        random_prompts,
+        random_settings,
+        sample_prompts,
+    )
     from pytest_llmperf.workload.random_dataset import BuiltinTokenizer, load_tokenizer
-    from pytest_llmperf.workload.token_counts import TokenizeUnavailable
+    from pytest_llmperf.workload.token_counts import TokenizeError, TokenizeUnavailable, token_counter_for
 
     check_dataset_flags(args)
     workload = bench_workload(args)
@@ -365,10 +372,21 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
         output_len = sampler_output_len(args) if workload.dataset_name == SHAREGPT else None
         return sample_prompts(workload, file, counter, output_len=output_len, tokenizer=tokenizer)
 
+    cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
+    if file is None and not getattr(args, "tokenizer", None):  # random: made to the server's counts
+        random_settings(workload).bounds()  # bad settings, before any request
+        try:
+            counter, source = (
+                (None, "approx") if args.approx_tokens else token_counter_for(args.base_url, args.model, cache)
+            )
+            reqs, made_by = random_prompts(workload, server_count=counter if source == "server" else None)
+        except TokenizeError as exc:
+            raise CLIError(f"the random prompts' lengths: {exc}") from None
+        info["tokenizer"] = made_by
+        return reqs, info
     try:
         if args.approx_tokens or file is None:  # the random dataset's lengths come with its prompts
             return sample(), info
-        cache = Path(args.token_cache) if args.token_cache else token_counts_dir()
         try:
             reqs = sample(ds.ServerTokenCounter(args.base_url, args.model, cache, dataset_id=file.sha256))
         except TokenizeUnavailable as exc:
@@ -395,6 +413,8 @@ def _run(args: argparse.Namespace, requests: list[Any]) -> RunResult:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from pytest_llmperf.workload.prompts import random_length_mismatch
+
     output = Path(args.output or default_output_name())
     if output.exists() and output.is_dir():
         raise CLIError(f"--output {output} is a directory; give a file name")
@@ -436,6 +456,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(serving_result(result))
     atomic_write_text(output, result.to_json() + "\n")  # never leave a half-written result behind
     print(f"Result written to {output}")
+    mismatch = random_length_mismatch(workload, result.records)
+    if mismatch:
+        print(f"invalid run: {mismatch}", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK if result.completed else EXIT_NO_COMPLETIONS
 
 

@@ -67,6 +67,7 @@ from pytest_llmperf.util.limits import open_files_for, open_files_limit
 from pytest_llmperf.util.secrets import redact_text
 from pytest_llmperf.util.signals import TERMINATE
 from pytest_llmperf.workload.config import RunConfig
+from pytest_llmperf.workload.prompts import BUILTIN, random_length_mismatch
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.result import RunResult, describe_warmup, plural, warmup_figures
 from pytest_llmperf.workload.workload import Workload
@@ -367,6 +368,8 @@ class PerfSession:
         self.token_count_source = ""
         # (model, dataset, its settings, seed, count): the prompts, for every server of the model.
         self._requests: dict[tuple[Any, ...], list[SampledRequest]] = {}
+        # The random dataset's prompts by key: what made them to their lengths (prompts.SERVER, BUILTIN).
+        self._random_made_by: dict[tuple[Any, ...], str | None] = {}
         # After failed requests: why the server is gone, or None while it serves.
         self.server_down: Callable[[Endpoint], str | None] = why_down
         self._warmed: Endpoint | None = None  # the started server the server-level warm-up ran on
@@ -637,24 +640,24 @@ class PerfSession:
     def _requests_for(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
         """The same prompts for every server of a model: base and MTP see identical input."""
         from pytest_llmperf.workload.dataset import DatasetError, NotEnoughPromptsError
-        from pytest_llmperf.workload.prompts import sample_prompts
+        from pytest_llmperf.workload.prompts import random_prompts, sample_prompts
         from pytest_llmperf.workload.token_counts import token_counter_for
 
         count = workload.prompts_needed
-        settings = (workload.random_input_len, workload.random_range_ratio, workload.random_prefix_len)
-        per_request = workload.max_tokens if workload.per_request_max_tokens else None
-        key = (endpoint.model, dataset_source(self.options, workload), settings, per_request, workload.seed, count)
+        key = self._requests_key(endpoint, workload)
         if key not in self._requests:
             dataset = self._dataset_for(workload)
-            counter = None
-            if dataset is not None:  # the random dataset's lengths come with its prompts
-                counter, source = token_counter_for(
-                    endpoint.base_url,
-                    endpoint.model,
-                    cache_dir=token_counts_dir(),
-                    dataset_id=dataset.sha256,
-                )
-                self.token_count_source = source
+            counter, source = token_counter_for(
+                endpoint.base_url,
+                endpoint.model,
+                cache_dir=token_counts_dir(),
+                dataset_id=dataset.sha256 if dataset is not None else "random",
+            )
+            if dataset is None:  # the random dataset: made to the server's counts where it has /tokenize
+                server = counter if source == "server" else None
+                self._requests[key], self._random_made_by[key] = random_prompts(workload, server_count=server)
+                return self._requests[key]
+            self.token_count_source = source
             try:
                 self._requests[key] = sample_prompts(workload, dataset, counter)
             except NotEnoughPromptsError as exc:
@@ -670,6 +673,13 @@ class PerfSession:
                 raise SetupError(f"{endpoint.model} @ concurrency {workload.concurrency}: {exc}") from None
         return self._requests[key]
 
+    def _requests_key(self, endpoint: Endpoint, workload: Workload) -> tuple[Any, ...]:
+        """The prompts' key: the same prompts for every server of a model."""
+        settings = (workload.random_input_len, workload.random_range_ratio, workload.random_prefix_len)
+        per_request = workload.max_tokens if workload.per_request_max_tokens else None
+        source = dataset_source(self.options, workload)
+        return (endpoint.model, source, settings, per_request, workload.seed, workload.prompts_needed)
+
     def workload_identity(self, run: MeasuredRun) -> dict[str, Any]:
         """What must match for two runs to be comparable (hardware aside)."""
         from pytest_llmperf.workload.prompts import dataset_identity
@@ -678,7 +688,8 @@ class PerfSession:
         identity["model"] = run.server.model
         key = dataset_source(self.options, run.workload)
         if key in self._datasets or run.workload.dataset_name == "random":
-            identity["dataset"] = dataset_identity(run.workload, self._datasets.get(key))
+            made_by = run.provenance.get("dataset", {}).get("tokenizer", BUILTIN)
+            identity["dataset"] = dataset_identity(run.workload, self._datasets.get(key), made_by)
         if "clock_speed" in run.provenance:
             identity["clock_speed"] = run.provenance["clock_speed"]
         return identity
@@ -697,7 +708,8 @@ class PerfSession:
         key = dataset_source(self.options, workload)
         if key in self._datasets or workload.dataset_name == "random":
             # File name only: baselines are committed and must not carry this machine's paths.
-            info["dataset"] = dataset_provenance(workload, self._datasets.get(key))
+            made_by = self._random_made_by.get(self._requests_key(endpoint, workload)) or BUILTIN
+            info["dataset"] = dataset_provenance(workload, self._datasets.get(key), made_by)
             if workload.dataset_name != "random":
                 info["prompt_length_source"] = self.token_count_source  # server /tokenize or approx
         return {k: v for k, v in info.items() if v is not None}
@@ -782,7 +794,7 @@ class PerfSession:
             mismatch = token_mismatch(result.token_account())
             if mismatch:
                 return mismatch
-        return None
+        return random_length_mismatch(run.workload, [r for result in run.results for r in result.records])
 
     def gate(
         self,

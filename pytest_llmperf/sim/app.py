@@ -113,6 +113,8 @@ def build_app(config: SimConfig) -> Starlette:
         return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
     async def tokenize(request: Request) -> Response:
+        if config.no_tokenize:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
         try:
             body = await _json_body(request)
             model = body.get("model")
@@ -128,7 +130,7 @@ def build_app(config: SimConfig) -> Starlette:
                 raise _validation_error("missing", ("body", "prompt"), "Field required", body)
         except ApiError as exc:
             return exc.response()
-        tokens = tokenizer.encode(text)
+        tokens = tokenizer.encode(text, config.prompt_word_tokens)
         return JSONResponse(
             {"count": len(tokens), "max_model_len": config.max_model_len, "tokens": tokens, "token_strs": None}
         )
@@ -585,7 +587,7 @@ def _parse_params(body: dict[str, Any], chat: bool, served: str, config: SimConf
             raise _validation_error("missing", ("body", "messages"), "Field required", body)
         messages = body["messages"]
         key = _chat_text(messages)
-        prompt_tokens = tokenizer.chat_prompt_tokens(messages)
+        prompt_tokens = tokenizer.chat_prompt_tokens(messages, config.prompt_word_tokens)
     else:
         if "prompt" not in body:
             raise _validation_error("missing", ("body", "prompt"), "Field required", body)
@@ -593,7 +595,7 @@ def _parse_params(body: dict[str, Any], chat: bool, served: str, config: SimConf
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            key, prompt_tokens = prompt, tokenizer.count_tokens(prompt)
+            key, prompt_tokens = prompt, tokenizer.count_tokens(prompt, config.prompt_word_tokens)
         elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
             key, prompt_tokens = ",".join(map(str, prompt)), len(prompt)
         else:

@@ -43,6 +43,8 @@ _SIM_FLAGS: dict[str, type] = {
     "early_stop_rate": float,
     "changed_output_rate": float,
     "usage_offset": int,
+    "prompt_word_tokens": int,
+    "no_tokenize": bool,
     "counter_scale": float,
 }
 
@@ -118,6 +120,10 @@ class SimConfig:
     changed_output_rate: float = 0.0
     usage_offset: int = 0
     counter_scale: float = 1.0
+    # Tokens each word of a prompt costs, in /tokenize and in usage (prompts only): 2 counts
+    # the random dataset's made-up words about as a real model's tokenizer does.
+    prompt_word_tokens: int = 1
+    no_tokenize: bool = False  # /tokenize answers 404, as an OpenAI-compatible server without it
     disable_log_stats: bool = False  # engine counters exist but never move
     # Reasoning (vLLM's --reasoning-parser; chat only): each reply spends `reasoning_share`
     # of its natural length reasoning (None: the profile's), streamed as `delta.reasoning`,
@@ -158,6 +164,8 @@ class SimConfig:
                 bad(f"{name} must be a relative spread in [0, 1] (0.01 = 1 %), got {getattr(self, name)}")
         if not 0 <= self.counter_scale <= 10:
             bad(f"counter_scale must be in [0, 10] (1: the counter counts what it generated), got {self.counter_scale}")
+        if not 1 <= self.prompt_word_tokens <= 8:
+            bad(f"prompt_word_tokens must be 1 to 8 (1: a word piece is one token), got {self.prompt_word_tokens}")
         for name in ("error_rate", "fault_request_rate", "eos_only_rate", "early_stop_rate", "changed_output_rate"):
             v = getattr(self, name)
             if not 0 <= v <= 1:

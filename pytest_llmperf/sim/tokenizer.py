@@ -28,21 +28,26 @@ _TOKEN_RE = re.compile(
 )
 
 
+_WORD_RE = re.compile(r" ?[A-Za-z]{1,7}")
+
+
 def tokenize(text: str) -> list[str]:
     """Split text into token strings; ''.join(result) == text."""
     return _TOKEN_RE.findall(text)
 
 
-def count_tokens(text: str) -> int:
-    return len(_TOKEN_RE.findall(text))
+def count_tokens(text: str, word_tokens: int = 1) -> int:
+    """`text`'s tokens, each word piece counted `word_tokens` times (SimConfig.prompt_word_tokens)."""
+    pieces = _TOKEN_RE.findall(text)
+    return len(pieces) + (word_tokens - 1) * sum(1 for p in pieces if _WORD_RE.fullmatch(p))
 
 
 def token_id(piece: str) -> int:
     return zlib.crc32(piece.encode("utf-8")) % VOCAB_SIZE
 
 
-def encode(text: str) -> list[int]:
-    return [token_id(p) for p in tokenize(text)]
+def encode(text: str, word_tokens: int = 1) -> list[int]:
+    return [token_id(p) for p in tokenize(text) for _ in range(word_tokens if _WORD_RE.fullmatch(p) else 1)]
 
 
 # Chat prompts are rendered with a ChatML template (Qwen's); each marker counts as
@@ -50,14 +55,14 @@ def encode(text: str) -> list[int]:
 _IM_START, _IM_END = "<|im_start|>", "<|im_end|>"
 
 
-def chat_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+def chat_prompt_tokens(messages: list[dict[str, Any]], word_tokens: int = 1) -> int:
     """Token count of `messages` rendered with ChatML plus the assistant header."""
     total = 0
     for m in messages:
         content = m.get("content") or ""
         if isinstance(content, list):  # OpenAI content parts: keep the text parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        total += 1 + count_tokens(f"{m.get('role', 'user')}\n{content}") + 1 + 1  # start, body, end, "\n"
+        total += 1 + count_tokens(f"{m.get('role', 'user')}\n{content}", word_tokens) + 1 + 1  # start, body, end, "\n"
     return total + 1 + count_tokens("assistant\n")
 
 

@@ -9,19 +9,25 @@ The plugin's session and `llmperf bench` both use these.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.metrics.prompt_lengths import length_mismatch
+from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.workload.custom_dataset import CustomFile, read_custom, sample_custom
 from pytest_llmperf.workload.dataset import ShareGPTFile, TokenCounter, find_dataset, read_sharegpt, sample_requests
-from pytest_llmperf.workload.random_dataset import RandomSettings, Tokenizer, sample_random
+from pytest_llmperf.workload.random_align import align, probe
+from pytest_llmperf.workload.random_dataset import BuiltinTokenizer, RandomSettings, Tokenizer, sample_random
 from pytest_llmperf.workload.requests import SampledRequest
 from pytest_llmperf.workload.workload import CUSTOM, RANDOM, SHAREGPT, Workload
 
 Loaded = ShareGPTFile | CustomFile | None  # None: the random dataset (nothing to load)
 
-# The random dataset's identity when its prompts come from the built-in tokenizer.
+# The random dataset's identity when its prompts come from the built-in tokenizer, and
+# when they were made to the server's counts through its /tokenize.
 BUILTIN = "builtin"
+SERVER = "server"
 
 
 def dataset_key(workload: Workload) -> tuple[str, str | None]:
@@ -53,13 +59,7 @@ def sample_prompts(
     `output_len`: ShareGPT's `--sharegpt-output-len` (None: the reference completions');
     `tokenizer`: the random dataset's (None: the built-in one)."""
     if workload.dataset_name == RANDOM:
-        return sample_random(
-            workload.num_prompts,
-            random_settings(workload),
-            seed=workload.seed,
-            tokenizer=tokenizer,
-            extra=workload.warmup,
-        )
+        return random_prompts(workload, tokenizer=tokenizer)[0]
     if isinstance(loaded, CustomFile):
         return sample_custom(
             loaded,
@@ -77,6 +77,35 @@ def sample_prompts(
             output_len=output_len,
         )
     raise ValueError(f"dataset {workload.dataset_name!r}: nothing loaded to sample from")
+
+
+def random_prompts(
+    workload: Workload, *, tokenizer: Tokenizer | None = None, server_count: TokenCounter | None = None
+) -> tuple[list[SampledRequest], str | None]:
+    """The random dataset's measured and warm-up prompts, and what made them to their
+    lengths: None for `tokenizer` (a model's own: the caller names it), SERVER when
+    `server_count` (the server's /tokenize counts) fitted them, else BUILTIN."""
+    settings = random_settings(workload)
+
+    def sample(tok: Tokenizer | None) -> list[SampledRequest]:
+        return sample_random(workload.num_prompts, settings, seed=workload.seed, tokenizer=tok, extra=workload.warmup)
+
+    if tokenizer is not None:
+        return sample(tokenizer), None
+    server = probe(server_count) if server_count is not None else None
+    if server is None:
+        return sample(None), BUILTIN
+    built = sample(BuiltinTokenizer(num_special=server.special))  # vLLM's lengths, less its special tokens
+    return align(built, server, settings.prefix_len, BuiltinTokenizer.PIECE_CHARS), SERVER
+
+
+def random_length_mismatch(workload: Workload, records: Iterable[RequestRecord]) -> str | None:
+    """For the random dataset's prompts sent as they are (completions): why the server's
+    counts are not the lengths the sampler meant, or None. Other datasets' lengths are the
+    server's own counts already, and a chat template adds tokens of its own."""
+    if workload.dataset_name != RANDOM or workload.endpoint != "completions":
+        return None
+    return length_mismatch(records)
 
 
 def random_settings(workload: Workload) -> RandomSettings:
@@ -110,4 +139,4 @@ def describe_loaded(loaded: Loaded) -> str:
         return f"{loaded.path}: {len(loaded.prompts)} prompts"
     if isinstance(loaded, ShareGPTFile):
         return f"{loaded.path}: {len(loaded.conversations)} conversations"
-    return "random: prompts generated from token ids (built-in tokenizer)"
+    return "random: prompts generated from token ids, made to the server's token counts where it has /tokenize"

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from itertools import product
 from string import ascii_lowercase
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pytest_llmperf.workload.requests import SampledRequest
 
@@ -74,9 +74,14 @@ class BuiltinTokenizer:
     splits such nonsense words into about two tokens each.
     """
 
-    def __init__(self) -> None:
+    PIECE_CHARS = 4
+
+    def __init__(self, num_special: int = 0) -> None:
+        # `num_special`: the special tokens the server's tokenizer adds to a prompt (a BOS),
+        # which vLLM's sampler takes off the drawn lengths; the pieces hold none.
         self._pieces = [" " + "".join(letters) for letters in product(ascii_lowercase, repeat=3)]
         self._ids = {piece: i for i, piece in enumerate(self._pieces)}
+        self._num_special = num_special
 
     @property
     def vocab_size(self) -> int:
@@ -87,13 +92,13 @@ class BuiltinTokenizer:
         return []
 
     def num_special_tokens_to_add(self) -> int:
-        return 0
+        return self._num_special
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self._pieces[i] for i in ids)
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        size = 4
+        size = self.PIECE_CHARS
         if len(text) % size:
             raise ValueError(f"not a text of built-in pieces: {text[:40]!r}")
         try:
@@ -232,14 +237,14 @@ def load_tokenizer(name: str) -> Tokenizer:
     """A Hugging Face tokenizer by model name or folder (`transformers` must be installed),
     for prompts identical to `vllm bench serve`'s on that model."""
     try:
-        from transformers import AutoTokenizer  # type: ignore[import-not-found]
+        from transformers import AutoTokenizer
     except ImportError:
         raise RandomDatasetError(
-            f"tokenizer {name!r}: the `transformers` package is not installed; pip install transformers, "
-            "or leave the tokenizer out to use the built-in one (same lengths, other prompt text)"
+            f"tokenizer {name!r}: the `transformers` package is not installed; pip install 'pytest-llmperf[hf]', "
+            "or leave the tokenizer out (prompts of other text, made to the lengths the server counts)"
         ) from None
     try:
-        tokenizer: Tokenizer = AutoTokenizer.from_pretrained(name)
+        tokenizer = cast(Tokenizer, AutoTokenizer.from_pretrained(name))
     except (OSError, ValueError) as exc:
         raise RandomDatasetError(f"tokenizer {name!r} cannot be loaded: {exc}") from None
     return tokenizer

@@ -104,7 +104,9 @@ def test_the_log_tail_of_a_server_that_did_not_start_shows_no_secret(tmp_path, m
         with t.start(spec):
             pytest.fail("the context must not be entered")
     message = str(err.value)
-    assert "unrecognized arguments: --api-key ***" in message  # the fake echoes what it was given
+    assert "unrecognized arguments: --bogus" in message  # the fake echoes what it was given ...
+    assert "--api-key" not in message  # ... and the key was not on its command line but in its environment
+    assert t.process_env(spec)["VLLM_API_KEY"] == "k-4242-canary"
     assert "k-4242-canary" not in message and "hf_canaryTOKENcanary0123" not in message
     assert "k-4242-canary" not in t.last.tail()
 

@@ -31,7 +31,7 @@ def test_random_prompts_have_the_asked_lengths_on_the_server_and_run_to_max_toke
     assert rc == rc2 == 0, printed
     assert (
         "Sampled 8 prompts (+1 for the warm-up) (seed 0, input 40, output 12, range ratio 0, prefix 0, ignore_eos) "
-        "from the random dataset (builtin tokenizer)"
+        "from the random dataset (server tokenizer)"
     ) in printed
     result = RunResult.from_json(out.read_text())
     ok = [r for r in result.records if r.ok]
@@ -41,7 +41,7 @@ def test_random_prompts_have_the_asked_lengths_on_the_server_and_run_to_max_toke
     assert {r.completion_tokens for r in ok} == {12} and {r.finish_reason for r in ok} == {"length"}
     config = result.config
     assert config["ignore_eos"] is True and config["max_tokens"] == 12
-    assert (config["dataset_name"], config["dataset"]) == ("random", "random tokenizer:builtin")
+    assert (config["dataset_name"], config["dataset"]) == ("random", "random tokenizer:server")
     assert (config["random_input_len"], config["random_range_ratio"], config["random_prefix_len"]) == (40, 0.0, 0)
     # Two random runs of other lengths are not compared: their identities differ.
     code = cli.main(["compare", str(out), str(out2)])
@@ -70,6 +70,32 @@ def test_a_jsonl_file_sends_each_lines_max_tokens_else_the_workloads(tmp_path, c
     config = result.config
     assert (config["dataset_name"], config["dataset"], config["max_tokens"]) == ("custom", "prompts.jsonl", 256)
     assert config["dataset_sha256"] == read_custom(path).sha256
+
+
+@pytest.mark.parametrize("prefix", [0, 6])
+def test_random_prompts_are_made_to_the_lengths_a_real_tokenizer_would_count(tmp_path, capsys, prefix):
+    # Every word of a prompt two tokens, as a real model's tokenizer counts the built-in
+    # pieces: made through /tokenize, the server counts exactly the lengths asked for.
+    random = ["--dataset-name", "random", "--random-input-len", "40", "--random-output-len", "4"]
+    random += ["--random-range-ratio", "0.5", "--random-prefix-len", str(prefix), "--num-prompts", "8"]
+    with simulated_server(SimConfig(model=MODEL, speed=200, prompt_word_tokens=2)) as url:
+        rc, out = bench(url, tmp_path, *random)
+    assert rc == 0, capsys.readouterr()
+    ok = [r for r in RunResult.from_json(out.read_text()).records if r.ok]
+    assert len(ok) == 8 and len({r.expected_prompt_len for r in ok}) > 1  # drawn lengths, 20 to 60 (+ prefix)
+    assert [r.prompt_tokens for r in ok] == [r.expected_prompt_len for r in ok]
+
+
+def test_random_prompts_a_server_counts_otherwise_make_llmperf_bench_say_the_run_is_invalid(tmp_path, capsys):
+    random = ["--dataset-name", "random", "--random-input-len", "40", "--random-output-len", "4", "--num-prompts", "8"]
+    with simulated_server(SimConfig(model=MODEL, speed=200, prompt_word_tokens=2, no_tokenize=True)) as url:
+        rc, out = bench(url, tmp_path, *random)
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_ERROR and out.exists()  # the result is kept, and said to be invalid
+    assert (
+        "invalid run: the server counted other prompt lengths than the sampler meant: 8 of 8 prompts (intended 40 "
+        "tokens, the server counted 80; 640 tokens in all for 320 intended)"
+    ) in err
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,7 @@ def test_each_dataset_records_its_own_entry_and_is_judged_against_it(project):
     recorded = run(project, "--update-baselines")
     recorded.assert_outcomes(passed=3)
     out = recorded.stdout.str()
-    assert "[llmperf] dataset random: prompts generated from token ids (built-in tokenizer)" in out
+    assert "[llmperf] dataset random: prompts generated from token ids, made to the server's token counts" in out
     assert "[llmperf] dataset prompts.jsonl: 10 prompts" in out
     assert "[llmperf] dataset sharegpt.json: 60 conversations" in out
     doc = json.loads((project.path / "baselines" / "sim" / "tiny.json").read_text())
@@ -63,11 +63,11 @@ def test_each_dataset_records_its_own_entry_and_is_judged_against_it(project):
     by_dataset = {entry["workload"].get("dataset_name", "sharegpt"): entry for entry in entries.values()}
     assert sorted(by_dataset) == ["custom", "random", "sharegpt"] and len(entries) == 3
     random, custom = by_dataset["random"], by_dataset["custom"]
-    assert random["workload"]["dataset"] == "random tokenizer:builtin"
+    assert random["workload"]["dataset"] == "random tokenizer:server"
     assert random["workload"]["random_input_len"] == 24 and random["workload"]["ignore_eos"] is True
     assert random["provenance"]["dataset"] == {
         "name": "random",
-        "tokenizer": "builtin",
+        "tokenizer": "server",
         "input_len": 24,
         "output_len": 16,
         "range_ratio": 0.0,
@@ -101,3 +101,34 @@ def test_a_bad_prompt_file_stops_the_session_before_any_server_starts(project):
     assert "ERROR: dataset_path='prompts.jsonl': " in err and "1 bad line(s) of 2;" in err
     assert "  line 2: 'prompt' is empty; give the prompt text, or delete the line" in err
     assert "starting server" not in result.stdout.str() and "Traceback" not in err
+
+
+def test_random_prompts_are_made_to_the_lengths_the_server_counts(project):
+    # A tokenizer that counts every word of a prompt as two tokens, as a real model's
+    # counts the built-in pieces: the prompts are fitted through /tokenize to 24 tokens.
+    result = run(project, "-k", "random", "--update-baselines", "--llmperf-sim-args", "--sim-prompt-word-tokens 2")
+    result.assert_outcomes(passed=1, deselected=2)
+
+
+def test_random_prompts_a_server_counts_otherwise_make_the_run_invalid_and_are_not_recorded(project):
+    # No /tokenize to fit them to: the built-in prompts, counted at 48 tokens, not 24.
+    project.makepyfile(
+        test_random_only="""
+import pytest
+from conftest import BASE
+
+@pytest.mark.llmperf(server=BASE, dataset_name="random", random_input_len=24, num_prompts=8, max_tokens=16, warmup=1)
+def test_random(llmperf):
+    llmperf.run(concurrency=2).assert_no_regression("decode_tok_s")
+"""
+    )
+    args = ("--llmperf-sim-args", "--sim-prompt-word-tokens 2 --sim-no-tokenize")
+    result = run(project, "test_random_only.py", "--update-baselines", *args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*not recorded: invalid run: the server counted other prompt lengths than the sampler meant: 8 of 8 "
+            "prompts (intended 24 tokens, the server counted 48; 384 tokens in all for 192 intended)*"
+        ]
+    )
+    assert not (project.path / "baselines" / "sim" / "tiny.json").exists()

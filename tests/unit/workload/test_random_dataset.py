@@ -169,6 +169,34 @@ def test_a_tokenizer_without_transformers_says_how_to_get_it(monkeypatch):
     with pytest.raises(RandomDatasetError) as exc:
         load_tokenizer("Qwen/Qwen3.6-27B")
     assert str(exc.value) == (
-        "tokenizer 'Qwen/Qwen3.6-27B': the `transformers` package is not installed; pip install transformers, or "
-        "leave the tokenizer out to use the built-in one (same lengths, other prompt text)"
+        "tokenizer 'Qwen/Qwen3.6-27B': the `transformers` package is not installed; pip install "
+        "'pytest-llmperf[hf]', or leave the tokenizer out (prompts of other text, made to the lengths the server "
+        "counts)"
     )
+
+
+def test_a_model_folders_tokenizer_loads_from_the_hf_extra_and_makes_prompts_of_its_lengths(tmp_path):
+    # A model folder's tokenizer files, made here: no hub, no model weights.
+    pytest.importorskip("transformers", reason="the [hf] extra (in [dev])")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"]
+    vocab = {"<unk>": 0, **{w: i + 1 for i, w in enumerate(words)}}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>").save_pretrained(tmp_path)
+    tokenizer = load_tokenizer(str(tmp_path))
+    requests = sample_random(
+        6, RandomSettings(input_len=12, output_len=4, range_ratio=0.5), seed=2, tokenizer=tokenizer
+    )
+    assert [len(tokenizer.encode(r.prompt, add_special_tokens=False)) for r in requests] == [
+        r.prompt_len for r in requests
+    ]
+    assert len({r.prompt_len for r in requests}) > 1
+
+
+def test_a_folder_without_a_tokenizer_is_named(tmp_path):
+    pytest.importorskip("transformers", reason="the [hf] extra (in [dev])")
+    with pytest.raises(RandomDatasetError, match=f"tokenizer '{tmp_path}' cannot be loaded"):
+        load_tokenizer(str(tmp_path))

@@ -1,0 +1,128 @@
+"""The random dataset's prompts made to the lengths the server counts.
+
+The built-in pieces (" aaa" to " zzz") are one token each for the simulator, and one to
+three for a real model's tokenizer: a prompt of 256 pieces is about 500 tokens to
+SmolLM2's. Where the server has `POST /tokenize`, each prompt is measured there and
+adjusted: pieces are taken off its end until one more would pass the length, then a
+filler word that costs exactly one token (" the", found by probing) makes up the rest.
+The shared prefix (`random_prefix_len`) is made to its length first. Counts go through
+the server counter (workload/token_counts.py), so a second session sends no request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from pytest_llmperf.workload.requests import SampledRequest
+
+# Words (and marks) that are one token in common vocabularies; the first that costs exactly one more
+# token each time it is repeated is the filler.
+FILLERS = (" the", " a", " and", " of", " to", " is", " x", " .", " ,", " -")
+MAX_ROUNDS = 16
+
+Count = Callable[[list[str]], list[int]]
+
+
+@dataclass(frozen=True)
+class ServerTokens:
+    """A server's token counts (special tokens included, as its `usage` counts a prompt),
+    a filler word that adds one token, and how many special tokens it adds to a prompt."""
+
+    count: Count
+    filler: str
+    special: int
+
+
+def probe(count: Count) -> ServerTokens | None:
+    """The server's filler and special-token count; None when no filler word adds
+    exactly one token (prompts then stay as built, and the run's check says so)."""
+    for filler in FILLERS:
+        one, two = count([filler, filler * 2])
+        if two - one == 1 and one >= 1:
+            return ServerTokens(count, filler, one - 1)
+    return None
+
+
+@dataclass
+class _Fit:
+    """One prompt being fitted: `head` (kept whole) + the first `k` of `pieces` + fillers."""
+
+    head: str
+    pieces: Sequence[str]
+    target: int
+    lo: int = 0  # most pieces known to count <= target (0: not measured)
+    lo_count: int | None = None
+    hi: int = -1  # fewest pieces known to count > target
+    hi_count: int | None = None
+    k: int = -1
+    fillers: int = 0
+    filling: bool = False
+    done: bool = False
+    best: tuple[int, str] = field(default=(1 << 30, ""))
+
+    def __post_init__(self) -> None:
+        self.hi = self.k = len(self.pieces)
+
+    def text(self, filler: str) -> str:
+        return self.head + "".join(self.pieces[: self.k]) + filler * self.fillers
+
+    def take(self, counted: int, text: str) -> None:
+        """Move towards the target by what the server counted for `text`."""
+        if abs(counted - self.target) < self.best[0]:
+            self.best = (abs(counted - self.target), text)
+        if counted == self.target:
+            self.done = True
+        elif self.filling:
+            self.fillers = max(0, self.fillers + self.target - counted)
+        elif counted < self.target:
+            self.lo, self.lo_count = self.k, counted
+            self._next_k()
+        else:
+            self.hi, self.hi_count = self.k, counted
+            self._next_k()
+
+    def _next_k(self) -> None:
+        if self.hi - self.lo <= 1:  # one more piece would pass: fillers make up the rest
+            self.k, self.filling = self.lo, True
+            # Not even one piece fits (lo never measured): fillers alone, counted from one.
+            self.fillers = self.target - self.lo_count if self.lo_count is not None else 1
+            return
+        low_count = self.lo_count if self.lo_count is not None else 0
+        high_count = self.hi_count if self.hi_count is not None else self.target + 1
+        share = (self.target - low_count) / max(1, high_count - low_count)
+        self.k = min(self.hi - 1, max(self.lo + 1, self.lo + int(share * (self.hi - self.lo))))
+
+
+def fit(server: ServerTokens, jobs: Sequence[tuple[str, Sequence[str], int]]) -> list[tuple[str, int]]:
+    """For each (head, pieces, target): a text the server counts at `target` tokens (or the
+    closest found in MAX_ROUNDS), and its count less the target (0 when it is exact)."""
+    fits = [_Fit(head, pieces, target) for head, pieces, target in jobs]
+    for _ in range(MAX_ROUNDS):
+        todo = [f for f in fits if not f.done]
+        if not todo:
+            break
+        texts = [f.text(server.filler) for f in todo]
+        for f, text, counted in zip(todo, texts, server.count(texts)):
+            f.take(counted, text)
+    return [(f.best[1], 0 if f.done else f.best[0]) for f in fits]
+
+
+def align(
+    requests: list[SampledRequest], server: ServerTokens, prefix_len: int, piece_chars: int
+) -> list[SampledRequest]:
+    """`requests` (built from pieces of `piece_chars` characters, the first `prefix_len`
+    shared) with prompts the server counts at their lengths plus its special tokens;
+    `prompt_len` becomes that count, as the server's `usage` will say."""
+    if not requests:
+        return requests
+
+    def pieces(text: str) -> list[str]:
+        return [text[i : i + piece_chars] for i in range(0, len(text), piece_chars)]
+
+    prefix = ""
+    if prefix_len:
+        ((prefix, _),) = fit(server, [("", pieces(requests[0].prompt)[:prefix_len], prefix_len + server.special)])
+    jobs = [(prefix, pieces(r.prompt)[prefix_len:], r.prompt_len + server.special) for r in requests]
+    fitted = fit(server, jobs)
+    return [replace(r, prompt=text, prompt_len=r.prompt_len + server.special) for r, (text, _) in zip(requests, fitted)]
