@@ -14,11 +14,14 @@ mid-record), so both tools read one file of its complete records (vllm_bench.py)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import statistics
 import time
+from typing import Any
 
+import httpx
 import pytest
 from real_vllm_helpers import BASE, NGRAM, REPORT_LINES, serve
 from vllm_bench import (
@@ -31,6 +34,7 @@ from vllm_bench import (
 )
 
 from pytest_llmperf.baselines.compare import t_quantile
+from pytest_llmperf.metrics.prometheus import PROMPT_TOKENS, parse_snapshot
 from pytest_llmperf.workload.result import RunResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
@@ -261,6 +265,150 @@ def _definition_mismatches(vllm_metrics: dict, summary) -> list[str]:
         for v, o in pairs
         if ours.get(o) is None or abs(vllm_metrics[v] - ours[o]) > 1e-9 * max(1.0, abs(vllm_metrics[v]))
     ]
+
+
+# -------------------------------------------------- the random dataset and the chat endpoint
+
+RANDOM_INPUT, RANDOM_OUTPUT = 256, 16  # the issue's 256-token prompts; 16 output tokens keep each run to seconds
+
+
+def _prompt_tokens_served(url: str) -> float:
+    """The server's own count of prompt tokens so far (vllm:prompt_tokens_total)."""
+    page = httpx.get(f"{url}/metrics", timeout=30).text
+    value = parse_snapshot(page).get(PROMPT_TOKENS)
+    assert value is not None, "the server has no vllm:prompt_tokens_total"
+    return value
+
+
+def _random_args(ratio: float, prompts: int) -> list[str]:
+    """The random dataset's flags, spelled the same by both tools."""
+    lengths = ["--random-input-len", str(RANDOM_INPUT), "--random-output-len", str(RANDOM_OUTPUT)]
+    rest = ["--random-range-ratio", str(ratio), "--num-prompts", str(prompts), "--seed", str(SEED)]
+    return ["--dataset-name", "random", *lengths, *rest]
+
+
+def _vllm_common(url: str, model: str, prepared, out_dir, endpoint: str = "/v1/completions") -> list[str]:
+    backend = "openai-chat" if endpoint.endswith("chat/completions") else "openai"
+    return (
+        ["--backend", backend, "--base-url", url, "--endpoint", endpoint, "--model", model]
+        + ["--tokenizer", str(prepared.model), "--max-concurrency", str(CONCURRENCY), "--num-warmups", "0"]
+        + ["--temperature", "0", "--save-result", "--save-detailed", "--result-dir", str(out_dir)]
+        + ["--result-filename", "vllm.json", "--disable-tqdm"]
+    )
+
+
+def _llmperf_common(url: str, model: str, out, cache) -> list[str]:
+    return ["--base-url", url, "--model", model, "--concurrency", str(CONCURRENCY), "--warmup", "0"] + [
+        "--output",
+        str(out),
+        "--token-cache",
+        str(cache),
+    ]
+
+
+def _served(url: str, run) -> tuple[float, Any]:
+    """What `run()` returned, and the prompt tokens the server counted while it ran."""
+    before = _prompt_tokens_served(url)
+    value = run()
+    return _prompt_tokens_served(url) - before, value
+
+
+def test_random_prompts_reach_the_server_at_the_lengths_vllm_bench_serve_sends(
+    request, prepared_vllm, real_pool, real_target, tmp_path
+):
+    """The random dataset on the real server, counted by the server itself (its usage per
+    request, and vllm:prompt_tokens_total over each run):
+
+    - without --tokenizer, `llmperf bench --random-input-len 256` sends 32 prompts the
+      server counts at 256 tokens each, as `vllm bench serve` does (its prompts come from
+      the model's tokenizer; ours are fitted through /tokenize);
+    - with --tokenizer (the model's folder, the [hf] extra) and a range ratio, the very
+      lengths of vLLM's prompts, request by request, and the same server-counted total.
+    """
+    server = serve(real_pool, real_target, FIDELITY)
+    url, model = server.url, server.endpoint.model
+    cache = tmp_path / "token-cache"
+    figures = {}
+    for name, ratio, prompts, extra in (("default", 0.0, 32, []), ("tokenizer", 0.25, 16, ["--tokenizer"])):
+        out_dir = tmp_path / f"vllm-{name}"
+        out_dir.mkdir()
+        vllm_args = [*_vllm_common(url, model, prepared_vllm, out_dir), *_random_args(ratio, prompts), "--ignore-eos"]
+        vllm_run = functools.partial(vllm_bench_serve, prepared_vllm, vllm_args, tmp_path / f"v-{name}.log")
+        vllm_served, _ = _served(url, vllm_run)
+        theirs = json.loads((out_dir / "vllm.json").read_text())
+        ours_path = tmp_path / f"llmperf-{name}.json"
+        args = [*_llmperf_common(url, model, ours_path, cache), *_random_args(ratio, prompts)]
+        if extra:
+            args += [*extra, str(prepared_vllm.model)]
+        our_served, _ = _served(url, functools.partial(llmperf_bench, args, tmp_path / f"l-{name}.log"))
+        ours = RunResult.from_json(ours_path.read_text())
+        counted = [r.prompt_tokens for r in sorted(ours.records, key=lambda r: r.index)]
+        figures[name] = (theirs["input_lens"], counted, vllm_served, our_served, ours.config["dataset"])
+    lines = [
+        f"{name}: vllm bench serve {len(v)} prompts, {sum(v)} tokens meant, {vs:.0f} counted by the server; "
+        f"llmperf bench {len(o)} prompts, {sum(o)} counted by the server in usage ({os_:.0f} in its counter), "
+        f"{min(o)}-{max(o)} each ({made})"
+        for name, (v, o, vs, os_, made) in figures.items()
+    ]
+    print("\n" + "\n".join(lines))
+    REPORT_LINES.extend(f"{request.node.name}: {line}" for line in lines)
+    v, o, vs, os_, made = figures["default"]
+    assert made == "random tokenizer:server" and o == [RANDOM_INPUT] * 32, lines[0]
+    assert vs == os_ == sum(v) == 32 * RANDOM_INPUT, lines[0]
+    v, o, vs, os_, made = figures["tokenizer"]
+    assert made == f"random tokenizer:{prepared_vllm.model}" and o == v and len(set(v)) > 1, lines[1]
+    assert vs == os_ == sum(v), lines[1]
+
+
+def test_the_chat_endpoint_sends_what_vllm_bench_serve_sends_and_measures_it_the_same_way(
+    request, prepared_vllm, real_pool, real_target, complete_sharegpt, tmp_path
+):
+    """ShareGPT on the chat endpoint (vLLM's openai-chat backend, our --endpoint chat), one
+    run each on the same server: the same prompt tokens counted by the server, every
+    request completed by both, the same output tokens where the replies are the same text,
+    and vLLM's calculate_metrics over our records gives our figures (one definition); the
+    figures of the two runs side by side."""
+    server = serve(real_pool, real_target, FIDELITY)
+    url, model = server.url, server.endpoint.model
+    prompts, output_len = 16, 32
+    out_dir = tmp_path / "vllm-chat"
+    out_dir.mkdir()
+    vllm_args = [*_vllm_common(url, model, prepared_vllm, out_dir, "/v1/chat/completions")]
+    vllm_args += ["--dataset-name", "sharegpt", "--dataset-path", str(complete_sharegpt)]
+    vllm_args += ["--num-prompts", str(prompts), "--sharegpt-output-len", str(output_len), "--seed", str(SEED)]
+    vllm_served, _ = _served(
+        url, functools.partial(vllm_bench_serve, prepared_vllm, vllm_args, tmp_path / "v-chat.log")
+    )
+    theirs = json.loads((out_dir / "vllm.json").read_text())
+    ours_path = tmp_path / "llmperf-chat.json"
+    args = [*_llmperf_common(url, model, ours_path, tmp_path / "token-cache"), "--endpoint", "chat"]
+    args += ["--dataset", str(complete_sharegpt), "--num-prompts", str(prompts), "--max-tokens", str(output_len)]
+    args += ["--seed", str(SEED)]
+    our_served, _ = _served(url, functools.partial(llmperf_bench, args, tmp_path / "l-chat.log"))
+    result = RunResult.from_json(ours_path.read_text())
+    summary = result.summary()
+    records = sorted(result.records, key=lambda r: r.index)
+    same = [
+        (theirs["output_lens"][i], r.completion_tokens)
+        for i, r in enumerate(records)
+        if theirs["generated_texts"][i] == r.output_text
+    ]
+    mismatches = _definition_mismatches(vllm_metrics(prepared_vllm, result, tmp_path / "defs-chat"), summary)
+    ours_fig, theirs_fig = _our_figures(summary), _vllm_figures(theirs)
+    lines = [
+        f"chat: prompt tokens counted by the server: vLLM {vllm_served:.0f}, llmperf {our_served:.0f} "
+        f"(its usage: {sum(r.prompt_tokens or 0 for r in records)}); completed {theirs['completed']} and "
+        f"{summary.completed} of {prompts}; {len(same)} of {prompts} replies the same text",
+        *(f"  {key}: vLLM {theirs_fig[key]:.2f}, llmperf {ours_fig[key]:.2f}" for key in FIGURES),
+        "  vLLM's calculate_metrics over llmperf's records: "
+        + ("equal to llmperf's figures (1e-9)" if not mismatches else f"{len(mismatches)} differ"),
+    ]
+    print("\n" + "\n".join(lines))
+    REPORT_LINES.extend(f"{request.node.name}: {line}" for line in lines)
+    assert vllm_served == our_served == sum(r.prompt_tokens or 0 for r in records), lines[0]
+    assert theirs["completed"] == summary.completed == prompts, lines[0]
+    assert len(same) >= prompts // 2 and all(t == u for t, u in same), lines[0]
+    assert not mismatches, "\n".join(mismatches)
 
 
 @pytest.mark.parametrize("spec", [FIDELITY, FIDELITY_NGRAM], ids=["base", "ngram"])
