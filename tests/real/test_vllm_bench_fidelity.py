@@ -293,6 +293,7 @@ def _vllm_common(url: str, model: str, prepared, out_dir, endpoint: str = "/v1/c
         ["--backend", backend, "--base-url", url, "--endpoint", endpoint, "--model", model]
         + ["--tokenizer", str(prepared.model), "--max-concurrency", str(CONCURRENCY), "--num-warmups", "0"]
         + ["--temperature", "0", "--save-result", "--save-detailed", "--result-dir", str(out_dir)]
+        + ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
         + ["--result-filename", "vllm.json", "--disable-tqdm"]
     )
 
