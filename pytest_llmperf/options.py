@@ -18,6 +18,7 @@ from typing import Any
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.metrics.goodput import canonical_slos
 from pytest_llmperf.util.http import server_root
+from pytest_llmperf.util.secrets import redact_url
 from pytest_llmperf.workload.workload import DATASET_NAMES, WAVE
 
 PROFILES = ("smoke", "nightly", "full")
@@ -666,6 +667,8 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
 
     base_url = values["llmperf_base_url"]
     if base_url is not None:
+        if not base_url.startswith(("http://", "https://")):
+            raise OptionError(f"--llmperf-base-url: expected http://HOST:PORT, got {redact_url(base_url)!r}")
         try:
             base_url = server_root(base_url)
         except ValueError as exc:

@@ -192,7 +192,7 @@ def test_llmperf_doctor_in_a_docker_session_stops_it_or_lets_it_run(pytester, si
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     args = ("-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-docker", "--llmperf-doctor")
-    stopped = pytester.runpytest_subprocess(*args, "--llmperf-hf-cache", str(tmp_path / "file" / "hf"))
+    stopped = pytester.runpytest_subprocess(*args, f"--llmperf-hf-cache={tmp_path / 'file' / 'hf'}")
     assert stopped.ret == pytest.ExitCode.USAGE_ERROR
     err = stopped.stderr.str()
     assert "--llmperf-doctor: 1 check(s) failed, the suite did not start:" in err
@@ -201,7 +201,7 @@ def test_llmperf_doctor_in_a_docker_session_stops_it_or_lets_it_run(pytester, si
 
     cache = tmp_path / "hf"
     cache.mkdir()
-    ran = pytester.runpytest_subprocess(*args, "--llmperf-hf-cache", str(cache))
+    ran = pytester.runpytest_subprocess(*args, f"--llmperf-hf-cache={cache}")
     ran.assert_outcomes(passed=1)
     ran.stdout.fnmatch_lines(
         [

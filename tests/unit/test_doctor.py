@@ -579,7 +579,7 @@ def test_llmperf_doctor_stops_the_session_listing_the_failed_lines_with_their_fi
     pytester.makepyfile(SUITE)
     result = pytester.runpytest(
         "-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-gpu", "--llmperf-doctor",
-        "--llmperf-hf-cache", str(cache),
+        f"--llmperf-hf-cache={cache}",
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
@@ -598,7 +598,7 @@ def test_llmperf_doctor_passes_and_says_so_before_the_first_test(pytester, monke
     pytester.makepyfile(SUITE.replace("def test_perf(llmperf):", "def test_perf():"))  # starts no server
     result = pytester.runpytest(
         "-p", "no:benchmark", "-p", "no:cacheprovider", "--llmperf-gpu", "--llmperf-doctor",
-        "--llmperf-hf-cache", str(cache),
+        f"--llmperf-hf-cache={cache}",
     )  # fmt: skip
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
