@@ -18,6 +18,8 @@ import functools
 import hashlib
 import json
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -324,7 +326,9 @@ def test_random_prompts_reach_the_server_at_the_lengths_vllm_bench_serve_sends(
       server counts at 256 tokens each, as `vllm bench serve` does (its prompts come from
       the model's tokenizer; ours are fitted through /tokenize);
     - with --tokenizer (the model's folder, the [hf] extra) and a range ratio, the very
-      lengths of vLLM's prompts, request by request, and the same server-counted total.
+      lengths of vLLM's prompts, request by request, and the same server-counted total;
+    - with --approx-tokens (nothing asks the server), the built-in prompts the server
+      counts at about twice their length: the run is said to be invalid, exit 1.
     """
     server = serve(real_pool, real_target, FIDELITY)
     url, model = server.url, server.endpoint.model
@@ -359,6 +363,15 @@ def test_random_prompts_reach_the_server_at_the_lengths_vllm_bench_serve_sends(
     v, o, vs, os_, made = figures["tokenizer"]
     assert made == f"random tokenizer:{prepared_vllm.model}" and o == v and len(set(v)) > 1, lines[1]
     assert vs == os_ == sum(v), lines[1]
+
+    unfitted = [*_llmperf_common(url, model, tmp_path / "unfitted.json", cache), *_random_args(0.0, 4)]
+    unfitted[unfitted.index("--random-input-len") + 1] = "64"
+    argv = [sys.executable, "-m", "pytest_llmperf.cli", "bench", *unfitted, "--approx-tokens"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    said = [line for line in done.stderr.splitlines() if line.startswith("invalid run: ")]
+    REPORT_LINES.append(f"{request.node.name}: unfitted: exit {done.returncode}; {said}")
+    assert done.returncode == 1 and said, done.stderr[-2000:]
+    assert "(intended 64 tokens, the server counted" in said[0]
 
 
 def test_the_chat_endpoint_sends_what_vllm_bench_serve_sends_and_measures_it_the_same_way(
