@@ -683,10 +683,10 @@ class LlmperfFixture:
                 self._warmup,
                 self._slos,
                 dataset=(options.dataset_name, options.dataset),
+                where="llmperf.run()",  # the marker's own values were checked at collection
             )
         except ValueError as exc:
-            # The marker's own values were checked at collection: what is wrong now came with this call.
-            self._refuse(str(exc).replace("llmperf marker:", "llmperf.run():", 1))
+            self._refuse(str(exc))
         from pytest_llmperf.session import SetupError
 
         try:

@@ -235,31 +235,46 @@ _CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
 }
 
 
+# Where workload values come from, for the messages: a test's marker, or llmperf.run()'s arguments.
+MARKER = "llmperf marker"
+
+
+class _BadValue(ValueError):
+    """A workload value that cannot be used; check_workload and resolve_workload say where
+    it came from before the message."""
+
+
 def check_concurrency(concurrency: Any) -> None:
     """ValueError unless `concurrency` is a whole number >= 1."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
 
 
-def check_workload(declared: Mapping[str, Any]) -> None:
+def check_workload(declared: Mapping[str, Any], where: str = MARKER) -> None:
     """Every key known and every value of the right kind, per-concurrency entries included:
-    ValueError naming the key, the value and what to use. Nothing is coerced: 12.5
-    prompts or "-1" warm-up requests are mistakes, not numbers to round."""
+    ValueError naming `where` the values came from, the key, the value and what to use.
+    Nothing is coerced: 12.5 prompts or "-1" warm-up requests are mistakes, not numbers
+    to round."""
+    try:
+        _check_workload(declared)
+    except _BadValue as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _check_workload(declared: Mapping[str, Any]) -> None:
     unknown = set(declared) - set(WORKLOAD_KEYS)
     if unknown:
-        raise ValueError(f"llmperf marker: unknown workload key(s) {sorted(unknown)}; known: {list(WORKLOAD_KEYS)}")
+        raise _BadValue(f"unknown workload key(s) {sorted(unknown)}; known: {list(WORKLOAD_KEYS)}")
     for key, value in declared.items():
         if not isinstance(value, Mapping):
             _check_value(key, value, f"{key}={value!r}")
             continue
         if not value:
-            raise ValueError(
-                f"llmperf marker: {key}={{}} has no entries; give a value, or one per concurrency ({{8: ...}})"
-            )
+            raise _BadValue(f"{key}={{}} has no entries; give a value, or one per concurrency ({{8: ...}})")
         if key == "slos" and set(value) & set(SLO_NAMES):
             pairs = " ".join(f"{name}:{ms}" for name, ms in value.items())
-            raise ValueError(
-                f"llmperf marker: slos={dict(value)!r}: SLOs are vLLM's --goodput text, not a dict; write "
+            raise _BadValue(
+                f"slos={dict(value)!r}: SLOs are vLLM's --goodput text, not a dict; write "
                 f"slos={pairs!r} (a dict here gives the SLOs per concurrency: {{8: 'ttft:500', 'default': ...}})"
             )
         for level, entry in value.items():
@@ -267,8 +282,8 @@ def check_workload(declared: Mapping[str, Any]) -> None:
                 try:
                     check_concurrency(level)
                 except ValueError:
-                    raise ValueError(
-                        f"llmperf marker: {key}={dict(value)!r}: key {level!r} is no concurrency; "
+                    raise _BadValue(
+                        f"{key}={dict(value)!r}: key {level!r} is no concurrency; "
                         "use whole numbers >= 1 (and 'default' for the others)"
                     ) from None
             _check_value(
@@ -282,7 +297,7 @@ def _check_value(key: str, value: Any, where: str) -> None:
     check, meaning = _CHECKS[key]
     use = check(value)
     if use is not None:
-        raise ValueError(f"llmperf marker: {where}: {key} ({meaning}) takes {use}")
+        raise _BadValue(f"{where}: {key} ({meaning}) takes {use}")
 
 
 def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
@@ -291,8 +306,8 @@ def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
             return value[concurrency]
         if "default" in value:
             return value["default"]
-        raise ValueError(
-            f"llmperf marker: {key}={dict(value)!r} has no entry for concurrency {concurrency} "
+        raise _BadValue(
+            f"{key}={dict(value)!r} has no entry for concurrency {concurrency} "
             f"(add {concurrency}: ... or 'default': ...)"
         )
     return value
@@ -318,13 +333,29 @@ def resolve_workload(
     warmup: int | str = DEFAULT_WARMUP,
     slos: str = "",
     dataset: tuple[str, str | None] = (SHAREGPT, None),
+    where: str = MARKER,
 ) -> Workload:
-    """The concrete workload for one concurrency; ValueError names any bad key or value.
+    """The concrete workload for one concurrency; ValueError names `where` the values came
+    from and any bad key or value.
     `warmup`, `slos`: what the marker gives none of takes (--llmperf-warmup, --llmperf-slos);
     the marker's `slos=None` means none. `dataset`: the dataset name and file when the
     marker gives none (--llmperf-dataset-name and --llmperf-dataset: that file is the named
     dataset's, so a marker naming another dataset does not read it)."""
-    check_workload(declared)
+    try:
+        return _resolve(declared, concurrency, profile, warmup, slos, dataset)
+    except _BadValue as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _resolve(
+    declared: Mapping[str, Any],
+    concurrency: int,
+    profile: str,
+    warmup: int | str,
+    slos: str,
+    dataset: tuple[str, str | None],
+) -> Workload:
+    _check_workload(declared)
     check_concurrency(concurrency)
     if profile not in PROFILE_SCALE and profile != "full":
         raise ValueError(f"unknown workload profile {profile!r}; use smoke, nightly or full")
@@ -362,20 +393,19 @@ def _dataset_choice(values: Mapping[str, Any], default: tuple[str, str | None]) 
         raise ValueError(f"dataset name {name!r} is unknown; use {_dataset_name(None)}")
     given = [key for key in RANDOM_KEYS if key in values]
     if name != RANDOM and given:
-        raise ValueError(
-            f"llmperf marker: {', '.join(given)} apply to dataset_name='random' only (this test's dataset is "
+        raise _BadValue(
+            f"{', '.join(given)} apply to dataset_name='random' only (this test's dataset is "
             f"{name!r}); add dataset_name='random', or remove them"
         )
     if name == RANDOM:
         if "dataset_path" in values:
-            raise ValueError(
-                "llmperf marker: dataset_path does not apply to dataset_name='random' (its prompts are generated); "
-                "remove it"
+            raise _BadValue(
+                "dataset_path does not apply to dataset_name='random' (its prompts are generated); remove it"
             )
         output, max_tokens = values.get("random_output_len"), values.get("max_tokens")
         if output is not None and max_tokens is not None and output != max_tokens:
-            raise ValueError(
-                f"llmperf marker: random_output_len={output} and max_tokens={max_tokens} differ; the random "
+            raise _BadValue(
+                f"random_output_len={output} and max_tokens={max_tokens} differ; the random "
                 "dataset's output length is max_tokens: give one of them"
             )
         from pytest_llmperf.workload.random_dataset import RandomSettings
@@ -398,8 +428,8 @@ def _dataset_choice(values: Mapping[str, Any], default: tuple[str, str | None]) 
     # session resolves that (so the option's path, perhaps absolute, stays out of it).
     path = values.get("dataset_path")
     if name == CUSTOM and path is None and not (name == default_name and default_path):
-        raise ValueError(
-            "llmperf marker: dataset_name='custom' needs its JSONL file: dataset_path='prompts.jsonl' in the "
+        raise _BadValue(
+            "dataset_name='custom' needs its JSONL file: dataset_path='prompts.jsonl' in the "
             "marker, or --llmperf-dataset-name custom with --llmperf-dataset FILE"
         )
     return name, {"dataset_path": path}
