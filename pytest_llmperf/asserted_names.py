@@ -9,6 +9,7 @@ time stay checked when the call runs (measured.py).
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from collections.abc import Callable, Iterator
@@ -76,6 +77,7 @@ def unknown_names(source: str, fixture: str = "llmperf") -> list[tuple[int, str]
     ]
 
 
+@functools.lru_cache(maxsize=256)  # one parse per function, however many parameters it runs with
 def check_function(function: Callable[..., Any]) -> list[tuple[int, str]]:
     """`unknown_names` of a test function, with lines counted in its file; nothing when
     its source cannot be read (then the call checks when it runs)."""

@@ -83,7 +83,7 @@ def build_environment(
 ) -> tuple[RedactedEnv, Secrets, list[str]]:
     """The container's environment, the secret values to scrub, and the names asked for
     but unset here (reported, not fatal: a public model needs no HF_TOKEN)."""
-    env: dict[str, str] = spec.launch_env()
+    env: dict[str, str] = {}
     missing: list[str] = []
     for name in pass_env:
         if name in environ:
@@ -95,6 +95,7 @@ def build_environment(
             env[name] = environ[name]
         else:
             missing.append(name)
+    env.update(spec.launch_env())  # last: vLLM's --api-key wins over VLLM_API_KEY
     names = spec.secret_names() | {n for n in pass_env if is_secret_name(n)}
     values = [env.get(n) for n in names] + [environ.get(n) for n in names]
     return RedactedEnv(env, names), Secrets(values), missing

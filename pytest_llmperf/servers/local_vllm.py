@@ -378,14 +378,14 @@ class LocalVllmTarget:
         return [str(self.python), "-m", self.module, "--model", model, *rest]
 
     def process_env(self, spec: ServerSpec) -> dict[str, str]:
-        env = {**os.environ, **DEFAULT_ENV, **self.env, **spec.launch_env()}
+        env = {**os.environ, **DEFAULT_ENV, **self.env}
         for key, value in spec.env.items():
             if value is None:  # pass through from the caller's environment by name
                 if key in os.environ:
                     env[key] = os.environ[key]
             else:
                 env[key] = value
-        return env
+        return {**env, **spec.launch_env()}  # last: vLLM's --api-key wins over VLLM_API_KEY
 
     @contextmanager
     def start(self, spec: ServerSpec) -> Iterator[Endpoint]:

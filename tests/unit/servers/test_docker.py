@@ -50,6 +50,12 @@ def test_the_api_key_flag_travels_in_the_environment_not_the_command():
     assert "k-123456" not in repr(env)
 
 
+def test_the_api_key_flag_wins_over_a_vllm_api_key_from_the_environment_as_in_vllm():
+    spec = ServerSpec(name="s", model="m", args=("--api-key", "k-flag-1234"), env={"VLLM_API_KEY": "k-env-1234"})
+    env, _, _ = dk.build_environment(spec, ("VLLM_API_KEY",), {"VLLM_API_KEY": "k-passed-1234"})
+    assert env["VLLM_API_KEY"] == "k-flag-1234"
+
+
 def test_token_in_callers_environment_is_scrubbed_even_when_not_passed():
     spec = ServerSpec(name="s", model="m")
     env, secrets, _ = dk.build_environment(spec, (), {"HF_TOKEN": TOKEN})

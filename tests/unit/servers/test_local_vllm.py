@@ -252,3 +252,11 @@ def test_the_prepared_build_preloads_the_allocator_and_openmp_vllm_asks_for(tmp_
     found.clear()
     (venv / "lib" / "libiomp5.so").unlink()
     assert prepared_env(prepared, environ={}) == PREPARED_ENV
+
+
+def test_the_api_key_reaches_the_process_in_its_environment_and_wins_over_vllm_api_key(monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", "k-caller-1234")
+    spec = ServerSpec(name="s", model="m", args=("--api-key", "k-flag-1234"), env={"VLLM_API_KEY": "k-env-1234"})
+    target = LocalVllmTarget(python=sys.executable)
+    assert target.process_env(spec)["VLLM_API_KEY"] == "k-flag-1234"
+    assert not any("k-flag-1234" in arg for arg in target.command(spec, 8000))  # not in `ps`
