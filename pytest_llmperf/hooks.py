@@ -3,6 +3,9 @@
 # conftest.py
 def pytest_llmperf_servers():
     return [QWEN36_27B, QWEN36_27B_MTP]
+
+def pytest_llmperf_target_kinds():  # chosen with --llmperf-target slurm
+    return [TargetKind("slurm", build_slurm_target, baseline_folder="slurm")]
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_llmperf.kinds import TargetContext, TargetKind
+    from pytest_llmperf.options import LlmperfOptions
+    from pytest_llmperf.servers.base import ServerTarget
     from pytest_llmperf.servers.spec import ServerSpec
 
 
@@ -27,3 +33,22 @@ def pytest_llmperf_servers(config: pytest.Config) -> Iterable[ServerSpec]:  # ty
     unknown hook: a conftest.py that must load without the plugin marks it
     `@pytest.hookimpl(optionalhook=True)`.
     """
+
+
+@pytest.hookspec
+def pytest_llmperf_target_kinds(config: pytest.Config) -> Iterable[TargetKind]:  # type: ignore[empty-body]
+    """Target kinds to add to the built-in ones (kinds.py), each chosen with
+    `--llmperf-target NAME` (ini `llmperf_target`); a kind named as a built-in one
+    replaces it. Called once, at configure: implement it in the rootdir's conftest.py
+    or in an installed plugin."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_llmperf_make_target(
+    config: pytest.Config, options: LlmperfOptions, kind: TargetKind, context: TargetContext
+) -> ServerTarget | None:
+    """The session's ServerTarget for the chosen `kind`, or None to leave it to the next
+    implementation. The plugin's own implementation runs last and calls `kind.factory`;
+    a conftest.py returns a target here to build a kind (a built-in one too) its own way.
+    `context`: the session id, a progress callback, and each server's GPU slot and
+    Docker engine under --llmperf-gpus."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.kinds import KINDS, TARGET_OPTION, TargetKind, kind, registry
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.metrics.goodput import canonical_slos
 from pytest_llmperf.util.http import server_root
@@ -33,14 +34,7 @@ INCONCLUSIVE = ("warn", "fail", "pass")
 # unchanged image with five blocks a side still read inconclusive 5 times in 100
 # (benchmarks/paired_power.py, docs/verdicts.md).
 MAX_REPETITIONS, PAIRED_MAX_BLOCKS = 5, 8
-TARGET_FLAGS = {
-    "sim": "--llmperf-sim",
-    "gpu": "--llmperf-gpu",
-    "docker": "--llmperf-docker",
-    "external": "--llmperf-base-url",
-    "real-cpu": "--llmperf-real-cpu",
-    "local": "--llmperf-local",
-}
+TARGET_FLAGS = {k.name: k.flag for k in KINDS.values()}  # the built-in kinds' flags (kinds.py)
 
 
 class OptionError(ValueError):
@@ -105,6 +99,13 @@ OPTIONS: tuple[Option, ...] = (
         "str",
         None,
         "target: an OpenAI-compatible endpoint someone else runs, e.g. http://gpu-box:8000",
+    ),
+    Option(
+        "llmperf_target",
+        (TARGET_OPTION,),
+        "str",
+        None,
+        "target: a kind by name, e.g. one a conftest.py adds with the pytest_llmperf_target_kinds hook",
     ),
     Option(
         "llmperf_image",
@@ -449,7 +450,7 @@ def read_as_test_path_error(found: list[tuple[str, str]]) -> OptionError:
 
 @dataclass(frozen=True)
 class LlmperfOptions:
-    target: str | None  # one of TARGET_FLAGS, or None (perf tests skip)
+    target: str | None  # a target kind's name (kinds.py), or None (perf tests skip)
     base_url: str | None = None
     local: str | None = None  # --llmperf-local: the interpreter vLLM runs from (a path or a name on PATH)
     image: str | None = None
@@ -490,6 +491,12 @@ class LlmperfOptions:
     publish_host: str = "127.0.0.1"  # where containers publish their port, on the engine's host
     plan: bool = False  # --llmperf-plan: print the plan, start nothing
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
+    added_kinds: tuple[TargetKind, ...] = ()  # kinds the pytest_llmperf_target_kinds hook added
+
+    @property
+    def target_kind(self) -> TargetKind | None:
+        """The chosen target's kind record (None: no target)."""
+        return None if self.target is None else kind(self.target, self.added_kinds)
 
     @property
     def paired(self) -> bool:
@@ -511,7 +518,8 @@ class LlmperfOptions:
     def target_description(self) -> str:
         if self.target is None:
             return "none (performance tests skip; choose " + ", ".join(TARGET_FLAGS.values()) + ")"
-        where = {"external": f" {self.base_url}", "local": f" {self.local}"}.get(self.target, "")
+        value = kind(self.target, self.added_kinds).where(self)
+        where = f" {value}" if value else ""
         return f"{self.target}{where} (from {self.sources.get('target', 'cli')})"
 
 
@@ -641,8 +649,11 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
         raise OptionError(f"{where}: {exc}") from None
 
 
-def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> LlmperfOptions:
-    """Merge CLI and ini values (CLI wins) and validate them together."""
+def resolve_options(
+    cli: Callable[[str], Any], ini: Callable[[str], Any], added_kinds: Sequence[TargetKind] = ()
+) -> LlmperfOptions:
+    """Merge CLI and ini values (CLI wins) and validate them together; `added_kinds`: the
+    target kinds the pytest_llmperf_target_kinds hook returned."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for opt in OPTIONS:
@@ -656,14 +667,8 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
         else:
             values[opt.dest], sources[opt.dest] = opt.default, "default"
 
-    chosen = [name for name in TARGET_FLAGS if _target_set(name, values)]
-    if len(chosen) > 1:
-        flags = " and ".join(TARGET_FLAGS[name] for name in chosen)
-        raise OptionError(f"{flags} choose different targets: pass exactly one")
-    target = chosen[0] if chosen else None
-    if target:
-        dest = "llmperf_base_url" if target == "external" else "llmperf_" + target.replace("-", "_")
-        sources["target"] = sources[dest]
+    chosen_kind = _chosen_kind(values, sources, tuple(added_kinds))
+    target = chosen_kind.name if chosen_kind else None
 
     base_url = values["llmperf_base_url"]
     if base_url is not None:
@@ -684,31 +689,56 @@ def resolve_options(cli: Callable[[str], Any], ini: Callable[[str], Any]) -> Llm
             raise OptionError(
                 f"{where}: expected a confidence between 0.5 and 0.999 (e.g. {example}), got {values[dest]!r}"
             )
-    if values["llmperf_image"] and target not in ("gpu", "docker"):
+    if values["llmperf_image"] and not (chosen_kind and chosen_kind.containers):
         raise OptionError("--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)")
-    if values["llmperf_sim_args"] and target not in (None, "sim"):
+    if values["llmperf_sim_args"] and chosen_kind and not chosen_kind.accepts_sim_args:
         # Silently dropped otherwise: a container, an external server or a real vLLM takes no --sim-* flags.
         where = "--llmperf-sim-args" if sources["llmperf_sim_args"] == "cli" else "ini option 'llmperf_sim_args'"
-        raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {_NO_SIM_ARGS[target]}")
-    _check_paired(values, sources, target)
+        raise OptionError(f"{where} only applies to the simulated server (--llmperf-sim): {chosen_kind.no_sim_args}")
+    _check_paired(values, sources, chosen_kind)
     if values["llmperf_max_repetitions"] is None:
         paired = values["llmperf_against_image"] is not None or values["llmperf_against_sim_args"] is not None
         values["llmperf_max_repetitions"] = PAIRED_MAX_BLOCKS if paired else MAX_REPETITIONS
-    _check_gpus(values, sources, target)
+    _check_gpus(values, sources, chosen_kind)
     if values["llmperf_report"] is not None:
         _check_report(values["llmperf_report"], sources["llmperf_report"])
     # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
     # the per-target booleans are folded into `target` above.
     names = {f.name for f in fields(LlmperfOptions)}
     settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
-    return LlmperfOptions(**{**settings, "target": target, "base_url": base_url, "sources": sources})
+    return LlmperfOptions(
+        **{**settings, "target": target, "base_url": base_url, "sources": sources, "added_kinds": tuple(added_kinds)}
+    )
+
+
+def _chosen_kind(values: dict[str, Any], sources: dict[str, str], added: tuple[TargetKind, ...]) -> TargetKind | None:
+    """The kind the target options chose (its own flag, or --llmperf-target NAME); two
+    different kinds are a usage error. Records where the choice came from in sources["target"]."""
+    known = registry(added)
+    chosen = {k.name: k for k in known.values() if k.dest and values.get(k.dest) not in (None, False)}
+    by_name = values["llmperf_target"]
+    if by_name is not None:
+        try:
+            named = kind(by_name, added)
+        except ValueError as exc:
+            raise OptionError(f"{_where('llmperf_target', TARGET_OPTION, sources)}: {exc}") from None
+        chosen.setdefault(named.name, named)
+    if len(chosen) > 1:
+        flags = " and ".join(k.flag for k in chosen.values())
+        raise OptionError(f"{flags} choose different targets: pass exactly one")
+    if not chosen:
+        return None
+    (found,) = chosen.values()
+    own_flag = found.dest is not None and values.get(found.dest) not in (None, False)
+    sources["target"] = sources[found.dest if found.dest and own_flag else "llmperf_target"]
+    return found
 
 
 def _where(dest: str, flag: str, sources: dict[str, str]) -> str:
     return flag if sources.get(dest) == "cli" else f"ini option {dest!r}"
 
 
-def _check_paired(values: dict[str, Any], sources: dict[str, str], target: str | None) -> None:
+def _check_paired(values: dict[str, Any], sources: dict[str, str], target: TargetKind | None) -> None:
     """Paired A/B options make sense together or not at all, before any server starts."""
     against = values["llmperf_against_image"]
     sim_args = values["llmperf_against_sim_args"]
@@ -718,7 +748,7 @@ def _check_paired(values: dict[str, Any], sources: dict[str, str], target: str |
         return
     if against is not None:
         where = _where("llmperf_against_image", "--llmperf-against-image", sources)
-        if target not in ("gpu", "docker"):
+        if not (target and target.containers):
             raise OptionError(
                 f"{where} runs two images side by side, so it needs a container target: add --llmperf-gpu "
                 "(or --llmperf-docker); on the simulator use --llmperf-against-sim-args OLD_FLAGS with "
@@ -728,7 +758,7 @@ def _check_paired(values: dict[str, Any], sources: dict[str, str], target: str |
             raise OptionError(f"{where} {against}: name the image to judge against it with --llmperf-image NEW")
     if sim_args is not None:
         where = _where("llmperf_against_sim_args", "--llmperf-against-sim-args", sources)
-        if target != "sim":
+        if not (target and target.accepts_sim_args):
             raise OptionError(
                 f"{where} gives the simulator's OLD flags, so it needs --llmperf-sim; with containers use "
                 "--llmperf-against-image OLD with --llmperf-image NEW"
@@ -741,13 +771,7 @@ def _check_paired(values: dict[str, Any], sources: dict[str, str], target: str |
         )
 
 
-# Targets --llmperf-gpus spreads over: containers on GPUs get the slot's device request;
-# containers without GPUs and the simulator run the same plan with the slot as a label
-# (a rehearsal of the schedule on a box without GPUs).
-GPU_SLOT_TARGETS = ("gpu", "docker", "sim")
-
-
-def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: str | None) -> None:
+def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: TargetKind | None) -> None:
     gpus = values["llmperf_gpus"]
     hosts, publish = values["llmperf_hosts"], values["llmperf_publish_host"]
     try:
@@ -757,7 +781,7 @@ def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: str | N
         raise OptionError(f"{where}: expected an IP address such as 127.0.0.1 or 0.0.0.0, got {publish!r}") from None
     if hosts:
         where = _where("llmperf_hosts", "--llmperf-hosts", sources)
-        if target not in (None, "gpu", "docker"):
+        if target is not None and not target.containers:
             raise OptionError(f"{where} names Docker engines: it needs --llmperf-gpu (or --llmperf-docker)")
         if gpus is None or gpus == ("all",):
             got = "all reads only this machine's nvidia-smi" if gpus else "none given"
@@ -777,11 +801,11 @@ def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: str | N
         raise OptionError(f"{where} prints the plan of --llmperf-gpus: give the GPUs too (--llmperf-gpus 0,1,2,3)")
     if gpus is None or target is None:
         return
-    if target not in GPU_SLOT_TARGETS:
+    if not target.uses_gpu_slots:
         where = _where("llmperf_gpus", "--llmperf-gpus", sources)
         raise OptionError(
             f"{where} spreads containers over GPU slots: it applies to --llmperf-gpu (and to --llmperf-docker "
-            f"and --llmperf-sim as a rehearsal of the plan), not to {TARGET_FLAGS[target]}; for a local vLLM "
+            f"and --llmperf-sim as a rehearsal of the plan), not to {target.flag}; for a local vLLM "
             "choose its GPUs with CUDA_VISIBLE_DEVICES"
         )
 
@@ -805,19 +829,3 @@ def _check_report(path: str, source: str) -> None:
             f"{where}: {path!r} is a file, not a folder; give a folder for report.html, summary.md and plots "
             f"(or {alone})"
         )
-
-
-_NO_SIM_ARGS = {
-    "docker": "--llmperf-docker runs the image's own server, which takes no --sim-* flags; drop it, and give "
-    "a simulator image its flags in the ServerSpec's args",
-    "gpu": "--llmperf-gpu runs vLLM images, which take no --sim-* flags; drop it",
-    "external": "--llmperf-base-url attaches to a server someone else runs; drop it",
-    "real-cpu": "--llmperf-real-cpu runs a real vLLM, which takes no --sim-* flags; drop it",
-    "local": "--llmperf-local runs a real vLLM, which takes no --sim-* flags; drop it",
-}
-
-
-def _target_set(name: str, values: dict[str, Any]) -> bool:
-    if name == "external":
-        return values["llmperf_base_url"] is not None
-    return bool(values["llmperf_" + name.replace("-", "_")])

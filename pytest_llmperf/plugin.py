@@ -23,6 +23,7 @@ from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import (
     FLAG_VALUED,
     OPTIONS,
+    LlmperfOptions,
     Option,
     OptionError,
     join_flag_values,
@@ -43,8 +44,10 @@ from pytest_llmperf.workload.workload import (
 )
 
 if TYPE_CHECKING:  # imported when a session starts
+    from pytest_llmperf.kinds import TargetContext, TargetKind
     from pytest_llmperf.measured import MeasuredRun
     from pytest_llmperf.metrics.registry import Tolerance
+    from pytest_llmperf.servers.base import ServerTarget
     from pytest_llmperf.session import PerfSession
 
 SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
@@ -143,21 +146,23 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         # getoption's default: a flag-valued option is not registered when this plugin was
         # registered after the initial conftests loaded (its ini twin still works).
-        options = resolve_options(lambda dest: config.getoption(dest, None), config.getini)
+        options = resolve_options(lambda dest: config.getoption(dest, None), config.getini, _added_kinds(config))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     try:
         config.stash[INI_TOLERANCES_KEY] = parse_tolerance_overrides("\n".join(config.getini("llmperf_tolerances")))
     except ValueError as exc:
         raise pytest.UsageError(f"ini llmperf_tolerances: {exc}") from None
-    if options.target == "sim" and options.sim_args:
+    chosen = options.target_kind
+    simulated = chosen is not None and chosen.accepts_sim_args
+    if simulated and options.sim_args:
         from pytest_llmperf.sim import SimConfig
 
         try:  # before any server starts, not as a traceback when the first one does
             SimConfig.from_vllm_argv(["check/model", *options.sim_args])
         except ValueError as exc:
             raise pytest.UsageError(f"--llmperf-sim-args: {exc}") from None
-    if options.target == "sim" and options.against_sim_args:
+    if simulated and options.against_sim_args:
         from pytest_llmperf.sim import SimConfig
 
         try:
@@ -173,7 +178,7 @@ def pytest_configure(config: pytest.Config) -> None:
             options = replace(options, gpus=all_gpus())
         except RuntimeError as exc:
             raise pytest.UsageError(str(exc)) from None
-    if options.target in ("gpu", "docker") and os.environ.get("DOCKER_HOST"):
+    if chosen is not None and chosen.containers and os.environ.get("DOCKER_HOST"):
         from pytest_llmperf.servers.docker import endpoint_host
 
         try:  # a remote engine with a loopback-only port: said before any server starts
@@ -198,20 +203,38 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_xdist(config, options)
 
 
+def _added_kinds(config: pytest.Config) -> list[TargetKind]:
+    """The target kinds conftest.py files and plugins add (pytest_llmperf_target_kinds)."""
+    from pytest_llmperf.kinds import TargetKind
+
+    added = [k for found in config.hook.pytest_llmperf_target_kinds(config=config) for k in found or ()]
+    wrong = [k for k in added if not isinstance(k, TargetKind)]
+    if wrong:
+        raise pytest.UsageError(f"pytest_llmperf_target_kinds must return TargetKind records, got {wrong[0]!r}")
+    return added
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_llmperf_make_target(options: LlmperfOptions, kind: TargetKind, context: TargetContext) -> ServerTarget:
+    """The kind's own factory, when no conftest.py or plugin built the target first."""
+    return kind.factory(options, context)
+
+
 def _check_xdist(config: pytest.Config, options: Any) -> None:
     numprocesses = getattr(config.option, "numprocesses", None)
     if not numprocesses or options.target is None:
         return
-    if options.target in ("gpu", "docker") and options.gpus is None:
+    rule = options.target_kind.xdist
+    if rule == "gpu-slots" and options.gpus is None:
         raise pytest.UsageError(
             "pytest-llmperf: -n/--numprocesses would start several vLLM servers at once on one GPU; "
             "give each worker GPUs of its own with --llmperf-gpus 0,1,2,3 (or all), or run without -n"
         )
-    if options.target == "local":
+    if rule == "never":
         raise pytest.UsageError(
             "pytest-llmperf: -n/--numprocesses would start several vLLM processes at once on the GPUs "
-            "CUDA_VISIBLE_DEVICES names; run --llmperf-local without -n (containers spread over GPUs with "
-            "--llmperf-gpu --llmperf-gpus)"
+            f"CUDA_VISIBLE_DEVICES names; run {options.target_kind.flag} without -n (containers spread over GPUs "
+            "with --llmperf-gpu --llmperf-gpus)"
         )
     hosts = max(1, len(options.hosts))
     if options.gpus is not None and int(numprocesses) > len(options.gpus) * hosts:
@@ -245,7 +268,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             lines = cleanup_leftover_containers(options.cleanup_age, options.hosts)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
-    elif options.target in ("gpu", "docker"):  # a session that talks to Docker anyway; no other does
+    elif options.target is not None and options.target_kind.containers:  # a session that talks to Docker anyway
         from pytest_llmperf.targets import leftover_report
 
         lines = leftover_report(options.cleanup_age, options.hosts)
@@ -381,7 +404,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: Sequence[pytest
     """After collection: what --llmperf-servers deselected, and under --llmperf-sim the
     simulator profile (timing model) each server that will run uses."""
     lines = config.stash.get(SELECTION_KEY, [])
-    if config.stash[OPTIONS_KEY].target == "sim":
+    chosen = config.stash[OPTIONS_KEY].target_kind
+    if chosen is not None and chosen.accepts_sim_args:
         from pytest_llmperf.targets import sim_profile_lines
 
         specs = [
@@ -406,7 +430,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     from pytest_llmperf.servers.local_vllm import InterpreterError
     from pytest_llmperf.session import PlannedTest, SetupError, check_before_start
-    from pytest_llmperf.targets import LOCAL_TARGETS, baseline_folders_before_start, check_target
+    from pytest_llmperf.targets import baseline_folders_before_start, check_target
 
     plans = []
     for item in session.items:
@@ -424,7 +448,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if options.doctor:
         _doctor(config, options, [spec for plan in plans for spec in plan.servers])
     try:
-        local = check_target(options) if options.target in LOCAL_TARGETS else None  # its interpreter imports vllm
+        local = check_target(options)  # a local vLLM's interpreter imports vllm
         folders = baseline_folders_before_start(options)
         datasets = check_before_start(options, Path(config.rootpath), plans, folders=folders)
     except (SetupError, InterpreterError) as exc:
@@ -600,9 +624,9 @@ def _plain_nodeid(item: pytest.Item) -> str:
 
 
 def _perf_session(config: pytest.Config) -> Any:
+    from pytest_llmperf.kinds import TargetContext
     from pytest_llmperf.paired import PairedSession
     from pytest_llmperf.session import PerfSession
-    from pytest_llmperf.targets import build_target
 
     perf = config.stash[SESSION_KEY]
     if perf is None:
@@ -621,8 +645,9 @@ def _perf_session(config: pytest.Config) -> Any:
 
         plan = config.stash.get(PLAN_KEY, None)
         slots, hosts = (plan.gpus_by_server(), plan.hosts_by_server()) if plan is not None else (None, None)
-        target = build_target(
-            options, session_id=uuid.uuid4().hex[:12], progress=log, gpu_slots=slots, docker_hosts=hosts
+        context = TargetContext(uuid.uuid4().hex[:12], log, gpu_slots=slots, docker_hosts=hosts)
+        target = config.hook.pytest_llmperf_make_target(
+            config=config, options=options, kind=options.target_kind, context=context
         )
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
         perf = (PairedSession if options.paired else PerfSession)(

@@ -6,30 +6,17 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_llmperf.options import TARGET_FLAGS, LlmperfOptions
-from pytest_llmperf.servers.base import ServerStartError, ServerTarget
+from pytest_llmperf.kinds import TargetContext
+from pytest_llmperf.options import LlmperfOptions
+from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.spec import ServerSpec
 
 if TYPE_CHECKING:  # imported when a local target is chosen
     from pytest_llmperf.servers.local_vllm import LocalVllmTarget
 
 LEFTOVER_CHECK_TIMEOUT = 10.0  # seconds: the session-start notice must not hang on a far engine
-
-# The baseline folder each kind of target is judged in, known before any server starts:
-# its target's name (session.default_baseline_folder); None for GPUs, judged per GPU model,
-# which a server reports once it runs.
-BASELINE_FOLDERS: dict[str, str | None] = {
-    "sim": "sim",
-    "docker": "docker",
-    "external": "external",
-    "real-cpu": "local-vllm",
-    "local": "local-vllm",  # or the GPU model's, once a server runs on one (baseline_folders_before_start)
-    "gpu": None,
-}
-LOCAL_TARGETS = ("local", "real-cpu")  # vLLM as a local process; real-cpu: from the prepared CPU build
 
 
 def baseline_folders_before_start(options: LlmperfOptions) -> list[str] | None:
@@ -39,10 +26,13 @@ def baseline_folders_before_start(options: LlmperfOptions) -> list[str] | None:
     here (InterpreterError)."""
     if options.target_name:
         return [options.target_name]
-    if options.target in LOCAL_TARGETS and check_target(options).gpu_query(os.environ) is not None:
+    chosen = options.target_kind
+    if chosen is None:
+        return None
+    local = check_target(options)
+    if local is not None and local.gpu_query(os.environ) is not None:
         return None  # a GPU build where nvidia-smi answers: judged per GPU model
-    folder = BASELINE_FOLDERS.get(options.target or "")
-    return None if folder is None else [folder]
+    return None if chosen.baseline_folder is None else [chosen.baseline_folder]
 
 
 def build_target(
@@ -52,47 +42,14 @@ def build_target(
     gpu_slots: Mapping[str, Sequence[str]] | None = None,
     docker_hosts: Mapping[str, str] | None = None,
 ) -> ServerTarget:
-    """The target the options chose; `gpu_slots` (--llmperf-gpus, plan.py): each server's
-    slot, the GPUs a GPU container is given (a label and provenance elsewhere), and
-    `docker_hosts` (--llmperf-hosts) the engine each container runs on."""
-    kind = options.target
-    if kind == "sim":
-        from pytest_llmperf.servers.sim_target import SimTarget
-
-        # Paired A/B: each server's OLD and NEW flags travel in its spec (paired.py), not here.
-        extra = () if options.paired else options.sim_args
-        return SimTarget(
-            speed=options.sim_speed, extra_args=extra, ready_timeout=options.ready_timeout, gpu_slots=gpu_slots
-        )
-    if kind == "external":
-        from pytest_llmperf.servers.external import ExternalTarget
-
-        if options.base_url is None:
-            raise ValueError("the external target needs a base URL (--llmperf-base-url)")
-        return ExternalTarget(options.base_url, ready_timeout=options.ready_timeout)
-    if kind in ("gpu", "docker"):
-        from pytest_llmperf.servers.docker import DockerTarget
-
-        return DockerTarget(
-            gpu=kind == "gpu",
-            image_override=None if options.paired else options.image,  # paired: per spec (paired.py)
-            hf_cache=Path(options.hf_cache).expanduser(),
-            ready_timeout=options.ready_timeout,
-            session_id=session_id,
-            progress=progress,
-            cleanup_age=options.cleanup_age,
-            gpu_slots=gpu_slots,
-            docker_hosts=docker_hosts,
-            publish_host=options.publish_host,
-        )
-    if kind in LOCAL_TARGETS:
-        from pytest_llmperf.servers.local_vllm import InterpreterError
-
-        try:
-            return check_target(options)
-        except InterpreterError as exc:  # check_target ran at session start: changed since
-            raise ServerStartError(f"cannot start a local vLLM: {exc}") from None
-    raise ValueError(f"no target chosen (got {kind!r})")
+    """The target the options chose, built by its kind's factory (kinds.py); `gpu_slots`
+    (--llmperf-gpus, plan.py): each server's slot, the GPUs a GPU container is given (a
+    label and provenance elsewhere), and `docker_hosts` (--llmperf-hosts) the engine each
+    container runs on. The plugin builds it through the pytest_llmperf_make_target hook."""
+    chosen = options.target_kind
+    if chosen is None:
+        raise ValueError(f"no target chosen (got {options.target!r})")
+    return chosen.factory(options, TargetContext(session_id, progress, gpu_slots, docker_hosts))
 
 
 GPU_INDEX_QUERY = ("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
@@ -116,15 +73,12 @@ def all_gpus(run: Callable[[Sequence[str]], str] | None = None) -> tuple[str, ..
     return ids
 
 
-def check_target(options: LlmperfOptions) -> LocalVllmTarget:
-    """The local vLLM target of --llmperf-local (or --llmperf-real-cpu), its interpreter
-    checked before any server starts: InterpreterError names it and the fix."""
-    from pytest_llmperf.servers.local_vllm import local_target
-
-    if options.target == "real-cpu":
-        return local_target(None, TARGET_FLAGS["real-cpu"], ready_timeout=options.ready_timeout)
-    where = "ini option 'llmperf_local'" if options.sources.get("llmperf_local") == "ini" else TARGET_FLAGS["local"]
-    return local_target(options.local, where, ready_timeout=options.ready_timeout)
+def check_target(options: LlmperfOptions) -> LocalVllmTarget | None:
+    """The local vLLM target of a kind that runs one (--llmperf-local, --llmperf-real-cpu),
+    its interpreter checked before any server starts (InterpreterError names it and the
+    fix); None for other kinds."""
+    chosen = options.target_kind
+    return chosen.local_vllm(options) if chosen is not None and chosen.runs_local_vllm else None
 
 
 def sim_profile_lines(options: LlmperfOptions, specs: Sequence[ServerSpec]) -> list[str]:

@@ -250,12 +250,12 @@ def test_the_leftover_notice_lists_only_leftovers_and_is_quiet_without_an_engine
 
 
 def test_the_baseline_folder_is_known_before_start_except_per_gpu_model():
-    from pytest_llmperf.targets import BASELINE_FOLDERS, baseline_folders_before_start
+    from pytest_llmperf.kinds import KINDS
 
     # The folder is the target's name where its servers report no GPU (session.default_baseline_folder).
     names = {"sim": SimTarget.name, "docker": DockerTarget.name, "external": ExternalTarget.name}
-    assert {kind: BASELINE_FOLDERS[kind] for kind in names} == names
-    assert BASELINE_FOLDERS["real-cpu"] == LocalVllmTarget.name and BASELINE_FOLDERS["gpu"] is None
+    assert {kind: KINDS[kind].baseline_folder for kind in names} == names
+    assert KINDS["real-cpu"].baseline_folder == LocalVllmTarget.name and KINDS["gpu"].baseline_folder is None
     assert baseline_folders_before_start(LlmperfOptions(target="sim")) == ["sim"]
     assert baseline_folders_before_start(LlmperfOptions(target="gpu")) is None  # the GPU model, once one runs
     assert baseline_folders_before_start(LlmperfOptions(target="gpu", target_name="h200-box")) == ["h200-box"]
