@@ -54,7 +54,7 @@ from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE  # noqa: E
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.options import PAIRED_MAX_BLOCKS  # noqa: E402
-from pytest_llmperf.paired import PairedSession  # noqa: E402
+from pytest_llmperf.paired import PairedBlocks  # noqa: E402
 from pytest_llmperf.sim.calibration import synthetic_prompt_lens  # noqa: E402
 
 SCENARIOS = {
@@ -79,7 +79,7 @@ class Box:
 
 
 def block(box: Box, speculative: bool, old: list[Run], new: list[Run], new_scale: float) -> None:
-    """A B when an even number of blocks ran before, else B A (paired.PairedSession._block)."""
+    """A B when an even number of blocks ran before, else B A (paired.PairedBlocks._block)."""
     first = len(new) % 2 == 0
     for side in ("old", "new") if first else ("new", "old"):
         if side == "old":
@@ -106,11 +106,11 @@ def stored(c: int, lens: list[int], reps: int, seed: str) -> tuple[list[list[Run
 
 def more(runs: int, budget: int, verdicts: dict, rule: str, first_look: bool = False, confirm: bool = True) -> bool:
     """Whether auto adds a block: `noise` is the paired session's rule
-    (PairedSession.STOP_ON_CHANGE False: an unchanged value could pass within the budget),
+    (PairedBlocks.stop_on_change False: an unchanged value could pass within the budget),
     `change` the baseline gate's (from the second run on, by the change as read),
     `inconclusive` any gated metric inconclusive, whatever the noise. Both sides grow with
     every block, so the noise is taken to fall as the square root of the blocks
-    (PairedSession.PROJECT_NOISE False). With `confirm`, a gated metric regressed at the
+    (PairedBlocks.project_noise False). With `confirm`, a gated metric regressed at the
     `first_look` (the blocks made up front) asks for one more (compare.wanting_another)."""
     if rule == "inconclusive":
         if runs < budget and any(verdicts[name].status == "inconclusive" for name in GATED):
@@ -153,7 +153,7 @@ def trial(
         block(box, False, base_old, base_new, new_scale)
     for _ in range(first):
         block(box, True, mtp_old, mtp_new, new_scale)
-    # The spread between starts pooled as the paired gate pools it (PairedSession._spread_pools):
+    # The spread between starts pooled as the paired gate pools it (PairedReference.spread_pools):
     # the session's other cells (the base server's OLD, judge's base_b, and NEW) and every
     # entry of the target's baseline folder at this concurrency (the MTP server's own too).
     cells, speedups = folder
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--add-blocks",
         choices=("noise", "change", "inconclusive"),
-        default="noise" if not PairedSession.STOP_ON_CHANGE else "change",
+        default="noise" if not PairedBlocks.stop_on_change else "change",
         help="when auto adds a block: noise (the plugin's paired rule), change (the baseline gate's), "
         "inconclusive (whenever a gated metric is)",
     )

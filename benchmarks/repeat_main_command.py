@@ -68,7 +68,7 @@ def one_run(sim_args: str, report: Path) -> tuple[int, collections.Counter, list
     except (OSError, ValueError):
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         return proc.returncode, counts, ["no report: " + " | ".join(tail)], [], elapsed
-    for run in data.get("runs", []):  # runs its host spoiled, made again (session.host_behind)
+    for run in data.get("runs", []):  # runs its host spoiled, made again (validity.host_behind)
         again = [n for n in run.get("notes", []) if "was made twice" in n]
         where = f"{(run.get('server') or {}).get('name')}@{(run.get('workload') or {}).get('concurrency')}"
         undecided += [f"{where} {n}" for n in again]

@@ -198,7 +198,7 @@ def worth_another(
     first_look: bool = False,
     confirm: bool = True,
 ) -> list[str]:
-    """The session's rule (PerfSession._worth_another, compare.wanting_another): go on
+    """The session's rule (Measurer.worth_another, compare.wanting_another): go on
     while some inconclusive gated verdict could be decided within the budget
     (Verdict.decidable), or, with `confirm`, one is regressed at the gate's `first_look` (its
     first judgement: a regression is read again before it is reported); from the second run on by

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmperf.servers.base import ServerStartError, ServerTarget
 
-if TYPE_CHECKING:  # options.py imports this module
-    from pytest_llmperf.options import LlmperfOptions
+if TYPE_CHECKING:
     from pytest_llmperf.servers.local_vllm import LocalVllmTarget
+
+# options.LlmperfOptions: options.py imports this module, so the type is not named here.
+LlmperfOptions = Any
 
 TARGET_OPTION = "--llmperf-target"  # chooses a kind by name: the way to a kind a conftest.py adds
 
@@ -39,7 +41,7 @@ class TargetContext:
     docker_hosts: Mapping[str, str] | None = None
 
 
-Factory = Callable[["LlmperfOptions", TargetContext], ServerTarget]
+Factory = Callable[[LlmperfOptions, TargetContext], ServerTarget]
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ def _containers(gpu: bool) -> Factory:
 def _local(options: LlmperfOptions, context: TargetContext) -> ServerTarget:
     from pytest_llmperf.servers.local_vllm import InterpreterError
 
-    chosen = options.target_kind
+    chosen: TargetKind | None = options.target_kind
     if chosen is None:
         raise ValueError("no target chosen")
     try:

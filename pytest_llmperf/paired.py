@@ -7,17 +7,17 @@ same box, with the same prompts and the same warm-ups, one server at a time, in 
 whose order alternates (A B, B A, A B, ...: a drift over the session weighs on both
 alike). Under `--llmperf-repetitions auto` two blocks run up front, and another follows
 while a gated metric is inconclusive and an unchanged value could still be shown within
-its tolerance (PairedSession.STOP_ON_CHANGE), or is regressed at the first look (read
+its tolerance (PairedBlocks.stop_on_change), or is regressed at the first look (read
 again: compare.wanting_another), within `--llmperf-max-repetitions` (8 blocks unless
 given) and `--llmperf-repetition-budget`.
 
-NEW is judged by the baselines' own gate (session.PerfSession.gate): OLD's runs are made
-into a baseline-like entry (per-repetition samples, their median, OLD's first
+NEW is judged by the baselines' own gate (gate.Gate) against a PairedReference: OLD's
+runs are made into a baseline-like entry (per-repetition samples, their median, OLD's first
 repetition's request lines, its provenance), so the rule, the metric directions, the
 tolerances and the noise (the paired request-level bootstrap plus the spread between
 repetitions on each side) are the ones docs/verdicts.md describes. A speedup test
 judges NEW's MTP speedup against OLD's. Stored baselines are never judged against nor
-written; their spread between starts is pooled with the blocks' (_spread_pools).
+written; their spread between starts is pooled with the blocks' (PairedReference.spread_pools).
 """
 
 from __future__ import annotations
@@ -30,13 +30,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.baselines.compare import Spread
+from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.measured import MeasuredRun
+from pytest_llmperf.measurer import Measurer, finished_cleanly, stop_if_interrupted
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
+from pytest_llmperf.outcome import GateRecord
+from pytest_llmperf.preflight import PlannedTest
+from pytest_llmperf.reference import Entry, Identity, record_command, spread_pools, stored_cells
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.session import GateRecord, PerfSession, PlannedTest, spread_pools
+from pytest_llmperf.validity import invalid_reason
 from pytest_llmperf.workload.workload import Workload
 
 OLD, NEW = "A", "B"  # how the start order names them
@@ -123,7 +128,7 @@ def cost_line(options: LlmperfOptions, plans: Iterable[PlannedTest]) -> str:
     servers = len({name for name, _ in runs})
     auto = options.repetitions == "auto"
     blocks = first_blocks(options)
-    what = "container" if options.target in ("gpu", "docker") else "server"
+    what = "container" if options.target_kind is not None and options.target_kind.containers else "server"
     starts = count_starts(runs, blocks, options.same_server)
     line = (
         f"paired A/B: {variants.label(NEW)} (B) against {variants.label(OLD)} (A), blocks A B, B A, ...; "
@@ -145,32 +150,29 @@ def _metric_entry(values: Iterable[float | None]) -> dict[str, Any] | None:
     return {"value": statistics.median(present), "samples": present} if present else None
 
 
-class PairedSession(PerfSession):
-    """A PerfSession whose runs are paired blocks of OLD and NEW, and whose gate judges
-    NEW against OLD's runs instead of a baseline file."""
+class PairedBlocks:
+    """The repetition policy of a paired session: every run of a server is a block of OLD
+    and NEW, on fresh starts, in alternating order; `against` keeps OLD's run beside NEW's."""
 
     # Blocks are added while an unchanged value could be shown within the tolerance by the
     # budget, wherever the change was read: both sides grow with every block, and with two
-    # blocks a side the change read is mostly the noise between starts. Stopping on it (a
-    # change of 2 % read against a 3 % tolerance) left an unchanged image inconclusive in 12
-    # of 100 trials, 9 of 100 with 8 blocks (benchmarks/paired_power.py, docs/verdicts.md).
-    STOP_ON_CHANGE = False
-    # Both sides grow with every block, so the noise falls about as the square root of
-    # the blocks, as Verdict.decidable assumes without a projection.
-    PROJECT_NOISE = False
+    # blocks a side the change read is mostly the noise between starts (docs/verdicts.md).
+    stop_on_change = False
+    # Both sides grow with every block: the noise falls about as the square root of the blocks.
+    project_noise = False
 
-    def __init__(self, options: LlmperfOptions, *args: Any, **kwargs: Any) -> None:
-        super().__init__(options, *args, **kwargs)
+    def __init__(self, options: LlmperfOptions) -> None:
+        self.options = options
         self.variants = Variants.from_options(options)
         # NEW's (spec, workload) key -> OLD's run of the same server and workload.
         self.against: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
         # Every server start, in order: {"server", "role" (A: OLD, B: NEW), "label"}.
         self.order: list[dict[str, str]] = []
 
-    def _effective(self, spec: ServerSpec) -> ServerSpec:
+    def effective(self, spec: ServerSpec) -> ServerSpec:
         return self.variants.spec(spec, NEW)
 
-    def paired_info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, Any]:
         """For the report document: what was paired, and the start order."""
         return {
             "kind": self.variants.kind,
@@ -181,181 +183,140 @@ class PairedSession(PerfSession):
             "order": list(self.order),
         }
 
-    # -- measuring ---------------------------------------------------------------
-
-    @property
-    def planned_repetitions(self) -> int:
-        """Blocks made up front: the count asked for; under auto two (A B, B A), since one
-        run a side says nothing of the spread between starts, which a single block's
-        difference holds in full (a 7 % false-alarm rate at 32 streams with one block:
-        benchmarks/paired_power.py)."""
-        return first_blocks(self.options)
-
-    def run(self, spec: ServerSpec, workload: Workload) -> MeasuredRun:
-        """NEW's run of `spec` under `workload`, its OLD twin beside it (self.against):
-        the planned blocks (two under auto), once per session."""
-        new_spec = self._effective(spec)
-        key = (new_spec, workload)
-        if key in self.runs:
-            return self.runs[key]
-        new, old = self._blank(new_spec, workload), self._blank(self.variants.spec(spec, OLD), workload)
-        self.against[key] = old
-        for _ in range(self.planned_repetitions):
-            if not self._block(old, new):
+    def first(self, measurer: Measurer, spec: ServerSpec, workload: Workload) -> MeasuredRun:
+        """NEW's run of `spec`, its OLD twin beside it (`against`): the planned blocks (two
+        under auto, since one run a side says nothing of the spread between starts)."""
+        new = measurer.blank(self.effective(spec), workload)
+        old = measurer.blank(self.variants.spec(spec, OLD), workload)
+        self.against[(new.server, workload)] = old
+        for _ in range(first_blocks(self.options)):
+            if not self._block(measurer, old, new):
                 break
-        self.run_count += 1
-        self.runs[key] = new
-        self._stop_if_interrupted(new)
-        self._stop_if_interrupted(old)
         return new
 
-    def _blank(self, spec: ServerSpec, workload: Workload) -> MeasuredRun:
-        return MeasuredRun(
-            server=spec,
-            workload=workload,
-            results=[],
-            samples={},
-            provenance={},
-            published=self._published(spec, workload.concurrency),
-        )
+    def stop_if_interrupted(self, measured: MeasuredRun) -> None:
+        stop_if_interrupted(measured)
+        stop_if_interrupted(self.old(measured))
 
-    def _block(self, old: MeasuredRun, new: MeasuredRun) -> bool:
+    def more(self, measurer: Measurer, measured: MeasuredRun, why: str) -> bool:
+        """One more block of OLD and NEW."""
+        old = self.against.get((measured.server, measured.workload))
+        if old is None or not finished_cleanly(old):
+            return False
+        measurer.log(
+            f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, paired block "
+            f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
+        )
+        self._block(measurer, old, measured)
+        stop_if_interrupted(measured)
+        stop_if_interrupted(old)
+        return True
+
+    def _block(self, measurer: Measurer, old: MeasuredRun, new: MeasuredRun) -> bool:
         """One block: A B when an even number of blocks ran before, else B A. False when a
         run broke (interrupted, nothing completed, its server died): nothing more to learn."""
         first = len(new.results) % 2 == 0
         for measured in (old, new) if first else (new, old):
-            if not self._one(measured, OLD if measured is old else NEW):
+            role = OLD if measured is old else NEW
+            started = len(measurer.pool.starts)
+            endpoint = measurer.start(measured, fresh=True, announce=False)  # each run on a fresh start
+            if len(measurer.pool.starts) > started:
+                self.order.append({"server": measured.server.name, "role": role, "label": self.variants.label(role)})
+            if endpoint is None or not measurer.repeat(measured, endpoint):
                 return False
         return True
 
-    def _one(self, measured: MeasuredRun, role: str) -> bool:
-        spec = measured.server
-        started = len(self.pool.starts)
-        # Each run on a fresh start, as repetitions are (the spread between them then holds
-        # what moves between starts); --llmperf-same-server reuses the variant still running.
-        endpoint = self.pool.endpoint(spec) if self.options.same_server else self.pool.restart(spec)
-        if len(self.pool.starts) > started:
-            self.order.append({"server": spec.name, "role": role, "label": self.variants.label(role)})
-        requests = self._requests_for(endpoint, measured.workload)
-        speed = float(endpoint.provenance.get("clock_speed", 1.0))
-        if not measured.provenance:
-            measured.provenance.update(self._provenance(spec, endpoint, measured.workload))
-        warm = self._warm_server(spec, endpoint, requests, measured.workload, speed)
-        if not measured.results:
-            measured.server_warmup = warm
-        self._check_warmed(measured, endpoint, warm)
-        if measured.server_death:
-            return False
-        self._repeat(measured, endpoint, requests, speed)
-        last = measured.results[-1]
-        return not (last.partial or not last.completed or measured.server_death)
-
-    def extend(self, measured: MeasuredRun, why: str = "inconclusive") -> bool:
-        """Auto repetitions, paired: one more block of OLD and NEW, `why` said in the log."""
-        old = self.against.get((measured.server, measured.workload))
-        if old is None or not self._can_extend(measured):
-            return False
-        if any(r.partial or not r.completed for r in old.results) or old.server_death:
-            return False
-        started = self.clock()
-        self.log(
-            f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, paired block "
-            f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
-        )
-        try:
-            self._block(old, measured)
-        finally:
-            self.added_seconds += self.clock() - started
-        self._stop_if_interrupted(measured)
-        self._stop_if_interrupted(old)
-        return True
-
-    # -- judging -----------------------------------------------------------------
-
-    def _old(self, run: MeasuredRun) -> MeasuredRun:
+    def old(self, run: MeasuredRun) -> MeasuredRun:
         old = self.against.get((run.server, run.workload))
         if old is None:
             raise RuntimeError(f"{run.server.name} @ concurrency {run.concurrency}: no OLD run beside it")
         return old
 
+
+class PairedReference:
+    """NEW judged against OLD's runs of the same server and workload, made into a baseline
+    entry; no history is written (docs/history.md) and the baselines folder stays untouched."""
+
+    keeps_history = False
+
+    def __init__(
+        self,
+        options: LlmperfOptions,
+        blocks: PairedBlocks,
+        runs: Mapping[tuple[ServerSpec, Workload], MeasuredRun],
+        store: BaselineStore,
+        identity: Identity,
+    ) -> None:
+        self.options = options
+        self.blocks = blocks
+        self.variants = blocks.variants
+        self.runs = runs  # NEW's runs of the session, for the spread pooled over its cells
+        self.store = store
+        self.identity = identity
+
     def paired_entry(self, run: MeasuredRun, base: MeasuredRun | None = None) -> dict[str, Any]:
         """OLD's runs of `run`'s server and workload as a baseline entry (store.py's shape):
         each metric's per-repetition samples and their median, the speedup over OLD's base
         run for a speedup gate, OLD's first repetition's request and output lines, its provenance."""
-        old = self._old(run)
+        old = self.blocks.old(run)
         sides = dict(old.samples)
         if base is not None:
-            sides["mtp_speedup"] = old.speedup_samples(self._old(base))
+            sides["mtp_speedup"] = old.speedup_samples(self.blocks.old(base))
         metrics = {name: m for name, values in sides.items() if (m := _metric_entry(values)) is not None}
-        entry: dict[str, Any] = {
-            "workload": self.workload_identity(old),
-            "provenance": dict(old.provenance),
-            "metrics": metrics,
-        }
+        entry: dict[str, Any] = {"workload": self.identity(old), "provenance": dict(old.provenance), "metrics": metrics}
         if old.rows:
             entry["requests"] = encode_rows(old.rows)
         if old.results:  # for the early-stop check and the output canary (report/crosscheck.py)
             entry["outputs"] = encode_outputs(output_rows(old.results[0].records))
         return entry
 
-    def _gate_entry(
-        self, run: MeasuredRun, base: MeasuredRun | None, *, record: GateRecord, **_: Any
-    ) -> Mapping[str, Any] | None:
-        """The entry `run` is judged against: OLD's runs (paired_entry), not a stored one."""
+    def entry(self, run: MeasuredRun, base: MeasuredRun | None, record: GateRecord, target: str) -> Entry | None:
         record.baseline_path = f"{self.variants.label(OLD)} (paired)"
         return self.paired_entry(run, base)
 
-    def _refresh_entry(
-        self, entry: Mapping[str, Any] | None, run: MeasuredRun, base: MeasuredRun | None
-    ) -> Mapping[str, Any] | None:
+    def refresh(self, entry: Entry | None, run: MeasuredRun, base: MeasuredRun | None) -> Entry | None:
         return self.paired_entry(run, base)  # the blocks auto added ran OLD too
 
-    def _base_entry(self, base: MeasuredRun, target: str) -> Mapping[str, Any] | None:
+    def base_entry(self, base: MeasuredRun, target: str) -> Entry | None:
         return self.paired_entry(base)
 
-    def _append_history(self, *args: Any, **kwargs: Any) -> None:
-        """A paired run appends no history: its verdicts are NEW against OLD on this box
-        tonight, not a night of one image against the baselines the history follows, and
-        the baselines folder stays untouched (docs/history.md)."""
-
-    def _spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
+    def spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
         """The between-start spread pooled over this session's other paired cells at this
         concurrency (OLD's and NEW's repetitions of the other servers and workloads, each
         side a cell) and over every entry the target's baseline folder holds at it, this
-        server's own included (its repetitions were other starts on this box, independent
-        of tonight's): two blocks give a side one degree of freedom, and the spread's
-        estimate from them alone left an unchanged image inconclusive one time in five
-        (docs/verdicts.md). The stored baselines' values are not judged against."""
+        server's own included (its repetitions were other starts on this box): two blocks
+        give a side one degree of freedom (docs/verdicts.md). The stored baselines' values
+        are not judged against."""
         cells: list[Mapping[str, list[float | None]]] = []
         for key, new in self.runs.items():
             if key == (run.server, run.workload) or new.concurrency != run.concurrency:
                 continue
             cells.append(new.samples)
-            if key in self.against:
-                cells.append(self.against[key].samples)
-        return spread_pools([*cells, *self.stored_cells(target, run, own=True)], names)
+            if key in self.blocks.against:
+                cells.append(self.blocks.against[key].samples)
+        return spread_pools([*cells, *stored_cells(self.store, self.identity, target, run, own=True)], names)
 
-    def _gate_title(self, run: MeasuredRun, record: GateRecord, target: str) -> str:
+    def title(self, run: MeasuredRun, record: GateRecord, target: str) -> str:
         blocks = len(run.results)
         return (
             f"{run.server.name} @ concurrency {run.concurrency}: {self.variants.label(NEW)} vs "
             f"{self.variants.label(OLD)} (paired, {blocks} block{'s' * (blocks != 1)}) [{target}]"
         )
 
-    def _gate_invalid(self, run: MeasuredRun, base: MeasuredRun | None, budget: ErrorBudget) -> str | None:
-        reason = super()._gate_invalid(run, base, budget)
+    def invalid(self, run: MeasuredRun, base: MeasuredRun | None, budget: ErrorBudget) -> str | None:
+        reason = invalid_reason(run, budget) or (invalid_reason(base, budget) if base is not None else None)
         if reason:
             return f"{self.variants.label(NEW)}: {reason}"
         for mine in (run, base):
             if mine is None:
                 continue
-            why = self.invalid_reason(self._old(mine), budget)
+            why = invalid_reason(self.blocks.old(mine), budget)
             if why:
                 return f"{self.variants.label(OLD)} (what NEW is judged against): {why}"
         return None
 
     def update_command(self, nodeid: str) -> str:
         """Accepting NEW's level means recording NEW as the baselines (not in paired mode)."""
-        command = super().update_command(nodeid)
+        command = record_command(self.options, nodeid)
         flag = self.variants.new_flag()
         return command.replace(" --update-baselines", f" {flag} --update-baselines") if flag else command

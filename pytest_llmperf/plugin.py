@@ -428,8 +428,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     options = config.stash[OPTIONS_KEY]
     if options.target is None or config.option.collectonly:
         return
+    from pytest_llmperf.outcome import SetupError
+    from pytest_llmperf.preflight import PlannedTest, check_before_start
     from pytest_llmperf.servers.local_vllm import InterpreterError
-    from pytest_llmperf.session import PlannedTest, SetupError, check_before_start
     from pytest_llmperf.targets import baseline_folders_before_start, check_target
 
     plans = []
@@ -573,7 +574,7 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
     makes the same one); under --dist loadgroup each slot's tests form its xdist group, so
     one worker runs them, and that worker starts their servers on the slot's GPUs."""
     from pytest_llmperf.plan import PlanError, make_plan
-    from pytest_llmperf.session import PlannedTest
+    from pytest_llmperf.preflight import PlannedTest
 
     options = config.stash[OPTIONS_KEY]
     if options.gpus is None or options.target is None:
@@ -625,7 +626,6 @@ def _plain_nodeid(item: pytest.Item) -> str:
 
 def _perf_session(config: pytest.Config) -> Any:
     from pytest_llmperf.kinds import TargetContext
-    from pytest_llmperf.paired import PairedSession
     from pytest_llmperf.session import PerfSession
 
     perf = config.stash[SESSION_KEY]
@@ -650,7 +650,7 @@ def _perf_session(config: pytest.Config) -> Any:
             config=config, options=options, kind=options.target_kind, context=context
         )
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
-        perf = (PairedSession if options.paired else PerfSession)(
+        perf = PerfSession(
             options,
             target,
             Path(config.rootpath),
@@ -712,7 +712,7 @@ class LlmperfFixture:
             )
         except ValueError as exc:
             self._refuse(str(exc))
-        from pytest_llmperf.session import SetupError
+        from pytest_llmperf.outcome import SetupError
 
         try:
             if self._benchmark is not None and not self._perf.is_cached(spec, resolved):
@@ -814,8 +814,8 @@ def pytest_runtest_makereport(
     # file descriptors says everything: show it instead of a traceback through the plugin.
     if call.excinfo is not None and report.failed:
         from pytest_llmperf.metrics.registry import UnknownMetric
+        from pytest_llmperf.outcome import PerfFailure
         from pytest_llmperf.servers.base import ServerStartError
-        from pytest_llmperf.session import PerfFailure
         from pytest_llmperf.workload.runner import TooManyOpenFiles
 
         if call.excinfo.errisinstance((PerfFailure, ServerStartError, UnknownMetric, TooManyOpenFiles)):

@@ -66,7 +66,7 @@ def plain(value: Any) -> Any:
 
 def build_report(perf: Any) -> dict[str, Any]:
     """The document of one session (a PerfSession, read only here)."""
-    identity = getattr(perf, "workload_identity", None)
+    identity = perf.workload_identity
     document: dict[str, Any] = plain(
         {
             "plugin_version": __version__,
@@ -75,7 +75,7 @@ def build_report(perf: Any) -> dict[str, Any]:
             "inconclusive": perf.options.inconclusive,
             "servers_started": list(perf.pool.starts),
             "servers_attached": list(perf.pool.attached),
-            "runs": [_run(run, identity(run) if identity else None) for run in perf.runs.values()],
+            "runs": [_run(run, identity(run)) for run in perf.runs.values()],
             "verdicts": [
                 {
                     "test": gate.nodeid,
@@ -96,9 +96,10 @@ def build_report(perf: Any) -> dict[str, Any]:
             ],
         }
     )
-    paired_info = getattr(perf, "paired_info", None)
-    if paired_info is not None:  # a paired A/B session (paired.py): OLD's runs and the start order
-        document["paired"] = plain({**paired_info(), "runs": [_run(run) for run in perf.against.values()]})
+    paired = perf.paired_info()
+    if paired is not None:  # a paired A/B session (paired.py): OLD's runs and the start order
+        against = paired.pop("against")
+        document["paired"] = plain({**paired, "runs": [_run(run) for run in against]})
     return document
 
 

@@ -1,7 +1,7 @@
 """Failures that explain themselves: what changed since the baseline, why decode moved.
 
 Both are printed under the verdict table of a failing test, or of one with an `improved`
-row (session.py), and carried in the report document for the Markdown and HTML reports;
+row (gate.py), and carried in the report document for the Markdown and HTML reports;
 the decode split is left out for an invalid run (its figures explain nothing).
 
 *What changed*: the baseline entry's provenance against tonight's, key by key (image and

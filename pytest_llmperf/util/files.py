@@ -87,3 +87,11 @@ def cache_root() -> Path:
 def token_counts_dir() -> Path:
     """Where `/tokenize` counts are cached, for the plugin and `llmperf bench` alike."""
     return cache_root() / "token-counts"
+
+
+def relative_to(path: Path, root: Path) -> str:
+    """`path` as written under `root`, or as given where it lies outside it."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

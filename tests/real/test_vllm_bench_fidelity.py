@@ -244,7 +244,9 @@ def _vllm_figures(theirs: dict) -> dict:
 def _our_figures(summary) -> dict:
     return {
         "output tok/s": summary.decode_tok_s,
-        **{f"mean {name} (ms)": getattr(summary, f"{name.lower()}_ms_mean") for name in ("TTFT", "TPOT", "ITL", "E2EL")},
+        **{
+            f"mean {name} (ms)": getattr(summary, f"{name.lower()}_ms_mean") for name in ("TTFT", "TPOT", "ITL", "E2EL")
+        },
         "median TPOT (ms)": summary.tpot_ms_median,
         "median ITL (ms)": summary.itl_ms_median,
         "median E2EL (ms)": summary.e2el_ms_median,

@@ -7,9 +7,10 @@ import pytest
 
 from pytest_llmperf.options import OptionError
 from pytest_llmperf.paired import cost_line, count_starts
-from pytest_llmperf.session import PlannedTest
+from pytest_llmperf.preflight import PlannedTest
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.plugin_project import INI, make_project, run
+from tests.session_fakes import FakeRunner
 from tests.unit.test_options import resolve
 
 # The simulator in real time (the project runs it at x4): steps four times as long, so a
@@ -180,21 +181,21 @@ def paired_session(root, speeds, **cli):
     """A PairedSession on test_session's fake target: the n-th run (A B, B A, ...) gets the
     n-th decode speed."""
     from pytest_llmperf.options import resolve_options
-    from pytest_llmperf.paired import PairedSession
+    from pytest_llmperf.session import PerfSession
     from tests.unit.test_session import FakeTarget, make_result
 
     cli = {"llmperf_sim": True, "llmperf_repetitions": "2", "llmperf_against_sim_args": "", **cli}
-    perf = PairedSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), root)
-    perf._requests_for = lambda endpoint, workload: []
-    perf.server_down = lambda endpoint: None
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), root, runner=FakeRunner())
+    perf.measurer.prompts = lambda endpoint, workload: []
+    perf.measurer.server_down = lambda endpoint: None
     runs = iter(speeds)
-    perf._execute = lambda endpoint, requests, workload, speed: make_result(next(runs))
+    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(next(runs))
     return perf
 
 
 def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_baselines(tmp_path):
     from pytest_llmperf import ServerSpec
-    from pytest_llmperf.session import PerfFailure
+    from pytest_llmperf.outcome import PerfFailure
     from tests.unit.test_session import BASE, make_session
 
     workload = resolve_workload({"num_prompts": 4}, 8)
@@ -241,7 +242,7 @@ def test_auto_adds_blocks_while_an_unchanged_value_could_pass_within_eight_where
 
     def blocks(verdict, **cli):
         perf = paired_session(tmp_path / str(len(cli)), [100.0] * 40, llmperf_repetitions="auto", **cli)
-        perf._verdicts = lambda *args: [verdict]
+        perf.gate.rule = lambda *args, **kwargs: [verdict]
         with pytest.warns(UserWarning, match="inconclusive"):
             perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
         return perf, len(perf.runs[(BASE, workload)].results)
@@ -253,7 +254,7 @@ def test_auto_adds_blocks_while_an_unchanged_value_could_pass_within_eight_where
     assert far.resolution == pytest.approx(1.645**2, rel=1e-3)
     perf, used = blocks(far)
     assert perf.options.max_repetitions == 8 and used == 2 + 1
-    assert [start["role"] for start in perf.order] == ["A", "B", "B", "A", "A", "B"]
+    assert [start["role"] for start in perf.paired.order] == ["A", "B", "B", "A", "A", "B"]
     # the budget given is the budget used
     assert blocks(replace(far, more_data=None), llmperf_max_repetitions="2")[1] == 2
 

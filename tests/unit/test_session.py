@@ -10,15 +10,19 @@ import pytest
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.gate import no_data_reason
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.options import resolve_options
+from pytest_llmperf.outcome import PerfFailure
 from pytest_llmperf.servers.endpoint import Endpoint
-from pytest_llmperf.session import PerfFailure, PerfSession
+from pytest_llmperf.session import PerfSession
+from pytest_llmperf.validity import invalid_reason
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import resolve_workload
+from tests.session_fakes import FakeRunner
 
 BASE = ServerSpec(name="m", model="org/m")
 MTP = BASE.with_speculative({"method": "mtp", "num_speculative_tokens": 3})
@@ -65,16 +69,16 @@ def make_session(tmp_path, speeds, vllm_version="0.32.0", **cli):
     cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}  # one run per speed given
     options = resolve_options(lambda d: cli.get(d), lambda n: "")
     target = FakeTarget(vllm_version)
-    perf = PerfSession(options, target, tmp_path)
-    perf._requests_for = lambda endpoint, workload: []
-    perf.server_down = lambda endpoint: None  # the fake server lives through every fault
+    perf = PerfSession(options, target, tmp_path, runner=FakeRunner())
+    perf.measurer.prompts = lambda endpoint, workload: []
+    perf.measurer.server_down = lambda endpoint: None  # the fake server lives through every fault
     calls = []
 
     def execute(endpoint, requests, workload, speed):
         calls.append(endpoint.model)
         return make_result(speeds[len(calls) - 1])  # the n-th run gets the n-th decode speed
 
-    perf._execute = execute
+    perf.measurer.runner.measure_with = execute
     return perf, target, calls
 
 
@@ -94,7 +98,7 @@ def test_the_run_log_names_the_server_not_its_model(tmp_path):
     """A base and an MTP server serve one model: the log line says which one runs."""
     perf, _, _ = make_session(tmp_path, [100.0, 150.0])
     lines: list[str] = []
-    perf.log = lines.append
+    perf.measurer.log = lines.append
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf.run(BASE, workload)
     perf.run(MTP, workload)
@@ -318,7 +322,7 @@ def test_ctrl_c_keeps_the_partial_run_and_stops_the_session(tmp_path):
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_repetitions="3")
     partial = make_result(100.0)
     partial.stop_reason = "interrupted"
-    perf._execute = lambda endpoint, requests, workload, speed: partial
+    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: partial
     workload = resolve_workload({"num_prompts": 4}, 8)
     with pytest.raises(KeyboardInterrupt, match="interrupted during m @ concurrency 8"):
         perf.run(BASE, workload)
@@ -349,10 +353,10 @@ def jittered_result(ttfts, tokens=20):
 
 def ttft_session(tmp_path, ttfts, **cli):
     cli = {"llmperf_sim": True, **cli}
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path)
-    perf._requests_for = lambda endpoint, workload: []
-    perf.server_down = lambda endpoint: None
-    perf._execute = lambda endpoint, requests, workload, speed: jittered_result(ttfts)
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path, runner=FakeRunner())
+    perf.measurer.prompts = lambda endpoint, workload: []
+    perf.measurer.server_down = lambda endpoint: None
+    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: jittered_result(ttfts)
     return perf
 
 
@@ -383,7 +387,7 @@ def record_ttft_baseline(tmp_path, workload, *, spread=False, **cli):
     (START_SCALES)."""
     recorder = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True, **cli)
     if spread:
-        recorder._execute = spread_starts(BASE_TTFTS)
+        recorder.measurer.runner.measure_with = spread_starts(BASE_TTFTS)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
 
 
@@ -452,7 +456,7 @@ def counting_ttft_session(tmp_path, ttfts, **cli):
         calls.append(workload.concurrency)
         return jittered_result(ttfts)
 
-    perf._execute = execute
+    perf.measurer.runner.measure_with = execute
     return perf, calls
 
 
@@ -460,7 +464,7 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     workload = resolve_workload({"num_prompts": 10}, 1)
     recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
     spread = spread_starts(BASE_TTFTS)
-    recorder._execute = lambda *args: recorded.append(1) or spread(*args)
+    recorder.measurer.runner.measure_with = lambda *args: recorded.append(1) or spread(*args)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median", "decode_tok_s")
     assert len(recorded) == 5  # the baseline knows the spread between runs
     assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 5
@@ -472,13 +476,13 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     # Inconclusive, and about 1.5x the data would decide it: one more run, then decided.
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
     hopeful, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
-    hopeful._verdicts = lambda *args: next(steps)
+    hopeful.gate.rule = lambda *args, **kwargs: next(steps)
     hopeful.bind(hopeful.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2 and "(2 repetitions)" in hopeful.gates[-1].message
 
     # Still inconclusive each time: runs are added while runs x 1.5 stays within the budget of 4.
     stuck, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
-    stuck._verdicts = lambda *args: [replace(INCONCLUSIVE, more_data=1.5)]
+    stuck.gate.rule = lambda *args, **kwargs: [replace(INCONCLUSIVE, more_data=1.5)]
     with pytest.warns(UserWarning, match="inconclusive"):
         stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 3
@@ -495,7 +499,7 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     # runs can narrow below the tolerance: a second run, then judged on more_data.
     steps = iter([[replace(INCONCLUSIVE, more_data=50.0)], [replace(INCONCLUSIVE, more_data=50.0)]])
     moved, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
-    moved._verdicts = lambda *args: next(steps)
+    moved.gate.rule = lambda *args, **kwargs: next(steps)
     assert INCONCLUSIVE.resolution == pytest.approx(1.645**2, rel=1e-3)  # 10 % noise (95 %) on a 10 % tolerance
     with pytest.warns(UserWarning, match="inconclusive"):
         moved.bind(moved.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
@@ -508,7 +512,7 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     firm_verdict = replace(INCONCLUSIVE, run_share=0.2)
     assert firm_verdict.decidable(1, 5, by_change=False, project=False)
     firm, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
-    firm._verdicts = lambda *args: [firm_verdict]
+    firm.gate.rule = lambda *args, **kwargs: [firm_verdict]
     with pytest.warns(UserWarning, match="inconclusive"):
         firm.bind(firm.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 1
@@ -529,8 +533,8 @@ def test_auto_reads_a_regression_at_the_first_look_again_before_reporting_it(tmp
     steps = iter([[REGRESSED_AT_ONCE], [replace(INCONCLUSIVE, status="pass")]])
     transient, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
     logged: list[str] = []
-    transient.log = logged.append
-    transient._verdicts = lambda *args: next(steps)
+    transient.measurer.log = logged.append
+    transient.gate.rule = lambda *args, **kwargs: next(steps)
     transient.bind(transient.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2 and transient.gates[-1].outcome == "pass"
     assert "m @ concurrency 1: ttft_ms_median regressed at the first look, read again, repetition 2 of at most 5" in (
@@ -548,7 +552,7 @@ def test_auto_reads_a_regression_at_the_first_look_again_before_reporting_it(tmp
     # Only the first look is read again: a regression after added runs is reported.
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [REGRESSED_AT_ONCE], [REGRESSED_AT_ONCE]])
     later, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
-    later._verdicts = lambda *args: next(steps)
+    later.gate.rule = lambda *args, **kwargs: next(steps)
     with pytest.raises(PerfFailure):
         later.bind(later.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2
@@ -560,7 +564,7 @@ def test_auto_reads_a_regression_at_the_first_look_again_before_reporting_it(tmp
         + [[replace(INCONCLUSIVE, status="pass")]]
     )
     shared, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
-    shared._verdicts = lambda *args: next(steps)
+    shared.gate.rule = lambda *args, **kwargs: next(steps)
     bound = shared.bind(shared.run(BASE, workload), "t")
     bound.assert_no_regression("ttft_ms_median")
     assert len(calls) == 2
@@ -570,7 +574,7 @@ def test_auto_reads_a_regression_at_the_first_look_again_before_reporting_it(tmp
     # Not with fixed repetitions, nor where the budget allows no other run.
     for cli in ({"llmperf_repetitions": "1"}, {"llmperf_max_repetitions": "1"}):
         fixed, calls = counting_ttft_session(tmp_path, BASE_TTFTS, **cli)
-        fixed._verdicts = lambda *args: [REGRESSED_AT_ONCE]
+        fixed.gate.rule = lambda *args, **kwargs: [REGRESSED_AT_ONCE]
         with pytest.raises(PerfFailure):
             fixed.bind(fixed.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
         assert len(calls) == 1, cli
@@ -588,7 +592,7 @@ def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
     # an auto repetition added while inconclusive starts the server again too
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
     added, _ = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
-    added._verdicts = lambda *args: next(steps)
+    added.gate.rule = lambda *args, **kwargs: next(steps)
     added.bind(added.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     added.close()
     assert added.pool.target.events == [("start", "m"), ("stop", "m")] * 2
@@ -608,9 +612,9 @@ def test_auto_repetitions_stop_when_the_sessions_time_budget_is_spent(tmp_path):
     stuck, calls = counting_ttft_session(
         tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4", llmperf_repetition_budget="90"
     )
-    stuck._verdicts = lambda *args: [replace(INCONCLUSIVE, more_data=1.5)]
+    stuck.gate.rule = lambda *args, **kwargs: [replace(INCONCLUSIVE, more_data=1.5)]
     clock = iter([1000.0, 1100.0])  # the first added repetition takes 100 s of the 90 s budget
-    stuck.clock = lambda: next(clock)
+    stuck.measurer.clock = lambda: next(clock)
     with pytest.warns(UserWarning, match="inconclusive"):
         stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2  # one added within the budget; none after (4 would be allowed otherwise)
@@ -636,8 +640,8 @@ def test_a_base_server_carries_no_not_speculative_note_and_a_speculative_one_doe
     """Which notes a run keeps is decided by the spec-decode status, not by their text."""
     perf, _, _ = make_session(tmp_path, [100.0, 150.0])
     plain = lambda result: replace(result, metrics_before=ENGINE_PAGE, metrics_after=ENGINE_PAGE)  # noqa: E731
-    execute = perf._execute
-    perf._execute = lambda *args: plain(execute(*args))
+    execute = perf.measurer.runner.measure_with
+    perf.measurer.runner.measure_with = lambda *args: plain(execute(*args))
     workload = resolve_workload({"num_prompts": 4}, 8)
     assert perf.run(BASE, workload).notes == []
     (note,) = perf.run(MTP, workload).notes
@@ -654,7 +658,7 @@ def failing_result(decode_tok_s, failed, n=4):
 def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passed(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    recorder._execute = lambda *args: failing_result(100.0, failed=1)
+    recorder.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=1)
     with pytest.raises(PerfFailure, match=r"not recorded: invalid run: 1 of 4 failed: 1x HTTP 500: EngineCore"):
         recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert not (tmp_path / "baselines" / "sim" / "m.json").exists()
@@ -663,7 +667,7 @@ def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passe
     assert (tmp_path / "baselines" / "sim" / "m.json").exists()  # within a budget of one in four: judged
 
     broken, _, _ = make_session(tmp_path, [100.0], llmperf_error_budget="1")
-    broken._execute = lambda *args: failing_result(100.0, failed=2)
+    broken.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=2)
     with pytest.raises(PerfFailure) as failure:
         broken.bind(broken.run(BASE, workload), "t").assert_no_regression("decode_tok_s", "tpot_ms_median")
     assert [v.status for v in broken.gates[-1].verdicts] == ["invalid", "invalid"]
@@ -674,7 +678,7 @@ def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passe
 def test_a_run_where_nothing_completed_is_invalid_whatever_the_budget(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_error_budget="100%")
-    perf._execute = lambda *args: failing_result(100.0, failed=4)
+    perf.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=4)
     with pytest.raises(PerfFailure, match="invalid run: no request completed"):
         perf.bind(perf.run(MTP, workload), "t").assert_no_regression("acceptance_rate")
 
@@ -691,10 +695,10 @@ def lagging_result(decode_tok_s, lag):
 def test_a_simulated_run_whose_engine_fell_behind_is_invalid_and_says_to_free_the_cores(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    perf._execute = lambda *args: lagging_result(100.0, lag=0.8)
+    perf.measurer.runner.measure_with = lambda *args: lagging_result(100.0, lag=0.8)
     with pytest.raises(PerfFailure, match=r"invalid run: the simulator's engine loop ran 80% of a step behind"):
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
-    perf._execute = lambda *args: lagging_result(100.0, lag=0.2)  # within the bound: recorded
+    perf.measurer.runner.measure_with = lambda *args: lagging_result(100.0, lag=0.2)  # within the bound: recorded
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
 
 
@@ -704,9 +708,9 @@ def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     lines: list[str] = []
-    perf.log = lines.append
+    perf.measurer.log = lines.append
     made = iter([lagging_result(100.0, lag=0.8), lagging_result(90.0, lag=0.2)])
-    perf._execute = lambda *args: next(made)
+    perf.measurer.runner.measure_with = lambda *args: next(made)
     run = perf.run(BASE, workload)
     perf.bind(run, "t").assert_no_regression("decode_tok_s")  # recorded: a valid run
     assert [r.engine_lag() for r in run.results] == [pytest.approx(0.2)]
@@ -717,7 +721,7 @@ def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_
     assert any("its host fell behind, the run is made again" in line for line in lines)
 
     calls = []
-    perf._execute = lambda *args: calls.append(1) or lagging_result(100.0, lag=0.8)
+    perf.measurer.runner.measure_with = lambda *args: calls.append(1) or lagging_result(100.0, lag=0.8)
     with pytest.raises(PerfFailure, match=r"invalid run: the simulator's engine loop ran 80% of a step behind"):
         perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     assert len(calls) == 2  # once again, not more
@@ -730,21 +734,21 @@ def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     # a result recorded before the trimmed mean: judged on the plain mean
     behind.client_lag = {"probes": 40, "mean_s": 0.028, "p99_s": 0.05, "max_s": 0.06}
     assert behind.client_lag_share() == pytest.approx(0.7)
-    perf._execute = lambda *args: behind
+    perf.measurer.runner.measure_with = lambda *args: behind
     with pytest.raises(
         PerfFailure, match=r"invalid run: the measuring client's event loop ran on average 70% of a gap"
     ):
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     fine = make_result(100.0)
     fine.client_lag = {"probes": 40, "mean_s": 0.0005, "p99_s": 0.002, "max_s": 0.003}
-    perf._execute = lambda *args: fine
+    perf.measurer.runner.measure_with = lambda *args: fine
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     # one stall of 1 s among 40 probes: a mean of 63 % of a gap, but the latest probes
     # aside the loop kept up (LagProbe.TRIM_SHARE): judged
     stalled = make_result(100.0)
     stalled.client_lag = {"probes": 40, "mean_s": 0.025, "trimmed_mean_s": 0.0005, "p99_s": 1.0, "max_s": 1.0}
     assert stalled.client_lag_share() == pytest.approx(0.0125)
-    perf._execute = lambda *args: stalled
+    perf.measurer.runner.measure_with = lambda *args: stalled
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 2)), "t").assert_no_regression("decode_tok_s")
 
 
@@ -755,7 +759,7 @@ def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path)
     for record in bursty.records:  # read two at a time: every other gap is 0
         record.chunk_times = [t for t in record.chunk_times[1::2] for _ in (0, 1)]
     assert bursty.burst_share() == pytest.approx(0.5, abs=0.02)
-    perf._execute = lambda *args: bursty
+    perf.measurer.runner.measure_with = lambda *args: bursty
     with pytest.raises(PerfFailure, match=r"invalid run: 49% of the gaps between chunks were 0 \(bound 25%\)"):
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     # a first gap of 0 (chat's role chunk with the first token) and a last one (the final chunk) are no burst
@@ -765,7 +769,7 @@ def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path)
         t = record.chunk_times
         record.chunk_times = [t[0], *t[:-1], t[-2]]
     assert edges.burst_share() == 0.0
-    perf._execute = lambda *args: edges
+    perf.measurer.runner.measure_with = lambda *args: edges
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
 
 
@@ -785,7 +789,8 @@ def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_pa
 
 # -- before any server starts ---------------------------------------------------------
 
-from pytest_llmperf.session import PlannedTest, SetupError, check_before_start  # noqa: E402
+from pytest_llmperf.outcome import SetupError  # noqa: E402
+from pytest_llmperf.preflight import PlannedTest, check_before_start  # noqa: E402
 
 
 def write_dataset(path, n, words=8):
@@ -814,8 +819,8 @@ def test_the_dataset_is_loaded_once_before_any_server_and_handed_to_the_session(
     datasets = check_before_start(options, tmp_path, [plan(num_prompts=8, warmup=2)], folders=["sim"])
     [(key, dataset)] = datasets.items()
     assert key == ("sharegpt", str(tmp_path / "data.json")) and len(dataset.conversations) == 10
-    perf = PerfSession(options, FakeTarget(), tmp_path, datasets=datasets)
-    assert perf._dataset_for(plan().workloads[0]) is dataset
+    perf = PerfSession(options, FakeTarget(), tmp_path, datasets=datasets, runner=FakeRunner())
+    assert perf.book.dataset_for(plan().workloads[0]) is dataset
 
 
 @pytest.mark.parametrize(
@@ -878,7 +883,7 @@ def test_fewer_prompts_passing_the_length_filters_fail_the_run_naming_the_knobs(
         for n in (1, 1, 1, 8, 8, 8)  # a one-word prompt is under min_len=4 tokens
     ]
     path.write_text(json.dumps(records))
-    perf = PerfSession(options_for(tmp_path), FakeTarget(), tmp_path)
+    perf = PerfSession(options_for(tmp_path), FakeTarget(), tmp_path, runner=FakeRunner())
     with pytest.raises(SetupError) as exc:
         perf.run(BASE, resolve_workload({"num_prompts": 4, "warmup": 1}, 2))
     assert str(exc.value).startswith(
@@ -953,10 +958,10 @@ def test_a_server_that_died_says_so_with_its_last_log_lines_redacted_and_is_not_
 
     cli = {"llmperf_sim": True, "llmperf_repetitions": "3", "llmperf_error_budget": "100%"}
     target = DyingTarget()
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path)
-    perf._requests_for = lambda endpoint, workload: []
-    perf._execute = lambda *args: failing_result(100.0, failed=3)
-    perf.server_down = lambda endpoint: "container m-1 exited with code 137 (killed: out of memory)"
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path, runner=FakeRunner())
+    perf.measurer.prompts = lambda endpoint, workload: []
+    perf.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=3)
+    perf.measurer.server_down = lambda endpoint: "container m-1 exited with code 137 (killed: out of memory)"
     workload = resolve_workload({"num_prompts": 4}, 8)
 
     run = perf.run(SECRET_SPEC, workload)
@@ -991,24 +996,24 @@ def test_a_server_that_died_says_so_with_its_last_log_lines_redacted_and_is_not_
 def test_failed_requests_on_a_server_that_still_serves_are_no_death(tmp_path):
     perf, target, _ = make_session(tmp_path, [100.0], llmperf_error_budget="100%", llmperf_inconclusive="pass")
     asked = []
-    perf.server_down = lambda endpoint: asked.append(endpoint.model)  # None: it answers
-    perf._execute = lambda *args: failing_result(100.0, failed=1)
+    perf.measurer.server_down = lambda endpoint: asked.append(endpoint.model)  # None: it answers
+    perf.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=1)
     run = perf.run(BASE, resolve_workload({"num_prompts": 4}, 8))
     assert asked == ["org/m"] and run.server_death is None and run.server_log == []
-    assert perf.invalid_reason(run, parse_budget("100%")) is None
+    assert invalid_reason(run, parse_budget("100%")) is None
 
 
 def test_a_fresh_server_is_warmed_up_once_before_its_first_run(tmp_path):
     perf, target, calls = make_session(tmp_path, [100.0, 100.0, 100.0], llmperf_server_warmup="6")
     prompts = [object() for _ in range(7)]  # 4 measured, 3 of their own for warm-ups
-    perf._requests_for = lambda endpoint, workload: prompts
+    perf.measurer.prompts = lambda endpoint, workload: prompts
     sent = []
 
     def send_warmup(endpoint, given, config):
         sent.append((endpoint.model, calls[:], given, config.concurrency, config.num_prompts, config.max_tokens))
         return {"requests": 6, "completed": 6, "failed": 0, "output_tokens": 600, "duration": 2.0}
 
-    perf._send_warmup = send_warmup
+    perf.measurer.runner.warmup_with = send_warmup
     four, eight = resolve_workload({"num_prompts": 4, "warmup": 3}, 4), resolve_workload({"num_prompts": 4}, 8)
     first, second = perf.run(BASE, four), perf.run(BASE, eight)
     other = perf.run(MTP, four)
@@ -1034,14 +1039,14 @@ def test_each_fresh_start_of_a_repetition_is_warmed_up_too(tmp_path):
     perf, target, calls = make_session(
         tmp_path, [100.0, 101.0, 99.0], llmperf_server_warmup="2", llmperf_repetitions="3"
     )
-    perf._requests_for = lambda endpoint, workload: [object() for _ in range(6)]
+    perf.measurer.prompts = lambda endpoint, workload: [object() for _ in range(6)]
     warmed = []
 
     def send_warmup(endpoint, given, config):
         warmed.append(len(calls))  # how many measured runs came before it
         return {"requests": 2, "completed": 2, "failed": 0, "output_tokens": 200, "duration": 1.0}
 
-    perf._send_warmup = send_warmup
+    perf.measurer.runner.warmup_with = send_warmup
     perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))
     perf.close()
     assert target.events == [("start", "m"), ("stop", "m")] * 3
@@ -1052,21 +1057,23 @@ def test_a_server_that_dies_during_a_repetitions_warm_up_ends_the_repetitions(tm
     perf, target, calls = make_session(
         tmp_path, [100.0, 101.0, 99.0], llmperf_server_warmup="2", llmperf_repetitions="3"
     )
-    perf._requests_for = lambda endpoint, workload: [object() for _ in range(6)]
+    perf.measurer.prompts = lambda endpoint, workload: [object() for _ in range(6)]
     answers = iter([{"requests": 2, "completed": 2, "failed": 0, "output_tokens": 200, "duration": 1.0}])
-    perf._send_warmup = lambda *args: next(answers, {"requests": 2, "completed": 0, "failed": 2, "duration": 1.0})
-    perf.server_down = lambda endpoint: "/health answers 503"
+    perf.measurer.runner.warmup_with = lambda *args: next(
+        answers, {"requests": 2, "completed": 0, "failed": 2, "duration": 1.0}
+    )
+    perf.measurer.server_down = lambda endpoint: "/health answers 503"
     run = perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))
     assert len(calls) == 1 and len(run.results) == 1
     assert run.server_death == "server died during its warm-up (2 of 2 failed): /health answers 503"
-    assert perf.invalid_reason(run, parse_budget("0")).startswith("server died during its warm-up")
+    assert invalid_reason(run, parse_budget("0")).startswith("server died during its warm-up")
 
 
 def test_the_default_server_warmup_is_two_waves_of_the_specs_max_num_seqs(tmp_path):
     perf, _, _ = make_session(tmp_path, [100.0, 100.0])
-    perf._requests_for = lambda endpoint, workload: [object() for _ in range(80)]
+    perf.measurer.prompts = lambda endpoint, workload: [object() for _ in range(80)]
     sent = []
-    perf._send_warmup = lambda endpoint, given, config: sent.append((len(given), config.concurrency))
+    perf.measurer.runner.warmup_with = lambda endpoint, given, config: sent.append((len(given), config.concurrency))
     small = ServerSpec(name="small", model="org/small", args=("--max-num-seqs", "8", "--enforce-eager"))
     perf.run(small, resolve_workload({"num_prompts": 4}, 4))
     perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))  # no --max-num-seqs: the profile's 64
@@ -1075,7 +1082,7 @@ def test_the_default_server_warmup_is_two_waves_of_the_specs_max_num_seqs(tmp_pa
 
 def test_server_warmup_zero_sends_nothing(tmp_path):
     perf, _, _ = make_session(tmp_path, [100.0], llmperf_server_warmup="0")
-    perf._send_warmup = lambda *args: pytest.fail("no server warm-up was asked for")
+    perf.measurer.runner.warmup_with = lambda *args: pytest.fail("no server warm-up was asked for")
     assert perf.run(BASE, resolve_workload({"num_prompts": 4}, 8)).server_warmup is None
 
 
@@ -1093,7 +1100,9 @@ def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_rec
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
     capped, _, _ = make_session(tmp_path, [200.0])
-    capped._execute = lambda endpoint, requests, workload, speed: capped_result(200.0, peak=4, waiting=4)
+    capped.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
+        200.0, peak=4, waiting=4
+    )
     with pytest.raises(PerfFailure) as failure:
         capped.bind(capped.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     message = str(failure.value)
@@ -1101,12 +1110,16 @@ def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_rec
     assert "at most 4 requests running at once" in message and "--max-num-seqs >= 8" in message
 
     recorder, _, _ = make_session(tmp_path, [200.0], llmperf_update_baselines=True)
-    recorder._execute = lambda endpoint, requests, workload, speed: capped_result(200.0, peak=4, waiting=4)
+    recorder.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
+        200.0, peak=4, waiting=4
+    )
     with pytest.raises(PerfFailure, match="not recorded: invalid run: the server never ran the run's concurrency"):
         recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
     full, _, _ = make_session(tmp_path, [100.0])
-    full._execute = lambda endpoint, requests, workload, speed: capped_result(100.0, peak=8, waiting=0)
+    full.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
+        100.0, peak=8, waiting=0
+    )
     full.bind(full.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert full.gates[-1].outcome == "pass"
 
@@ -1127,7 +1140,7 @@ def test_a_missing_reasoning_figure_says_why(samples, name, reason):
         samples=samples,
         provenance={},
     )
-    assert reason in PerfSession._no_data_reason(run, name)
+    assert reason in no_data_reason(run, name)
 
 
 def goodput_session(tmp_path, ttfts, **cli):
@@ -1139,7 +1152,7 @@ def goodput_session(tmp_path, ttfts, **cli):
         result.config = workload.run_config().as_dict()  # as run_benchmark records it
         return result
 
-    perf._execute = execute
+    perf.measurer.runner.measure_with = execute
     return perf
 
 
@@ -1197,10 +1210,12 @@ def test_a_ttft_median_over_too_few_requests_is_not_judged(tmp_path, n, status):
     requests reads inconclusive whatever it moved (and auto would add no run for it)."""
     workload = resolve_workload({"num_prompts": n}, 8)
     updater, _, _ = make_session(tmp_path, [], llmperf_update_baselines=True)
-    updater._execute = lambda endpoint, requests, workload, speed: make_result(100.0, n=n)
+    updater.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(100.0, n=n)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     perf, _, _ = make_session(tmp_path, [])
-    perf._execute = lambda endpoint, requests, workload, speed: make_result(50.0, n=n)  # TTFT doubled
+    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(
+        50.0, n=n
+    )  # TTFT doubled
     try:
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     except PerfFailure:

@@ -8,9 +8,11 @@ import pytest
 
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.options import resolve_options
-from pytest_llmperf.session import PerfFailure, PerfSession
+from pytest_llmperf.outcome import PerfFailure
+from pytest_llmperf.session import PerfSession
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import resolve_workload
+from tests.session_fakes import FakeRunner
 from tests.unit.test_session import BASE, FakeTarget
 
 N = 12
@@ -55,10 +57,10 @@ def result(lengths=None, finishes=None, texts=None, counter=None, usage_offset=0
 
 def session(tmp_path, run, **cli):
     cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path)
-    perf._requests_for = lambda endpoint, workload: []
-    perf.server_down = lambda endpoint: None
-    perf._execute = lambda endpoint, requests, workload, speed: run
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path, runner=FakeRunner())
+    perf.measurer.prompts = lambda endpoint, workload: []
+    perf.measurer.server_down = lambda endpoint: None
+    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: run
     return perf
 
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from pytest_llmperf.options import resolve_options
-from pytest_llmperf.session import PerfFailure, PlannedTest, SetupError, check_before_start
+from pytest_llmperf.outcome import PerfFailure, SetupError
+from pytest_llmperf.preflight import PlannedTest, check_before_start
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.unit.test_session import BASE, FakeTarget, make_session
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.baselines import history
-from pytest_llmperf.session import PerfFailure
+from pytest_llmperf.outcome import PerfFailure
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.unit.test_session import BASE, make_session
 
@@ -48,7 +48,7 @@ def test_a_configured_path_and_off(tmp_path):
 
     quiet, _, _ = make_session(tmp_path / "q", [100.0], llmperf_update_baselines=True, llmperf_history="off")
     quiet.bind(quiet.run(BASE, WORKLOAD), "t").assert_no_regression("decode_tok_s")
-    assert quiet.history_path("sim") is None
+    assert quiet.gate.history.path("sim") is None
     assert history.find_files(tmp_path / "q") == []
 
 

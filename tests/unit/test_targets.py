@@ -252,7 +252,7 @@ def test_the_leftover_notice_lists_only_leftovers_and_is_quiet_without_an_engine
 def test_the_baseline_folder_is_known_before_start_except_per_gpu_model():
     from pytest_llmperf.kinds import KINDS
 
-    # The folder is the target's name where its servers report no GPU (session.default_baseline_folder).
+    # The folder is the target's name where its servers report no GPU (reference.default_baseline_folder).
     names = {"sim": SimTarget.name, "docker": DockerTarget.name, "external": ExternalTarget.name}
     assert {kind: KINDS[kind].baseline_folder for kind in names} == names
     assert KINDS["real-cpu"].baseline_folder == LocalVllmTarget.name and KINDS["gpu"].baseline_folder is None

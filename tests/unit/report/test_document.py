@@ -7,8 +7,8 @@ from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.registry import Direction, Tolerance
+from pytest_llmperf.outcome import GateRecord
 from pytest_llmperf.report.document import build_report, merge_reports, plain, verdict_from_dict
-from pytest_llmperf.session import GateRecord
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
 from tests.unit.test_session import make_result
@@ -29,7 +29,12 @@ def fake_session():
     gate = GateRecord("t.py::test_a[8]", "m", 8, "baselines/sim/m.json", [REGRESSED], "fail", "table")
     options = SimpleNamespace(target="sim", profile="smoke", inconclusive="fail")
     return SimpleNamespace(
-        options=options, pool=SimpleNamespace(starts=["m"], attached=[]), runs={"key": run}, gates=[gate]
+        options=options,
+        pool=SimpleNamespace(starts=["m"], attached=[]),
+        runs={"key": run},
+        gates=[gate],
+        workload_identity=lambda run: None,
+        paired_info=lambda: None,  # not a paired session
     )
 
 

@@ -17,6 +17,7 @@ from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.owners import Owner
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.util.secrets import Secrets
+from tests.session_fakes import FakeRunner
 
 TOKEN = "hf_unit_SECRET_value_42"
 
@@ -487,8 +488,8 @@ def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: st
     # A long interval: each run's window samples at its start and once more as it closes.
     target = dk.DockerTarget(client=client, gpu=True, environ={}, gpu_sample_interval=3600)
     cli = {"llmperf_gpu": True, "llmperf_repetitions": repetitions, "llmperf_update_baselines": True}
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path)
-    perf._requests_for = lambda endpoint, workload: []
+    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path, runner=FakeRunner())
+    perf.measurer.prompts = lambda endpoint, workload: []
     runs = iter(memory_per_run)
 
     def execute(endpoint, requests, workload, speed):
@@ -496,7 +497,7 @@ def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: st
         container.memory = next(runs)  # the load this run puts on the GPUs
         return make_result(100.0)
 
-    perf._execute = execute
+    perf.measurer.runner.measure_with = execute
     return perf, client
 
 

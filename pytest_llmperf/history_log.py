@@ -1,0 +1,72 @@
+"""The history lines a session appends for its judged and recorded runs
+(baselines/history.py keeps the format): where they go, and one line per metric."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
+from pytest_llmperf.baselines.history import append as append_history
+from pytest_llmperf.baselines.history import default_path as history_default_path
+from pytest_llmperf.baselines.history import make_record as history_record
+from pytest_llmperf.baselines.history import workload_hash as history_workload_hash
+from pytest_llmperf.measured import MeasuredRun
+from pytest_llmperf.options import LlmperfOptions
+from pytest_llmperf.outcome import HistoryWarning
+from pytest_llmperf.reference import Identity
+
+# (metric, value, outcome, noise, baseline, the confidence the noise is at)
+Judged = tuple[str, float | None, str, float | None, float | None, float | None]
+
+
+class HistoryLog:
+    """Appends history lines beside the baselines (or at --llmperf-history; none when off)."""
+
+    def __init__(self, options: LlmperfOptions, baselines_root: Path, rootdir: Path, identity: Identity) -> None:
+        self.options = options
+        self.baselines_root = baselines_root
+        self.rootdir = rootdir
+        self.identity = identity
+
+    def path(self, target: str) -> Path | None:
+        """Where runs judged in baseline folder `target` append their history:
+        --llmperf-history, else beside the baselines; None when off."""
+        chosen = self.options.history
+        if chosen is not None and chosen.strip().lower() == HISTORY_OFF:
+            return None
+        return self.rootdir / chosen if chosen else history_default_path(self.baselines_root, target)
+
+    def append(self, run: MeasuredRun, target: str, judged: Sequence[Judged]) -> None:
+        """One line per judged metric with a value. A history that cannot be written warns;
+        it does not change the verdict."""
+        path = self.path(target)
+        if path is None:
+            return
+        reps = max((len(v) for v in run.samples.values()), default=0) or None
+        key = history_workload_hash(self.identity(run))
+        lines = [
+            line
+            for name, value, outcome, noise, baseline, confidence in judged
+            if (
+                line := history_record(
+                    server=run.server.name,
+                    concurrency=run.concurrency,
+                    metric=name,
+                    value=value,
+                    outcome=str(outcome),
+                    target=target,
+                    provenance=run.provenance,
+                    workload=key,
+                    noise=noise,
+                    confidence=confidence,
+                    baseline=baseline,
+                    reps=reps,
+                )
+            )
+        ]
+        try:
+            append_history(path, lines)
+        except OSError as exc:
+            warnings.warn(HistoryWarning(f"history {path}: not written: {exc}"), stacklevel=4)

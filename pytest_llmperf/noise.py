@@ -1,0 +1,84 @@
+"""The noise of each gated metric's change against a reference entry: the paired
+request-level error (metrics/uncertainty.py), the repetitions on both sides and the
+spread between starts pooled over other cells, combined by compare.change_error
+(docs/verdicts.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_llmperf.baselines.compare import Spread, change_error, median_of
+from pytest_llmperf.measured import MeasuredRun, Samples
+from pytest_llmperf.metrics.goodput import parse_slos
+from pytest_llmperf.metrics.registry import GATED_DECODE
+from pytest_llmperf.metrics.uncertainty import decode_rows, independent_blocks, paired_errors
+
+Entry = Mapping[str, Any]  # a baseline entry: workload, provenance, metrics, requests, outputs (store.py)
+
+OLD_ENTRY_NOTE = (
+    "the baseline has no per-request figures (recorded by an older version): judged on the "
+    "tolerance alone; re-record it to judge against the request-level noise"
+)
+
+
+def change_noise(
+    run: MeasuredRun,
+    entry: Entry | None,
+    samples: Samples,
+    pools: Mapping[str, Spread],
+    base: MeasuredRun | None = None,
+    base_entry: Entry | None = None,
+) -> dict[str, Any]:
+    """compare_metrics' `errors` (the standard error of each metric's change) and `notes`
+    (how it was had, where that matters); nothing without an entry. With `base` (a
+    speedup), the paired error is each server's decode change against its own entry."""
+    if not entry:
+        return {}
+    if base is None:
+        paired, blocks = request_errors(run, entry, list(samples))
+    else:
+        paired, blocks = speedup_errors(run, entry, samples, base, base_entry)
+    errors, notes = {}, {}
+    for name, values in samples.items():
+        old = entry["metrics"].get(name)
+        errors[name] = change_error(
+            paired.get(name),
+            old["samples"] if old else (),
+            values,
+            paired_dof=max(blocks - 1, 1),
+            pool=pools.get(name),
+        )
+        if "requests" not in entry and errors[name] is None:
+            # with a spread between repetitions known, the request lines would not be read
+            notes[name] = OLD_ENTRY_NOTE
+    return {"errors": errors, "notes": notes}
+
+
+def request_errors(run: MeasuredRun, entry: Entry | None, names: list[str]) -> tuple[dict[str, float], int]:
+    """The paired request-level errors of `names` against the entry, and the independent
+    blocks they rest on; nothing without the entry's request lines."""
+    if not entry or "requests" not in entry or not run.rows:
+        return {}, 0
+    rows = decode_rows(entry["requests"])
+    figures = {name: m["value"] for name, m in entry["metrics"].items()}
+    slos = parse_slos(run.workload.slos) if run.workload.slos else None  # the entry's too: same workload
+    errors = paired_errors(rows, run.rows, figures, run.figures, names, concurrency=run.concurrency, slos=slos)
+    return errors, independent_blocks(rows, run.rows, run.concurrency)
+
+
+def speedup_errors(
+    run: MeasuredRun, entry: Entry, samples: Samples, base: MeasuredRun, base_entry: Entry | None
+) -> tuple[dict[str, float], int]:
+    """The speedup's paired error, each server's decode error propagated through the ratio
+    (relative errors add in quadrature); and the fewer independent blocks of the two."""
+    mine, blocks = request_errors(run, entry, [GATED_DECODE])
+    theirs, base_blocks = request_errors(base, base_entry, [GATED_DECODE])
+    speedup = median_of(samples.get("mtp_speedup", []))
+    ours, their = run.value(GATED_DECODE), base.value(GATED_DECODE)
+    paired = {}
+    if speedup and ours and their and GATED_DECODE in mine and GATED_DECODE in theirs:
+        paired["mtp_speedup"] = (
+            speedup * ((mine[GATED_DECODE] / ours) ** 2 + (theirs[GATED_DECODE] / their) ** 2) ** 0.5
+        )
+    return paired, min(blocks, base_blocks)
