@@ -22,8 +22,9 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from pytest_llmperf.sim.app import StreamReset, build_app
+from pytest_llmperf.sim.app import build_app
 from pytest_llmperf.sim.config import SimConfig
+from pytest_llmperf.sim.generation import StreamReset
 
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
