@@ -7,7 +7,7 @@ servers can live in one process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -42,6 +42,55 @@ FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 STEP_SECONDS = "llmperf_sim:engine_step_seconds"
 LAG_SECONDS = "llmperf_sim:engine_lag_seconds"
 
+_LABELS = ("model_name", "engine")
+# The families, key -> (name, help[, histogram buckets]), registered (and so rendered) in
+# this order: speculative decoding's (with a draft model only), then the others.
+_SPEC_COUNTERS = {
+    "drafts": ("vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
+    "draft_tokens": ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
+    "accepted": ("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."),
+}
+_GAUGES = {
+    "running": ("vllm:num_requests_running", "Number of requests in model execution batches."),
+    "waiting": ("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
+}
+_COUNTERS = {
+    "preemptions": ("vllm:num_preemptions", "Cumulative number of preemption from the engine."),
+    "prompt_tokens": ("vllm:prompt_tokens", "Number of prefill tokens processed."),
+    "generation_tokens": ("vllm:generation_tokens", "Number of generation tokens processed."),
+}
+# fmt: off
+_HISTOGRAMS = {
+    "req_prompt": ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", _TOKENS_BUCKETS),
+    "req_gen": ("vllm:request_generation_tokens", "Number of generation tokens processed.", _TOKENS_BUCKETS),
+    "iteration": ("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", _ITERATION_BUCKETS),
+    "max_tokens": ("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+                   _TOKENS_BUCKETS),
+    "ttft": ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _TTFT_BUCKETS),
+    "itl": ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", _ITL_BUCKETS),
+    "tpot": ("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+             _ITL_BUCKETS),
+    "e2e": ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", _LATENCY_BUCKETS),
+    "queue": ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+              _LATENCY_BUCKETS),
+    "inference": ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+                  _LATENCY_BUCKETS),
+    "prefill_time": ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+                     _LATENCY_BUCKETS),
+    "decode_time": ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+                    _LATENCY_BUCKETS),
+}
+# fmt: on
+# The simulator's own, not vLLM's: from their deltas over a run a client reads how far
+# behind its schedule the engine loop ran (host too busy for the clock speed).
+_SIM_COUNTERS = {
+    "step_seconds": (STEP_SECONDS, "Simulator only: scheduled engine step time, real seconds."),
+    "lag_seconds": (LAG_SECONDS, "Simulator only: how late engine steps ended behind their schedule, real seconds."),
+}
+
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
+
 
 class VllmMetrics:
     """The metric families, and the engine's StatsSink that feeds them."""
@@ -52,139 +101,79 @@ class VllmMetrics:
         process_collector.ProcessCollector(registry=r)
         platform_collector.PlatformCollector(registry=r)
         gc_collector.GCCollector(registry=r)
-        names = ["model_name", "engine"]
         self._lv = {"model_name": model_name, "engine": engine}
-        lv = self._lv
-
-        def counter(name: str, doc: str) -> Counter:
-            return Counter(name, doc, names, registry=r).labels(**lv)
-
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, names, registry=r).labels(**lv)
-
-        def hist(name: str, doc: str, buckets: Sequence[float]) -> Histogram:
-            return Histogram(name, doc, names, buckets=buckets, registry=r).labels(**lv)
-
         self.spec_enabled = num_spec_tokens > 0
+        self.counters: dict[str, Counter] = {}
         if self.spec_enabled:
-            self.drafts = counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")
-            self.draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.")
-            self.accepted = counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")
-            per_pos = Counter(
-                "vllm:spec_decode_num_accepted_tokens_per_pos",
-                "Accepted tokens per draft position.",
-                [*names, "position"],
-                registry=r,
-            )
-            self.per_pos = [per_pos.labels(position=str(i), **lv) for i in range(num_spec_tokens)]
-        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
-        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
-        self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
-        success = Counter(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            ["model_name", "engine", "finished_reason"],
-            registry=r,
-        )
-        self.success = {reason: success.labels(finished_reason=reason, **lv) for reason in FINISHED_REASONS}
-        self.req_prompt = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", _TOKENS_BUCKETS)
-        self.req_gen = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", _TOKENS_BUCKETS)
-        self.iteration = hist(
-            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", _ITERATION_BUCKETS
-        )
-        self.max_tokens = hist(
-            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", _TOKENS_BUCKETS
-        )
-        self.ttft = hist(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _TTFT_BUCKETS
-        )
-        self.itl = hist(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", _ITL_BUCKETS
-        )
-        self.tpot = hist(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            _ITL_BUCKETS,
-        )
-        self.e2e = hist(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", _LATENCY_BUCKETS
-        )
-        self.queue = hist(
-            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", _LATENCY_BUCKETS
-        )
-        self.inference = hist(
-            "vllm:request_inference_time_seconds",
-            "Histogram of time spent in RUNNING phase for request.",
-            _LATENCY_BUCKETS,
-        )
-        self.prefill_time = hist(
-            "vllm:request_prefill_time_seconds",
-            "Histogram of time spent in PREFILL phase for request.",
-            _LATENCY_BUCKETS,
-        )
-        self.decode_time = hist(
-            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", _LATENCY_BUCKETS
-        )
-        # The simulator's own timing, not vLLM's: a client reads how far behind its schedule
-        # the engine loop ran (host too busy for the clock speed) from the two counters'
-        # deltas over a run. Real seconds.
-        self.step_seconds = counter(STEP_SECONDS, "Simulator only: scheduled engine step time, real seconds.")
-        self.lag_seconds = counter(
-            LAG_SECONDS, "Simulator only: how late engine steps ended behind their schedule, real seconds."
-        )
+            self.counters = self._families(Counter, _SPEC_COUNTERS)
+            doc = "Accepted tokens per draft position."
+            per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", doc, [*_LABELS, "position"], registry=r)
+            self.per_pos = [per_pos.labels(position=str(i), **self._lv) for i in range(num_spec_tokens)]
+        self.gauges = self._families(Gauge, _GAUGES)
+        self.counters.update(self._families(Counter, _COUNTERS))
+        doc = "Count of successfully processed requests."
+        success = Counter("vllm:request_success", doc, [*_LABELS, "finished_reason"], registry=r)
+        self.success = {reason: success.labels(finished_reason=reason, **self._lv) for reason in FINISHED_REASONS}
+        self.hist = self._families(Histogram, _HISTOGRAMS)
+        self.counters.update(self._families(Counter, _SIM_COUNTERS))
+
+    def _families(self, kind: type[_Metric], table: dict[str, tuple[Any, ...]]) -> dict[str, _Metric]:
+        """This server's child of each family of `table`."""
+        made = {}
+        for key, (name, doc, *buckets) in table.items():
+            extra = {"buckets": buckets[0]} if buckets else {}
+            made[key] = kind(name, doc, _LABELS, registry=self.registry, **extra).labels(**self._lv)
+        return made
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
     def set_queue(self, running: int, waiting: int, kv_usage: float) -> None:
-        self.running.set(running)
-        self.waiting.set(waiting)
-        self.kv_usage.set(kv_usage)
+        self.gauges["running"].set(running)
+        self.gauges["waiting"].set(waiting)
+        self.gauges["kv_usage"].set(kv_usage)
 
     # -- StatsSink -----------------------------------------------------------------------
     def on_admitted(self, req: SimRequest, now: float) -> None:
-        self.queue.observe(max(0.0, (req.scheduled_at or now) - req.arrival))
+        self.hist["queue"].observe(max(0.0, (req.scheduled_at or now) - req.arrival))
 
     def on_step(
         self, emissions: list[Emission], num_tokens: int, spec: tuple[int, int, int, list[int]] | None, now: float
     ) -> None:
-        self.iteration.observe(num_tokens)
+        self.hist["iteration"].observe(num_tokens)
         generated = 0
         for em in emissions:
             n = len(em.pieces)
             generated += n
             req = em.request
             if req.generated == n:  # this step produced the first token
-                self.ttft.observe(now - req.arrival)
-                self.prompt_tokens.inc(req.prompt_tokens)
+                self.hist["ttft"].observe(now - req.arrival)
+                self.counters["prompt_tokens"].inc(req.prompt_tokens)
             else:
-                self.itl.observe(now - (req.prev_chunk_at or now))
+                self.hist["itl"].observe(now - (req.prev_chunk_at or now))
             req.prev_chunk_at = now
         if generated:
-            self.generation_tokens.inc(generated * self.counter_scale)
+            self.counters["generation_tokens"].inc(generated * self.counter_scale)
         if spec and self.spec_enabled:
             d, dt, a, per_pos = spec
             if d:
-                self.drafts.inc(d)
-                self.draft_tokens.inc(dt)
-                self.accepted.inc(a)
+                self.counters["drafts"].inc(d)
+                self.counters["draft_tokens"].inc(dt)
+                self.counters["accepted"].inc(a)
                 for child, v in zip(self.per_pos, per_pos):
                     if v:
                         child.inc(v)
 
     def on_finished(self, req: SimRequest, now: float) -> None:
         self.success[req.finish_reason].inc()
-        self.req_prompt.observe(req.prompt_tokens)
-        self.req_gen.observe(req.generated)
-        self.max_tokens.observe(req.max_tokens)
-        self.e2e.observe(now - req.arrival)
+        self.hist["req_prompt"].observe(req.prompt_tokens)
+        self.hist["req_gen"].observe(req.generated)
+        self.hist["max_tokens"].observe(req.max_tokens)
+        self.hist["e2e"].observe(now - req.arrival)
         start = req.scheduled_at if req.scheduled_at is not None else req.arrival
         first = req.first_token_at if req.first_token_at is not None else now
-        self.inference.observe(now - start)
-        self.prefill_time.observe(first - start)
-        self.decode_time.observe(now - first)
+        self.hist["inference"].observe(now - start)
+        self.hist["prefill_time"].observe(first - start)
+        self.hist["decode_time"].observe(now - first)
         if req.generated > 1:
-            self.tpot.observe((now - first) / (req.generated - 1))
+            self.hist["tpot"].observe((now - first) / (req.generated - 1))

@@ -159,8 +159,8 @@ class EngineService:
             now = time.perf_counter()
             lag = now - end
             self.max_lag = max(self.max_lag, lag)
-            self.metrics.step_seconds.inc(step.duration)  # kept under --disable-log-stats: the sim's own
-            self.metrics.lag_seconds.inc(max(lag, 0.0))
+            self.metrics.counters["step_seconds"].inc(step.duration)  # kept under --disable-log-stats: the sim's own
+            self.metrics.counters["lag_seconds"].inc(max(lag, 0.0))
             if lag >= _MAX_LAG_S and now - self._lag_warned_at > 10:
                 self._lag_warned_at = now
                 log.warning(
