@@ -116,85 +116,103 @@ def run_virtual(
     are cut there, as the plugin's runner cuts them (workload.config.RunConfig); None:
     every request finishes.
     """
-    engine = Engine(config)
-    counter = _Counter()
-    engine.stats.append(counter)
     total = min(num_prompts or len(prompt_lens), len(prompt_lens))
-    now = 0.0
-    sent = 0
-    requests: list[SimRequest] = []
-    done: list[SimRequest] = []
-
-    pending: list[SimRequest] = []
-    chunks: dict[str, list[float]] = {}
-
-    def send() -> None:
-        nonlocal sent
-        plen = prompt_lens[sent]
-        text = prompts[sent] if prompts is not None else f"prompt-{sent}-{plen}"
-        req = engine.make_request(f"v{sent}", text, plen, max_tokens, ignore_eos, now)
-        pending.append(req)
-        requests.append(req)
-        sent += 1
-
+    client = _Client(Engine(config), prompt_lens, prompts, max_tokens, ignore_eos)
     for _ in range(min(concurrency, total)):
-        send()
+        client.send()
     cut_at = max_seconds + grace_seconds if max_seconds is not None and grace_seconds is not None else math.inf
-    while (pending or engine.has_work) and now < cut_at:
-        if not engine.has_work:  # idle engine: the request starts at once
-            for req in pending:
-                engine.add(req)
-            pending.clear()
-        step = engine.plan(now)
-        # A client's next request reaches the server just after its previous one
-        # finished, when the engine has already started its next step (as over HTTP):
-        # it waits for that step to end.
-        for req in pending:
-            engine.add(req)
-        pending.clear()
-        if step is None:
-            continue
-        if now + step.duration > cut_at:  # the runner cuts what still runs: this step's tokens never arrive
-            now = cut_at
-            break
-        now += step.duration
-        for em in engine.complete(step, now):
-            chunks.setdefault(em.request.rid, []).append(now)
-            if em.finished:
-                done.append(em.request)
-                if sent < total and (max_seconds is None or now < max_seconds):
-                    send()
-    finished = {r.rid for r in done}
-    cut = [r for r in requests if r.rid not in finished]
-    cut_spans = [(r.arrival, (chunks.get(r.rid) or [r.arrival])[-1], chunks.get(r.rid, []), r.generated) for r in cut]
-    token_times = {r.rid: _token_times(r) for r in done}
-    ttfts = [token_times[r.rid][0] - r.arrival for r in done]
-    in_order = sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))
-    rows = [
-        (
-            int(r.rid[1:]),
-            r.prompt_tokens,
-            r.generated,
-            len(chunks.get(r.rid, [])),
-            (token_times[r.rid][0] - r.arrival) * 1000.0,
-            (token_times[r.rid][1] - r.arrival) * 1000.0,
+    client.run(total, max_seconds, cut_at)
+    return client.result()
+
+
+class _Client:
+    """The closed-loop client's state: the requests it sent, those that finished, and
+    the virtual time of every chunk each one received."""
+
+    def __init__(
+        self, engine: Engine, prompt_lens: list[int], prompts: list[str] | None, max_tokens: int, ignore_eos: bool
+    ) -> None:
+        self.engine, self.prompt_lens, self.prompts = engine, prompt_lens, prompts
+        self.max_tokens, self.ignore_eos = max_tokens, ignore_eos
+        self.counter = _Counter()
+        engine.stats.append(self.counter)
+        self.now = 0.0
+        self.requests: list[SimRequest] = []  # sent, in order
+        self.pending: list[SimRequest] = []  # sent, not yet in the engine
+        self.done: list[SimRequest] = []
+        self.chunks: dict[str, list[float]] = {}
+
+    def send(self) -> None:
+        i = len(self.requests)
+        plen = self.prompt_lens[i]
+        text = self.prompts[i] if self.prompts is not None else f"prompt-{i}-{plen}"
+        req = self.engine.make_request(f"v{i}", text, plen, self.max_tokens, self.ignore_eos, self.now)
+        self.pending.append(req)
+        self.requests.append(req)
+
+    def hand_over(self) -> None:
+        for req in self.pending:
+            self.engine.add(req)
+        self.pending.clear()
+
+    def run(self, total: int, max_seconds: float | None, cut_at: float) -> None:
+        """Step the engine until every request finished or the clock reached `cut_at`; a
+        finished request's client sends the next prompt while `max_seconds` allows."""
+        engine = self.engine
+        while (self.pending or engine.has_work) and self.now < cut_at:
+            if not engine.has_work:  # idle engine: the request starts at once
+                self.hand_over()
+            step = engine.plan(self.now)
+            # A client's next request reaches the server just after its previous one
+            # finished, when the engine has already started its next step (as over HTTP):
+            # it waits for that step to end.
+            self.hand_over()
+            if step is None:
+                continue
+            if self.now + step.duration > cut_at:  # the runner cuts what still runs: this step's tokens never arrive
+                self.now = cut_at
+                break
+            self.now += step.duration
+            for em in engine.complete(step, self.now):
+                self.chunks.setdefault(em.request.rid, []).append(self.now)
+                if em.finished:
+                    self.done.append(em.request)
+                    if len(self.requests) < total and (max_seconds is None or self.now < max_seconds):
+                        self.send()
+
+    def result(self) -> VirtualResult:
+        done, chunks = self.done, self.chunks
+        finished = {r.rid for r in done}
+        cut = [r for r in self.requests if r.rid not in finished]
+        cut_spans = [
+            (r.arrival, (chunks.get(r.rid) or [r.arrival])[-1], chunks.get(r.rid, []), r.generated) for r in cut
+        ]
+        times = {r.rid: _token_times(r) for r in done}
+        in_order = sorted(done, key=lambda r: (r.arrival, int(r.rid[1:])))
+        rows = [
+            (
+                int(r.rid[1:]),
+                r.prompt_tokens,
+                r.generated,
+                len(chunks.get(r.rid, [])),
+                (times[r.rid][0] - r.arrival) * 1000.0,
+                (times[r.rid][1] - r.arrival) * 1000.0,
+            )
+            for r in in_order
+        ]
+        counter = self.counter
+        return VirtualResult(
+            completed=len(done),
+            duration=self.now,
+            output_tokens=sum(r.generated for r in done),
+            prompt_tokens=sum(r.prompt_tokens for r in done),
+            ttfts=[times[r.rid][0] - r.arrival for r in done],
+            tpots=[(times[r.rid][1] - times[r.rid][0]) / (r.generated - 1) for r in done if r.generated > 1],
+            drafts=counter.drafts,
+            draft_tokens=counter.draft_tokens,
+            accepted=counter.accepted,
+            accepted_per_pos=counter.per_pos,
+            rows=rows,
+            spans=[(r.arrival, times[r.rid][1], chunks.get(r.rid, []), r.generated) for r in in_order],
+            cut_spans=cut_spans,
         )
-        for r in in_order
-    ]
-    spans = [(r.arrival, token_times[r.rid][1], chunks.get(r.rid, []), r.generated) for r in in_order]
-    tpots = [(token_times[r.rid][1] - token_times[r.rid][0]) / (r.generated - 1) for r in done if r.generated > 1]
-    return VirtualResult(
-        completed=len(done),
-        duration=now,
-        output_tokens=sum(r.generated for r in done),
-        prompt_tokens=sum(r.prompt_tokens for r in done),
-        ttfts=ttfts,
-        tpots=tpots,
-        drafts=counter.drafts,
-        draft_tokens=counter.draft_tokens,
-        accepted=counter.accepted,
-        accepted_per_pos=counter.per_pos,
-        rows=rows,
-        spans=spans,
-        cut_spans=cut_spans,
-    )
