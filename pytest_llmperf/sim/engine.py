@@ -154,27 +154,18 @@ class Engine:
         seed = self.config.seed
         draws = random.Random(f"{seed}:{h}:{n}")  # per occurrence: acceptance draws
         shape = random.Random(f"{seed}:{h}" if temperature <= 0 else f"{seed}:{h}:{n}:sampled")
-        natural = max(
-            1,
-            int(
-                round(
-                    math.exp(
-                        math.log(self.profile.output_len_median) + self.profile.output_len_sigma * shape.gauss(0.0, 1.0)
-                    )
-                )
-            ),
-        )
+        log_len = math.log(self.profile.output_len_median) + self.profile.output_len_sigma * shape.gauss(0.0, 1.0)
+        natural = max(1, int(round(math.exp(log_len))))
         shift = self.spread * shape.gauss(0.0, 1.0)
         if ignore_eos or natural >= max_tokens:
             target, reason = max_tokens, "length"
         else:
             target, reason = natural, "stop"
+        occurrence = f":{n}" if temperature > 0 else ""  # sampled: each occurrence draws its own
         if self.config.eos_only_rate and not ignore_eos:
             # its own draw, so that the other draws stay as they were without the knob
-            occurrence = f":{n}" if temperature > 0 else ""
             if random.Random(f"{seed}:{h}{occurrence}:eos").random() < self.config.eos_only_rate:
                 target, reason = 1, "stop"  # the reply is one EOS token
-        occurrence = f":{n}" if temperature > 0 else ""
         if self.config.early_stop_rate and not ignore_eos and target > 1:
             if random.Random(f"{seed}:{h}{occurrence}:early").random() < self.config.early_stop_rate:
                 target, reason = max(1, target // 2), "stop"  # EOS at half the length
