@@ -137,6 +137,7 @@ class _Stream:
         self.held: list[bytes] = []  # chunks a burst holds back
 
     async def body(self) -> AsyncIterator[bytes]:
+        """The SSE body; the fault draw and `created` are taken when the writing starts."""
         self.faulty = self.service.stream_faulty()
         kind = "chat.completion.chunk" if self.chat else "text_completion"
         self.head = {"id": self.req.rid, "object": kind, "created": int(time.time()), "model": self.config.model_id}
