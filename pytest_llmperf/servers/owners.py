@@ -1,13 +1,13 @@
 """Who owns a container, and whether that process is still there.
 
-A container records the process that started it (servers/docker.py puts this in its
+A container records the process that started it (servers/leftovers.py puts this in its
 labels): the host name, the kernel's boot id, the pid namespace, the pid, and that
 process's start time. A process on the same machine (same name, same boot, same pid
 namespace, so the pid means the same process) can tell whether the owner still runs:
 the pid is alive, not a zombie, and started at the recorded time, so a pid the kernel
 handed to another process since is not mistaken for the owner. From anywhere else (a
 remote engine shared by several machines, a CI job in another pid namespace) the owner
-cannot be checked, and docker.py falls back to the container's age.
+cannot be checked, and leftovers.py falls back to the container's age.
 
 Linux reads all of this from /proc. Elsewhere the boot id, namespace and start time are
 unknown (""): the pid alone is checked, and a reused pid keeps a leftover (never the

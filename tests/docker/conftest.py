@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 
 SIM_IMAGE = os.environ.get("LLMPERF_SIM_IMAGE", "pytest-llmperf/sim-vllm:local")
 REQUIRED = os.environ.get("LLMPERF_REQUIRE_DOCKER") == "1"
@@ -69,8 +70,8 @@ def ours(client: Any, session_prefix: str) -> list[Any]:
     """Every container of this plugin whose session starts with `session_prefix`."""
     return [
         c
-        for c in client.containers.list(all=True, filters={"label": dk.PLUGIN_FILTER}, ignore_removed=True)
-        if (c.labels or {}).get(dk.LABEL_SESSION, "").startswith(session_prefix)
+        for c in client.containers.list(all=True, filters={"label": lo.PLUGIN_FILTER}, ignore_removed=True)
+        if (c.labels or {}).get(lo.LABEL_SESSION, "").startswith(session_prefix)
     ]
 
 

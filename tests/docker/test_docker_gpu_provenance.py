@@ -40,7 +40,7 @@ def test_gpu_provenance_and_peak_memory_from_nvidia_smi_in_the_container(make_ta
         assert prov["gpu_driver"] == "570.133.20"
         assert prov["gpu_count"] == 1
         assert prov["gpu_memory_total_mib"] == 143771
-        assert dk._GPU_SLOT.locked()  # one GPU server at a time
+        assert dk.GPU_SLOT.locked()  # one GPU server at a time
         with endpoint.sample_peak_memory() as peak:  # what the session opens around each run
             time.sleep(1.0)  # a few samples
         assert "peak_gpu_memory_mib" not in endpoint.provenance  # the run's figure, not the server's
@@ -49,4 +49,4 @@ def test_gpu_provenance_and_peak_memory_from_nvidia_smi_in_the_container(make_ta
     # Call 1 was the provenance query; the sampler's calls were 2 .. samples+1.
     assert peak["peak_gpu_memory_mib"] == (samples + 1) * 1000
     assert peak["peak_gpu_memory_per_gpu_mib"] == [(samples + 1) * 1000]
-    assert not dk._GPU_SLOT.locked()
+    assert not dk.GPU_SLOT.locked()

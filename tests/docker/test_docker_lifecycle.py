@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.requests import SampledRequest
@@ -45,7 +46,7 @@ def test_start_ready_benchmark_then_nothing_left(make_target, docker_client, tmp
         (binding,) = host["PortBindings"]["8000/tcp"]
         assert binding["HostIp"] == "127.0.0.1"
         assert f"{tmp_path / 'hf'}:/root/.cache/huggingface:rw" in host["Binds"]
-        assert config["Labels"][dk.LABEL_SPEC] == MTP.name
+        assert config["Labels"][lo.LABEL_SPEC] == MTP.name
         assert endpoint.base_url.startswith("http://127.0.0.1:")
         assert endpoint.model == "Qwen/Qwen3.6-27B-FP8" and endpoint.target == "docker"
         prov = endpoint.provenance
@@ -129,4 +130,4 @@ def test_gpu_request_on_an_engine_without_gpus_is_a_clear_error(make_target, doc
             pass
     assert "could not select device driver" in str(info.value)
     assert "NVIDIA Container Toolkit" in str(info.value)
-    assert not dk._GPU_SLOT.locked()
+    assert not dk.GPU_SLOT.locked()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -80,14 +80,14 @@ def test_killed_session_leftover_is_found_and_cleaned(docker_client, containers_
     proc = hold(sim_image, session)
     (left,) = containers_of(session)
     # While its owner runs it is no leftover, from any session on this host.
-    assert left.id not in {j.container.id for j in dk.find_leftovers(docker_client)}
+    assert left.id not in {j.container.id for j in lo.find_leftovers(docker_client)}
     proc.kill()  # SIGKILL: no handler runs, the container stays
     proc.wait(timeout=30)
-    found = {j.container.id: j for j in dk.find_leftovers(docker_client)}
+    found = {j.container.id: j for j in lo.find_leftovers(docker_client)}
     assert left.id in found
     assert session in found[left.id].line()
     assert found[left.id].reason == f"its owner, pid {proc.pid} on this host, is gone"
-    removed, _ = dk.cleanup_leftovers(docker_client)
+    removed, _ = lo.cleanup_leftovers(docker_client)
     assert left.name in {j.name for j in removed}
     assert containers_of(session) == []
 

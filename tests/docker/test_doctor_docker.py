@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import doctor as dr
-from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from tests.docker.images import build_with_script
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -51,8 +51,8 @@ def cache(tmp_path: Path) -> Path:
 def doctor_containers(client) -> list:
     return [
         c
-        for c in client.containers.list(all=True, filters={"label": dk.PLUGIN_FILTER}, ignore_removed=True)
-        if (c.labels or {}).get(dk.LABEL_SESSION, "").startswith("doctor-")
+        for c in client.containers.list(all=True, filters={"label": lo.PLUGIN_FILTER}, ignore_removed=True)
+        if (c.labels or {}).get(lo.LABEL_SESSION, "").startswith("doctor-")
     ]
 
 
@@ -119,8 +119,8 @@ def test_a_fake_nvidia_smi_in_the_image_passes_the_gpu_line_with_its_gpus(docker
     made = [e["Actor"]["Attributes"] for e in events if e["Actor"]["Attributes"].get("image") == image_id]
     assert len(made) == 1
     labels = made[0]
-    assert labels[dk.LABEL_PLUGIN] == dk.PLUGIN_NAME and labels[dk.LABEL_SESSION].startswith("doctor-")
-    assert labels[dk.LABEL_OWNER_PID] == str(os.getpid()) and labels[dk.LABEL_GPU] == "0"
+    assert labels[lo.LABEL_PLUGIN] == lo.PLUGIN_NAME and labels[lo.LABEL_SESSION].startswith("doctor-")
+    assert labels[lo.LABEL_OWNER_PID] == str(os.getpid()) and labels[lo.LABEL_GPU] == "0"
     assert labels["name"].startswith("llmperf-doctor-")
 
 

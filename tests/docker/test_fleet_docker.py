@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.spec import ServerSpec
 from tests.docker.images import write_tiny_sharegpt
@@ -106,7 +106,7 @@ def test_four_workers_run_four_slots_in_containers_each_labelled_with_its_slot(
 
     seen = {p.stem: json.loads(p.read_text()) for p in (pytester.path / "inspected").glob("*.json")}
     assert sorted(seen) == sorted([f"m{i}" for i in range(1, 5)] + [f"m{i}-mtp" for i in range(1, 5)])
-    slot_of = {name: info["labels"][dk.LABEL_GPUS] for name, info in seen.items()}
+    slot_of = {name: info["labels"][lo.LABEL_GPUS] for name, info in seen.items()}
     for name, info in seen.items():
         assert info["device_requests"] in (None, [])  # --llmperf-docker: no GPU asked
         assert info["gpu_ids"] == [slot_of[name]]
@@ -161,7 +161,7 @@ def test_a_gpu_containers_device_request_names_its_slot_and_this_engine_refuses_
     (created,) = seen
     (request,) = created["requests"]
     assert request["DeviceIDs"] == ["2", "3"] and request["Capabilities"] == [["gpu"]]
-    assert created["labels"][dk.LABEL_GPUS] == "2,3" and created["labels"][dk.LABEL_GPU] == "1"
+    assert created["labels"][lo.LABEL_GPUS] == "2,3" and created["labels"][lo.LABEL_GPU] == "1"
     assert "NVIDIA Container Toolkit" in str(info.value)  # no GPU runtime on this engine: said, with the fix
     assert containers_of(test_session_id) == []  # removed on the way out
 
@@ -294,7 +294,7 @@ def test_a_host_killed_mid_run_fails_only_its_tests_with_the_reason(
         deadline = time.monotonic() + 120
         doomed = []
         while time.monotonic() < deadline and not doomed:
-            doomed = docker_client.containers.list(filters={"label": [f"{dk.LABEL_MODEL}=org/m2"], "status": "running"})
+            doomed = docker_client.containers.list(filters={"label": [f"{lo.LABEL_MODEL}=org/m2"], "status": "running"})
             time.sleep(0.2)
         assert doomed, "m2's container never ran"
         doomed[0].reload()
@@ -316,4 +316,4 @@ def test_a_host_killed_mid_run_fails_only_its_tests_with_the_reason(
     assert sorted(failed) == ["m2", "m2-mtp"], out
     assert "answer" in failed["m2"] or "died" in failed["m2"], failed  # the run, or the start, says the host went
     assert f"unix://{sock}" in out and "Check that host is up and its engine answers" in out, out
-    assert [c.labels[dk.LABEL_MODEL] for c in left] == ["org/m2"]  # the dead host's, for --llmperf-cleanup there
+    assert [c.labels[lo.LABEL_MODEL] for c in left] == ["org/m2"]  # the dead host's, for --llmperf-cleanup there

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.servers.docker import PLUGIN_FILTER, owner_from_labels
+from pytest_llmperf.servers.leftovers import PLUGIN_FILTER, owner_from_labels
 from pytest_llmperf.servers.owners import Owner, is_running
 from tests.plugin_project import make_project
 

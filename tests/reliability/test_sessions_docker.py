@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from pytest_llmperf.servers.owners import current_owner, process_start
 from pytest_llmperf.servers.spec import ServerSpec
 from tests.docker.conftest import engine_or_skip, ours, sim_image_or_skip
@@ -185,12 +185,12 @@ def test_who_owns_it_decides_and_cleanup_says_so_for_each(pytester, docker_clien
     day = 24 * 3600.0
 
     def labels(name: str, **kwargs: Any) -> dict[str, str]:
-        return dk.container_labels(session_prefix + name, spec, False, **kwargs)
+        return lo.container_labels(session_prefix + name, spec, False, **kwargs)
 
     # This pid runs (it is this test's process), but not the process that started then.
     reused = dataclasses.replace(me, start=str(int(process_start(me.pid) or "1") + 1))
     elsewhere = dataclasses.replace(me, host="another-box", pid=4321)
-    recorded_by_older_versions = ("io.pytest-llmperf.owner", dk.LABEL_CREATED)
+    recorded_by_older_versions = ("io.pytest-llmperf.owner", lo.LABEL_CREATED)
     unlabelled = {k: v for k, v in labels("old-version").items() if not k.startswith(recorded_by_older_versions)}
     made = {
         "reused": make_container(docker_client, sim_image, session_prefix, "reused", labels("reused", owner=reused)),
@@ -247,7 +247,7 @@ def test_cleanup_skips_containers_removed_while_it_lists_them(docker_client, sim
             sim_image,
             session_prefix,
             f"race-{i}",
-            dk.container_labels(f"{session_prefix}race-{i}", spec, False, owner=gone, created=time.time() - 2 * 86400),
+            lo.container_labels(f"{session_prefix}race-{i}", spec, False, owner=gone, created=time.time() - 2 * 86400),
         )
         for i in range(40)
     ]
@@ -266,8 +266,8 @@ def test_cleanup_skips_containers_removed_while_it_lists_them(docker_client, sim
     remover.start()
     rounds = 0
     while not remover_done.is_set():
-        dk.cleanup_lines(*dk.cleanup_leftovers(docker_client))  # raised docker.errors.NotFound
-        dk.survey(docker_client)
+        lo.cleanup_lines(*lo.cleanup_leftovers(docker_client))  # raised docker.errors.NotFound
+        lo.survey(docker_client)
         rounds += 1
     remover.join(timeout=30)
     assert rounds >= 1

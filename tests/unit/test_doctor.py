@@ -20,6 +20,7 @@ from pytest_llmperf import cli
 from pytest_llmperf import doctor as dr
 from pytest_llmperf.options import resolve_options
 from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from pytest_llmperf.servers.spec import ServerSpec
 
 NO_DRIVER = 'could not select device driver "" with capabilities: [[gpu]]'
@@ -181,10 +182,10 @@ def test_a_gpu_box_passes_every_line_and_shows_the_gpus_from_nvidia_smi_in_a_rem
     assert kwargs["network_disabled"] is True
     assert [r.capabilities for r in kwargs["device_requests"]] == [[["gpu"]]]
     labels = kwargs["labels"]
-    assert labels[dk.LABEL_PLUGIN] == dk.PLUGIN_NAME
-    assert labels[dk.LABEL_SESSION].startswith("doctor-")
-    assert labels[dk.LABEL_GPU] == "0"  # not a GPU server: a running suite must not wait on it
-    assert labels[dk.LABEL_OWNER_PID] == str(os.getpid())
+    assert labels[lo.LABEL_PLUGIN] == lo.PLUGIN_NAME
+    assert labels[lo.LABEL_SESSION].startswith("doctor-")
+    assert labels[lo.LABEL_GPU] == "0"  # not a GPU server: a running suite must not wait on it
+    assert labels[lo.LABEL_OWNER_PID] == str(os.getpid())
     assert not dk.LIVE.names()
 
 

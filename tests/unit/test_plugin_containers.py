@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from pytest_llmperf.servers.owners import current_owner
 from tests.unit.servers.test_docker import SEED, FakeClient, FakeContainer
 
@@ -39,7 +40,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> Engine:
 
 def add(engine: Engine, name: str, pid: int) -> FakeContainer:
     owner = dataclasses.replace(current_owner(), pid=pid)
-    c = FakeContainer(engine, name, dk.container_labels(f"s-{name}", SEED, False, owner=owner), fail_start=False)
+    c = FakeContainer(engine, name, lo.container_labels(f"s-{name}", SEED, False, owner=owner), fail_start=False)
     c.status = "running"
     engine.containers.items.append(c)
     return c

@@ -13,9 +13,11 @@ import docker.errors
 import pytest
 
 from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.owners import Owner
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.servers.teardown import LiveContainers, remove_container
 from pytest_llmperf.util.secrets import Secrets
 from tests.session_fakes import FakeRunner
 
@@ -119,11 +121,11 @@ def test_unsupported_docker_host_scheme():
 
 
 def test_labels_and_name_identify_plugin_session_and_spec():
-    labels = dk.container_labels("sess123", SEED, gpu=True)
-    assert labels[dk.LABEL_PLUGIN] == "pytest-llmperf"
-    assert labels[dk.LABEL_SESSION] == "sess123"
-    assert labels[dk.LABEL_SPEC] == "qwen3.6-27b-fp8-mtp"
-    assert labels[dk.LABEL_GPU] == "1"
+    labels = lo.container_labels("sess123", SEED, gpu=True)
+    assert labels[lo.LABEL_PLUGIN] == "pytest-llmperf"
+    assert labels[lo.LABEL_SESSION] == "sess123"
+    assert labels[lo.LABEL_SPEC] == "qwen3.6-27b-fp8-mtp"
+    assert labels[lo.LABEL_GPU] == "1"
     assert (
         dk.container_name(ServerSpec(name="a b/c", model="m"), "0123456789abcdef", 2) == "llmperf-a-b-c-0123456789ab-2"
     )
@@ -269,7 +271,7 @@ def test_create_call_has_the_seeds_shape_and_failure_removes_the_container(tmp_p
     assert kw["volumes"] == {str(tmp_path): {"bind": "/root/.cache/huggingface", "mode": "rw"}}
     assert dict(kw["environment"]) == {"HF_TOKEN": TOKEN}
     assert kw["device_requests"] == []
-    assert kw["labels"][dk.LABEL_SESSION] == "s1"
+    assert kw["labels"][lo.LABEL_SESSION] == "s1"
     assert client.containers.items == []  # removed
     assert dk.LIVE.names() == []
 
@@ -279,7 +281,7 @@ def test_gpu_target_requests_gpus_and_refuses_a_second_gpu_server():
     # A GPU container of this plugin already runs: a leftover (its owner is gone; what the
     # message says then: tests/unit/servers/test_docker_leftovers.py).
     elsewhere = Owner("another-host", 1)
-    labels = dk.container_labels("other", SEED, gpu=True, owner=elsewhere, created=0.0)  # made in 1970
+    labels = lo.container_labels("other", SEED, gpu=True, owner=elsewhere, created=0.0)  # made in 1970
     client.containers.items.append(FakeContainer(client, "old", labels, fail_start=False))
     target = dk.DockerTarget(client=client, gpu=True, gpu_device_ids=["1"], environ={})
     with pytest.raises(ServerStartError, match="another GPU server .* old .*--llmperf-cleanup"):
@@ -302,8 +304,8 @@ def test_each_server_gets_its_slots_device_request_and_label_and_only_a_server_o
     meet (or where one has every GPU, or no label: an older version's)."""
     client = FakeClient(fail_start=True)  # the create is what is looked at
     elsewhere = Owner("another-host", 1)
-    other = dk.container_labels("other", SEED, gpu=True, owner=elsewhere, gpu_ids=["2", "3"])
-    assert other[dk.LABEL_GPUS] == "2,3"
+    other = lo.container_labels("other", SEED, gpu=True, owner=elsewhere, gpu_ids=["2", "3"])
+    assert other[lo.LABEL_GPUS] == "2,3"
     client.containers.items.append(FakeContainer(client, "neighbour", other, fail_start=False))
     target = dk.DockerTarget(client=client, gpu=True, gpu_slots={SEED.name: ["0", "1"]}, environ={})
     with pytest.raises(ServerStartError, match="could not start"):  # not "another GPU server"
@@ -311,14 +313,14 @@ def test_each_server_gets_its_slots_device_request_and_label_and_only_a_server_o
             pass
     (kw,) = client.containers.create_kwargs
     assert kw["device_requests"][0]["DeviceIDs"] == ["0", "1"]
-    assert kw["labels"][dk.LABEL_GPUS] == "0,1"
+    assert kw["labels"][lo.LABEL_GPUS] == "0,1"
     clash = dk.DockerTarget(client=client, gpu=True, gpu_slots={SEED.name: ["1", "2"]}, environ={})
     with pytest.raises(ServerStartError, match=r"another GPU server .* neighbour .*at a time on GPUs 1,2: "):
         with clash.start(SEED):
             pass
     assert len(client.containers.create_kwargs) == 1  # refused before a create
-    assert dk.gpus_overlap(None, "2,3") and dk.gpus_overlap(["0"], "all") and dk.gpus_overlap(["0"], None)
-    assert not dk.gpus_overlap(["0", "1"], "2,3")
+    assert lo.gpus_overlap(None, "2,3") and lo.gpus_overlap(["0"], "all") and lo.gpus_overlap(["0"], None)
+    assert not lo.gpus_overlap(["0", "1"], "2,3")
 
 
 def test_a_slot_without_gpus_is_a_label_and_no_device_request():
@@ -328,9 +330,9 @@ def test_a_slot_without_gpus_is_a_label_and_no_device_request():
         with target.start(SEED):
             pass
     (kw,) = client.containers.create_kwargs
-    assert kw["device_requests"] == [] and kw["labels"][dk.LABEL_GPUS] == "3"
-    assert dk.LABEL_GPUS not in dk.container_labels("s", SEED, gpu=False)
-    assert dk.container_labels("s", SEED, gpu=True)[dk.LABEL_GPUS] == "all"
+    assert kw["device_requests"] == [] and kw["labels"][lo.LABEL_GPUS] == "3"
+    assert lo.LABEL_GPUS not in lo.container_labels("s", SEED, gpu=False)
+    assert lo.container_labels("s", SEED, gpu=True)[lo.LABEL_GPUS] == "all"
 
 
 def test_each_server_runs_on_its_hosts_engine_and_a_dead_host_fails_only_its_servers(monkeypatch):
@@ -402,26 +404,25 @@ def test_a_container_whose_engine_went_away_is_reported_not_raised():
             raise requests.exceptions.ConnectionError("Connection refused")
 
     container = Gone(FakeClient(), "lost", {}, fail_start=False)
-    target = dk.DockerTarget(client=FakeClient(), environ={}, progress=said.append)
-    target._remove(container)
+    remove_container(container, say=said.append)
     (line,) = said
     assert line.startswith("llmperf: could not remove container lost: its Docker engine does not answer")
     assert "--llmperf-cleanup" in line
     # Asked whether the server is still there (after failed requests): said, not raised.
-    assert dk.DockerTarget._status_after_start(container) == (
+    assert dk.status_after_start(container) == (
         "the Docker engine does not answer about container lost (ConnectionError)"
     )
 
 
 def test_gpu_slot_held_while_a_gpu_server_runs():
-    dk._GPU_SLOT.acquire()
+    dk.GPU_SLOT.acquire()
     try:
         target = dk.DockerTarget(client=FakeClient(), gpu=True, environ={})
         with pytest.raises(ServerStartError, match="already runs a GPU server"):
             with target.start(SEED):
                 pass
     finally:
-        dk._GPU_SLOT.release()
+        dk.GPU_SLOT.release()
 
 
 def test_the_endpoint_says_how_the_container_ended_and_shows_its_log_redacted(monkeypatch):
@@ -554,13 +555,13 @@ def test_sigterm_handler_only_while_containers_run_and_chains_to_previous():
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
     try:
         before = signal.getsignal(signal.SIGTERM)
-        live = dk._LiveContainers()
+        live = LiveContainers()
         client = ApiClient()
         live.add("c1", "one", client)
-        assert signal.getsignal(signal.SIGTERM) == live._on_sigterm
+        assert signal.getsignal(signal.SIGTERM) == live.on_sigterm
         live.add("c2", "two", client)
         live.discard("c2")
-        assert signal.getsignal(signal.SIGTERM) == live._on_sigterm  # c1 still runs
+        assert signal.getsignal(signal.SIGTERM) == live.on_sigterm  # c1 still runs
         signal.raise_signal(signal.SIGTERM)
         assert client.api.removed == ["c1"]
         assert seen == [signal.SIGTERM]  # the previous handler still ran
@@ -574,7 +575,7 @@ def test_sigterm_handler_only_while_containers_run_and_chains_to_previous():
 
 def test_no_handler_from_a_worker_thread():
     before = signal.getsignal(signal.SIGTERM)
-    live = dk._LiveContainers()
+    live = LiveContainers()
     t = threading.Thread(target=live.add, args=("c1", "one", ApiClient()))
     t.start()
     t.join()

@@ -15,9 +15,11 @@ import pytest
 import requests
 
 from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers import leftovers as lo
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.owners import Owner, current_owner, process_start
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.servers.teardown import remove_container
 from tests.unit.servers.test_docker import SEED, FakeClient, FakeContainer
 
 NOW = 1_750_000_000.0
@@ -35,9 +37,9 @@ def alive(owner: Owner) -> bool:
 def container(
     client: FakeClient, name: str, owner: Owner | None, age: float, spec: ServerSpec = SEED, gpu: bool = False
 ) -> FakeContainer:
-    labels = dk.container_labels(f"s-{name}", spec, gpu, owner=owner or ME, created=NOW - age)
+    labels = lo.container_labels(f"s-{name}", spec, gpu, owner=owner or ME, created=NOW - age)
     if owner is None:  # made by a version that recorded no owner and no time
-        labels = {k: v for k, v in labels.items() if not k.startswith(("io.pytest-llmperf.owner", dk.LABEL_CREATED))}
+        labels = {k: v for k, v in labels.items() if not k.startswith(("io.pytest-llmperf.owner", lo.LABEL_CREATED))}
     c = FakeContainer(client, name, labels, fail_start=False)
     c.status = "exited"
     # The engine's own record, which is all an unlabelled container has: inspect's form.
@@ -46,57 +48,57 @@ def container(
     return c
 
 
-def judged(c: FakeContainer, max_age: float = 24 * HOUR) -> dk.Judgement:
-    return dk.judge(c, max_age, me=ME, now=NOW, alive=alive)
+def judged(c: FakeContainer, max_age: float = 24 * HOUR) -> lo.Judgement:
+    return lo.judge(c, max_age, me=ME, now=NOW, alive=alive)
 
 
 # ----------------------------------------------------------------------------- labels
 
 
 def test_labels_record_the_owner_and_the_creation_time():
-    labels = dk.container_labels("sess", SEED, gpu=True, owner=LIVE, created=NOW)
-    assert labels[dk.LABEL_OWNER_HOST] == "ci-box"
-    assert labels[dk.LABEL_OWNER_PID] == "1234"
-    assert labels[dk.LABEL_OWNER_START] == "555"
-    assert labels[dk.LABEL_OWNER_BOOT] == "boot-1" and labels[dk.LABEL_OWNER_PIDNS] == "pid:[1]"
-    assert labels[dk.LABEL_CREATED] == "2025-06-15T15:06:40Z"
-    assert dk.owner_from_labels(labels) == LIVE
+    labels = lo.container_labels("sess", SEED, gpu=True, owner=LIVE, created=NOW)
+    assert labels[lo.LABEL_OWNER_HOST] == "ci-box"
+    assert labels[lo.LABEL_OWNER_PID] == "1234"
+    assert labels[lo.LABEL_OWNER_START] == "555"
+    assert labels[lo.LABEL_OWNER_BOOT] == "boot-1" and labels[lo.LABEL_OWNER_PIDNS] == "pid:[1]"
+    assert labels[lo.LABEL_CREATED] == "2025-06-15T15:06:40Z"
+    assert lo.owner_from_labels(labels) == LIVE
     assert all(isinstance(v, str) for v in labels.values())  # Docker takes string labels only
 
 
 def test_labels_default_to_this_process_and_now():
-    labels = dk.container_labels("sess", SEED, gpu=False)
-    assert dk.owner_from_labels(labels) == current_owner()
-    assert labels[dk.LABEL_OWNER_PID] == str(os.getpid())
+    labels = lo.container_labels("sess", SEED, gpu=False)
+    assert lo.owner_from_labels(labels) == current_owner()
+    assert labels[lo.LABEL_OWNER_PID] == str(os.getpid())
     c = FakeContainer(FakeClient(), "x", labels, fail_start=False)
-    assert abs(dk.created_at(c) - time.time()) < 5
+    assert abs(lo.created_at(c) - time.time()) < 5
 
 
 @pytest.mark.parametrize(
     "labels",
-    [{}, {dk.LABEL_OWNER_HOST: "box"}, {dk.LABEL_OWNER_HOST: "box", dk.LABEL_OWNER_PID: "x"}],
+    [{}, {lo.LABEL_OWNER_HOST: "box"}, {lo.LABEL_OWNER_HOST: "box", lo.LABEL_OWNER_PID: "x"}],
     ids=["none", "no pid", "bad pid"],
 )
 def test_no_usable_owner_labels_read_as_no_owner(labels):
-    assert dk.owner_from_labels(labels) is None
+    assert lo.owner_from_labels(labels) is None
 
 
 def test_creation_time_from_the_label_else_from_the_engine():
     c = FakeContainer(FakeClient(), "x", {}, fail_start=False)
-    assert dk.created_at(c) is None
+    assert lo.created_at(c) is None
     c.attrs["Created"] = "2025-06-15T15:06:40.123456789Z"  # inspect's form: nanoseconds
-    assert dk.created_at(c) == NOW
+    assert lo.created_at(c) == NOW
     c.attrs["Created"] = int(NOW)  # the list endpoint's form
-    assert dk.created_at(c) == NOW
-    c.labels = {dk.LABEL_CREATED: "2025-06-15T16:06:40Z"}
-    assert dk.created_at(c) == NOW + HOUR
+    assert lo.created_at(c) == NOW
+    c.labels = {lo.LABEL_CREATED: "2025-06-15T16:06:40Z"}
+    assert lo.created_at(c) == NOW + HOUR
 
 
 @pytest.mark.parametrize(
     "seconds, shown", [(45, "45s"), (600, "10m"), (30 * 60, "30m"), (24 * HOUR, "24h"), (3 * 86400, "3d")]
 )
 def test_durations_are_shown_in_the_unit_that_fits(seconds, shown):
-    assert dk.format_duration(seconds) == shown
+    assert lo.format_duration(seconds) == shown
 
 
 # ----------------------------------------------------------------------------- the rule
@@ -163,8 +165,8 @@ def test_an_unlabelled_container_of_unknown_age_is_kept():
 # ----------------------------------------------------------------------------- cleanup and notices
 
 
-def cleanup(client: FakeClient, **kwargs: Any) -> tuple[list[dk.Judgement], list[dk.Judgement]]:
-    return dk.cleanup_leftovers(client, 24 * HOUR, me=ME, now=NOW, alive=alive, **kwargs)
+def cleanup(client: FakeClient, **kwargs: Any) -> tuple[list[lo.Judgement], list[lo.Judgement]]:
+    return lo.cleanup_leftovers(client, 24 * HOUR, me=ME, now=NOW, alive=alive, **kwargs)
 
 
 def test_cleanup_removes_only_leftovers_and_says_what_it_kept_and_why():
@@ -181,7 +183,7 @@ def test_cleanup_removes_only_leftovers_and_says_what_it_kept_and_why():
     assert [j.name for j in kept] == ["llmperf-busy-1", "llmperf-far-1"]
     assert killed.removed and stale.removed and not busy.removed and not far.removed and not foreign.removed
 
-    lines = dk.cleanup_lines(removed, kept)
+    lines = lo.cleanup_lines(removed, kept)
     assert lines[0] == "--llmperf-cleanup: removed 2 container(s), kept 2"
     assert lines[1] == (
         "  removed llmperf-killed-1 (spec qwen3.6-27b-fp8-mtp, model Qwen/Qwen3.6-27B-FP8, gpu 0, exited, "
@@ -194,7 +196,7 @@ def test_cleanup_removes_only_leftovers_and_says_what_it_kept_and_why():
 
 
 def test_cleanup_with_nothing_there_says_so():
-    assert dk.cleanup_lines(*cleanup(FakeClient())) == ["--llmperf-cleanup: no containers of this plugin on the engine"]
+    assert lo.cleanup_lines(*cleanup(FakeClient())) == ["--llmperf-cleanup: no containers of this plugin on the engine"]
 
 
 def api_error(status: int, reason: str, explanation: str) -> docker.errors.APIError:
@@ -213,9 +215,9 @@ class Refusing(FakeContainer):
 
 def test_a_container_someone_else_is_removing_counts_as_removed_and_a_refusal_as_kept():
     client = FakeClient()
-    going = Refusing(client, "going", dk.container_labels("s", SEED, False, owner=DEAD, created=NOW), False)
+    going = Refusing(client, "going", lo.container_labels("s", SEED, False, owner=DEAD, created=NOW), False)
     going.error = api_error(409, "Conflict", "removal of container going is already in progress")
-    stuck = Refusing(client, "stuck", dk.container_labels("s", SEED, False, owner=DEAD, created=NOW), False)
+    stuck = Refusing(client, "stuck", lo.container_labels("s", SEED, False, owner=DEAD, created=NOW), False)
     stuck.error = api_error(500, "Internal Server Error", "device or resource busy")
     client.containers.items += [going, stuck]
     removed, kept = cleanup(client)
@@ -230,13 +232,13 @@ def test_leftover_notice_names_each_and_the_command_that_removes_them():
     client = FakeClient()
     container(client, "llmperf-busy-1", LIVE, age=HOUR)
     container(client, "llmperf-killed-1", DEAD, age=HOUR)
-    found = dk.find_leftovers(client, 24 * HOUR, me=ME, now=NOW, alive=alive)
+    found = lo.find_leftovers(client, 24 * HOUR, me=ME, now=NOW, alive=alive)
     assert [j.name for j in found] == ["llmperf-killed-1"]
-    lines = dk.leftover_lines(found)
+    lines = lo.leftover_lines(found)
     assert lines[0] == "1 container(s) left by sessions that are gone; remove with pytest --llmperf-cleanup:"
     assert lines[1].startswith("  llmperf-killed-1 (spec qwen3.6-27b-fp8-mtp, model Qwen/Qwen3.6-27B-FP8")
     assert lines[1].endswith("its owner, pid 999 on this host, is gone")
-    assert dk.leftover_lines([]) == []
+    assert lo.leftover_lines([]) == []
 
 
 def test_a_gpu_start_beside_a_leftover_says_to_clean_up_and_beside_a_live_session_says_to_wait():
@@ -244,7 +246,7 @@ def test_a_gpu_start_beside_a_leftover_says_to_clean_up_and_beside_a_live_sessio
     dead = dataclasses.replace(current_owner(), pid=999_999_999)  # no such pid
     parent = dataclasses.replace(current_owner(), pid=os.getppid(), start=process_start(os.getppid()))  # runs
     client.containers.items.append(
-        FakeContainer(client, "old", dk.container_labels("other", SEED, True, owner=dead), fail_start=False)
+        FakeContainer(client, "old", lo.container_labels("other", SEED, True, owner=dead), fail_start=False)
     )
     target = dk.DockerTarget(client=client, gpu=True, environ={})
     with pytest.raises(ServerStartError) as info:
@@ -256,7 +258,7 @@ def test_a_gpu_start_beside_a_leftover_says_to_clean_up_and_beside_a_live_sessio
     assert message.endswith("only one runs at a time: remove leftovers with pytest --llmperf-cleanup first.")
 
     client.containers.items[:] = [
-        FakeContainer(client, "busy", dk.container_labels("other", SEED, True, owner=parent), False)
+        FakeContainer(client, "busy", lo.container_labels("other", SEED, True, owner=parent), False)
     ]
     with pytest.raises(ServerStartError) as info:
         with target.start(SEED):
@@ -270,11 +272,10 @@ def test_teardown_survives_someone_else_removing_its_container():
     """The issue's victim died at its session's end with "409 ... removal of container ...
     is already in progress": cleanup no longer removes a live session's container, and a
     container that goes anyway (docker rm -f by hand) no longer kills the session."""
-    target = dk.DockerTarget(client=FakeClient(), environ={})
     going = Refusing(FakeClient(), "going", {}, False)
     going.error = api_error(409, "Conflict", "removal of container going is already in progress")
-    target._remove(going)  # no error
+    remove_container(going)  # no error
     stuck = Refusing(FakeClient(), "stuck", {}, False)
     stuck.error = api_error(500, "Internal Server Error", "device or resource busy")
     with pytest.raises(docker.errors.APIError, match="500"):
-        target._remove(stuck)  # anything else still says what went wrong
+        remove_container(stuck)  # anything else still says what went wrong

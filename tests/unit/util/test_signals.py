@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from pytest_llmperf.servers import docker as dk
+from pytest_llmperf.servers.teardown import LiveContainers
 from pytest_llmperf.util.signals import STOPPED_BY_SIGTERM, _SigtermAsInterrupt
 
 
@@ -61,10 +61,10 @@ def test_the_docker_handler_removes_its_containers_then_the_ctrl_c_path_runs(pre
     term = _SigtermAsInterrupt()
     term.install()
     try:
-        live = dk._LiveContainers()
+        live = LiveContainers()
         client = _ApiClient()
         live.add("c1", "one", client)
-        assert signal.getsignal(signal.SIGTERM) == live._on_sigterm
+        assert signal.getsignal(signal.SIGTERM) == live.on_sigterm
         with pytest.raises(KeyboardInterrupt, match=STOPPED_BY_SIGTERM):
             signal.raise_signal(signal.SIGTERM)
         assert client.api.removed == ["c1"]
@@ -80,11 +80,11 @@ def test_the_docker_handler_removes_its_containers_then_the_ctrl_c_path_runs(pre
 def test_restore_leaves_a_handler_installed_on_top_which_then_reaches_the_previous_one(previous):
     term = _SigtermAsInterrupt()
     term.install()
-    live = dk._LiveContainers()
+    live = LiveContainers()
     client = _ApiClient()
     live.add("c1", "one", client)
     term.restore()  # a container still runs: its handler stays
-    assert signal.getsignal(signal.SIGTERM) == live._on_sigterm
+    assert signal.getsignal(signal.SIGTERM) == live.on_sigterm
     signal.raise_signal(signal.SIGTERM)  # removes it, then ours, restored, passes it on
     assert client.api.removed == ["c1"]
     assert previous == [signal.SIGTERM]
