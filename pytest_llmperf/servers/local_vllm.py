@@ -50,17 +50,13 @@ DEFAULT_ENV = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
 # that fits beside other work on a laptop. Not for any other interpreter: a GPU box's
 # first run downloads its model.
 PREPARED_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-# vLLM's CPU build computes in bfloat16 by default, natively only with AVX512_BF16 or
-# AMX_BF16; without them (AVX2-only x86: many laptops, older servers) torch emulates it,
-# and a 4x576x1536 matmul took 6.0 ms in bfloat16 against 0.32 ms in float32 on one AVX2
-# core, the prepared model's decode 17.5 against 27.7 tok/s at 4 streams. The prepared
-# build runs float32 there, unless a spec sets --dtype itself.
+# vLLM's CPU build computes in bfloat16, natively only with these flags; elsewhere torch
+# emulates it, far slower than float32, so the prepared build runs float32 there unless a
+# spec sets --dtype itself.
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-# vLLM's CPU worker asks for tcmalloc and Intel's OpenMP in LD_PRELOAD ("for best
-# performance"); with both the prepared model decoded 34 against 26.7 tok/s at 4 streams
-# on 2 AVX2 cores. The prepared build preloads those it finds (tcmalloc: Debian's
-# libtcmalloc-minimal4, which .ci/setup_real_vllm.sh installs; libiomp5: in the venv, from
-# intel-openmp), unless the caller's environment sets LD_PRELOAD itself.
+# vLLM's CPU worker asks for tcmalloc and Intel's OpenMP in LD_PRELOAD (faster decoding):
+# the prepared build preloads those it finds (Debian's libtcmalloc-minimal4; libiomp5 from
+# intel-openmp in the venv), unless the caller's environment sets LD_PRELOAD itself.
 PRELOAD_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")
 PREPARED_READY_TIMEOUT = 600.0  # seconds: a 135M model on a CPU is ready in about one minute
 LOG_TAIL_LINES = 100
