@@ -5,6 +5,7 @@ concurrency limit over one `StreamingClient`, and the event loop they run on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import sys
@@ -77,18 +78,11 @@ class LagProbe:
     """How late the event loop runs a callback due every `interval` seconds: a client
     whose loop is late by much of a gap between chunks timestamps them late. The lags
     are wall-clock seconds (`stop()` returns probes, mean_s, trimmed_mean_s (TRIM_SHARE),
-    p99_s, max_s).
+    p99_s, max_s), on perf_counter (uvloop's clock counts whole milliseconds)."""
 
-    Measured on perf_counter: uvloop's own clock counts whole milliseconds. Timers wake
-    through epoll/libuv timeouts in whole milliseconds, so up to 1 ms late on an idle
-    loop: that is the timer's grain, not lag (chunks wake the loop by I/O, not timers),
-    and it is not counted."""
-
-    TIMER_GRAIN_S = 0.001
+    TIMER_GRAIN_S = 0.001  # timers wake in whole milliseconds: the timer's grain, not lag
     # The latest probes left out of `trimmed_mean_s` (this share, at least one, from
-    # TRIM_FROM probes up): an isolated stall (a page fault served from a busy disk, a
-    # garbage collection) holds one probe late and shifts a few chunks' timestamps within
-    # their streams; lag that distorts the figures holds many.
+    # TRIM_FROM probes up): one isolated stall (a GC, a page fault) holds one probe late.
     TRIM_SHARE = 0.05
     TRIM_FROM = 10
 
@@ -181,11 +175,9 @@ class Dispatcher:
     ) -> tuple[list[PendingRecord], str, float]:
         """Returns (requests in dispatch order, stop reason, time of the first dispatch).
 
-        Streams are decoded by the caller, after the last one ends (once the raw bytes kept
-        pass `RunTuning.defer_decode_bytes`, each as it ends): requests of equal length
-        finish together, and decoding each as it ends would stall the event loop right
-        when the others' last chunks arrive, inflating their TPOT by several percent at
-        high concurrency (benchmarks/client_overhead.py).
+        Streams are decoded by the caller after the last one ends (each as it ends once the
+        raw bytes kept pass `RunTuning.defer_decode_bytes`): decoding while the others' last
+        chunks arrive would stall the loop and inflate their TPOT.
 
         `offsets` (arrival times after the start) and `start_at` (a perf_counter time to
         start at) let worker processes share one schedule.
@@ -201,46 +193,9 @@ class Dispatcher:
             await self._nap(start_at)
         start = perf_counter() if start_at is None else start_at
         deadline = start + cfg.max_seconds if (capped and cfg.max_seconds) else math.inf
-        tasks: list[asyncio.Task[PendingRecord]] = []
-        stop = "completed"
         self._kept_bytes = 0
-
-        def finished(task: asyncio.Task[PendingRecord]) -> None:
-            self._in_flight -= 1
-            if not task.cancelled() and task.exception() is not None and not self.interrupted:
-                # Only the client's own failure raises (out of file descriptors): stop now,
-                # the rest would fail the same way; run() raises it once the streams ended.
-                self.interrupted = True
-                self.client.cut_all(f"cut: the client failed ({task.exception()})")
-            if not task.cancelled() and task.exception() is None:
-                pending = task.result()
-                if progress is not None:
-                    progress.add(not pending.failed_hint, pending.completion_tokens_hint)
-                if pending.response is not None:
-                    self._kept_bytes += pending.response.bytes_seen
-                    if self._kept_bytes > self.tuning.defer_decode_bytes:
-                        pending.finish()
-            self._kick()
-
-        for req, offset in zip(requests, offsets):
-            while (
-                not self.interrupted
-                and perf_counter() < deadline
-                and (self._in_flight >= cfg.concurrency or perf_counter() < start + offset)
-            ):
-                wake_at = start + offset if self._in_flight < cfg.concurrency else deadline
-                await self._nap(min(wake_at, deadline))
-            if self.interrupted:
-                break
-            if perf_counter() >= deadline:
-                stop = "max_seconds"
-                break
-            self._in_flight += 1
-            max_tokens = cfg.max_tokens or req.expected_output_len
-            task = self.loop.create_task(self.client.stream(req, max_tokens))
-            task.add_done_callback(finished)
-            tasks.append(task)
-        if tasks:
+        tasks, stop = await self._dispatch(requests, offsets, start, deadline, progress)
+        if tasks:  # the streams in flight get until the grace after the cap, then are cut
             cut_at = deadline + cfg.grace_seconds
             while not self.interrupted and self._in_flight and perf_counter() < cut_at:
                 await self._nap(cut_at)
@@ -254,3 +209,50 @@ class Dispatcher:
         if self.interrupted:
             stop = "interrupted"
         return [t.result() for t in tasks], stop, start
+
+    async def _dispatch(
+        self,
+        requests: Sequence[SampledRequest],
+        offsets: Sequence[float],
+        start: float,
+        deadline: float,
+        progress: Progress | None,
+    ) -> tuple[list[asyncio.Task[PendingRecord]], str]:
+        """Send each request at its offset, within the concurrency limit, until the deadline;
+        (their tasks, "completed" or "max_seconds")."""
+        cfg = self.config
+        tasks: list[asyncio.Task[PendingRecord]] = []
+        for req, offset in zip(requests, offsets):
+            while (
+                not self.interrupted
+                and perf_counter() < deadline
+                and (self._in_flight >= cfg.concurrency or perf_counter() < start + offset)
+            ):
+                wake_at = start + offset if self._in_flight < cfg.concurrency else deadline
+                await self._nap(min(wake_at, deadline))
+            if self.interrupted:
+                break
+            if perf_counter() >= deadline:
+                return tasks, "max_seconds"
+            self._in_flight += 1
+            task = self.loop.create_task(self.client.stream(req, cfg.max_tokens or req.expected_output_len))
+            task.add_done_callback(functools.partial(self._ended, progress))
+            tasks.append(task)
+        return tasks, "completed"
+
+    def _ended(self, progress: Progress | None, task: asyncio.Task[PendingRecord]) -> None:
+        self._in_flight -= 1
+        if not task.cancelled() and task.exception() is not None and not self.interrupted:
+            # Only the client's own failure raises (out of file descriptors): stop now,
+            # the rest would fail the same way; run() raises it once the streams ended.
+            self.interrupted = True
+            self.client.cut_all(f"cut: the client failed ({task.exception()})")
+        if not task.cancelled() and task.exception() is None:
+            pending = task.result()
+            if progress is not None:
+                progress.add(not pending.failed_hint, pending.completion_tokens_hint)
+            if pending.response is not None:
+                self._kept_bytes += pending.response.bytes_seen
+                if self._kept_bytes > self.tuning.defer_decode_bytes:
+                    pending.finish()
+        self._kick()
