@@ -16,7 +16,7 @@ import asyncio
 import signal
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -151,30 +151,17 @@ async def _run_benchmark(
     base_url = server_root(base_url)
     measured = list(requests[: config.num_prompts] if config.num_prompts else requests)
     warmup = warmup_prompts(requests, len(measured), config.warmup_requests)
-    client = streaming_client(base_url, model, config)
-    loop = asyncio.get_running_loop()
     pool: WorkerPool | None = None
     progress: Progress | None = None
-    async with client:
+    async with streaming_client(base_url, model, config) as client:
         run = Dispatcher(client, config, tuning)
 
         def on_signal(reason: str) -> None:
-            if reason == INTERRUPTED_BY["SIGTERM"]:
-                TERMINATE.note()
             if pool is not None:
                 pool.interrupt(reason)
             run.interrupt(reason)
 
-        handled: dict[signal.Signals, Any] = {}  # signal -> the handler to put back
-        if install_sigint and threading.current_thread() is threading.main_thread():
-            # SIGTERM too while the plugin makes it act as Ctrl-C (util/signals.py).
-            reasons = {signal.SIGINT: INTERRUPTED_BY["SIGINT"]}
-            if TERMINATE.active:
-                reasons[signal.SIGTERM] = INTERRUPTED_BY["SIGTERM"]
-            for sig, reason in reasons.items():
-                handled[sig] = signal.getsignal(sig)
-                loop.add_signal_handler(sig, on_signal, reason)
-        try:
+        with _interrupts_call(on_signal, install_sigint):
             warmed = await _warm_up(run, warmup)  # its figures only: warm-up is not measured
             if not run.interrupted and config.workers == 1:
                 # send times exclude connecting; so must TTFT: connect before measuring
@@ -202,28 +189,14 @@ async def _run_benchmark(
                         interval=tuning.progress_interval,
                         clock_speed=clock_speed,
                     )
-                    ticker = loop.create_task(_tick(progress))
-                    probe = LagProbe(loop)
-                    probe.start()
-                    try:
-                        pending, stop, start = await run.run(
-                            [] if run.interrupted else measured, capped=True, progress=progress
-                        )
-                    except BaseException:
-                        progress.close()
-                        raise
-                    finally:
-                        client_lag = probe.stop()
-                        ticker.cancel()
+                    pending, stop, start, client_lag = await _measure_here(
+                        run, [] if run.interrupted else measured, progress
+                    )
                     records = []
             finally:
                 samples = await running.stop() if running is not None else None
             # Scraped before decoding, right after the last measured completion.
             metrics_after = await fetch_metrics_page(base_url) if metrics_before is not None else None
-        finally:
-            for sig, previous in handled.items():
-                loop.remove_signal_handler(sig)
-                signal.signal(sig, previous)
     records += [p.finish() for p in pending]
     ends = [r.end_time for r in records if r.end_time is not None]
     duration = (max(ends) - start) if ends else 0.0
@@ -243,6 +216,53 @@ async def _run_benchmark(
         warmup=warmed,
         running=samples,
     )
+
+
+@contextmanager
+def _interrupts_call(on_signal: Callable[[str], None], install: bool) -> Iterator[None]:
+    """While the body runs, Ctrl-C (and SIGTERM while the plugin makes it act as Ctrl-C,
+    util/signals.py) calls `on_signal` with the interruption's reason, on the main thread."""
+    loop = asyncio.get_running_loop()
+    handled: dict[signal.Signals, Any] = {}  # signal -> the handler to put back
+
+    def handler(reason: str) -> None:
+        if reason == INTERRUPTED_BY["SIGTERM"]:
+            TERMINATE.note()
+        on_signal(reason)
+
+    if install and threading.current_thread() is threading.main_thread():
+        reasons = {signal.SIGINT: INTERRUPTED_BY["SIGINT"]}
+        if TERMINATE.active:
+            reasons[signal.SIGTERM] = INTERRUPTED_BY["SIGTERM"]
+        for sig, reason in reasons.items():
+            handled[sig] = signal.getsignal(sig)
+            loop.add_signal_handler(sig, handler, reason)
+    try:
+        yield
+    finally:
+        for sig, previous in handled.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, previous)
+
+
+async def _measure_here(
+    run: Dispatcher, prompts: list[SampledRequest], progress: Progress
+) -> tuple[list[PendingRecord], str, float, dict[str, float] | None]:
+    """The measured prompts (none once interrupted) on this event loop, the progress line
+    ticking and the loop's lag probed: (pending records, stop reason, start, client lag)."""
+    loop = asyncio.get_running_loop()
+    ticker = loop.create_task(_tick(progress))
+    probe = LagProbe(loop)
+    probe.start()
+    try:
+        pending, stop, start = await run.run([] if run.interrupted else prompts, capped=True, progress=progress)
+    except BaseException:
+        progress.close()
+        raise
+    finally:
+        client_lag = probe.stop()
+        ticker.cancel()
+    return pending, stop, start, client_lag
 
 
 async def _tick(progress: Progress) -> None:
