@@ -136,12 +136,9 @@ def _check_duration(duration: float) -> float:
 def _steady(records: list[RequestRecord], concurrency: int | None) -> float | None:
     """The steady decode rate of `records` (metrics/steady.py). A failed request counts as
     in flight with no tokens: a server that drops requests does not read faster. A request
-    the runner cut at the time cap is left out: the cut is the client's, and what it had
-    streamed has no token count (`usage` comes with the last chunk). Counted as in flight
-    with none, it read a base server's steady rate 2.8 % low at 8 streams on the nightly
-    profile's 100 s cap and tripled its spread between starts at 32 (one to five requests
-    of 46 s cut 30 s after a 150 s cap); left out, its stream looks idle from its dispatch,
-    so the window ends where the first such request began."""
+    the runner cut at the time cap is left out: the cut is the client's and its streamed
+    tokens are uncounted (`usage` comes with the last chunk), so counting it would read the
+    rate low; left out, the window ends where the first such request began."""
     spans = []
     for r in records:
         if r.cut_at_cap:
@@ -181,6 +178,17 @@ def _reasoning(summary: Summary, ok: list[RequestRecord], output_tokens: int, no
     summary.reasoning_share = reasoning / output_tokens if output_tokens else None
 
 
+def _latencies(ok: list[RequestRecord]) -> dict[str, Any]:
+    """Summary's ttft/tpot/itl/e2el_ms_{mean,median,p90,p99} of the successful requests."""
+    values = {
+        "ttft": [r.ttft for r in ok if r.ttft is not None],
+        "tpot": [r.tpot for r in ok if r.tpot is not None],
+        "itl": [gap for r in ok for gap in r.itls],
+        "e2el": [r.e2el for r in ok if r.e2el is not None],
+    }
+    return {f"{name}_ms_{stat}": v for name, got in values.items() for stat, v in _stats(got)._asdict().items()}
+
+
 def summarize(
     records: Iterable[RequestRecord],
     duration: float,
@@ -216,14 +224,8 @@ def summarize(
 
     if ok and duration == 0:
         notes.append("duration is 0 s: throughput figures are undefined")
-
-    ttfts = [r.ttft for r in ok if r.ttft is not None]
-    e2els = [r.e2el for r in ok if r.e2el is not None]
-    tpots = [r.tpot for r in ok if r.tpot is not None]
-    itls = [gap for r in ok for gap in r.itls]
-
-    ttft, tpot, itl, e2el = _stats(ttfts), _stats(tpots), _stats(itls), _stats(e2els)
-    median_tpot_ms = tpot.median
+    latencies = _latencies(ok)
+    median_tpot_ms = latencies["tpot_ms_median"]
     summary = Summary(
         completed=len(ok),
         failed=len(records) - len(ok),
@@ -236,23 +238,8 @@ def summarize(
         steady_decode_tok_s=_steady(records, concurrency) if ok else None,
         total_tok_s=rate(prompt_tokens + output_tokens),
         per_stream_tok_s=1000.0 / median_tpot_ms if median_tpot_ms else None,
-        ttft_ms_mean=ttft.mean,
-        ttft_ms_median=ttft.median,
-        ttft_ms_p90=ttft.p90,
-        ttft_ms_p99=ttft.p99,
-        tpot_ms_mean=tpot.mean,
-        tpot_ms_median=tpot.median,
-        tpot_ms_p90=tpot.p90,
-        tpot_ms_p99=tpot.p99,
-        itl_ms_mean=itl.mean,
-        itl_ms_median=itl.median,
-        itl_ms_p90=itl.p90,
-        itl_ms_p99=itl.p99,
-        e2el_ms_mean=e2el.mean,
-        e2el_ms_median=e2el.median,
-        e2el_ms_p90=e2el.p90,
-        e2el_ms_p99=e2el.p99,
         notes=notes,
+        **latencies,
     )
     if any(r.reasoned for r in ok):
         _reasoning(summary, ok, output_tokens, notes)
