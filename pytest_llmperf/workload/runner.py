@@ -189,9 +189,7 @@ async def _run_benchmark(
                         interval=tuning.progress_interval,
                         clock_speed=clock_speed,
                     )
-                    pending, stop, start, client_lag = await _measure_here(
-                        run, [] if run.interrupted else measured, progress
-                    )
+                    pending, stop, start, client_lag = await _measure_here(run, measured, progress)
                     records = []
             finally:
                 samples = await running.stop() if running is not None else None
