@@ -255,7 +255,7 @@ def describe_gpus(gpus: Sequence[GpuInfo]) -> str:
 
 def doctor_labels(session_id: str) -> dict[str, str]:
     """The plugin's container labels (owner, session, creation time), gpu=0: see the module docstring."""
-    from pytest_llmperf.servers.docker import container_labels
+    from pytest_llmperf.servers.leftovers import container_labels
 
     return container_labels(session_id, DOCTOR_SPEC, gpu=False)
 
@@ -265,7 +265,8 @@ def check_gpus_in_image(client: Any, ref: str, image: Any, *, gpu_request: bool,
     removed however this ends."""
     import docker.errors
 
-    from pytest_llmperf.servers.docker import LIVE, gpu_device_requests
+    from pytest_llmperf.servers.docker import gpu_device_requests
+    from pytest_llmperf.servers.teardown import LIVE
 
     name = f"GPUs in {ref}"
     session_id = "doctor-" + uuid.uuid4().hex[:10]

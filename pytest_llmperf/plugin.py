@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
 
+from pytest_llmperf import xdist_support
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
 from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import (
@@ -58,9 +59,6 @@ DATASET_KEY = pytest.StashKey["Any"]()
 INI_TOLERANCES_KEY: pytest.StashKey[dict[str, Tolerance]] = pytest.StashKey()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
 REPORT_FILES_KEY = pytest.StashKey[str]()  # --llmperf-report: the line saying what was written where
-# xdist controller: worker id -> the report document it sent (None: went down without one).
-WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
-WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
 # Per test: the marker's server= and base=, names looked up (`marker_servers`).
 SERVERS_KEY = pytest.StashKey[dict[str, ServerSpec | None]]()
 # Per test file: the servers that the conftest.py files above it declare.
@@ -69,7 +67,6 @@ SELECTION_KEY = pytest.StashKey[list[str]]()  # what --llmperf-servers deselecte
 # --llmperf-gpus: the session's plan (plan.py), from the collected tests; the worker count it was made for.
 PLAN_KEY = pytest.StashKey["Any"]()
 PLAN_WORKERS_KEY = pytest.StashKey[int]()
-PLAN_SHOWN_KEY = pytest.StashKey[bool]()  # xdist controller: the plan a worker sent is printed once
 # Per test: the runs its llmperf fixture handed out (for its JUnit properties).
 USED_RUNS_KEY = pytest.StashKey["list[MeasuredRun]"]()
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
@@ -199,8 +196,10 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         config.stash[PLAN_WORKERS_KEY] = int(numprocesses) or 1
         if numprocesses and options.gpus is not None:
-            config.pluginmanager.register(_WorkersPlan(config), "llmperf-workers-plan")
-    _check_xdist(config, options)
+            config.pluginmanager.register(xdist_support.WorkersPlan(config), "llmperf-workers-plan")
+    xdist_support.check_numprocesses(config, options)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(xdist_support.XdistHooks(options), "llmperf-xdist")
 
 
 def _added_kinds(config: pytest.Config) -> list[TargetKind]:
@@ -218,37 +217,6 @@ def _added_kinds(config: pytest.Config) -> list[TargetKind]:
 def pytest_llmperf_make_target(options: LlmperfOptions, kind: TargetKind, context: TargetContext) -> ServerTarget:
     """The kind's own factory, when no conftest.py or plugin built the target first."""
     return kind.factory(options, context)
-
-
-def _check_xdist(config: pytest.Config, options: Any) -> None:
-    numprocesses = getattr(config.option, "numprocesses", None)
-    if not numprocesses or options.target is None:
-        return
-    rule = options.target_kind.xdist
-    if rule == "gpu-slots" and options.gpus is None:
-        raise pytest.UsageError(
-            "pytest-llmperf: -n/--numprocesses would start several vLLM servers at once on one GPU; "
-            "give each worker GPUs of its own with --llmperf-gpus 0,1,2,3 (or all), or run without -n"
-        )
-    if rule == "never":
-        raise pytest.UsageError(
-            "pytest-llmperf: -n/--numprocesses would start several vLLM processes at once on the GPUs "
-            f"CUDA_VISIBLE_DEVICES names; run {options.target_kind.flag} without -n (containers spread over GPUs "
-            "with --llmperf-gpu --llmperf-gpus)"
-        )
-    hosts = max(1, len(options.hosts))
-    if options.gpus is not None and int(numprocesses) > len(options.gpus) * hosts:
-        on = f" on each of {hosts} hosts" if options.hosts else ""
-        raise pytest.UsageError(
-            f"pytest-llmperf: -n {numprocesses} workers, but --llmperf-gpus gives {len(options.gpus)} GPU(s) "
-            f"({','.join(options.gpus)}){on}; each worker owns a slot of at least one GPU: use "
-            f"-n {len(options.gpus) * hosts} or fewer"
-        )
-    if getattr(config.option, "dist", None) != "loadgroup":
-        raise pytest.UsageError(
-            "pytest-llmperf: with -n, add --dist loadgroup so each server's tests stay on one worker "
-            "(the plugin groups them by model)"
-        )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -467,7 +435,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         reporter.write_line(f"[llmperf] {cost_line(options, plans)}")
     plan = config.stash.get(PLAN_KEY, None)
-    if reporter is not None and plan is not None and not _is_xdist_worker(config):  # a worker's: with its first report
+    if (
+        reporter is not None and plan is not None and not xdist_support.is_worker(config)
+    ):  # a worker's: with its first report
         for line in plan.lines():
             reporter.write_line(f"[llmperf] {line}")
         if options.plan:
@@ -480,59 +450,6 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """--llmperf-plan: the plan was printed after collection; no test runs."""
     options = session.config.stash.get(OPTIONS_KEY, None)
     return True if options is not None and options.plan and options.target is not None else None
-
-
-class _WorkersPlan:
-    """xdist controller with --llmperf-gpus: it collects nothing, so it prints the plan a
-    worker sent with its first report (every worker makes the same one), once."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        lines = getattr(report, "llmperf_plan", None)
-        if not lines or self.config.stash.get(PLAN_SHOWN_KEY, False):
-            return
-        self.config.stash[PLAN_SHOWN_KEY] = True
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
-            for line in lines:
-                reporter.write_line(f"[llmperf] {line}")
-
-
-@pytest.hookimpl(tryfirst=True, optionalhook=True)  # firstresult: before xdist's own loadgroup
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """--llmperf-gpus under --dist loadgroup: xdist's loadgroup, except that a worker given
-    a GPU slot's group gets no second slot while a worker without one could take it
-    (loadgroup refills a worker with two tests or fewer left with any group)."""
-    options = config.stash.get(OPTIONS_KEY, None)
-    if options is None or options.gpus is None or not _loadgroup(config):
-        return None
-    return _slot_scheduling()(config, log)
-
-
-def _is_slot_scope(scope: str) -> bool:
-    return scope.startswith("llmperf-") and ("gpus-" in scope)
-
-
-def _slot_scheduling() -> Any:
-    from xdist.scheduler import LoadGroupScheduling
-
-    class SlotScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no stubs for it
-        def _holds_slot(self, node: Any) -> bool:
-            return any(_is_slot_scope(scope) for scope in self.assigned_work.get(node, {}))
-
-        def _assign_work_unit(self, node: Any) -> None:
-            if self._holds_slot(node):
-                other = next((scope for scope in self.workqueue if not _is_slot_scope(scope)), None)
-                if other is not None:  # a test of no slot: any worker may run it
-                    self.workqueue.move_to_end(other, last=False)
-                elif any(n is not node and not n.shutting_down and not self._holds_slot(n) for n in self.assigned_work):
-                    return  # only slots left, and a worker without one will take the next
-            super()._assign_work_unit(node)
-
-    return SlotScheduling
 
 
 def _doctor(config: pytest.Config, options: Any, specs: list[ServerSpec]) -> None:
@@ -554,7 +471,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     worker, one at a time. Here rather than in the ordering hook: the groups are read on
     the workers (xdist's own collection hook, which may run before ours, and with -n
     cleared there), and each item passes here before any collection hook sees it."""
-    if not _loadgroup(item.config) or item.config.stash[OPTIONS_KEY].gpus is not None:
+    if not xdist_support.loadgroup(item.config) or item.config.stash[OPTIONS_KEY].gpus is not None:
         return  # --llmperf-gpus: the slot's group, once every test is collected (_plan_slots)
     try:
         server = marker_servers(item).get("server")
@@ -562,11 +479,6 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         return
     if server is not None:
         item.add_marker(pytest.mark.xdist_group(f"llmperf-{server.model}"))
-
-
-def _loadgroup(config: pytest.Config) -> bool:
-    option = config.option
-    return bool(getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup")
 
 
 def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -598,7 +510,7 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
             hosts=options.hosts,
         )
     except PlanError as exc:
-        if not _is_xdist_worker(config):
+        if not xdist_support.is_worker(config):
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
         # A worker's usage error crashes xdist's controller (INTERNALERROR): a failed
         # collection report reaches it as it is, and no performance test runs anywhere.
@@ -608,20 +520,12 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if item not in refused]
         return
     config.stash[PLAN_KEY] = plan
-    if not _loadgroup(config):
+    if not xdist_support.loadgroup(config):
         return
     for item, test in marked:
         slot = plan.slot_of(test.servers[0].name) if test.servers else None
         if slot is not None:
             item.add_marker(pytest.mark.xdist_group(slot.group_name))
-
-
-def _plain_nodeid(item: pytest.Item) -> str:
-    """The test's id as a command line takes it: --dist loadgroup appends "@<group>"."""
-    marker = item.get_closest_marker("xdist_group")
-    group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
-    suffix = f"@{group}" if group else ""
-    return item.nodeid.removesuffix(suffix) if suffix else item.nodeid
 
 
 def _perf_session(config: pytest.Config) -> Any:
@@ -639,8 +543,6 @@ def _perf_session(config: pytest.Config) -> Any:
             if reporter is None:
                 return
             with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
-                if reporter._tw.width_of_current_line:  # after a progress dot: own line
-                    reporter._tw.line()
                 reporter.write_line(f"[llmperf] {message.removeprefix('llmperf: ')}")
 
         plan = config.stash.get(PLAN_KEY, None)
@@ -781,7 +683,7 @@ def llmperf(request: pytest.FixtureRequest) -> LlmperfFixture:
     return LlmperfFixture(
         _perf_session(request.config),
         kwargs,
-        _plain_nodeid(request.node),
+        xdist_support.plain_nodeid(request.node),
         options.profile,
         benchmark=_benchmark_factory(request),
         used=request.node.stash.setdefault(USED_RUNS_KEY, []),
@@ -803,11 +705,15 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     config = item.config
-    if call.when == "setup" and _is_xdist_worker(config) and not config.stash.get(PLAN_SHOWN_KEY, False):
+    if (
+        call.when == "setup"
+        and xdist_support.is_worker(config)
+        and not config.stash.get(xdist_support.PLAN_SHOWN_KEY, False)
+    ):
         plan = config.stash.get(PLAN_KEY, None)
         if plan is not None:  # the controller collected nothing: it prints this worker's plan
             report.llmperf_plan = plan.lines()  # type: ignore[attr-defined]  # xdist carries report attributes
-            config.stash[PLAN_SHOWN_KEY] = True
+            config.stash[xdist_support.PLAN_SHOWN_KEY] = True
     if call.when == "call" and USED_RUNS_KEY in item.stash:
         _record_properties(item)
     # A verdict table, why a server did not start, a metric name's fix, or running out of
@@ -831,7 +737,7 @@ def _record_properties(item: pytest.Item) -> None:
     from pytest_llmperf.report.ci import junit_properties
 
     perf = item.config.stash[SESSION_KEY]
-    nodeid = _plain_nodeid(item)
+    nodeid = xdist_support.plain_nodeid(item)
     runs = [(run.server.name, run.concurrency, run.figures) for run in item.stash[USED_RUNS_KEY]]
     gates = [
         (gate.server, gate.concurrency, str(gate.outcome), gate.verdicts)
@@ -851,14 +757,6 @@ def _explained(item: pytest.Item, text: str, headline: str) -> ReprExceptionInfo
         reprtraceback=ReprTracebackNative([text + "\n"]),
         reprcrash=ReprFileLocation(path, (lineno or 0) + 1, headline),
     )
-
-
-def _is_xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def _is_xdist_controller(config: pytest.Config) -> bool:
-    return not _is_xdist_worker(config) and config.pluginmanager.hasplugin("dsession")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -886,16 +784,16 @@ def _finish(session: pytest.Session) -> None:
 
         perf.close()
         document = build_report(perf)
-    if _is_xdist_worker(config):
+    if xdist_support.is_worker(config):
         # The controller prints the summary and writes the report, from every worker's runs.
         if document is not None:
             workeroutput: dict[str, Any] = config.workeroutput  # type: ignore[attr-defined]  # xdist sets it on workers
-            workeroutput[WORKEROUTPUT_KEY] = json.dumps(document)
+            workeroutput[xdist_support.WORKEROUTPUT_KEY] = json.dumps(document)
         return
-    if _is_xdist_controller(config):
+    if xdist_support.is_controller(config):
         from pytest_llmperf.report.document import merge_reports
 
-        reports = config.stash.get(WORKER_REPORTS_KEY, {})
+        reports = config.stash.get(xdist_support.WORKER_REPORTS_KEY, {})
         document = merge_reports(reports)
     config.stash[REPORT_KEY] = document
     report_path = config.stash[OPTIONS_KEY].report
@@ -909,21 +807,8 @@ def _finish(session: pytest.Session) -> None:
         append_step_summary(document, os.environ)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist controller: keep the report document a worker sent in its workeroutput. A
-    worker that went down with an error and no document is remembered as lost."""
-    reports = node.config.stash.setdefault(WORKER_REPORTS_KEY, {})
-    worker = str(node.workerinput["workerid"])
-    text = (getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_KEY)
-    if text is not None:
-        reports[worker] = json.loads(text)
-    elif error is not None and reports.get(worker) is None:
-        reports[worker] = None  # no runs from it; the summary says so
-
-
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if _is_xdist_worker(config):
+    if xdist_support.is_worker(config):
         return
     options = config.stash.get(OPTIONS_KEY, None)
     document = config.stash.get(REPORT_KEY, None)

@@ -110,7 +110,8 @@ def cleanup_leftover_containers(max_age: float, hosts: Sequence[str] = ()) -> li
     that process no longer runs; another host or no owner recorded: older than
     `max_age`). The lines say what was removed and what was kept, and why. With
     --llmperf-hosts, on each of them (a host whose engine does not answer is a line)."""
-    from pytest_llmperf.servers.docker import cleanup_leftovers, cleanup_lines, connect
+    from pytest_llmperf.servers.docker import connect
+    from pytest_llmperf.servers.leftovers import cleanup_leftovers, cleanup_lines
 
     if hosts:
         lines = []
@@ -135,7 +136,8 @@ def leftover_report(max_age: float, hosts: Sequence[str] = ()) -> list[str]:
     """A container session's first look at the engine (each of --llmperf-hosts): the
     leftovers of sessions that are gone, with the command that removes them. Nothing when
     there are none, or when no engine answers (the first server start says that, with the fix)."""
-    from pytest_llmperf.servers.docker import connect, find_leftovers, leftover_lines
+    from pytest_llmperf.servers.docker import connect
+    from pytest_llmperf.servers.leftovers import find_leftovers, leftover_lines
 
     lines = []
     for url in hosts or (None,):

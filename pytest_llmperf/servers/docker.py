@@ -34,16 +34,10 @@ from pytest_llmperf.servers.gpu_info import (
     parse_nvidia_smi_csv,
     sampling_peak_memory,
 )
-from pytest_llmperf.servers.leftovers import DEFAULT_CLEANUP_AGE, check_gpus_free
-from pytest_llmperf.servers.leftovers import cleanup_leftovers as cleanup_leftovers  # `as`: re-exported
-from pytest_llmperf.servers.leftovers import cleanup_lines as cleanup_lines
-from pytest_llmperf.servers.leftovers import container_labels as container_labels
-from pytest_llmperf.servers.leftovers import find_leftovers as find_leftovers
-from pytest_llmperf.servers.leftovers import leftover_lines as leftover_lines
+from pytest_llmperf.servers.leftovers import DEFAULT_CLEANUP_AGE, check_gpus_free, container_labels
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.servers.teardown import ENGINE_GONE, remove_container
-from pytest_llmperf.servers.teardown import LIVE as LIVE
+from pytest_llmperf.servers.teardown import ENGINE_GONE, LIVE, remove_container
 from pytest_llmperf.util.http import PageError, fetch_version
 from pytest_llmperf.util.secrets import RedactedEnv, Secrets, is_secret_name, redact
 

@@ -310,19 +310,20 @@ def test_xdist_workers_send_their_runs_to_the_controller_for_one_summary_and_one
 def test_the_controller_keeps_each_workers_document_and_remembers_a_worker_lost_without_one():
     import types
 
-    from pytest_llmperf import plugin
+    from pytest_llmperf import xdist_support
 
     config = types.SimpleNamespace(stash=pytest.Stash())
+    hooks = xdist_support.XdistHooks(options=None)
 
     def node(worker, output=None):
         return types.SimpleNamespace(config=config, workerinput={"workerid": worker}, workeroutput=output or {})
 
     doc = {"runs": [{"server": {"name": "a"}}]}
-    plugin.pytest_testnodedown(node("gw0", {plugin.WORKEROUTPUT_KEY: json.dumps(doc)}), None)
-    plugin.pytest_testnodedown(node("gw0"), "keyboard-interrupt")  # xdist reports a Ctrl-C'd worker twice
-    plugin.pytest_testnodedown(node("gw1"), "worker crashed")
-    plugin.pytest_testnodedown(node("gw2"), None)  # ran no performance test: nothing to report
-    assert config.stash[plugin.WORKER_REPORTS_KEY] == {"gw0": doc, "gw1": None}
+    hooks.pytest_testnodedown(node("gw0", {xdist_support.WORKEROUTPUT_KEY: json.dumps(doc)}), None)
+    hooks.pytest_testnodedown(node("gw0"), "keyboard-interrupt")  # xdist reports a Ctrl-C'd worker twice
+    hooks.pytest_testnodedown(node("gw1"), "worker crashed")
+    hooks.pytest_testnodedown(node("gw2"), None)  # ran no performance test: nothing to report
+    assert config.stash[xdist_support.WORKER_REPORTS_KEY] == {"gw0": doc, "gw1": None}
 
 
 HANDLER_PROBE = """

@@ -212,7 +212,7 @@ def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has
     it slot 1 while gw1 runs tests of no slot. The slot scheduler gives gw0 the tests of no
     slot instead, and slot 1 goes to gw1."""
     pytest.importorskip("xdist")
-    from pytest_llmperf import plugin
+    from pytest_llmperf import xdist_support
 
     config = types.SimpleNamespace(
         getvalue=lambda name: ["popen", "popen"] if name == "tx" else None,
@@ -236,4 +236,4 @@ def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has
     from xdist.scheduler import LoadGroupScheduling
 
     assert schedule(LoadGroupScheduling) == {"gw0": ["llmperf-gpus-0", "llmperf-gpus-1"], "gw1": []}
-    assert schedule(plugin._slot_scheduling()) == {"gw0": ["llmperf-gpus-0"], "gw1": ["llmperf-gpus-1"]}
+    assert schedule(xdist_support.slot_scheduling()) == {"gw0": ["llmperf-gpus-0"], "gw1": ["llmperf-gpus-1"]}

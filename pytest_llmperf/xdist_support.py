@@ -1,0 +1,138 @@
+"""pytest-xdist support: the rules -n must follow for a target, the GPU-slot scheduler,
+the plan a worker sends to the controller, and the worker report documents the
+controller merges. `XdistHooks` is registered only where xdist is installed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
+WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
+PLAN_SHOWN_KEY = pytest.StashKey[bool]()  # xdist controller: the plan a worker sent is printed once
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def is_controller(config: pytest.Config) -> bool:
+    return not is_worker(config) and config.pluginmanager.hasplugin("dsession")
+
+
+def loadgroup(config: pytest.Config) -> bool:
+    option = config.option
+    return bool(getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup")
+
+
+def plain_nodeid(item: pytest.Item) -> str:
+    """The test's id as a command line takes it: --dist loadgroup appends "@<group>"."""
+    marker = item.get_closest_marker("xdist_group")
+    group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
+    suffix = f"@{group}" if group else ""
+    return item.nodeid.removesuffix(suffix) if suffix else item.nodeid
+
+
+def check_numprocesses(config: pytest.Config, options: Any) -> None:
+    """-n with this target: its kind's xdist rule, GPU slots enough for the workers, and
+    --dist loadgroup (a server's tests stay on one worker); a usage error otherwise."""
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if not numprocesses or options.target is None:
+        return
+    rule = options.target_kind.xdist
+    if rule == "gpu-slots" and options.gpus is None:
+        raise pytest.UsageError(
+            "pytest-llmperf: -n/--numprocesses would start several vLLM servers at once on one GPU; "
+            "give each worker GPUs of its own with --llmperf-gpus 0,1,2,3 (or all), or run without -n"
+        )
+    if rule == "never":
+        raise pytest.UsageError(
+            "pytest-llmperf: -n/--numprocesses would start several vLLM processes at once on the GPUs "
+            f"CUDA_VISIBLE_DEVICES names; run {options.target_kind.flag} without -n (containers spread over GPUs "
+            "with --llmperf-gpu --llmperf-gpus)"
+        )
+    hosts = max(1, len(options.hosts))
+    if options.gpus is not None and int(numprocesses) > len(options.gpus) * hosts:
+        on = f" on each of {hosts} hosts" if options.hosts else ""
+        raise pytest.UsageError(
+            f"pytest-llmperf: -n {numprocesses} workers, but --llmperf-gpus gives {len(options.gpus)} GPU(s) "
+            f"({','.join(options.gpus)}){on}; each worker owns a slot of at least one GPU: use "
+            f"-n {len(options.gpus) * hosts} or fewer"
+        )
+    if getattr(config.option, "dist", None) != "loadgroup":
+        raise pytest.UsageError(
+            "pytest-llmperf: with -n, add --dist loadgroup so each server's tests stay on one worker "
+            "(the plugin groups them by model)"
+        )
+
+
+def is_slot_scope(scope: str) -> bool:
+    return scope.startswith("llmperf-") and ("gpus-" in scope)
+
+
+def slot_scheduling() -> Any:
+    """xdist's loadgroup, except that a worker given a GPU slot's group gets no second slot
+    while a worker without one could take it (loadgroup refills a worker with two tests or
+    fewer left with any group)."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SlotScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no stubs for it
+        def _holds_slot(self, node: Any) -> bool:
+            return any(is_slot_scope(scope) for scope in self.assigned_work.get(node, {}))
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self._holds_slot(node):
+                other = next((scope for scope in self.workqueue if not is_slot_scope(scope)), None)
+                if other is not None:  # a test of no slot: any worker may run it
+                    self.workqueue.move_to_end(other, last=False)
+                elif any(n is not node and not n.shutting_down and not self._holds_slot(n) for n in self.assigned_work):
+                    return  # only slots left, and a worker without one will take the next
+            super()._assign_work_unit(node)
+
+    return SlotScheduling
+
+
+class XdistHooks:
+    """The controller's side: the GPU-slot scheduler under --llmperf-gpus, and each
+    worker's report document kept as the worker goes down."""
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+
+    @pytest.hookimpl(tryfirst=True)  # firstresult: before xdist's own loadgroup
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if self.options.gpus is None or not loadgroup(config):
+            return None
+        return slot_scheduling()(config, log)
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Keep the report document a worker sent in its workeroutput. A worker that went
+        down with an error and no document is remembered as lost."""
+        reports = node.config.stash.setdefault(WORKER_REPORTS_KEY, {})
+        worker = str(node.workerinput["workerid"])
+        text = (getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_KEY)
+        if text is not None:
+            reports[worker] = json.loads(text)
+        elif error is not None and reports.get(worker) is None:
+            reports[worker] = None  # no runs from it; the summary says so
+
+
+class WorkersPlan:
+    """xdist controller with --llmperf-gpus: it collects nothing, so it prints the plan a
+    worker sent with its first report (every worker makes the same one), once."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        lines = getattr(report, "llmperf_plan", None)
+        if not lines or self.config.stash.get(PLAN_SHOWN_KEY, False):
+            return
+        self.config.stash[PLAN_SHOWN_KEY] = True
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            for line in lines:
+                reporter.write_line(f"[llmperf] {line}")
