@@ -1,5 +1,5 @@
 """Do the seed suite's servers share their relative spread between starts? The paired and
-baseline gates pool it over a folder's servers at one concurrency (compare.pooled_spread),
+baseline gates pool it over a folder's servers at one concurrency (stats.spread.pooled_spread),
 which assumes they do.
 
 Draws `paired_power.py`'s stored baseline folders (five starts of each of the four

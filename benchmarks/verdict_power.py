@@ -13,7 +13,7 @@ one, then one more on a fresh start while a gated metric of the seed suite's MTP
 within `--max-reps`, or regressed at the first look (read again, unless --no-confirm);
 then the seed suite's speedup test, on the runs that made, adding its own the same way),
 judged by the
-plugin's own rule (baselines/compare.py: the spread between repetitions, or where
+plugin's own rule (baselines/compare.py with stats/error.py: the spread between repetitions, or where
 none is known the paired block bootstrap of metrics/uncertainty.py) with the
 default tolerances; the spread between starts pooled, as the session pools it, over the
 suite's other cells at that concurrency (the 27B base server's baseline, and stand-ins of
@@ -66,9 +66,7 @@ sys.path.insert(0, str(ROOT))
 from pytest_llmperf.baselines.compare import (  # noqa: E402
     DEFAULT_ALARM_CONFIDENCE,
     DEFAULT_CONFIDENCE,
-    change_error,
     compare,
-    pooled_spread,
     wanting_another,
 )
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
@@ -80,6 +78,8 @@ from pytest_llmperf.sim import tokenizer  # noqa: E402
 from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
 from pytest_llmperf.sim.config import SimConfig  # noqa: E402
 from pytest_llmperf.sim.virtual import VirtualResult, run_virtual  # noqa: E402
+from pytest_llmperf.stats.error import change_error, ratio_error  # noqa: E402
+from pytest_llmperf.stats.spread import pooled_spread  # noqa: E402
 from pytest_llmperf.workload.config import GRACE_SECONDS  # noqa: E402
 from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests  # noqa: E402
 from pytest_llmperf.workload.workload import profile_scale  # noqa: E402
@@ -287,13 +287,10 @@ def judge(
     speed_b, speed_m = speedups(mtp_b, base_b), speedups(mtp_m, base_m)
     sp_b, sp_m = statistics.median(speed_b), statistics.median(speed_m)
     if GATED_DECODE in paired and GATED_DECODE in base_paired:
-        paired["mtp_speedup"] = (
-            sp_m
-            * (
-                (paired[GATED_DECODE] / fig_m[GATED_DECODE]) ** 2
-                + (base_paired[GATED_DECODE] / median_of(base_m, GATED_DECODE)) ** 2
-            )
-            ** 0.5
+        paired["mtp_speedup"] = ratio_error(
+            sp_m,
+            (paired[GATED_DECODE], fig_m[GATED_DECODE]),
+            (base_paired[GATED_DECODE], median_of(base_m, GATED_DECODE)),
         )
     for name in METRICS:
         if name == "mtp_speedup":

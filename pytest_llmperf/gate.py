@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_llmperf.baselines.compare import Status, compare_metrics, median_of
+from pytest_llmperf.baselines.compare import Status, compare_metrics
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.history_log import HistoryLog
@@ -31,6 +31,7 @@ from pytest_llmperf.reference import Entry, Identity, Reference, default_baselin
 from pytest_llmperf.report.crosscheck import canary_failure, check_lines, output_change_reason
 from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
+from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.util.files import relative_to
 
 NO_FAILURES = ErrorBudget(0.0)

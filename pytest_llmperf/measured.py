@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from pytest_llmperf.baselines.compare import median_of
 from pytest_llmperf.baselines.tolerances import parse_tolerance, parse_tolerances
 from pytest_llmperf.metrics.registry import GATED_DECODE, check_names
 from pytest_llmperf.metrics.uncertainty import Row
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import Workload
 

@@ -1,6 +1,6 @@
 """The noise of each gated metric's change against a reference entry: the paired
 request-level error (metrics/uncertainty.py), the repetitions on both sides and the
-spread between starts pooled over other cells, combined by compare.change_error
+spread between starts pooled over other cells, combined by stats.error.change_error
 (docs/verdicts.md)."""
 
 from __future__ import annotations
@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_llmperf.baselines.compare import Spread, change_error, median_of
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.registry import GATED_DECODE
 from pytest_llmperf.metrics.uncertainty import decode_rows, independent_blocks, paired_errors
+from pytest_llmperf.stats.error import change_error, ratio_error
+from pytest_llmperf.stats.median import median_of
+from pytest_llmperf.stats.spread import Spread
 
 Entry = Mapping[str, Any]  # a baseline entry: workload, provenance, metrics, requests, outputs (store.py)
 
@@ -78,7 +80,5 @@ def speedup_errors(
     ours, their = run.value(GATED_DECODE), base.value(GATED_DECODE)
     paired = {}
     if speedup and ours and their and GATED_DECODE in mine and GATED_DECODE in theirs:
-        paired["mtp_speedup"] = (
-            speedup * ((mine[GATED_DECODE] / ours) ** 2 + (theirs[GATED_DECODE] / their) ** 2) ** 0.5
-        )
+        paired["mtp_speedup"] = ratio_error(speedup, (mine[GATED_DECODE], ours), (theirs[GATED_DECODE], their))
     return paired, min(blocks, base_blocks)

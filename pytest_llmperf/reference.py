@@ -3,21 +3,17 @@ paired.PairedReference makes OLD's runs of a paired session into the same shape.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from pytest_llmperf.baselines.compare import (
-    Spread,
-    check_compatible,
-    incompatibility_message,
-    other_workload_message,
-    pooled_spread,
-)
+from pytest_llmperf.baselines.comparable import check_compatible, incompatibility_message, other_workload_message
 from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.outcome import GateRecord, Outcome, PerfFailure
+from pytest_llmperf.stats.spread import Spread
+from pytest_llmperf.stats.spread import spread_pools as spread_pools  # re-exported for paired.py until it imports stats
 from pytest_llmperf.validity import invalid_reason
 
 Entry = Mapping[str, Any]  # a baseline entry: workload, provenance, metrics, requests, outputs (store.py)
@@ -61,17 +57,6 @@ def default_baseline_folder(kind: str, provenance: Mapping[str, Any]) -> str:
     if provenance.get("gpu_name"):
         return str(provenance["gpu_name"])
     return kind
-
-
-def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[str]) -> dict[str, Spread]:
-    """Per metric of `names`, the relative spread between starts pooled over the `cells`
-    (each a mapping of metric -> repetitions) that have it; a metric none has is left out."""
-    pools = {}
-    for name in names:
-        spread = pooled_spread(cell[name] for cell in cells if name in cell)
-        if spread is not None:
-            pools[name] = spread
-    return pools
 
 
 def stored_cells(

@@ -1,4 +1,4 @@
-"""Verdicts: a measured value against its baseline, and whether two runs are comparable.
+"""Verdicts: a measured value against its baseline.
 
 The rule (docs/verdicts.md has it with its assumptions). `worse` is the change in the
 metric's bad direction (relative to the baseline for a relative tolerance), `t` the
@@ -27,10 +27,8 @@ With no error known on either side (sigma 0) the rule is the plain tolerance che
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -40,6 +38,9 @@ from typing import Any
 from pytest_llmperf.baselines.tolerances import tolerance_for
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.registry import Direction, Tolerance
+from pytest_llmperf.stats.error import Noise, variance_shrink
+from pytest_llmperf.stats.quantiles import z_value
+from pytest_llmperf.stats.spread import Spread as Spread  # re-exported for paired.py only, until it imports stats
 
 
 class Status(str, Enum):
@@ -68,11 +69,6 @@ DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
 # Boundary slack for float noise only: 407.9 * 0.95 must count as "exactly -5%".
 _REL_EPS = 1e-9
 _ABS_EPS = 1e-12
-
-# Hardware that makes numbers incomparable. vLLM version and image are deliberately
-# absent (a new nightly image is what the suite exists to judge); driver is recorded
-# in provenance for the reader but does not refuse a comparison.
-HARDWARE_KEYS = ("gpu_name", "gpu_count")
 
 
 @dataclass(frozen=True)
@@ -177,148 +173,6 @@ def _beyond(amount: float, limit: float) -> bool:
     return amount > limit and not math.isclose(amount, limit, rel_tol=_REL_EPS, abs_tol=_ABS_EPS)
 
 
-def z_value(confidence: float, dof: float | None = None) -> float:
-    """One-sided quantile of the confidence: normal (0.95 -> 1.645), or Student's t with
-    `dof` degrees of freedom when the error rests on few independent units (2 -> 2.92).
-
-    One-sided because each claim the rule makes points one way: "worse than the
-    baseline" (regressed), "better" (improved), "not worse than the tolerance" (pass).
-    Each is wrong at most 1 - confidence of the time (two one-sided tests, as in
-    equivalence testing)."""
-    if not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
-    p = confidence
-    if dof is None or not math.isfinite(dof) or dof > 1e6:
-        return statistics.NormalDist().inv_cdf(p)
-    return t_quantile(p, max(float(dof), 1.0))
-
-
-def t_quantile(p: float, dof: float) -> float:
-    """Student's t quantile: exact for 1 and 2 degrees of freedom, else the Cornish-Fisher
-    expansion around the normal quantile (within 0.3 % of the exact value from 3 up)."""
-    if dof <= 1:
-        return math.tan(math.pi * (p - 0.5))
-    if dof <= 2:
-        return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
-    z = statistics.NormalDist().inv_cdf(p)
-    v = dof
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
-    )
-
-
-@dataclass(frozen=True)
-class Noise:
-    """The standard error of a metric's change, and the degrees of freedom it rests on."""
-
-    sigma: float
-    dof: float | None = None  # None: normal quantiles (many independent units)
-    # The share of sigma**2 that is the measured side's spread between runs, the one part
-    # more measured runs shrink (by _median_variance); None when that is not known.
-    run_share: float | None = None
-
-
-@dataclass(frozen=True)
-class Spread:
-    """The spread between server starts of one metric, pooled from other cells (other
-    servers' baselines at the same concurrency): the variance of a repetition's value over
-    its cell's median (a squared coefficient of variation), and its degrees of freedom."""
-
-    variance: float
-    dof: int
-
-
-def median_of(values: Iterable[float | None]) -> float | None:
-    """The median of `values` that are not None (a cell's repetitions); None when none is."""
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def pooled_spread(cells: Iterable[Iterable[float | None]]) -> Spread | None:
-    """The relative between-start spread pooled over `cells` (each a list of one cell's
-    repetitions): sum of (n - 1) * var(value / median) over sum of (n - 1). None when no
-    cell has two repetitions (or a cell's median is 0)."""
-    squares, dof = 0.0, 0
-    for cell in cells:
-        values = [v for v in cell if v is not None]
-        if len(values) < 2:
-            continue
-        center = statistics.median(values)
-        if center == 0:
-            continue
-        squares += (len(values) - 1) * statistics.variance([v / center for v in values])
-        dof += len(values) - 1
-    return Spread(squares / dof, dof) if dof else None
-
-
-def change_error(
-    paired: float | None,
-    baseline_samples: Iterable[float | None] = (),
-    measured_samples: Iterable[float | None] = (),
-    *,
-    paired_dof: float | None = None,
-    pool: Spread | None = None,
-) -> Noise | None:
-    """The noise of (measured - baseline) for one metric.
-
-    Where the spread between repetitions is known, it alone: the variance of a run's value
-    between repetitions, pooled over both sides (same setup, same noise: a side with one
-    repetition has the other's) and over `pool` (other cells' relative spread, scaled to
-    this metric's level), times the variance factor of each side's median (1/n, or pi/2n
-    from three repetitions), on the pooled degrees of freedom. Every repetition sends the
-    same prompts, so that spread already holds how the same prompts' figures move within a
-    run; adding the request-level error to it would count that twice.
-
-    Where it is not (one repetition a side and no pool: an older baseline, the smoke
-    profile), `paired`: the request-level error of the change
-    (metrics/uncertainty.paired_errors) from one repetition of each side, on `paired_dof`
-    degrees of freedom (its independent blocks less one). None when neither is known.
-    """
-    b = [v for v in baseline_samples if v is not None]
-    m = [v for v in measured_samples if v is not None]
-    if b and m:
-        squares = sum((len(x) - 1) * statistics.variance(x) for x in (b, m) if len(x) >= 2)
-        dof = sum(len(x) - 1 for x in (b, m) if len(x) >= 2)
-        if pool is not None and pool.dof > 0:
-            level = statistics.median(b)
-            squares += pool.dof * pool.variance * level**2
-            dof += pool.dof
-        if dof:
-            spread = squares / dof
-            variance = spread * (_median_variance(len(b)) + _median_variance(len(m)))
-            if variance <= 0:
-                return Noise(0.0)
-            return Noise(math.sqrt(variance), dof, _median_variance(len(m)) * spread / variance)
-    if paired is None:
-        return None
-    return Noise(abs(paired), paired_dof)
-
-
-def variance_shrink(run_share: float | None, runs: int, budget: int) -> float | None:
-    """The variance of a change's noise after `budget` measured runs over what it is after
-    `runs`, `run_share` of it being the measured side's: the baseline's share stays as it
-    is, the measured side's falls as its median's variance. None when run_share is not
-    known (a request-level error alone, which more runs of the measured side do not
-    shrink either: judged by the square-root rule)."""
-    if run_share is None or runs < 1 or budget < runs:
-        return None
-    return 1.0 - run_share + run_share * _median_variance(budget) / _median_variance(runs)
-
-
-def _median_variance(n: int) -> float:
-    """Variance of the median of n runs, per unit variance of one: 1/n up to two runs (the
-    median is the mean), pi/2n from three (the large-sample efficiency of the median). The
-    exact small-sample values for normal runs are lower (0.449, 0.298, 0.287 at 3, 4, 5);
-    judged with them, one-stream cells, whose spread between starts is not normal (a TTFT
-    median of four requests), read regressed with no change far more often
-    (docs/verdicts.md), so the larger large-sample value stays."""
-    return 1.0 / n if n <= 2 else math.pi / (2 * n)
-
-
 def compare(
     metric: str,
     baseline_value: float | None,
@@ -344,7 +198,7 @@ def compare(
     alarm is what gets a gate switched off (docs/verdicts.md).
 
     `error`: the noise of the change (a Noise, or a bare standard error in metric units
-    with normal quantiles; see change_error); None judges the change on the tolerance
+    with normal quantiles; see stats/error.change_error); None judges the change on the tolerance
     alone. `note` says how the noise was estimated
     when that needs saying (e.g. an older baseline without per-request figures).
     `invalid`: why the run cannot be judged at all; the verdict is then invalid.
@@ -499,7 +353,7 @@ def compare_metrics(
     """Judge several metrics of one run against one baseline entry's "metrics" section.
 
     `overrides`: tolerance layers, most specific first (marker, then ini).
-    `errors`: the standard error of each metric's change (see change_error); `notes`: how
+    `errors`: the standard error of each metric's change (stats/error.change_error); `notes`: how
     it was estimated, where that needs saying. `requests`: the fewest requests a run on
     either side completed (statistics over requests need the registry's min_requests).
     An unknown metric raises UnknownMetric, one without a tolerance ValueError (from tolerance_for).
@@ -532,89 +386,3 @@ def compare_metrics(
             )
         )
     return verdicts
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equality that survives the store's rounding (6 significant digits) and 256 vs 256.0."""
-    num = numbers.Real
-    if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
-        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return bool(a == b)
-
-
-def _show(value: Any, present: bool) -> str:
-    if not present:
-        return "(absent)"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True)
-
-
-def _differences(baseline: Mapping[str, Any], measured: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
-    out = []
-    for key in keys:
-        in_b, in_m = key in baseline, key in measured
-        if in_b and in_m and _same(baseline[key], measured[key]):
-            continue
-        if not in_b and not in_m:
-            continue
-        out.append(f"{key}: baseline {_show(baseline.get(key), in_b)}, measured {_show(measured.get(key), in_m)}")
-    return out
-
-
-def hardware_of(info: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The comparability-relevant hardware keys of a provenance or hardware dict."""
-    return {k: info[k] for k in HARDWARE_KEYS if info and k in info}
-
-
-def check_compatible(
-    baseline_workload: Mapping[str, Any],
-    measured_workload: Mapping[str, Any],
-    baseline_hw: Mapping[str, Any],
-    measured_hw: Mapping[str, Any],
-) -> list[str]:
-    """Every difference that makes a baseline incomparable; empty means comparable.
-
-    Workloads are compared key by key in full (a key on one side only is a difference).
-    Hardware dicts may be whole provenance dicts: only HARDWARE_KEYS are compared.
-    """
-    baseline_workload = baseline_workload or {}
-    measured_workload = measured_workload or {}
-    keys = sorted(set(baseline_workload) | set(measured_workload))
-    diffs = _differences(baseline_workload, measured_workload, keys)
-    diffs += _differences(hardware_of(baseline_hw), hardware_of(measured_hw), HARDWARE_KEYS)
-    return diffs
-
-
-def other_workload_message(
-    path: Any, concurrency: int, differences: list[str], update_command: str, others: int = 1
-) -> str:
-    """No entry for this workload, but `others` entries of other workloads at this
-    concurrency: what differs from the nearest, and how to record this one beside them."""
-    which = "its entry there was" if others == 1 else f"its {others} entries there were"
-    lines = [
-        f"baseline {path} has no entry for this workload at concurrency {concurrency}: {which} "
-        "recorded under a different workload; nothing to compare with. Differences"
-        + (" from the nearest:" if others > 1 else ":"),
-    ]
-    lines += [f"  - {d}" for d in differences]
-    lines.append(
-        f"Record this workload beside {'it' if others == 1 else 'them'} with: {update_command} "
-        "(entries of other workloads are kept: delete one from the file once no test asks for it)"
-    )
-    return "\n".join(lines)
-
-
-def incompatibility_message(path: Any, concurrency: int, differences: list[str], update_command: str) -> str:
-    """The refusal text: what differs, and how to re-record deliberately."""
-    lines = [
-        f"baseline {path} (concurrency {concurrency}) was recorded under a different workload or hardware;",
-        "refusing to compare. Differences:",
-    ]
-    lines += [f"  - {d}" for d in differences]
-    lines.append(f"If the new setup is intended, re-record with: {update_command}")
-    return "\n".join(lines)

@@ -60,7 +60,6 @@ import math
 import numbers
 import os
 import re
-import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,10 +70,11 @@ try:  # POSIX advisory locks; elsewhere writes are still atomic, just not serial
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]  # None: no locks on this platform
 
-from pytest_llmperf.baselines.compare import check_compatible
+from pytest_llmperf.baselines.comparable import check_compatible
 from pytest_llmperf.metrics.crosscheck import decode_outputs
 from pytest_llmperf.metrics.registry import Direction, UnknownMetric, metric
 from pytest_llmperf.metrics.uncertainty import decode_rows
+from pytest_llmperf.stats.median import median_and_range
 from pytest_llmperf.util.files import atomic_write_text
 from pytest_llmperf.util.secrets import strip_secrets
 
@@ -118,20 +118,10 @@ def stable_float(x: float) -> float:
     return 0.0 if r == 0 else r  # no "-0.0" in files
 
 
-def summarize_samples(samples: list[float]) -> tuple[float, float | None]:
-    """(median, spread) of repetitions; spread = (max - min) / |median|."""
-    med = statistics.median(samples)
-    if len(samples) == 1:
-        return med, 0.0
-    if med == 0:
-        return med, None
-    return med, (max(samples) - min(samples)) / abs(med)
-
-
 # --- entries by workload ------------------------------------------------------------
 
 # Workload values saying where a run ran rather than what it asked for: not part of an
-# entry's key, so a change of them is refused (compare.check_compatible), not stored beside.
+# entry's key, so a change of them is refused (comparable.check_compatible), not stored beside.
 WHERE_KEYS = frozenset({"concurrency", "model", "dataset", "clock_speed"})
 
 
@@ -289,7 +279,7 @@ def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
         raise BaselineError(path, f"{where}: {exc}") from None
     if direction is not known:
         raise BaselineError(path, f"{where}.direction is {direction.value!r} but {name} is {known.value}-is-better")
-    median = statistics.median(samples)
+    median, _ = median_and_range(samples)
     if not math.isclose(m["value"], median, rel_tol=1e-5, abs_tol=1e-9):
         raise BaselineError(
             path,
@@ -526,7 +516,7 @@ class BaselineStore:
                 except ValueError as exc:
                     raise ValueError(f"metric {name}: {exc}") from None
                 direction = metric(name).direction
-                median, spread = summarize_samples(samples)
+                median, spread = median_and_range(samples)
                 new_metrics[name] = {
                     "direction": direction.value,
                     "samples": samples,

@@ -31,8 +31,8 @@ much do the same prompts' figures move between runs". The estimate is therefore 
   SLO attainment by its share of good requests, against the run's own.
 
 What this cannot see is noise common to a whole run (a server started again, a GPU's
-clocks, a neighbour): that comes from repetitions, combined in `baselines/compare.py`.
-Deterministic: the resampling is seeded.
+clocks, a neighbour): that comes from repetitions, combined in `stats/error.py`
+(change_error). Deterministic: the resampling is seeded (stats/bootstrap.py).
 """
 
 from __future__ import annotations
@@ -45,10 +45,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.stats.bootstrap import RESAMPLES, SEED, block_count, block_indices, block_length
 
-RESAMPLES = 1000
-SEED = 20261201
-MIN_BLOCKS = 3
 ROW_FIELDS = ("index", "prompt_tokens", "output_tokens", "chunks", "ttft_ms", "e2el_ms")
 
 _STATS = ("mean", "median", "p90", "p99")
@@ -109,24 +107,10 @@ def decode_rows(lines: Sequence[str]) -> list[Row]:
     return rows
 
 
-def block_length(n: int, concurrency: int | None) -> int:
-    """Requests per bootstrap block: one wave (`concurrency`), but at least MIN_BLOCKS blocks."""
-    c = max(1, int(concurrency or 1))
-    return max(1, min(c, n // MIN_BLOCKS))
-
-
 def independent_blocks(baseline_rows: Sequence[Row], measured_rows: Sequence[Row], concurrency: int | None) -> int:
     """How many blocks the paired bootstrap resamples: its independent units."""
     base = {row[0] for row in baseline_rows}
-    n = sum(1 for row in measured_rows if row[0] in base)
-    return -(-n // block_length(n, concurrency)) if n else 0
-
-
-def _indices(n: int, length: int, resamples: int, rng: np.random.Generator) -> NDArray[Any]:
-    blocks = -(-n // length)
-    starts = rng.integers(0, n, size=(resamples, blocks))
-    idx = (starts[:, :, None] + np.arange(length)) % n
-    return idx.reshape(resamples, -1)[:, :n]
+    return block_count(sum(1 for row in measured_rows if row[0] in base), concurrency)
 
 
 class _Side:
@@ -228,7 +212,7 @@ def paired_errors(
         return {}
     mine = {row[0]: row for row in measured_rows}
     b, m = _Side(base, order, baseline_figures, slos), _Side(mine, order, measured_figures, slos)
-    idx = _indices(len(order), block_length(len(order), concurrency), resamples, np.random.default_rng(seed))
+    idx = block_indices(len(order), block_length(len(order), concurrency), resamples, np.random.default_rng(seed))
     out: dict[str, float] = {}
     for name in names:
         sb, sm = b.statistic(name, idx), m.statistic(name, idx)

@@ -24,15 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.baselines.comparable import check_compatible
 from pytest_llmperf.baselines.compare import (
     DEFAULT_ALARM_CONFIDENCE,
     DEFAULT_CONFIDENCE,
     Status,
     Verdict,
-    change_error,
-    check_compatible,
     compare_metrics,
-    median_of,
 )
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
@@ -43,6 +41,8 @@ from pytest_llmperf.metrics.registry import GATED_DECODE, flatten
 from pytest_llmperf.metrics.uncertainty import Row, encode_rows, independent_blocks, paired_errors, request_rows
 from pytest_llmperf.report.crosscheck import check_lines, output_change_reason, token_mismatch
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
+from pytest_llmperf.stats.error import change_error
+from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.workload.result import JSON_FORMAT, RunResult
 
 REPORT, BENCH = "report", "bench"
@@ -73,7 +73,7 @@ class SavedRun:
     server: str
     concurrency: int
     identity: dict[str, Any]  # the workload identity
-    hardware: dict[str, Any]  # provenance (only compare.HARDWARE_KEYS are compared)
+    hardware: dict[str, Any]  # provenance (only comparable.HARDWARE_KEYS are compared)
     figures: dict[str, float | None]  # median over repetitions, real time
     samples: dict[str, list[float | None]]  # per repetition
     rows: list[Row] = field(default_factory=list)  # the first repetition's requests

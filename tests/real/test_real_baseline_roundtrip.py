@@ -163,10 +163,11 @@ def test_two_runs_of_a_fresh_server(llmperf):
 def fresh_server_runs(project, attempt: int) -> tuple[list[float], float, float]:
     """One session of four repetitions on one fresh server start: the decode tok/s of each
     run, and the bound below the later runs' median that the first may read (the noise the
-    verdict rule gives a change, baselines.compare.change_error, at 97.5 % one-sided)."""
-    from pytest_llmperf.baselines.compare import change_error, z_value
+    verdict rule gives a change, stats.error.change_error, at 97.5 % one-sided)."""
     from pytest_llmperf.metrics.registry import flatten
     from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors, request_rows
+    from pytest_llmperf.stats.error import change_error
+    from pytest_llmperf.stats.quantiles import z_value
     from pytest_llmperf.workload.result import RunResult
 
     report_name = f"report-{attempt}.json"
@@ -198,7 +199,7 @@ def test_first_run_of_a_fresh_server_is_within_noise_of_the_second(project, requ
     rule's noise.
 
     The first run is held against the median of the next three on the same server start,
-    with the noise the verdict rule gives a change (baselines.compare.change_error): the
+    with the noise the verdict rule gives a change (stats.error.change_error): the
     spread between the later runs, which holds their request-level noise (the
     request-level error of first vs second stands in only where no spread is known).
     One-sided: a cold server makes the first run slower.
@@ -214,7 +215,7 @@ def test_first_run_of_a_fresh_server_is_within_noise_of_the_second(project, requ
     start fails both, one run slowed by the machine fails one."""
     from real_vllm_helpers import report
 
-    from pytest_llmperf.baselines.compare import median_of
+    from pytest_llmperf.stats.median import median_of
 
     project.makepyfile(test_suite=FIRST_AND_SECOND)
     seen = []

@@ -35,8 +35,8 @@ from vllm_bench import (
     vllm_samples,
 )
 
-from pytest_llmperf.baselines.compare import t_quantile
 from pytest_llmperf.metrics.prometheus import PROMPT_TOKENS, parse_snapshot
+from pytest_llmperf.stats.quantiles import t_quantile
 from pytest_llmperf.workload.result import RunResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm]

@@ -1,23 +1,13 @@
 """The noise-aware verdict rule at its edges (baselines/compare.py, docs/verdicts.md)."""
 
 import dataclasses
-import math
 
 import pytest
 
-from pytest_llmperf.baselines.compare import (
-    Noise,
-    Spread,
-    change_error,
-    compare,
-    compare_metrics,
-    pooled_spread,
-    t_quantile,
-    variance_shrink,
-    wanting_another,
-    z_value,
-)
+from pytest_llmperf.baselines.compare import compare, compare_metrics, wanting_another
 from pytest_llmperf.metrics.registry import Tolerance
+from pytest_llmperf.stats.error import Noise, change_error
+from pytest_llmperf.stats.spread import Spread
 
 REL5 = Tolerance("relative", 0.05)
 ABS003 = Tolerance("absolute", 0.03)
@@ -90,62 +80,6 @@ def test_few_independent_blocks_widen_the_interval_by_students_t():
     assert v.status == "inconclusive" and v.noise == pytest.approx(2.920 * 4.0, rel=1e-3)  # 10 - 11.7 < 0
 
 
-@pytest.mark.parametrize("dof, exact", [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)])
-def test_t_quantiles(dof, exact):
-    assert t_quantile(0.975, dof) == pytest.approx(exact, rel=3e-3)
-
-
-def test_confidence_must_be_sensible():
-    assert z_value(0.95) == pytest.approx(1.645, abs=1e-3)  # one-sided: each claim points one way
-    assert z_value(0.975) == pytest.approx(1.96, abs=1e-3)
-    with pytest.raises(ValueError):
-        z_value(1.0)
-
-
-def test_change_error_one_repetition_each_side_without_pairs_is_unknown():
-    assert change_error(None, [100.0], [99.0]) is None
-
-
-def test_change_error_adds_repetition_spread_and_borrows_it_for_a_single_run():
-    noise = change_error(None, [100.0, 102.0, 98.0], [95.0])
-    sd = 2.0
-    # the median of 3 runs varies pi/2 times as much as their mean; of 1 run, as that run
-    assert noise.sigma == pytest.approx(math.sqrt(sd**2 * math.pi / 6 + sd**2 / 1))
-    assert noise.dof == pytest.approx(2.0)  # both parts rest on the baseline's 3 repetitions
-
-
-def test_change_error_pools_both_sides_spread_and_counts_it_alone_where_it_is_known():
-    # every repetition sends the same prompts: their spread holds the request-level noise
-    noise = change_error(1.0, [100.0, 102.0], [100.0, 104.0], paired_dof=9)
-    pooled = (2.0 + 8.0) / 2  # variances 2 and 8, one degree of freedom each
-    assert noise.sigma == pytest.approx(math.sqrt(pooled * (1 / 2 + 1 / 2)))  # over both medians of 2
-    assert noise.dof == pytest.approx(2.0)
-
-
-def test_change_error_is_the_request_level_error_where_no_spread_is_known():
-    noise = change_error(1.5, [100.0], [99.0], paired_dof=9)  # one repetition a side, no pool
-    assert (noise.sigma, noise.dof, noise.run_share) == (1.5, 9, None)
-    assert change_error(-1.5, [], [], paired_dof=3) == change_error(1.5, paired_dof=3)
-
-
-def test_change_error_says_which_share_of_its_variance_more_measured_runs_shrink():
-    # two runs a side: the measured side's median holds half of the variance
-    assert change_error(1.0, [100.0, 102.0], [100.0, 104.0], paired_dof=9).run_share == pytest.approx(0.5)
-    # five baseline runs, one measured: 1 of pi/10 + 1
-    noise = change_error(None, [100.0, 101.0, 99.0, 102.0, 98.0], [100.0])
-    assert noise.run_share == pytest.approx(1 / (math.pi / 10 + 1))
-    assert change_error(1.0, [], [], paired_dof=9).run_share is None  # no spread between runs known
-
-
-def test_variance_shrink_keeps_what_the_measured_runs_cannot_take_off():
-    # all of it the measured side's spread: 1 run -> 5 runs is the median's pi/10
-    assert variance_shrink(1.0, 1, 5) == pytest.approx(math.pi / 10)
-    # half of it the baseline's: only the other half falls
-    assert variance_shrink(0.5, 1, 5) == pytest.approx(0.5 + 0.5 * math.pi / 10)
-    assert variance_shrink(0.0, 1, 5) == 1.0
-    assert variance_shrink(None, 1, 5) is None
-
-
 def test_auto_adds_a_run_only_where_the_noise_it_can_take_off_could_decide():
     # Inconclusive with no change: (16.45 / 10)^2 = 2.7 times less variance would pass it.
     v = compare("decode_tok_s", 100.0, 100.0, Tolerance("relative", 0.10), "higher", error=Noise(10.0, run_share=0.95))
@@ -183,25 +117,6 @@ def test_a_regression_at_the_first_look_asks_for_one_more_run_and_only_there():
     assert wanting_another([hopeful], 1, 5, by_change=False) == ["ttft_ms_median"]
     # a spent budget asks for nothing
     assert wanting_another([hopeful, regressed], 5, 5, by_change=False, confirm=True) == []
-
-
-def test_pooled_spread_is_the_relative_variance_over_cells_with_two_or_more_runs():
-    spread = pooled_spread([[100.0, 102.0, 98.0], [9.8, 10.2], [5.0], [None, 7.0]])
-    # var(x / median): (0.02^2 * 2) / 2 = 4e-4 on 2 dof; (0.04^2 / 2) = 8e-4 on 1 dof
-    assert spread == Spread(pytest.approx((2 * 4e-4 + 1 * 8e-4) / 3), 3)
-    assert pooled_spread([[5.0], [None, 7.0], []]) is None
-
-
-def test_change_error_adds_the_pool_in_relative_terms_with_its_degrees_of_freedom():
-    alone = change_error(None, [100.0, 102.0, 98.0], [95.0])
-    pooled = change_error(None, [100.0, 102.0, 98.0], [95.0], pool=Spread(variance=0.0004, dof=16))
-    # the other cells' 2 % spread is this cell's 2 units: the same variance on 18 dof, not 2
-    assert pooled.sigma == pytest.approx(alone.sigma)
-    assert pooled.dof == pytest.approx(18.0)
-    # a single run on each side borrows the pool alone
-    only = change_error(None, [100.0], [95.0], pool=Spread(variance=0.0001, dof=8))
-    assert only.sigma == pytest.approx(math.sqrt(1.0 * 2))
-    assert only.dof == pytest.approx(8.0)
 
 
 def test_a_pooled_spread_turns_an_inconclusive_drop_into_a_decided_one():

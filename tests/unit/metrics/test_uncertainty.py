@@ -5,7 +5,6 @@ import pytest
 
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.uncertainty import (
-    block_length,
     decode_rows,
     encode_rows,
     independent_blocks,
@@ -56,11 +55,6 @@ def test_rows_round_trip_as_text_lines_and_bad_lines_are_named():
         decode_rows(["0 20 10 10 1 2", "1 20 10"])
     with pytest.raises(ValueError, match="impossible times"):
         decode_rows(["0 20 10 10 50 40"])
-
-
-@pytest.mark.parametrize("n, concurrency, length", [(97, 32, 32), (30, 32, 10), (16, 1, 1), (2, 8, 1)])
-def test_blocks_are_one_wave_but_at_least_three(n, concurrency, length):
-    assert block_length(n, concurrency) == length
 
 
 def test_identical_runs_have_no_noise():

@@ -1,0 +1,45 @@
+"""The spread between server starts: one cell's repetitions, pooled over cells."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The spread between server starts of one metric, pooled from other cells (other
+    servers' baselines at the same concurrency): the variance of a repetition's value over
+    its cell's median (a squared coefficient of variation), and its degrees of freedom."""
+
+    variance: float
+    dof: int
+
+
+def pooled_spread(cells: Iterable[Iterable[float | None]]) -> Spread | None:
+    """The relative between-start spread pooled over `cells` (each a list of one cell's
+    repetitions): sum of (n - 1) * var(value / median) over sum of (n - 1). None when no
+    cell has two repetitions (or a cell's median is 0)."""
+    squares, dof = 0.0, 0
+    for cell in cells:
+        values = [v for v in cell if v is not None]
+        if len(values) < 2:
+            continue
+        center = statistics.median(values)
+        if center == 0:
+            continue
+        squares += (len(values) - 1) * statistics.variance([v / center for v in values])
+        dof += len(values) - 1
+    return Spread(squares / dof, dof) if dof else None
+
+
+def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[str]) -> dict[str, Spread]:
+    """Per metric of `names`, the relative spread between starts pooled over the `cells`
+    (each a mapping of metric -> repetitions) that have it; a metric none has is left out."""
+    pools = {}
+    for name in names:
+        spread = pooled_spread(cell[name] for cell in cells if name in cell)
+        if spread is not None:
+            pools[name] = spread
+    return pools

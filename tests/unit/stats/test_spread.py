@@ -1,0 +1,20 @@
+"""The spread between starts, pooled over cells (stats/spread.py)."""
+
+import pytest
+
+from pytest_llmperf.stats.spread import Spread, pooled_spread, spread_pools
+
+
+def test_pooled_spread_is_the_relative_variance_over_cells_with_two_or_more_runs():
+    spread = pooled_spread([[100.0, 102.0, 98.0], [9.8, 10.2], [5.0], [None, 7.0]])
+    # var(x / median): (0.02^2 * 2) / 2 = 4e-4 on 2 dof; (0.04^2 / 2) = 8e-4 on 1 dof
+    assert spread == Spread(pytest.approx((2 * 4e-4 + 1 * 8e-4) / 3), 3)
+    assert pooled_spread([[5.0], [None, 7.0], []]) is None
+
+
+def test_spread_pools_pool_each_metric_over_the_cells_that_have_it():
+    cells = [{"a": [100.0, 102.0, 98.0], "b": [1.0, 1.1]}, {"a": [9.8, 10.2]}, {"b": [5.0]}]
+    pools = spread_pools(cells, ["a", "b", "c"])
+    assert pools["a"] == pooled_spread([[100.0, 102.0, 98.0], [9.8, 10.2]])
+    assert pools["b"] == pooled_spread([[1.0, 1.1]])
+    assert "c" not in pools  # no cell has it
