@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -255,7 +256,22 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"llmperf: target {options.target_description()}, profile {options.profile}, {mode}"
 
 
-def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class ParsedMarker:
+    """A test's llmperf marker, checked once at collection and kept on the item."""
+
+    kwargs: dict[str, Any]  # its keyword arguments, server= and base= as ServerSpecs
+    workloads: tuple[Workload, ...]  # at its concurrency parameter; empty: known when it runs
+
+
+MARKER_KEY = pytest.StashKey[ParsedMarker]()
+
+
+def parsed_marker(item: pytest.Item) -> ParsedMarker | None:
+    """The test's marker, checked (keys, servers, tolerances, error budget, workload values)
+    on first use; pytest.UsageError names the test and the fix. None: no marker."""
+    if MARKER_KEY in item.stash:
+        return item.stash[MARKER_KEY]
     marker = item.get_closest_marker("llmperf")
     if marker is None:
         return None
@@ -276,8 +292,15 @@ def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
             parse_budget(marker.kwargs["error_budget"])
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    planned_workloads(item, marker.kwargs)  # the workload's values, before any server starts
-    return {**marker.kwargs, **servers}
+    parsed = ParsedMarker({**marker.kwargs, **servers}, tuple(planned_workloads(item, marker.kwargs)))
+    item.stash[MARKER_KEY] = parsed
+    return parsed
+
+
+def marker_kwargs(item: pytest.Item) -> dict[str, Any] | None:
+    """The marker's keyword arguments, checked, server= and base= as ServerSpecs (None: no marker)."""
+    parsed = parsed_marker(item)
+    return parsed.kwargs if parsed is not None else None
 
 
 def marker_servers(item: pytest.Item) -> dict[str, ServerSpec | None]:
@@ -403,12 +426,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     plans = []
     for item in session.items:
-        kwargs = marker_kwargs(item)
-        if kwargs is None:
+        parsed = parsed_marker(item)
+        if parsed is None:
             continue
         _check_asserted_names(item)
+        kwargs, workloads = parsed.kwargs, parsed.workloads
         servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
-        workloads = tuple(planned_workloads(item, kwargs))
         declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
         named = None if workloads else tuple(declared_datasets(declared, options.dataset_name))
         plans.append(PlannedTest(item.nodeid, servers, workloads, named))
@@ -493,11 +516,11 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
         return
     marked = []
     for item in items:
-        kwargs = marker_kwargs(item)
-        if kwargs is None:
+        parsed = parsed_marker(item)
+        if parsed is None:
             continue
-        servers = tuple(spec for spec in (kwargs.get("server"), kwargs.get("base")) if spec is not None)
-        marked.append((item, PlannedTest(item.nodeid, servers, tuple(planned_workloads(item, kwargs)))))
+        servers = tuple(spec for spec in (parsed.kwargs.get("server"), parsed.kwargs.get("base")) if spec is not None)
+        marked.append((item, PlannedTest(item.nodeid, servers, parsed.workloads)))
     tests = [test for _, test in marked]
     try:
         plan = make_plan(
