@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.util.values import whole
 from pytest_llmperf.workload.dataset import DatasetError, DatasetNotFoundError, TokenCounter, approx_count_tokens
 from pytest_llmperf.workload.requests import SampledRequest
 
@@ -132,7 +133,7 @@ def _prompt(number: int, line: bytes) -> CustomPrompt:
             "give one of them"
         )
     max_tokens = record[given[0]] if given else None
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+    if max_tokens is not None and not whole(1).fits(max_tokens):
         raise ValueError(
             f"'{given[0]}' must be a whole number >= 1, found {max_tokens!r}; or leave it out for the "
             "workload's max_tokens"
@@ -157,11 +158,8 @@ def sample_custom(
     """The first `num_prompts` lines after vLLM's seeded shuffle (module docstring), each
     with its own max_tokens, else `max_tokens`. `count_tokens` gives the prompt lengths
     (default: the documented estimate)."""
-    for name, value, least in (("num_prompts", num_prompts, 1), ("max_tokens", max_tokens, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise DatasetError(f"{name} must be a whole number >= {least}, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise DatasetError(f"seed must be a whole number, got {seed!r}")
+    for name, value, least in (("num_prompts", num_prompts, 1), ("max_tokens", max_tokens, 1), ("seed", seed, None)):
+        whole(least).require(value, name, DatasetError)
     if num_prompts > len(file.prompts):
         raise DatasetError(
             f"{file.path.name} has {len(file.prompts)} prompts but {num_prompts} are needed; add lines to the file "

@@ -34,6 +34,7 @@ from itertools import product
 from string import ascii_lowercase
 from typing import Any, Protocol, cast
 
+from pytest_llmperf.util.values import Value, is_number, whole
 from pytest_llmperf.workload.requests import SampledRequest
 
 # vLLM's defaults (RandomDataset.DEFAULT_*; `vllm bench serve --random-*`).
@@ -41,6 +42,10 @@ DEFAULT_INPUT_LEN = 1024
 DEFAULT_OUTPUT_LEN = 128
 DEFAULT_RANGE_RATIO = 0.0
 DEFAULT_PREFIX_LEN = 0
+# What a range ratio may be, for the flag, the marker and RandomSettings alike.
+RANGE_RATIO: Value[float] = Value(
+    "a number in [0, 1) (0: every request the same lengths)", lambda v: is_number(v) and 0 <= v < 1, float
+)
 # vLLM's gen_prompt_decode_to_target_len: decode/re-encode rounds before giving up.
 MAX_RETRY = 10
 
@@ -119,14 +124,8 @@ class RandomSettings:
 
     def __post_init__(self) -> None:
         for name, least in (("input_len", 0), ("output_len", 1), ("prefix_len", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise RandomDatasetError(f"random_{name} must be a whole number >= {least}, got {value!r}")
-        ratio = self.range_ratio
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
-            raise RandomDatasetError(
-                f"random_range_ratio must be a number in [0, 1) (0: every request the same lengths), got {ratio!r}"
-            )
+            whole(least).require(getattr(self, name), f"random_{name}", RandomDatasetError)
+        RANGE_RATIO.require(self.range_ratio, "random_range_ratio", RandomDatasetError)
 
     def bounds(self, num_special: int = 0) -> tuple[tuple[int, int], tuple[int, int]]:
         """The (low, high) of the input lengths (less `num_special`) and of the output lengths."""
@@ -165,11 +164,8 @@ def sample_random(
     `tokenizer`: default `BuiltinTokenizer()`."""
     import numpy as np
 
-    for name, value, least in (("num_prompts", num_prompts, 1), ("extra", extra, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise RandomDatasetError(f"{name} must be a whole number >= {least}, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise RandomDatasetError(f"seed must be a whole number, got {seed!r}")
+    for name, value, least in (("num_prompts", num_prompts, 1), ("extra", extra, 0), ("seed", seed, None)):
+        whole(least).require(value, name, RandomDatasetError)
     tok: Tokenizer = BuiltinTokenizer() if tokenizer is None else tokenizer
     rng = np.random.default_rng(seed)
     num_special = int(tok.num_special_tokens_to_add())

@@ -11,13 +11,14 @@ into the runner's `RunConfig`.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.metrics.goodput import EXAMPLE, SLO_NAMES, SLOError, canonical_slos
+from pytest_llmperf.metrics.goodput import EXAMPLE, SLO_NAMES, canonical_slos
+from pytest_llmperf.util.values import SWITCH, TIME_CAP, BadValue, Value, one_of, or_word, whole
+from pytest_llmperf.workload.random_dataset import RANGE_RATIO
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.workload.config import RunConfig
@@ -162,76 +163,39 @@ def warmup_count(value: int | str, concurrency: int) -> int:
     return concurrency if value == WAVE else int(value)
 
 
-def _whole(minimum: int | None) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            return "a whole number" + (f" >= {minimum}" if minimum is not None else "")
-        if minimum is not None and value < minimum:
-            return f"a whole number >= {minimum}"
-        return None
-
-    return check
+# Values the marker, the plugin's options and `llmperf bench` take alike.
+WARMUP = or_word(whole(0), WAVE, "(one per stream)")
+DATASET_NAME = one_of(DATASET_NAMES, " or ".join(repr(n) for n in DATASET_NAMES))
 
 
-def _seconds(value: Any) -> str | None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return None if value is None or (number and 0 < value < math.inf) else "a number of seconds > 0, or None for no cap"
+def _slo_text(value: Any) -> bool:
+    if isinstance(value, str):
+        canonical_slos(value)  # SLOError says what is wrong with it
+    return value is None or isinstance(value, str)
 
 
-def _warmup(value: Any) -> str | None:
-    return None if value == WAVE or _whole(0)(value) is None else f"a whole number >= 0, or {WAVE!r} (one per stream)"
-
-
-def _endpoint(value: Any) -> str | None:
-    return None if value in ENDPOINTS else "'completions' or 'chat'"
-
-
-def _flag(value: Any) -> str | None:
-    return None if isinstance(value, bool) else "True or False"
-
-
-def _slos(value: Any) -> str | None:
-    if value is None:
-        return None
-    use = f"KEY:VALUE pairs in ms as vLLM's --goodput takes them (e.g. '{EXAMPLE}'), or None for none"
-    if not isinstance(value, str):
-        return use
-    try:
-        canonical_slos(value)
-    except SLOError as exc:
-        return f"{use}; {exc}"
-    return None
-
-
-def _dataset_name(value: Any) -> str | None:
-    return None if value in DATASET_NAMES else " or ".join(repr(n) for n in DATASET_NAMES)
-
-
-def _path(value: Any) -> str | None:
-    return None if isinstance(value, str) and value.strip() else "a file path (a non-empty string)"
-
-
-def _ratio(value: Any) -> str | None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return None if number and 0 <= value < 1 else "a number in [0, 1) (0: every request the same lengths)"
-
-
-# What each workload key takes (None: fine; else what to use instead), and what it is.
-_CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
-    "num_prompts": (_whole(1), "measured requests"),
-    "max_tokens": (_whole(1), "output tokens per request"),
-    "max_seconds": (_seconds, "the time cap"),
-    "warmup": (_warmup, "warm-up requests before the measured window"),
-    "endpoint": (_endpoint, "the OpenAI endpoint"),
-    "seed": (_whole(None), "the sampling seed"),
-    "ignore_eos": (_flag, "whether to generate past the end of sequence"),
-    "slos": (_slos, "the SLOs goodput is judged at"),
-    "dataset_name": (_dataset_name, "the dataset, as vllm bench serve --dataset-name"),
-    "dataset_path": (_path, "the dataset's file (ShareGPT JSON, or custom JSONL)"),
-    "random_input_len": (_whole(0), "the random dataset's prompt tokens"),
-    "random_output_len": (_whole(1), "the random dataset's output tokens (max_tokens)"),
-    "random_range_ratio": (_ratio, "the random dataset's spread of lengths"),
-    "random_prefix_len": (_whole(0), "the random dataset's shared prefix tokens"),
+# What each workload key takes, and what it is.
+_CHECKS: dict[str, tuple[Value[Any], str]] = {
+    "num_prompts": (whole(1), "measured requests"),
+    "max_tokens": (whole(1), "output tokens per request"),
+    "max_seconds": (TIME_CAP, "the time cap"),
+    "warmup": (WARMUP, "warm-up requests before the measured window"),
+    "endpoint": (one_of(ENDPOINTS, "'completions' or 'chat'"), "the OpenAI endpoint"),
+    "seed": (whole(), "the sampling seed"),
+    "ignore_eos": (SWITCH, "whether to generate past the end of sequence"),
+    "slos": (
+        Value(f"KEY:VALUE pairs in ms as vLLM's --goodput takes them (e.g. '{EXAMPLE}'), or None for none", _slo_text),
+        "the SLOs goodput is judged at",
+    ),
+    "dataset_name": (DATASET_NAME, "the dataset, as vllm bench serve --dataset-name"),
+    "dataset_path": (
+        Value("a file path (a non-empty string)", lambda v: isinstance(v, str) and bool(v.strip())),
+        "the dataset's file (ShareGPT JSON, or custom JSONL)",
+    ),
+    "random_input_len": (whole(0), "the random dataset's prompt tokens"),
+    "random_output_len": (whole(1), "the random dataset's output tokens (max_tokens)"),
+    "random_range_ratio": (RANGE_RATIO, "the random dataset's spread of lengths"),
+    "random_prefix_len": (whole(0), "the random dataset's shared prefix tokens"),
 }
 
 
@@ -239,15 +203,14 @@ _CHECKS: dict[str, tuple[Callable[[Any], str | None], str]] = {
 MARKER = "llmperf marker"
 
 
-class _BadValue(ValueError):
+class _WorkloadError(ValueError):
     """A workload value that cannot be used; check_workload and resolve_workload say where
     it came from before the message."""
 
 
 def check_concurrency(concurrency: Any) -> None:
     """ValueError unless `concurrency` is a whole number >= 1."""
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+    whole(1).require(concurrency, "concurrency")
 
 
 def check_workload(declared: Mapping[str, Any], where: str = MARKER) -> None:
@@ -257,23 +220,23 @@ def check_workload(declared: Mapping[str, Any], where: str = MARKER) -> None:
     to round."""
     try:
         _check_workload(declared)
-    except _BadValue as exc:
+    except _WorkloadError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
 
 def _check_workload(declared: Mapping[str, Any]) -> None:
     unknown = set(declared) - set(WORKLOAD_KEYS)
     if unknown:
-        raise _BadValue(f"unknown workload key(s) {sorted(unknown)}; known: {list(WORKLOAD_KEYS)}")
+        raise _WorkloadError(f"unknown workload key(s) {sorted(unknown)}; known: {list(WORKLOAD_KEYS)}")
     for key, value in declared.items():
         if not isinstance(value, Mapping):
             _check_value(key, value, f"{key}={value!r}")
             continue
         if not value:
-            raise _BadValue(f"{key}={{}} has no entries; give a value, or one per concurrency ({{8: ...}})")
+            raise _WorkloadError(f"{key}={{}} has no entries; give a value, or one per concurrency ({{8: ...}})")
         if key == "slos" and set(value) & set(SLO_NAMES):
             pairs = " ".join(f"{name}:{ms}" for name, ms in value.items())
-            raise _BadValue(
+            raise _WorkloadError(
                 f"slos={dict(value)!r}: SLOs are vLLM's --goodput text, not a dict; write "
                 f"slos={pairs!r} (a dict here gives the SLOs per concurrency: {{8: 'ttft:500', 'default': ...}})"
             )
@@ -282,7 +245,7 @@ def _check_workload(declared: Mapping[str, Any]) -> None:
                 try:
                     check_concurrency(level)
                 except ValueError:
-                    raise _BadValue(
+                    raise _WorkloadError(
                         f"{key}={dict(value)!r}: key {level!r} is no concurrency; "
                         "use whole numbers >= 1 (and 'default' for the others)"
                     ) from None
@@ -294,10 +257,11 @@ def _check_workload(declared: Mapping[str, Any]) -> None:
 
 
 def _check_value(key: str, value: Any, where: str) -> None:
-    check, meaning = _CHECKS[key]
-    use = check(value)
-    if use is not None:
-        raise _BadValue(f"{where}: {key} ({meaning}) takes {use}")
+    parse, meaning = _CHECKS[key]
+    try:
+        parse.check(value)
+    except BadValue as exc:
+        raise _WorkloadError(f"{where}: {key} ({meaning}) takes {exc.takes}{exc.more}") from None
 
 
 def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
@@ -306,7 +270,7 @@ def _per_concurrency(value: Any, concurrency: int, key: str) -> Any:
             return value[concurrency]
         if "default" in value:
             return value["default"]
-        raise _BadValue(
+        raise _WorkloadError(
             f"{key}={dict(value)!r} has no entry for concurrency {concurrency} "
             f"(add {concurrency}: ... or 'default': ...)"
         )
@@ -343,7 +307,7 @@ def resolve_workload(
     dataset's, so a marker naming another dataset does not read it)."""
     try:
         return _resolve(declared, concurrency, profile, warmup, slos, dataset)
-    except _BadValue as exc:
+    except _WorkloadError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
 
@@ -390,21 +354,21 @@ def _dataset_choice(values: Mapping[str, Any], default: tuple[str, str | None]) 
     default_name, default_path = default
     name = values.get("dataset_name", default_name)
     if name not in DATASET_NAMES:
-        raise ValueError(f"dataset name {name!r} is unknown; use {_dataset_name(None)}")
+        raise ValueError(f"dataset name {name!r} is unknown; use {DATASET_NAME.takes}")
     given = [key for key in RANDOM_KEYS if key in values]
     if name != RANDOM and given:
-        raise _BadValue(
+        raise _WorkloadError(
             f"{', '.join(given)} apply to dataset_name='random' only (this test's dataset is "
             f"{name!r}); add dataset_name='random', or remove them"
         )
     if name == RANDOM:
         if "dataset_path" in values:
-            raise _BadValue(
+            raise _WorkloadError(
                 "dataset_path does not apply to dataset_name='random' (its prompts are generated); remove it"
             )
         output, max_tokens = values.get("random_output_len"), values.get("max_tokens")
         if output is not None and max_tokens is not None and output != max_tokens:
-            raise _BadValue(
+            raise _WorkloadError(
                 f"random_output_len={output} and max_tokens={max_tokens} differ; the random "
                 "dataset's output length is max_tokens: give one of them"
             )
@@ -428,7 +392,7 @@ def _dataset_choice(values: Mapping[str, Any], default: tuple[str, str | None]) 
     # session resolves that (so the option's path, perhaps absolute, stays out of it).
     path = values.get("dataset_path")
     if name == CUSTOM and path is None and not (name == default_name and default_path):
-        raise _BadValue(
+        raise _WorkloadError(
             "dataset_name='custom' needs its JSONL file: dataset_path='prompts.jsonl' in the "
             "marker, or --llmperf-dataset-name custom with --llmperf-dataset FILE"
         )
