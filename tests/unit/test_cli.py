@@ -72,9 +72,9 @@ def seed_like_result(stop_reason="max_seconds", failed=0):
     "argv, message",
     [
         (["bench", "--base-url", "localhost:8000", "--model", "m"], "http"),
-        (["bench", "--base-url", "http://x", "--model", "m", "--concurrency", "0"], "must be >= 1"),
+        (["bench", "--base-url", "http://x", "--model", "m", "--concurrency", "0"], "whole number >= 1, got '0'"),
         (["bench", "--base-url", "http://x", "--model", "m", "--num-prompts", "ten"], "whole number"),
-        (["bench", "--base-url", "http://x", "--model", "m", "--max-seconds", "-5"], "positive number of seconds"),
+        (["bench", "--base-url", "http://x", "--model", "m", "--max-seconds", "-5"], "number of seconds > 0, or None"),
         (["bench", "--base-url", "http://x"], "--model"),
         (["bench", "--base-url", "http://x", "--model", "m", "--sharegpt-output-len", "0"], "or 'reference'"),
         ([], "COMMAND"),
@@ -308,7 +308,7 @@ def test_bench_warmup_is_a_wave_or_a_count_under_either_name(given, warmup):
 def test_bench_refuses_a_bad_warmup(capsys):
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["bench", "--base-url", "http://h", "--model", "m", "--warmup", "-1"])
-    assert "expected a whole number >= 0 or wave, got '-1'" in capsys.readouterr().err
+    assert "expected a whole number >= 0, or 'wave' (one per stream), got '-1'" in capsys.readouterr().err
 
 
 def test_bench_goodput_takes_vllms_pairs_into_the_runs_config():
