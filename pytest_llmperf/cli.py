@@ -32,7 +32,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from pytest_llmperf import doctor
 from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE, DEFAULT_CONFIDENCE
@@ -79,6 +79,10 @@ class _SLOs(argparse.Action):
             parser.error(f"{option}: {exc}")
 
 
+# What add_subparsers returns: each _add_* adds one sub-command to it.
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 def default_output_name(now: _dt.datetime | None = None) -> str:
     now = now or _dt.datetime.now(_dt.timezone.utc)
     return f"llmperf-bench-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
@@ -88,7 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmperf", description="LLM serving performance tools")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    for add in (_add_bench, _add_show, _add_history, _add_compare, _add_doctor):
+        add(sub)
+    return parser
 
+
+def _add_bench(sub: _Commands) -> None:
     bench = sub.add_parser("bench", help="run a capped ShareGPT (or random, or custom) benchmark against a server")
     bench.add_argument("--base-url", type=url_argument, required=True, help="server root, e.g. http://localhost:8000")
     bench.add_argument("--model", required=True, help="model name as the server serves it")
@@ -123,33 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"--max-tokens, so the prompts equal `vllm bench serve --sharegpt-output-len MAX_TOKENS`'s; {REFERENCE!r}: "
         "each conversation's reference completion length, vLLM's default without the flag, and the plugin's)",
     )
-    random = bench.add_argument_group("random dataset (--dataset-name random; vllm bench serve's flags)")
-    random.add_argument(
-        "--random-input-len", type=whole(0), default=None, help="prompt tokens per request (default 1024)"
-    )
-    random.add_argument(
-        "--random-output-len",
-        type=whole(1),
-        default=None,
-        help="output tokens per request, sent as max_tokens with ignore_eos (default: --max-tokens)",
-    )
-    random.add_argument(
-        "--random-range-ratio",
-        type=RANGE_RATIO,
-        default=None,
-        help="lengths drawn uniformly from [len x (1 - R), len x (1 + R)] (default 0: all the same)",
-    )
-    random.add_argument(
-        "--random-prefix-len", type=whole(0), default=None, help="tokens of one prefix shared by every prompt"
-    )
-    random.add_argument(
-        "--tokenizer",
-        default=None,
-        help="a Hugging Face tokenizer (a model folder or name; pip install 'pytest-llmperf[hf]') to build the "
-        "prompts from, as vLLM does: the very prompts of vllm bench serve on that model. Without it the prompts "
-        "are made to the lengths the server's /tokenize counts (other text, the same lengths); a server whose "
-        "counts still differ from the lengths asked for makes the run invalid",
-    )
+    _add_random_arguments(bench)
     bench.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     bench.add_argument(
         "--warmup",
@@ -182,10 +165,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=cmd_bench)
 
+
+def _add_random_arguments(bench: argparse.ArgumentParser) -> None:
+    """vllm bench serve's --random-* flags, for --dataset-name random."""
+    random = bench.add_argument_group("random dataset (--dataset-name random; vllm bench serve's flags)")
+    random.add_argument(
+        "--random-input-len", type=whole(0), default=None, help="prompt tokens per request (default 1024)"
+    )
+    random.add_argument(
+        "--random-output-len",
+        type=whole(1),
+        default=None,
+        help="output tokens per request, sent as max_tokens with ignore_eos (default: --max-tokens)",
+    )
+    random.add_argument(
+        "--random-range-ratio",
+        type=RANGE_RATIO,
+        default=None,
+        help="lengths drawn uniformly from [len x (1 - R), len x (1 + R)] (default 0: all the same)",
+    )
+    random.add_argument(
+        "--random-prefix-len", type=whole(0), default=None, help="tokens of one prefix shared by every prompt"
+    )
+    random.add_argument(
+        "--tokenizer",
+        default=None,
+        help="a Hugging Face tokenizer (a model folder or name; pip install 'pytest-llmperf[hf]') to build the "
+        "prompts from, as vLLM does: the very prompts of vllm bench serve on that model. Without it the prompts "
+        "are made to the lengths the server's /tokenize counts (other text, the same lengths); a server whose "
+        "counts still differ from the lengths asked for makes the run invalid",
+    )
+
+
+def _add_show(sub: _Commands) -> None:
     show = sub.add_parser("show", help="recompute and print the figures of a saved result")
     show.add_argument("result", help="a JSON file written by `llmperf bench`")
     show.set_defaults(func=cmd_show)
 
+
+def _add_history(sub: _Commands) -> None:
     history = sub.add_parser("history", help="trends, change points and drift in the runs' history")
     history.add_argument("--server", action="append", default=[], help="server name or glob (repeatable)")
     history.add_argument("--metric", action="append", default=[], help="metric name or glob (repeatable)")
@@ -198,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     history.set_defaults(func=cmd_history)
 
+
+def _add_compare(sub: _Commands) -> None:
     compare = sub.add_parser(
         "compare", help="judge saved result B against saved result A with the plugin's rule and tables"
     )
@@ -219,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="of a claimed change (regressed, improved)",
     )
     compare.set_defaults(func=cmd_compare)
+
+
+def _add_doctor(sub: _Commands) -> None:
     check = sub.add_parser(
         "doctor",
         help="check this box for a target before the first long run (seconds)",
@@ -227,7 +250,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_arguments(check)
     check.set_defaults(func=doctor.cmd_doctor)
-    return parser
 
 
 # -------------------------------------------------------------------- commands
