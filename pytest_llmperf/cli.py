@@ -30,7 +30,7 @@ import datetime as _dt
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -306,7 +306,8 @@ def sampler_output_len(args: argparse.Namespace) -> int | None:
     return None if value == REFERENCE else int(value)
 
 
-def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+def sample_requests(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+    """bench's prompts (measured, then warm-up) and the dataset's provenance."""
     from pytest_llmperf.workload import dataset as ds
     from pytest_llmperf.workload.prompts import (
         dataset_provenance,
@@ -369,19 +370,24 @@ def _sample(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
     return reqs, info
 
 
-def _run(args: argparse.Namespace, requests: list[Any]) -> RunResult:
+def run_requests(args: argparse.Namespace, requests: list[Any]) -> RunResult:
     from pytest_llmperf.workload.runner import run_benchmark
 
     return run_benchmark(args.base_url, args.model, requests, bench_workload(args).run_config())
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def cmd_bench(
+    args: argparse.Namespace,
+    sample: Callable[[argparse.Namespace], tuple[list[Any], dict[str, Any]]] = sample_requests,
+    run: Callable[[argparse.Namespace, list[Any]], RunResult] = run_requests,
+) -> int:
+    """`llmperf bench`; `sample` and `run` are the prompts' source and the runner (tests pass fakes)."""
     from pytest_llmperf.workload.prompts import random_length_mismatch
 
     output = Path(args.output or default_output_name())
     if output.exists() and output.is_dir():
         raise CLIError(f"--output {output} is a directory; give a file name")
-    requests, dataset_info = _sample(args)
+    requests, dataset_info = sample(args)
     workload = bench_workload(args)
     warmup = f" (+{workload.warmup} for the warm-up)" if workload.warmup else ""
     if workload.dataset_name == SHAREGPT:
@@ -398,7 +404,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         lengths = f"each line's max_tokens, else {workload.max_tokens}"
         source = dataset_info["path"]
     print(f"Sampled {args.num_prompts} prompts{warmup} (seed {args.seed}, {lengths}) from {source}", flush=True)
-    result = _run(args, requests)
+    result = run(args, requests)
     # Which prompts, beside the runner's config (concurrency, caps, seed, endpoint).
     result.config.setdefault("model", args.model)  # `llmperf compare` refuses results of other models
     if workload.dataset_name != SHAREGPT:  # ShareGPT results read as they did before the others existed

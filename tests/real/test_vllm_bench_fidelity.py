@@ -126,7 +126,7 @@ def test_samplers_pick_vllms_prompts(prepared_vllm, complete_sharegpt, tmp_path,
                 + ["--num-prompts", str(NUM_PROMPTS), "--concurrency", str(CONCURRENCY)]
                 + ["--max-tokens", str(OUTPUT_LEN), "--seed", str(seed)]
             )
-            requests, _info = cli._sample(args)
+            requests, _info = cli.sample_requests(args)
             ours = _ours(requests[:NUM_PROMPTS])
             assert ours == expected, f"llmperf bench, seed {seed}: " + _first_difference(expected, ours)
             assert len(requests) == NUM_PROMPTS + CONCURRENCY  # + the warm-up wave, beyond the measured ones

@@ -133,7 +133,12 @@ def write_sharegpt(path, n=12):
     return path
 
 
-def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsys):
+def bench(argv, run):
+    """`llmperf bench ARGV` with `run` in place of the runner (the sampling is bench's own)."""
+    return cli.cmd_bench(cli.build_parser().parse_args(argv), run=run)
+
+
+def test_bench_glues_dataset_runner_and_writes_json(tmp_path, capsys):
     dataset = write_sharegpt(tmp_path / "sharegpt.json")
     seen = {}
 
@@ -142,9 +147,8 @@ def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsy
         seen["args"] = args
         return seed_like_result()
 
-    monkeypatch.setattr(cli, "_run", fake_run)
     out = tmp_path / "out" / "result.json"
-    rc = cli.main(
+    rc = bench(
         [
             "bench",
             "--base-url",
@@ -164,7 +168,8 @@ def test_bench_glues_dataset_runner_and_writes_json(tmp_path, monkeypatch, capsy
             "--approx-tokens",
             "--output",
             str(out),
-        ]
+        ],
+        fake_run,
     )
     assert rc == 0
     assert len(seen["requests"]) == 5 + 2 and seen["args"].concurrency == 2  # 2 warm-up prompts of their own
@@ -187,7 +192,7 @@ LENGTHS_CONVERSATIONS = {
 }
 
 
-def _bench_sample(tmp_path, monkeypatch, *flags):
+def _bench_sample(tmp_path, *flags):
     """Which of LENGTHS_CONVERSATIONS `llmperf bench FLAGS` samples (with their output
     lengths), and the result's config."""
     path = tmp_path / "lengths_sharegpt.json"
@@ -206,23 +211,22 @@ def _bench_sample(tmp_path, monkeypatch, *flags):
         seen["requests"] = requests
         return seed_like_result()
 
-    monkeypatch.setattr(cli, "_run", fake_run)
     out = tmp_path / "r.json"
     argv = ["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--num-prompts", "2", "--warmup", "0"]
-    assert cli.main([*argv, "--dataset", str(path), "--approx-tokens", "-o", str(out), *flags]) == 0
+    assert bench([*argv, "--dataset", str(path), "--approx-tokens", "-o", str(out), *flags], fake_run) == 0
     picked = {names[r.prompt]: r.expected_output_len for r in seen["requests"]}
     return picked, RunResult.from_json(out.read_text()).config
 
 
-def test_bench_samples_with_output_len_max_tokens_like_vllms_sharegpt_output_len(tmp_path, monkeypatch, capsys):
-    picked, config = _bench_sample(tmp_path, monkeypatch, "--max-tokens", "1500")
+def test_bench_samples_with_output_len_max_tokens_like_vllms_sharegpt_output_len(tmp_path, capsys):
+    picked, config = _bench_sample(tmp_path, "--max-tokens", "1500")
     assert picked == {"short answer": 1500, "plain": 1500}
     assert config["sharegpt_output_len"] == 1500
     assert "(seed 0, output length 1500)" in capsys.readouterr().out
-    picked, config = _bench_sample(tmp_path, monkeypatch, "--max-tokens", "1500", "--sharegpt-output-len", "reference")
+    picked, config = _bench_sample(tmp_path, "--max-tokens", "1500", "--sharegpt-output-len", "reference")
     assert set(picked) == {"long prompt", "plain"} and config["sharegpt_output_len"] == "reference"
     assert "(seed 0, reference output lengths)" in capsys.readouterr().out
-    picked, _ = _bench_sample(tmp_path, monkeypatch, "--sharegpt-output-len", "64")
+    picked, _ = _bench_sample(tmp_path, "--sharegpt-output-len", "64")
     assert set(picked.values()) == {64}
 
 
@@ -257,14 +261,13 @@ def test_bench_with_too_few_prompts_names_its_own_flags(tmp_path, capsys):
     assert "oversample" not in err  # no such flag
 
 
-def test_bench_with_no_successful_request_exits_3_but_keeps_the_result(tmp_path, monkeypatch, capsys):
+def test_bench_with_no_successful_request_exits_3_but_keeps_the_result(tmp_path, capsys):
     dataset = write_sharegpt(tmp_path / "sharegpt.json")
     failed = seed_like_result()
     for r in failed.records:
         r.error, r.chunk_times = "HTTP 503: overloaded", []
-    monkeypatch.setattr(cli, "_run", lambda args, requests: failed)
     out = tmp_path / "r.json"
-    rc = cli.main(
+    rc = bench(
         [
             "bench",
             "--base-url",
@@ -278,7 +281,8 @@ def test_bench_with_no_successful_request_exits_3_but_keeps_the_result(tmp_path,
             "--approx-tokens",
             "-o",
             str(out),
-        ]
+        ],
+        lambda args, requests: failed,
     )
     assert rc == cli.EXIT_NO_COMPLETIONS == 3
     printed = capsys.readouterr().out
@@ -329,8 +333,7 @@ def test_bench_goodput_takes_vllms_pairs_into_the_runs_config():
         (["ttft:500", "ttft:200"], "--goodput: ttft is given twice"),
     ],
 )
-def test_bench_refuses_bad_goodput_before_anything_is_sent(pairs, message, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_sample", lambda args: pytest.fail("sampled (asked the server's /tokenize)"))
+def test_bench_refuses_bad_goodput_before_anything_is_sent(pairs, message, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--goodput", *pairs])
     assert exc.value.code == 2
