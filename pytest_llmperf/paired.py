@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.baselines.compare import Spread
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.measurer import Measurer, finished_cleanly, stop_if_interrupted
@@ -39,8 +37,10 @@ from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.outcome import GateRecord
 from pytest_llmperf.preflight import PlannedTest
-from pytest_llmperf.reference import Entry, Identity, record_command, spread_pools, stored_cells
+from pytest_llmperf.reference import Entry, Identity, record_command, stored_cells
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.stats.median import median_of
+from pytest_llmperf.stats.spread import Spread, spread_pools
 from pytest_llmperf.validity import invalid_reason
 from pytest_llmperf.workload.workload import Workload
 
@@ -147,7 +147,7 @@ def cost_line(options: LlmperfOptions, plans: Iterable[PlannedTest]) -> str:
 def _metric_entry(values: Iterable[float | None]) -> dict[str, Any] | None:
     """A metric of a baseline entry from one side's repetitions; None when none has it."""
     present = [v for v in values if v is not None]
-    return {"value": statistics.median(present), "samples": present} if present else None
+    return {"value": median_of(present), "samples": present} if present else None
 
 
 class PairedBlocks:

@@ -12,8 +12,7 @@ from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.outcome import GateRecord, Outcome, PerfFailure
-from pytest_llmperf.stats.spread import Spread
-from pytest_llmperf.stats.spread import spread_pools as spread_pools  # re-exported for paired.py until it imports stats
+from pytest_llmperf.stats.spread import Spread, spread_pools
 from pytest_llmperf.validity import invalid_reason
 
 Entry = Mapping[str, Any]  # a baseline entry: workload, provenance, metrics, requests, outputs (store.py)

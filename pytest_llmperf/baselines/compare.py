@@ -40,7 +40,6 @@ from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.registry import Direction, Tolerance
 from pytest_llmperf.stats.error import Noise, variance_shrink
 from pytest_llmperf.stats.quantiles import z_value
-from pytest_llmperf.stats.spread import Spread as Spread  # re-exported for paired.py only, until it imports stats
 
 
 class Status(str, Enum):
@@ -207,25 +206,19 @@ def compare(
     more prompts, not more repetitions, would judge it.
     """
     direction = Direction.parse(direction)
-    base = _number(baseline_value)
-    meas = _number(measured)
-    allowed = tolerance.allowed(direction)
+    base, meas = _number(baseline_value), _number(measured)
     noise = error if isinstance(error, Noise) or error is None else Noise(float(error))
-    z = z_value(confidence, noise.dof if noise else None)
-    pass_confidence = confidence if pass_confidence is None else pass_confidence
-    z_pass = z_value(pass_confidence, noise.dof if noise else None)
     verdict = partial(
         Verdict,
         metric=metric,
         baseline=base,
         measured=meas,
-        allowed=allowed,
+        allowed=tolerance.allowed(direction),
         direction=direction,
         tolerance=tolerance,
         command=update_command,
         confidence=confidence,
     )
-
     if invalid:
         return verdict(change=None, status=Status.INVALID, hint=f"invalid run: {invalid}")
     # No data beats missing baseline: recording would not help, the run must be fixed.
@@ -238,14 +231,12 @@ def compare(
             status=Status.MISSING_BASELINE,
             hint=f"{metric}: no baseline recorded; record it with: {update_command}",
         )
-
-    delta = meas - base
-    relative = delta / abs(base) if base != 0 else None
+    change = Change(absolute=meas - base, relative=(meas - base) / abs(base) if base != 0 else None)
     if min_requests is not None and requests is not None and requests < min_requests:
         # No noise and no factor: repetitions take the median of such statistics, which
         # rests on as few requests; Verdict.resolution is None, so auto adds none for it.
         return verdict(
-            change=Change(absolute=delta, relative=relative),
+            change=change,
             status=Status.INCONCLUSIVE,
             hint=(
                 f"{metric}: inconclusive: a statistic over {requests} requests a run is not judged (it needs "
@@ -254,8 +245,29 @@ def compare(
             ),
             note=note,
         )
+    pass_confidence = confidence if pass_confidence is None else pass_confidence
+    return _judge_change(verdict, change, base, tolerance, direction, noise, note, confidence, pass_confidence)
+
+
+def _judge_change(
+    verdict: partial[Verdict],
+    change: Change,
+    base: float,
+    tolerance: Tolerance,
+    direction: Direction,
+    noise: Noise | None,
+    note: str,
+    confidence: float,
+    pass_confidence: float,
+) -> Verdict:
+    """A change with both values known: regressed or improved beyond the tolerance and the
+    noise at `confidence`, within it at `pass_confidence`, else inconclusive."""
+    metric, update_command = verdict.keywords["metric"], verdict.keywords["command"]
+    allowed = verdict.keywords["allowed"]
+    z = z_value(confidence, noise.dof if noise else None)
+    z_pass = z_value(pass_confidence, noise.dof if noise else None)
     sigma = abs(noise.sigma) if noise is not None and math.isfinite(noise.sigma) else 0.0
-    worse = -delta if direction is Direction.HIGHER else delta  # > 0 means worse
+    worse = -change.absolute if direction is Direction.HIGHER else change.absolute  # > 0 means worse
     if tolerance.kind == "relative":
         if base != 0:
             amount, sigma_amount = worse / abs(base), sigma / abs(base)
@@ -266,7 +278,6 @@ def compare(
         amount, sigma_amount = worse, sigma
     half, half_pass = z * sigma_amount, z_pass * sigma_amount
     limit = tolerance.limit
-    change = Change(absolute=delta, relative=relative)
 
     def judged(status: Status, hint: str = "", more_data: float | None = None, at: float = confidence) -> Verdict:
         factor = z_pass if at == pass_confidence else z
@@ -283,7 +294,6 @@ def compare(
         )
 
     level = f"{confidence:.0%}"
-
     if _beyond(amount, limit) and amount - half > 0:
         return judged(
             status=Status.REGRESSED,
