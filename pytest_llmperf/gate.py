@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pytest_llmperf.baselines.compare import Status, compare_metrics
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
-from pytest_llmperf.baselines.store import BaselineStore
+from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.history_log import HistoryLog
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
@@ -73,6 +73,8 @@ class Gate:
         self.rule = rule
         self.history = HistoryLog(options, store.root, rootdir, identity)
         self.records: list[GateRecord] = []
+        self.folders: set[str] = set()  # the baseline folders judged or recorded in
+        self.used: dict[str, set[tuple[int, str]]] = {}  # server file -> entries read or written
 
     def baseline_folder(self, run: MeasuredRun) -> str:
         """The folder of baselines/ this run is judged in: --llmperf-target-name, else per GPU
@@ -114,6 +116,10 @@ class Gate:
         beyond its error budget is invalid: never recorded, never passed."""
         samples = collect()
         target = self.baseline_folder(run)
+        self.folders.add(target)
+        for used in (run, base) if base is not None else (run,):
+            key = workload_key(self.identity(used))
+            self.used.setdefault(sanitize_name(used.server.name), set()).add((used.concurrency, key))
         path = self.store.path_for(target, run.server.name)
         record = GateRecord(nodeid, run.server.name, run.concurrency, relative_to(path, self.rootdir))
         self.records.append(record)

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
 from pytest_llmperf.baselines.history import append as append_history
@@ -14,7 +14,6 @@ from pytest_llmperf.baselines.history import make_record as history_record
 from pytest_llmperf.baselines.history import workload_hash as history_workload_hash
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.options import LlmperfOptions
-from pytest_llmperf.outcome import HistoryWarning
 from pytest_llmperf.reference import Identity
 
 # (metric, value, outcome, noise, baseline, the confidence the noise is at)
@@ -22,13 +21,15 @@ Judged = tuple[str, float | None, str, float | None, float | None, float | None]
 
 
 class HistoryLog:
-    """Appends history lines beside the baselines (or at --llmperf-history; none when off)."""
+    """History lines beside the baselines (or at --llmperf-history; none when off), queued
+    during the session and appended by `flush()` at its end."""
 
     def __init__(self, options: LlmperfOptions, baselines_root: Path, rootdir: Path, identity: Identity) -> None:
         self.options = options
         self.baselines_root = baselines_root
         self.rootdir = rootdir
         self.identity = identity
+        self.pending: dict[Path, list[dict[str, Any]]] = {}
 
     def path(self, target: str) -> Path | None:
         """Where runs judged in baseline folder `target` append their history:
@@ -39,8 +40,7 @@ class HistoryLog:
         return self.rootdir / chosen if chosen else history_default_path(self.baselines_root, target)
 
     def append(self, run: MeasuredRun, target: str, judged: Sequence[Judged]) -> None:
-        """One line per judged metric with a value. A history that cannot be written warns;
-        it does not change the verdict."""
+        """Queue one line per judged metric with a value."""
         path = self.path(target)
         if path is None:
             return
@@ -66,7 +66,18 @@ class HistoryLog:
                 )
             )
         ]
-        try:
-            append_history(path, lines)
-        except OSError as exc:
-            warnings.warn(HistoryWarning(f"history {path}: not written: {exc}"), stacklevel=4)
+        self.pending.setdefault(path, []).extend(lines)
+
+    def flush(self) -> tuple[int, list[str]]:
+        """Append the queued lines; how many were written and, for a history that could not
+        be, why (a history not written does not change a verdict)."""
+        written = 0
+        problems: list[str] = []
+        pending, self.pending = self.pending, {}
+        for path, lines in pending.items():
+            try:
+                append_history(path, lines)
+                written += len(lines)
+            except OSError as exc:
+                problems.append(f"history {path}: not written: {exc}")
+        return written, problems

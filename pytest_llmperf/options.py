@@ -216,6 +216,14 @@ OPTIONS: tuple[Option, ...] = (
         "record the measured numbers as the new baselines (tests pass)",
     ),
     Option(
+        "llmperf_prune",
+        ("--llmperf-prune",),
+        SWITCH,
+        False,
+        "remove the baseline entries no collected test asks for (listed at the end of every session); "
+        "run it with the paths and markers of the whole suite",
+    ),
+    Option(
         "llmperf_baselines_dir",
         ("--llmperf-baselines-dir",),
         _text,
@@ -526,6 +534,7 @@ class LlmperfOptions:
     against_sim_args: tuple[str, ...] | None = None
     servers: tuple[str, ...] = ()  # glob patterns on server names; () selects every server
     update_baselines: bool = False
+    prune: bool = False
     baselines_dir: str = "baselines"
     target_name: str | None = None
     dataset_name: str = "sharegpt"
@@ -705,6 +714,11 @@ def _check_paired(values: dict[str, Any], sources: dict[str, str], target: Targe
                 f"{where} gives the simulator's OLD flags, so it needs --llmperf-sim; with containers use "
                 "--llmperf-against-image OLD with --llmperf-image NEW"
             )
+    if values["llmperf_prune"]:
+        raise OptionError(
+            "--llmperf-prune with a paired A/B run: a paired run reads no stored baselines, so it cannot tell "
+            "which entries are unused; prune in a session judged against the baselines"
+        )
     if values["llmperf_update_baselines"]:
         raise OptionError(
             "--update-baselines with a paired A/B run (--llmperf-against-image / --llmperf-against-sim-args): "

@@ -70,6 +70,9 @@ PLAN_KEY = pytest.StashKey["Any"]()
 PLAN_WORKERS_KEY = pytest.StashKey[int]()
 # Per test: the runs its llmperf fixture handed out (for its JUnit properties).
 USED_RUNS_KEY = pytest.StashKey["list[MeasuredRun]"]()
+DESELECTED_KEY = pytest.StashKey[list[pytest.Item]]()  # every test deselected (-k, -m, --llmperf-servers)
+ASKED_KEY = pytest.StashKey["Any"]()  # the baseline entries the collected tests ask for (unused.py)
+END_KEY = pytest.StashKey[list[str]]()  # what the session's end wrote and found
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, --llmperf-docker, "
@@ -435,6 +438,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         declared = {k: v for k, v in kwargs.items() if k in WORKLOAD_KEYS}
         named = None if workloads else tuple(declared_datasets(declared, options.dataset_name))
         plans.append(PlannedTest(item.nodeid, servers, workloads, named))
+    from pytest_llmperf.unused import asked_entries
+
+    unselected = [p for item in config.stash.get(DESELECTED_KEY, []) if (p := parsed_marker(item)) is not None]
+    config.stash[ASKED_KEY] = asked_entries(
+        [(plan.servers, plan.workloads) for plan in plans]
+        + [
+            (tuple(s for s in (p.kwargs.get("server"), p.kwargs.get("base")) if s is not None), p.workloads)
+            for p in unselected
+        ]
+    )
     if not plans:
         return
     if options.doctor:
@@ -782,12 +795,17 @@ def _explained(item: pytest.Item, text: str, headline: str) -> ReprExceptionInfo
     )
 
 
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    if items:
+        items[0].config.stash.setdefault(DESELECTED_KEY, []).extend(items)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    # A SIGTERM from here on must not cut the servers' stop or the report being written:
-    # it is noted, and the session then exits as interrupted.
+    # A SIGTERM from here on must not cut the writes, the servers' stop or the report being
+    # written: it is noted, and the session then exits as interrupted.
     TERMINATE.defer()
     try:
-        _finish(session)
+        _finish(session, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or bool(TERMINATE.received))
     finally:
         if TERMINATE.received and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -798,26 +816,35 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     TERMINATE.restore()  # when the session never finished (a usage error after it started)
 
 
-def _finish(session: pytest.Session) -> None:
+def _finish(session: pytest.Session, *, interrupted: bool) -> None:
     config = session.config
     perf = config.stash.get(SESSION_KEY, None)
     document = None
     if perf is not None:
         from pytest_llmperf.report.document import build_report
 
-        perf.close()
+        try:
+            end = perf.finish(config.stash.get(ASKED_KEY, None), interrupted=interrupted)
+        finally:
+            perf.close()
+        config.stash[END_KEY] = end.lines
+        if end.failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         document = build_report(perf)
     if xdist_support.is_worker(config):
         # The controller prints the summary and writes the report, from every worker's runs.
+        workeroutput: dict[str, Any] = config.workeroutput  # type: ignore[attr-defined]  # xdist sets it on workers
         if document is not None:
-            workeroutput: dict[str, Any] = config.workeroutput  # type: ignore[attr-defined]  # xdist sets it on workers
             workeroutput[xdist_support.WORKEROUTPUT_KEY] = json.dumps(document)
+            workeroutput[xdist_support.END_OUTPUT_KEY] = json.dumps(config.stash[END_KEY])
         return
     if xdist_support.is_controller(config):
         from pytest_llmperf.report.document import merge_reports
 
         reports = config.stash.get(xdist_support.WORKER_REPORTS_KEY, {})
         document = merge_reports(reports)
+        ends = config.stash.get(xdist_support.WORKER_END_KEY, {}).values()
+        config.stash[END_KEY] = list(dict.fromkeys(line for lines in ends for line in lines))
     config.stash[REPORT_KEY] = document
     report_path = config.stash[OPTIONS_KEY].report
     if report_path and document is not None:
@@ -849,6 +876,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from pytest_llmperf.report.history import summary_drift_lines  # the history check, after the verdicts
 
     for line in summary_drift_lines(document, config.rootpath, options.history):
+        terminalreporter.write_line(line)
+    for line in config.stash.get(END_KEY, []):
         terminalreporter.write_line(line)
     written = config.stash.get(REPORT_FILES_KEY, None)
     if written:

@@ -10,8 +10,10 @@ sampler or verdict rule through the constructor.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from pytest_llmperf.measurer import HttpRunner, Measurer, Repetitions, Runner
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.options import LlmperfOptions
-from pytest_llmperf.outcome import GateRecord
+from pytest_llmperf.outcome import GateRecord, HistoryWarning
 from pytest_llmperf.paired import PairedBlocks, PairedReference
 from pytest_llmperf.prompt_book import PromptBook, Sampler
 from pytest_llmperf.reference import Reference, StoredBaseline
@@ -32,6 +34,7 @@ from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.pool import ServerPool
 from pytest_llmperf.servers.readiness import why_down
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.unused import Asked, unused_lines
 from pytest_llmperf.workload.workload import Workload
 
 
@@ -59,7 +62,7 @@ class PerfSession:
         self.target = target
         self.rootdir = Path(rootdir)
         self.pool = ServerPool(target, log=log)
-        self.store = BaselineStore(self.rootdir / options.baselines_dir)
+        self.store = BaselineStore(self.rootdir / options.baselines_dir, deferred=True)  # written by finish()
         self.book = PromptBook(options, self.rootdir, datasets, log=log)
         # A paired session (--llmperf-against-image/--llmperf-against-sim-args): blocks of OLD and NEW.
         self.paired = PairedBlocks(options) if options.paired else None
@@ -136,5 +139,47 @@ class PerfSession:
             return None
         return {**self.paired.info(), "against": list(self.paired.against.values())}
 
+    def finish(self, asked: Asked | None = None, *, interrupted: bool = False) -> SessionEnd:
+        """Write the baseline records and history lines queued during the session (an
+        interrupted one writes what completed), then list the baseline entries no test in
+        `asked` (the collected tests) or run asks for, removing them under --llmperf-prune."""
+        records = self.store.pending_entries()
+        files, problems = self.store.flush()
+        lines_written, history_problems = self.gate.history.flush()
+        lines = []
+        if interrupted and (records or lines_written):
+            lines.append(
+                f"interrupted: wrote what completed: {records} baseline record(s) in {len(files)} file(s), "
+                f"{lines_written} history line(s)"
+            )
+        elif files:
+            lines.append(f"baselines written: {records} record(s) in {len(files)} file(s)")
+        lines += [f"NOT WRITTEN: {problem}" for problem in problems]
+        for problem in history_problems:  # a history not written leaves the verdicts as they are
+            warnings.warn(HistoryWarning(problem), stacklevel=2)
+        if self.paired is None and asked is not None:
+            if interrupted:
+                lines += (
+                    ["unused baseline entries not looked for: the session was interrupted"]
+                    if self.options.prune
+                    else []
+                )
+            else:
+                wanted = {k: (None if v is None else {*v, *self.gate.used.get(k, ())}) for k, v in asked.items()}
+                wanted.update({k: v for k, v in self.gate.used.items() if k not in asked})
+                lines += unused_lines(
+                    self.store, self.gate.folders, wanted, prune=self.options.prune, root=self.options.baselines_dir
+                )
+        return SessionEnd(lines, failed=bool(problems))
+
     def close(self) -> None:
         self.pool.stop()
+
+
+@dataclass(frozen=True)
+class SessionEnd:
+    """What the end of a session wrote and found: lines for the summary; `failed` when a
+    baseline record could not be written."""
+
+    lines: list[str]
+    failed: bool = False

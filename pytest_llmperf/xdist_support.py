@@ -11,6 +11,8 @@ import pytest
 
 WORKER_REPORTS_KEY = pytest.StashKey["dict[str, dict[str, Any] | None]"]()
 WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in config.workeroutput
+END_OUTPUT_KEY = "llmperf_end"  # what the worker's session end wrote and found (lines, as JSON)
+WORKER_END_KEY = pytest.StashKey["dict[str, list[str]]"]()
 PLAN_SHOWN_KEY = pytest.StashKey[bool]()  # xdist controller: the plan a worker sent is printed once
 
 
@@ -108,11 +110,14 @@ class XdistHooks:
         return slot_scheduling()(config, log)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Keep the report document a worker sent in its workeroutput. A worker that went
+        """Keep the report document (and the session end's lines) a worker sent in its workeroutput. A worker that went
         down with an error and no document is remembered as lost."""
         reports = node.config.stash.setdefault(WORKER_REPORTS_KEY, {})
         worker = str(node.workerinput["workerid"])
         text = (getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_KEY)
+        end = (getattr(node, "workeroutput", None) or {}).get(END_OUTPUT_KEY)
+        if end is not None:
+            node.config.stash.setdefault(WORKER_END_KEY, {})[worker] = json.loads(end)
         if text is not None:
             reports[worker] = json.loads(text)
         elif error is not None and reports.get(worker) is None:

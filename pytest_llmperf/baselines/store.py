@@ -60,7 +60,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -426,11 +426,67 @@ def _positive_concurrency(concurrency: Any) -> int:
     return concurrency
 
 
-class BaselineStore:
-    """Baseline files under `root` (the project's baselines/ folder)."""
+def _entry_update(
+    concurrency: int,
+    metrics: Mapping[str, Sequence[float | None] | float | None],
+    workload: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    requests: list[str] | None,
+    outputs: list[str] | None,
+) -> Callable[[BaselineFile], None]:
+    """The record of one run as an update of its baseline file, its values checked now."""
+    workload = _plain(dict(workload), "workload")
+    provenance = _plain(strip_secrets(dict(provenance)), "provenance")
+    new_metrics = {}
+    for name, raw in metrics.items():
+        given: list[Any] = list(raw) if isinstance(raw, (list, tuple)) else [raw]  # stable_float checks each
+        present = [s for s in given if s is not None]
+        if not present:
+            continue
+        try:
+            samples = [stable_float(s) for s in present]
+        except ValueError as exc:
+            raise ValueError(f"metric {name}: {exc}") from None
+        median, spread = median_and_range(samples)
+        new_metrics[name] = {
+            "direction": metric(name).direction.value,
+            "samples": samples,
+            "spread": None if spread is None else stable_float(spread),
+            "value": stable_float(median),
+        }
+    request_lines = [str(line) for line in requests] if requests is not None else None
+    output_lines = [str(line) for line in outputs] if outputs is not None else None
+    key = workload_key(workload)
 
-    def __init__(self, root: Path | str):
+    def update(current: BaselineFile) -> None:
+        at = current.entries.setdefault(concurrency, {})
+        old = at.get(key)
+        kept: dict[str, Any] = {}
+        kept_requests = kept_outputs = None
+        if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
+            kept = dict(old["metrics"])
+            kept_requests, kept_outputs = old.get("requests"), old.get("outputs")
+        kept.update(new_metrics)
+        entry: dict[str, Any] = {"metrics": kept, "provenance": provenance, "workload": workload}
+        if (lines := request_lines if request_lines is not None else kept_requests) is not None:
+            entry["requests"] = lines
+        if (out := output_lines if output_lines is not None else kept_outputs) is not None:
+            entry["outputs"] = out
+        at[key] = entry
+
+    return update
+
+
+class BaselineStore:
+    """Baseline files under `root` (the project's baselines/ folder).
+
+    `deferred`: records are queued and written by `flush()` (a session writes at its end);
+    `load` and `entries_at` read the files as the queued records will leave them."""
+
+    def __init__(self, root: Path | str, *, deferred: bool = False):
         self.root = Path(root)
+        self.deferred = deferred
+        self._pending: dict[tuple[str, str], list[Callable[[BaselineFile], None]]] = {}
 
     def path_for(self, target: str, server: str) -> Path:
         target_dir = sanitize_name(target)
@@ -444,7 +500,17 @@ class BaselineStore:
     # -- baselines --
 
     def load(self, target: str, server: str) -> BaselineFile | None:
-        """The baseline file, or None when there is none; BaselineError when it is unusable."""
+        """The baseline file (with the queued records), or None when there is none;
+        BaselineError when it is unusable."""
+        current = self._read(target, server)
+        updates = self._pending.get((sanitize_name(target), sanitize_name(server)), [])
+        if updates:
+            current = current or self._empty(target, server)
+            for update in updates:
+                update(current)
+        return current
+
+    def _read(self, target: str, server: str) -> BaselineFile | None:
         path = self.path_for(target, server)
         if not path.exists():
             return None
@@ -452,20 +518,28 @@ class BaselineStore:
         _check_header(path, doc, {"target": sanitize_name(target), "server": sanitize_name(server)}, READ_FORMATS)
         return BaselineFile(path=path, target=doc["target"], server=doc["server"], entries=_entries_of(path, doc))
 
+    def _empty(self, target: str, server: str) -> BaselineFile:
+        return BaselineFile(self.path_for(target, server), sanitize_name(target), sanitize_name(server))
+
+    def servers_in(self, target: str) -> list[str]:
+        """The servers with a baseline file (or queued records) in `target`'s folder."""
+        folder = self.root / sanitize_name(target)
+        on_disk = {path.stem for path in folder.glob("*.json")} if folder.is_dir() else set()
+        queued = {server for t, server in self._pending if t == sanitize_name(target)}
+        return sorted(on_disk | queued)
+
     def entries_at(self, target: str, concurrency: int) -> list[tuple[str, str, dict[str, Any]]]:
         """Every entry at `concurrency` in `target`'s folder, over all its servers' files, as
         (server, workload key, entry); a file that cannot be read is left out (its own test
         reports it)."""
-        folder = self.root / sanitize_name(target)
         found: list[tuple[str, str, dict[str, Any]]] = []
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        for server in self.servers_in(target):
             try:
-                doc = _read_json(path)
-                _check_header(path, doc, {"target": sanitize_name(target), "server": path.stem}, READ_FORMATS)
-                entries = _entries_of(path, doc)
+                current = self.load(target, server)
             except BaselineError:
                 continue
-            found += [(doc["server"], key, entry) for key, entry in entries.get(int(concurrency), {}).items()]
+            if current is not None:
+                found += [(current.server, key, e) for key, e in current.entries.get(int(concurrency), {}).items()]
         return found
 
     def record(
@@ -480,8 +554,8 @@ class BaselineStore:
         requests: list[str] | None = None,
         outputs: list[str] | None = None,
     ) -> BaselineFile:
-        """Record one concurrency's metrics under `workload`'s key and write the file; other
-        concurrencies and other workloads' entries are kept.
+        """Record one concurrency's metrics under `workload`'s key and write the file (or
+        queue it, when deferred); other concurrencies and other workloads' entries are kept.
 
         Each metric is a list of samples (repetitions) or a single value; None samples
         (no data, e.g. acceptance on a base server) are skipped and a metric with none
@@ -493,56 +567,76 @@ class BaselineStore:
         None, lines recorded earlier under the same workload and hardware are kept.
         `outputs`: the run's output lines (metrics/crosscheck.encode_outputs), kept the same way.
         """
-        concurrency = _positive_concurrency(concurrency)
+        update = _entry_update(_positive_concurrency(concurrency), metrics, workload, provenance, requests, outputs)
+        if self.deferred:
+            current = self._writable(target, server, self.load)
+            update(current)
+            self._pending.setdefault((sanitize_name(target), sanitize_name(server)), []).append(update)
+            return current
         path = self.path_for(target, server)
         with _directory_lock(path.parent):
-            try:
-                current = self.load(target, server)
-            except BaselineError as exc:
-                # Never overwrite what we cannot read: it may be someone's hand edit.
-                raise BaselineError(path, f"{exc.problem}; fix or delete the file, then record again") from None
-            current = current or BaselineFile(path, sanitize_name(target), sanitize_name(server))
-            workload = _plain(dict(workload), "workload")
-            provenance = _plain(strip_secrets(dict(provenance)), "provenance")
-
-            new_metrics = {}
-            for name, raw in metrics.items():
-                given: list[Any] = list(raw) if isinstance(raw, (list, tuple)) else [raw]  # stable_float checks each
-                present = [s for s in given if s is not None]
-                if not present:
-                    continue
-                try:
-                    samples = [stable_float(s) for s in present]
-                except ValueError as exc:
-                    raise ValueError(f"metric {name}: {exc}") from None
-                direction = metric(name).direction
-                median, spread = median_and_range(samples)
-                new_metrics[name] = {
-                    "direction": direction.value,
-                    "samples": samples,
-                    "spread": None if spread is None else stable_float(spread),
-                    "value": stable_float(median),
-                }
-
-            key = workload_key(workload)
-            at = current.entries.setdefault(concurrency, {})
-            old = at.get(key)
-            kept: dict[str, Any] = {}
-            kept_requests = kept_outputs = None
-            if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
-                kept = dict(old["metrics"])
-                kept_requests, kept_outputs = old.get("requests"), old.get("outputs")
-            kept.update(new_metrics)
-            entry: dict[str, Any] = {"metrics": kept, "provenance": provenance, "workload": workload}
-            lines = [str(line) for line in requests] if requests is not None else kept_requests
-            if lines is not None:
-                entry["requests"] = lines
-            out_lines = [str(line) for line in outputs] if outputs is not None else kept_outputs
-            if out_lines is not None:
-                entry["outputs"] = out_lines
-            at[key] = entry
+            current = self._writable(target, server, self._read)
+            update(current)
             atomic_write_text(path, current.to_json())
             return current
+
+    def _writable(self, target: str, server: str, read: Callable[[str, str], BaselineFile | None]) -> BaselineFile:
+        try:
+            current = read(target, server)
+        except BaselineError as exc:
+            # Never overwrite what we cannot read: it may be someone's hand edit.
+            raise BaselineError(exc.path, f"{exc.problem}; fix or delete the file, then record again") from None
+        return current or self._empty(target, server)
+
+    def flush(self) -> tuple[list[Path], list[str]]:
+        """Write the queued records, each file re-read under its folder's lock (another
+        xdist worker may have written it since). Returns the files written and, for those
+        that could not be, why."""
+        written: list[Path] = []
+        problems: list[str] = []
+        pending, self._pending = self._pending, {}
+        for (target, server), updates in pending.items():
+            path = self.path_for(target, server)
+            try:
+                with _directory_lock(path.parent):
+                    current = self._writable(target, server, self._read)
+                    for update in updates:
+                        update(current)
+                    atomic_write_text(path, current.to_json())
+                written.append(path)
+            except (OSError, BaselineError) as exc:
+                problems.append(f"{path}: not written: {exc}")
+        return written, problems
+
+    def pending_entries(self) -> int:
+        """How many records are queued."""
+        return sum(len(updates) for updates in self._pending.values())
+
+    def unused(self, target: str, server: str, asked: Collection[tuple[int, str]]) -> list[tuple[int, str]]:
+        """The (concurrency, workload key) entries of `server`'s file that are not `asked` for."""
+        current = self.load(target, server)
+        if current is None:
+            return []
+        return sorted((c, key) for c, at in current.entries.items() for key in at if (c, key) not in asked)
+
+    def prune(self, target: str, server: str, drop: Collection[tuple[int, str]]) -> int:
+        """Remove the (concurrency, workload key) entries `drop` from `server`'s file (the
+        file goes when nothing is left); how many were removed."""
+        path = self.path_for(target, server)
+        with _directory_lock(path.parent):
+            current = self._read(target, server)
+            if current is None:
+                return 0
+            removed = 0
+            for concurrency, key in drop:
+                if current.entries.get(concurrency, {}).pop(key, None) is not None:
+                    removed += 1
+            current.entries = {c: at for c, at in current.entries.items() if at}
+            if not current.entries:
+                path.unlink()
+            elif removed:
+                atomic_write_text(path, current.to_json())
+            return removed
 
         # -- published reference figures --
 

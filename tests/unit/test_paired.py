@@ -223,6 +223,7 @@ def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_b
         recorder, _, _ = make_session(stored, speeds, llmperf_update_baselines=True, llmperf_repetitions="5")
         recorder.bind(recorder.run(spec, workload), "t").assert_no_regression("decode_tok_s")
         recorder.close()
+        recorder.finish()
     before = {p.name: p.read_text() for p in (stored / "baselines" / "sim").iterdir()}
     pooled = judge(stored)
     assert pooled.status == "pass"

@@ -119,6 +119,7 @@ def test_missing_baseline_fails_with_the_record_command_then_update_records_and_
 
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    updater.finish()
     (entry,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["8"].values()
     recorded = entry["metrics"]
     assert {"decode_tok_s", "tpot_ms_median", "prefill_tok_s"} <= set(recorded)  # every figure, not just the asserted
@@ -134,6 +135,7 @@ def test_regression_fails_with_a_table_and_improvement_passes_with_a_hint(tmp_pa
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
+    updater.finish()
     slow, _, _ = make_session(tmp_path, [90.0])
     with pytest.raises(PerfFailure) as failure:
         slow.bind(slow.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
@@ -157,6 +159,7 @@ def test_the_spread_between_starts_is_pooled_over_the_targets_other_servers(tmp_
         recorder, _, _ = make_session(root, speeds, llmperf_update_baselines=True, llmperf_repetitions="5")
         recorder.bind(recorder.run(spec, workload), "t").assert_no_regression("decode_tok_s")
         recorder.close()
+        recorder.finish()
 
     def judge(root):
         perf, _, _ = make_session(root, [95.0])  # one run, -5 %, against a 3 % tolerance
@@ -191,6 +194,7 @@ def test_a_regressed_table_says_what_changed_since_the_baseline_a_passing_one_do
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
+    updater.finish()
     nightly, _, _ = make_session(tmp_path, [90.0], vllm_version="0.33.0")
     with pytest.raises(PerfFailure) as failure:
         nightly.bind(nightly.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
@@ -212,6 +216,7 @@ def test_baseline_from_another_workload_is_refused_naming_the_difference(tmp_pat
     updater.bind(
         updater.run(BASE, resolve_workload({"num_prompts": 4, "max_tokens": 256}, 8)), "t"
     ).assert_no_regression()
+    updater.finish()
     other, _, _ = make_session(tmp_path, [100.0])
     with pytest.raises(PerfFailure) as failure:
         other.bind(
@@ -234,6 +239,7 @@ def test_two_workloads_of_one_server_and_concurrency_keep_an_entry_each(tmp_path
     updater, _, _ = make_session(tmp_path, [100.0, 200.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, short), "t::short").assert_no_regression("decode_tok_s")
     updater.bind(updater.run(BASE, long), "t::long").assert_no_regression("decode_tok_s")
+    updater.finish()
     doc = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())
     assert doc["format"] == 2
     entries = doc["concurrency"]["8"]
@@ -267,6 +273,7 @@ def test_the_same_workload_on_another_dataset_is_refused_and_recording_replaces_
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     path = tmp_path / "baselines" / "sim" / "m.json"
+    updater.finish()
     doc = json.loads(path.read_text())
     (entry,) = doc["concurrency"]["8"].values()
     entry["workload"]["dataset"] = "other.json sha256:0123456789ab"
@@ -277,6 +284,7 @@ def test_the_same_workload_on_another_dataset_is_refused_and_recording_replaces_
     assert "dataset: baseline other.json sha256:0123456789ab, measured (absent)" in str(failure.value)
     again, _, _ = make_session(tmp_path, [90.0], llmperf_update_baselines=True)
     again.bind(again.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    again.finish()
     (entry,) = json.loads(path.read_text())["concurrency"]["8"].values()
     assert "dataset" not in entry["workload"] and entry["metrics"]["decode_tok_s"]["value"] == 90.0
 
@@ -287,6 +295,7 @@ def test_a_format_1_baseline_is_read_and_the_next_record_writes_format_2(tmp_pat
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     path = tmp_path / "baselines" / "sim" / "m.json"
+    updater.finish()
     doc = json.loads(path.read_text())
     (entry,) = doc["concurrency"]["8"].values()
     path.write_text(json.dumps({**doc, "format": 1, "concurrency": {"8": entry}}))
@@ -296,6 +305,7 @@ def test_a_format_1_baseline_is_read_and_the_next_record_writes_format_2(tmp_pat
     assert slow.gates[-1].verdicts[0].baseline == 100.0
     other, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     other.bind(other.run(BASE, resolve_workload({"num_prompts": 4, "warmup": 0}, 8)), "t").assert_no_regression()
+    other.finish()
     rewritten = json.loads(path.read_text())
     assert rewritten["format"] == 2 and len(rewritten["concurrency"]["8"]) == 2  # the old entry kept beside
 
@@ -305,6 +315,7 @@ def test_speedup_is_gated_against_its_own_baseline(tmp_path):
     rec, _, _ = make_session(tmp_path, [100.0, 150.0], llmperf_update_baselines=True)
     base, mtp = rec.run(BASE, workload), rec.bind(rec.run(MTP, workload), "t")
     mtp.assert_speedup_over(base)
+    rec.finish()
     slower, _, _ = make_session(tmp_path, [100.0, 120.0])
     base, mtp = slower.run(BASE, workload), slower.bind(slower.run(MTP, workload), "t")
     with pytest.raises(PerfFailure, match="mtp_speedup"):
@@ -389,6 +400,7 @@ def record_ttft_baseline(tmp_path, workload, *, spread=False, **cli):
     if spread:
         recorder.measurer.runner.measure_with = spread_starts(BASE_TTFTS)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    recorder.finish()
 
 
 def test_a_change_within_the_noise_is_inconclusive_and_warns_by_default(tmp_path):
@@ -423,6 +435,7 @@ def test_baselines_keep_the_runs_request_lines(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
     perf = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
     perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    perf.finish()
     entry = perf.store.load("sim", "m").entry(1)
     assert len(entry["requests"]) == 10
     index, prompt, out, chunks, ttft, e2el = entry["requests"][1].split()
@@ -467,6 +480,7 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     recorder.measurer.runner.measure_with = lambda *args: recorded.append(1) or spread(*args)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median", "decode_tok_s")
     assert len(recorded) == 5  # the baseline knows the spread between runs
+    recorder.finish()
     assert len(recorder.store.load("sim", "m").entry(1)["metrics"]["decode_tok_s"]["samples"]) == 5
 
     decided, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
@@ -591,6 +605,7 @@ def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
 
     # an auto repetition added while inconclusive starts the server again too
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
+    recorder.finish()
     added, _ = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
     added.gate.rule = lambda *args, **kwargs: next(steps)
     added.bind(added.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
@@ -661,9 +676,11 @@ def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passe
     recorder.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=1)
     with pytest.raises(PerfFailure, match=r"not recorded: invalid run: 1 of 4 failed: 1x HTTP 500: EngineCore"):
         recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    recorder.finish()
     assert not (tmp_path / "baselines" / "sim" / "m.json").exists()
 
     recorder.bind(recorder.run(BASE, workload), "t", error_budget="25%").assert_no_regression("decode_tok_s")
+    recorder.finish()
     assert (tmp_path / "baselines" / "sim" / "m.json").exists()  # within a budget of one in four: judged
 
     broken, _, _ = make_session(tmp_path, [100.0], llmperf_error_budget="1")
@@ -700,6 +717,7 @@ def test_a_simulated_run_whose_engine_fell_behind_is_invalid_and_says_to_free_th
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     perf.measurer.runner.measure_with = lambda *args: lagging_result(100.0, lag=0.2)  # within the bound: recorded
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
+    perf.finish()
 
 
 def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_path):
@@ -725,6 +743,7 @@ def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_
     with pytest.raises(PerfFailure, match=r"invalid run: the simulator's engine loop ran 80% of a step behind"):
         perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     assert len(calls) == 2  # once again, not more
+    perf.finish()
 
 
 def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
@@ -750,6 +769,7 @@ def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     assert stalled.client_lag_share() == pytest.approx(0.0125)
     perf.measurer.runner.measure_with = lambda *args: stalled
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 2)), "t").assert_no_regression("decode_tok_s")
+    perf.finish()
 
 
 def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path):
@@ -771,6 +791,7 @@ def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path)
     assert edges.burst_share() == 0.0
     perf.measurer.runner.measure_with = lambda *args: edges
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
+    perf.finish()
 
 
 def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_path):
@@ -782,6 +803,7 @@ def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_pa
     message = str(failure.value)
     assert message.startswith("recorded decode_tok_s in baselines/sim/m-mtp.json; ")
     assert "not recorded, no data: acceptance_rate: no /metrics snapshots were captured around the run" in message
+    recorder.finish()
     stored = json.loads(next((tmp_path / "baselines" / "sim").glob("*.json")).read_text())
     (entry,) = stored["concurrency"]["8"].values()
     assert "acceptance_rate" not in entry["metrics"]
@@ -1099,6 +1121,7 @@ def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_rec
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
+    updater.finish()
     capped, _, _ = make_session(tmp_path, [200.0])
     capped.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
         200.0, peak=4, waiting=4
@@ -1116,6 +1139,7 @@ def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_rec
     with pytest.raises(PerfFailure, match="not recorded: invalid run: the server never ran the run's concurrency"):
         recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
+    recorder.finish()
     full, _, _ = make_session(tmp_path, [100.0])
     full.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
         100.0, peak=8, waiting=0
@@ -1161,6 +1185,7 @@ def test_goodput_at_slos_is_recorded_under_them_and_a_slower_ttft_regresses_it(t
     workload = resolve_workload({"num_prompts": 24, "slos": "ttft:500"}, 1)
     recorder = goodput_session(tmp_path, [0.2, 0.3, 0.25, 0.35] * 6, llmperf_update_baselines=True)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("request_goodput", "slo_attainment")
+    recorder.finish()
     (key,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["1"]
     assert "slos=ttft:500" in key
     (entry,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["1"].values()
@@ -1190,6 +1215,7 @@ def test_a_change_is_claimed_at_the_alarm_confidence_and_a_pass_at_the_confidenc
     workload = resolve_workload({"num_prompts": 4}, 8)
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    updater.finish()
     for alarm, speed, status, at in [
         (None, 90.0, "regressed", 0.99),  # the default: 99 % for a claimed change
         ("0.9", 90.0, "regressed", 0.9),  # --llmperf-alarm-confidence
@@ -1212,6 +1238,7 @@ def test_a_ttft_median_over_too_few_requests_is_not_judged(tmp_path, n, status):
     updater, _, _ = make_session(tmp_path, [], llmperf_update_baselines=True)
     updater.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(100.0, n=n)
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
+    updater.finish()
     perf, _, _ = make_session(tmp_path, [])
     perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(
         50.0, n=n

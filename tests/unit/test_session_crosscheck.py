@@ -69,6 +69,7 @@ def judge(tmp_path, run, **cli):
     try:
         perf.bind(perf.run(BASE, WORKLOAD), "t").assert_no_regression("decode_tok_s")
     finally:
+        perf.finish()
         perf.close()
     return perf.gates[-1]
 

@@ -85,6 +85,7 @@ def test_a_baseline_of_one_dataset_never_judges_a_run_of_another(tmp_path):
     random = resolve_workload({"num_prompts": 4, "dataset_name": "random"}, 8)
     recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     recorder.bind(recorder.run(BASE, sharegpt), "t::sharegpt").assert_no_regression()
+    recorder.finish()
     other, _, _ = make_session(tmp_path, [100.0])
     with pytest.raises(PerfFailure) as failure:
         other.bind(other.run(BASE, random), "t::random").assert_no_regression()

@@ -529,3 +529,66 @@ def test_the_migration_script_rewrites_format_1_files_once_and_keeps_their_figur
     assert out.stdout == f"rewrote {path}\n"
     assert path.read_text() == current
     assert subprocess.run(script, capture_output=True, text=True, env=env, check=True).stdout == ""  # nothing left
+
+
+# --- writes at the end ------------------------------------------------------------
+
+
+def test_deferred_records_are_read_before_the_flush_and_written_by_it(tmp_path):
+    deferred = BaselineStore(tmp_path / "baselines", deferred=True)
+    record(deferred, metrics={"decode_tok_s": [407.9]})
+    record(deferred, metrics={"mtp_speedup": [1.426]})
+    path = deferred.path_for("NVIDIA H200", SERVER)
+    assert not path.exists() and deferred.pending_entries() == 2
+    queued = deferred.load("NVIDIA H200", SERVER)
+    assert (queued.value(32, "decode_tok_s"), queued.value(32, "mtp_speedup")) == (407.9, 1.426)
+    assert [server for server, _, _ in deferred.entries_at("NVIDIA H200", 32)] == [SERVER]
+
+    written, problems = deferred.flush()
+    assert (written, problems, deferred.pending_entries()) == ([path], [], 0)
+    on_disk = BaselineStore(tmp_path / "baselines").load("NVIDIA H200", SERVER)
+    assert (on_disk.value(32, "decode_tok_s"), on_disk.value(32, "mtp_speedup")) == (407.9, 1.426)
+
+
+def test_the_flush_reads_the_file_again_so_another_writers_entries_survive(tmp_path):
+    deferred = BaselineStore(tmp_path / "baselines", deferred=True)
+    record(deferred, concurrency=8, metrics={"decode_tok_s": [97.96]})
+    record(BaselineStore(tmp_path / "baselines"), concurrency=32, metrics={"decode_tok_s": [407.9]})  # another worker
+    deferred.flush()
+    f = BaselineStore(tmp_path / "baselines").load("NVIDIA H200", SERVER)
+    assert sorted(f.entries) == [8, 32]
+
+
+def test_a_file_that_cannot_be_written_at_the_flush_is_named_and_the_others_are_written(tmp_path):
+    deferred = BaselineStore(tmp_path / "baselines", deferred=True)
+    record(deferred, target="sim")
+    record(deferred, target="NVIDIA H200")
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "sim").write_text("a file where the folder should be")
+    written, problems = deferred.flush()
+    assert written == [deferred.path_for("NVIDIA H200", SERVER)]
+    assert len(problems) == 1 and "sim" in problems[0] and "not written" in problems[0]
+
+
+def test_an_unreadable_file_is_refused_when_recorded_not_at_the_flush(tmp_path):
+    deferred = BaselineStore(tmp_path / "baselines", deferred=True)
+    path = deferred.path_for("NVIDIA H200", SERVER)
+    path.parent.mkdir(parents=True)
+    path.write_text("{ hand edited")
+    with pytest.raises(BaselineError, match="fix or delete the file, then record again"):
+        record(deferred)
+    assert deferred.pending_entries() == 0 and path.read_text() == "{ hand edited"
+
+
+def test_unused_entries_are_listed_and_pruned_and_an_empty_file_goes(store):
+    short = dict(WORKLOAD, max_tokens=128)
+    record(store, concurrency=8)
+    record(store, concurrency=32)
+    record(store, concurrency=32, workload=short)
+    asked = {(32, workload_key(WORKLOAD))}
+    assert store.unused("NVIDIA H200", SERVER, asked) == [(8, workload_key(WORKLOAD)), (32, workload_key(short))]
+    assert store.prune("NVIDIA H200", SERVER, store.unused("NVIDIA H200", SERVER, asked)) == 2
+    assert store.unused("NVIDIA H200", SERVER, asked) == []
+    assert list(store.load("NVIDIA H200", SERVER).entries) == [32]
+    assert store.prune("NVIDIA H200", SERVER, [(32, workload_key(WORKLOAD))]) == 1
+    assert not store.path_for("NVIDIA H200", SERVER).exists()

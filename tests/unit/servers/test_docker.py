@@ -515,6 +515,7 @@ def test_peak_gpu_memory_of_each_run_reaches_the_run_and_its_baseline(tmp_path, 
     assert run.provenance["gpu_name"] == "NVIDIA H200"
 
     perf.bind(run, "t").assert_no_regression("decode_tok_s")  # --update-baselines: records
+    perf.finish()
     perf.close()
     assert client.containers.items == []
     baseline = json.loads((tmp_path / "baselines" / "NVIDIA-H200" / f"{SEED.name}.json").read_text())
