@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -82,6 +83,7 @@ class StreamingClient:
 
     `read_timeout` is the longest silence allowed between bytes of one response
     (the server may think for a long time before the first token, so keep it generous).
+    `connections`: what makes the keep-alive pool for an origin (tests pass a faulty one).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class StreamingClient:
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
         extra_body: dict[str, Any] | None = None,
+        connections: Callable[[Origin, float], ConnectionPool] = ConnectionPool,
     ) -> None:
         if endpoint not in ENDPOINTS:
             raise ValueError(f"endpoint must be one of {sorted(ENDPOINTS)}, got {endpoint!r}")
@@ -107,6 +110,7 @@ class StreamingClient:
         self.extra_body = extra_body
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.connections = connections
         head = [
             f"POST {self.origin.prefix}{ENDPOINTS[endpoint]} HTTP/1.1",
             f"Host: {self.origin.host_header}",
@@ -122,7 +126,7 @@ class StreamingClient:
         self._watchdog: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> StreamingClient:
-        self._pool = ConnectionPool(self.origin, self.connect_timeout)
+        self._pool = self.connections(self.origin, self.connect_timeout)
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_idle())
         return self
 

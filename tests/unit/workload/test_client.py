@@ -6,6 +6,7 @@ import socket
 import pytest
 
 from pytest_llmperf.workload.client import StreamingClient, build_payload, error_message
+from pytest_llmperf.workload.http1 import ConnectionPool
 from pytest_llmperf.workload.requests import SampledRequest
 from tests.unit.workload.stream_fakes import FakeStreamServer
 
@@ -174,10 +175,11 @@ def test_stream_defers_decoding_until_finish(server):
     assert pending.finish() is rec and rec.completion_tokens == 7  # finishing twice is harmless
 
 
-def test_an_unexpected_client_exception_is_a_failed_record(server, monkeypatch):
-    async def broken(*args, **kwargs):
+class BrokenPool(ConnectionPool):
+    async def acquire(self, fresh=False):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(StreamingClient, "_attempt", broken)
-    (rec,) = _run(server.base_url, ["ok"])
+
+def test_an_unexpected_client_exception_is_a_failed_record(server):
+    (rec,) = _run(server.base_url, ["ok"], connections=BrokenPool)
     assert rec.error == "client error: RuntimeError: boom"
