@@ -9,6 +9,7 @@ NAME`), and can build any kind's target itself with `pytest_llmperf_make_target`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,9 @@ class TargetKind:
     xdist: XdistRule = "free"
     doctor: str = "none"  # the doctor's checks (doctor.CHECK_SETS): sim, external, local, gpu, docker, none
     no_sim_args: str = ""  # why --llmperf-sim-args does not apply, with the fix
+    # Its own settings checked (and completed) as the options resolve, before any server
+    # starts: returns the options; ValueError names the option and the fix.
+    check: Callable[[LlmperfOptions], LlmperfOptions] | None = None
 
     def __post_init__(self) -> None:
         if not self.flag:
@@ -103,6 +107,33 @@ def _sim(options: LlmperfOptions, context: TargetContext) -> ServerTarget:
     return SimTarget(
         speed=options.sim_speed, extra_args=extra, ready_timeout=options.ready_timeout, gpu_slots=context.gpu_slots
     )
+
+
+def _check_sim(options: LlmperfOptions) -> LlmperfOptions:
+    from pytest_llmperf.sim import SimConfig
+
+    for flag, args in (
+        ("--llmperf-sim-args", options.sim_args),
+        ("--llmperf-against-sim-args", options.against_sim_args),
+    ):
+        try:
+            if args:
+                SimConfig.from_vllm_argv(["check/model", *args])
+        except ValueError as exc:
+            raise ValueError(f"{flag}: {exc}") from None
+    return options
+
+
+def _check_engine(options: LlmperfOptions) -> LlmperfOptions:
+    """A remote Docker engine (DOCKER_HOST) with a port published on loopback only."""
+    from pytest_llmperf.servers.docker import endpoint_host
+
+    if os.environ.get("DOCKER_HOST"):
+        try:
+            endpoint_host(os.environ["DOCKER_HOST"], options.publish_host)
+        except ValueError as exc:
+            raise ValueError(f"pytest-llmperf: {exc}") from None
+    return options
 
 
 def _external(options: LlmperfOptions, context: TargetContext) -> ServerTarget:
@@ -156,6 +187,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         accepts_sim_args=True,
         uses_gpu_slots=True,  # the slot as a label: a rehearsal of the plan on a box without GPUs
         doctor="sim",
+        check=_check_sim,
     ),
     TargetKind(
         "gpu",
@@ -169,6 +201,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         xdist="gpu-slots",
         doctor="gpu",
         no_sim_args="--llmperf-gpu runs vLLM images, which take no --sim-* flags; drop it",
+        check=_check_engine,
     ),
     TargetKind(
         "docker",
@@ -183,6 +216,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         doctor="docker",
         no_sim_args="--llmperf-docker runs the image's own server, which takes no --sim-* flags; drop it, and "
         "give a simulator image its flags in the ServerSpec's args",
+        check=_check_engine,
     ),
     TargetKind(
         "external",

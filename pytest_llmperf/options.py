@@ -10,14 +10,17 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.kinds import KINDS, TARGET_OPTION, TargetKind, kind, registry
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.metrics.goodput import canonical_slos
+from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.util.secrets import redact_url
 from pytest_llmperf.util.values import CONFIDENCE, DURATION, POSITIVE, SWITCH, Value, one_of, or_word, whole
@@ -567,6 +570,7 @@ class LlmperfOptions:
     plan: bool = False  # --llmperf-plan: print the plan, start nothing
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
     added_kinds: tuple[TargetKind, ...] = ()  # kinds the pytest_llmperf_target_kinds hook added
+    ini_tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # ini llmperf_tolerances, parsed
 
     @property
     def target_kind(self) -> TargetKind | None:
@@ -608,10 +612,15 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
 
 
 def resolve_options(
-    cli: Callable[[str], Any], ini: Callable[[str], Any], added_kinds: Sequence[TargetKind] = ()
+    cli: Callable[[str], Any],
+    ini: Callable[[str], Any],
+    added_kinds: Sequence[TargetKind] = (),
+    *,
+    gpus_here: Callable[[], tuple[str, ...]] | None = None,
 ) -> LlmperfOptions:
     """Merge CLI and ini values (CLI wins) and validate them together; `added_kinds`: the
-    target kinds the pytest_llmperf_target_kinds hook returned."""
+    target kinds the pytest_llmperf_target_kinds hook returned; `gpus_here`: this machine's GPU
+    ids for --llmperf-gpus all (default: nvidia-smi's)."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for opt in OPTIONS:
@@ -657,9 +666,45 @@ def resolve_options(
     # the per-target booleans are folded into `target` above.
     names = {f.name for f in fields(LlmperfOptions)}
     settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
-    return LlmperfOptions(
-        **{**settings, "target": target, "base_url": base_url, "sources": sources, "added_kinds": tuple(added_kinds)}
+    ini_tolerances = ini(TOLERANCES_INI)
+    try:
+        tolerances = parse_tolerance_overrides("\n".join(ini_tolerances) if isinstance(ini_tolerances, list) else "")
+    except ValueError as exc:
+        raise OptionError(f"ini {TOLERANCES_INI}: {exc}") from None
+    options = LlmperfOptions(
+        **{**settings, "target": target, "base_url": base_url, "sources": sources, "added_kinds": tuple(added_kinds)},
+        ini_tolerances=tolerances,
     )
+    if options.gpus == ("all",) and chosen_kind is not None:
+        options = replace(options, gpus=(gpus_here or all_gpus)())
+    if chosen_kind is not None and chosen_kind.check is not None:
+        try:  # the kind's own settings: before any server starts, not when the first one does
+            options = chosen_kind.check(options)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+    return options
+
+
+TOLERANCES_INI = "llmperf_tolerances"  # an ini option only: per-metric tolerances, one per line
+GPU_INDEX_QUERY = ("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
+
+
+def all_gpus(run: Callable[[Sequence[str]], str] | None = None) -> tuple[str, ...]:
+    """--llmperf-gpus all: this machine's GPU indices from nvidia-smi; OptionError with the
+    fix when it cannot tell (no nvidia-smi, no GPU)."""
+    from pytest_llmperf.servers.local_vllm import run_nvidia_smi
+
+    try:
+        text = (run or run_nvidia_smi)(GPU_INDEX_QUERY)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        raise OptionError(
+            f"--llmperf-gpus all asks this machine's nvidia-smi, which failed ({type(exc).__name__}: {exc}); "
+            "list the GPU ids instead (--llmperf-gpus 0,1,2,3), as the Docker engine's host numbers them"
+        ) from None
+    ids = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if not ids:
+        raise OptionError("--llmperf-gpus all: nvidia-smi lists no GPU; list the GPU ids (--llmperf-gpus 0,1)")
+    return ids
 
 
 def _chosen_kind(values: dict[str, Any], sources: dict[str, str], added: tuple[TargetKind, ...]) -> TargetKind | None:

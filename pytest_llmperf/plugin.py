@@ -20,7 +20,7 @@ import pytest
 from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
 
 from pytest_llmperf import xdist_support
-from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, parse_tolerances
+from pytest_llmperf.baselines.tolerances import parse_tolerances
 from pytest_llmperf.metrics.failures import parse_budget
 from pytest_llmperf.options import (
     FLAG_VALUED,
@@ -48,7 +48,6 @@ from pytest_llmperf.workload.workload import (
 if TYPE_CHECKING:  # imported when a session starts
     from pytest_llmperf.kinds import TargetContext, TargetKind
     from pytest_llmperf.measured import MeasuredRun
-    from pytest_llmperf.metrics.registry import Tolerance
     from pytest_llmperf.servers.base import ServerTarget
     from pytest_llmperf.session import PerfSession
 
@@ -56,8 +55,6 @@ SESSION_KEY: pytest.StashKey[PerfSession | None] = pytest.StashKey()
 OPTIONS_KEY = pytest.StashKey["Any"]()
 # The datasets check_before_start loaded at the end of collection, for the session.
 DATASET_KEY = pytest.StashKey["Any"]()
-# llmperf_tolerances, parsed once at configure.
-INI_TOLERANCES_KEY: pytest.StashKey[dict[str, Tolerance]] = pytest.StashKey()
 REPORT_KEY = pytest.StashKey["dict[str, Any] | None"]()  # the session's report document, at its end
 REPORT_FILES_KEY = pytest.StashKey[str]()  # --llmperf-report: the line saying what was written where
 # Per test: the marker's server= and base=, names looked up (`marker_servers`).
@@ -150,42 +147,6 @@ def pytest_configure(config: pytest.Config) -> None:
         options = resolve_options(lambda dest: config.getoption(dest, None), config.getini, _added_kinds(config))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    try:
-        config.stash[INI_TOLERANCES_KEY] = parse_tolerance_overrides("\n".join(config.getini("llmperf_tolerances")))
-    except ValueError as exc:
-        raise pytest.UsageError(f"ini llmperf_tolerances: {exc}") from None
-    chosen = options.target_kind
-    simulated = chosen is not None and chosen.accepts_sim_args
-    if simulated and options.sim_args:
-        from pytest_llmperf.sim import SimConfig
-
-        try:  # before any server starts, not as a traceback when the first one does
-            SimConfig.from_vllm_argv(["check/model", *options.sim_args])
-        except ValueError as exc:
-            raise pytest.UsageError(f"--llmperf-sim-args: {exc}") from None
-    if simulated and options.against_sim_args:
-        from pytest_llmperf.sim import SimConfig
-
-        try:
-            SimConfig.from_vllm_argv(["check/model", *options.against_sim_args])
-        except ValueError as exc:
-            raise pytest.UsageError(f"--llmperf-against-sim-args: {exc}") from None
-    if options.gpus == ("all",) and options.target is not None:
-        from dataclasses import replace
-
-        from pytest_llmperf.targets import all_gpus
-
-        try:
-            options = replace(options, gpus=all_gpus())
-        except RuntimeError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    if chosen is not None and chosen.containers and os.environ.get("DOCKER_HOST"):
-        from pytest_llmperf.servers.docker import endpoint_host
-
-        try:  # a remote engine with a loopback-only port: said before any server starts
-            endpoint_host(os.environ["DOCKER_HOST"], options.publish_host)
-        except ValueError as exc:
-            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[OPTIONS_KEY] = options
     config.stash[SESSION_KEY] = None
     numprocesses = getattr(config.option, "numprocesses", None) or 0
@@ -592,7 +553,6 @@ def _perf_session(config: pytest.Config) -> Any:
             options,
             target,
             Path(config.rootpath),
-            ini_tolerances=config.stash[INI_TOLERANCES_KEY],
             datasets=config.stash.get(DATASET_KEY, None),
             log=log,
             live_output=live,

@@ -92,7 +92,7 @@ class PerfSession:
             self.measurer,
             self.book.workload_identity,
             target_kind=target.name,
-            ini_tolerances=ini_tolerances,
+            ini_tolerances=options.ini_tolerances if ini_tolerances is None else ini_tolerances,
             rule=rule,
         )
 

@@ -4,7 +4,6 @@ of container sessions."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -50,27 +49,6 @@ def build_target(
     if chosen is None:
         raise ValueError(f"no target chosen (got {options.target!r})")
     return chosen.factory(options, TargetContext(session_id, progress, gpu_slots, docker_hosts))
-
-
-GPU_INDEX_QUERY = ("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
-
-
-def all_gpus(run: Callable[[Sequence[str]], str] | None = None) -> tuple[str, ...]:
-    """--llmperf-gpus all: this machine's GPU indices from nvidia-smi. RuntimeError with
-    the fix when it cannot tell (no nvidia-smi, no GPU)."""
-    from pytest_llmperf.servers.local_vllm import run_nvidia_smi
-
-    try:
-        text = (run or run_nvidia_smi)(GPU_INDEX_QUERY)
-    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-        raise RuntimeError(
-            f"--llmperf-gpus all asks this machine's nvidia-smi, which failed ({type(exc).__name__}: {exc}); "
-            "list the GPU ids instead (--llmperf-gpus 0,1,2,3), as the Docker engine's host numbers them"
-        ) from None
-    ids = tuple(line.strip() for line in text.splitlines() if line.strip())
-    if not ids:
-        raise RuntimeError("--llmperf-gpus all: nvidia-smi lists no GPU; list the GPU ids (--llmperf-gpus 0,1)")
-    return ids
 
 
 def check_target(options: LlmperfOptions) -> LocalVllmTarget | None:

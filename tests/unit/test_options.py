@@ -5,9 +5,9 @@ import pytest
 from pytest_llmperf.options import OPTIONS, OptionError, join_flag_values, resolve_options
 
 
-def resolve(cli=None, ini=None):
+def resolve(cli=None, ini=None, gpus_here=None):
     cli, ini = cli or {}, ini or {}
-    return resolve_options(lambda dest: cli.get(dest), lambda name: ini.get(name, ""))
+    return resolve_options(lambda dest: cli.get(dest), lambda name: ini.get(name, ""), gpus_here=gpus_here)
 
 
 def test_no_target_by_default_and_defaults_apply():
@@ -290,13 +290,14 @@ def test_bad_session_slos_name_the_option_and_the_fix(cli, ini, message):
 
 @pytest.mark.parametrize(
     ("raw", "gpus"),
-    [("0,1,2,3", ("0", "1", "2", "3")), (" 2, 3 ", ("2", "3")), ("all", ("all",)), ("ALL", ("all",)),
+    [("0,1,2,3", ("0", "1", "2", "3")), (" 2, 3 ", ("2", "3")), ("all", ("5", "6")), ("ALL", ("5", "6")),
      ("GPU-1f2e,GPU-9a0b", ("GPU-1f2e", "GPU-9a0b"))],
 )  # fmt: skip
 def test_gpus_are_ids_as_nvidia_smi_numbers_them_or_all(raw, gpus):
-    opts = resolve(cli={"llmperf_gpu": True, "llmperf_gpus": raw})
+    here = lambda: ("5", "6")  # noqa: E731  # this machine's GPUs, for "all"
+    opts = resolve(cli={"llmperf_gpu": True, "llmperf_gpus": raw}, gpus_here=here)
     assert opts.gpus == gpus
-    assert resolve(ini={"llmperf_docker": "true", "llmperf_gpus": raw}).gpus == gpus
+    assert resolve(ini={"llmperf_docker": "true", "llmperf_gpus": raw}, gpus_here=here).gpus == gpus
 
 
 @pytest.mark.parametrize(

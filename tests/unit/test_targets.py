@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import docker
-from pytest_llmperf.options import LlmperfOptions
+from pytest_llmperf.options import LlmperfOptions, OptionError, all_gpus
 from pytest_llmperf.servers import docker as dk
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.docker import DockerTarget
@@ -23,7 +23,6 @@ from pytest_llmperf.servers.sim_target import SimTarget
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.targets import (
     LEFTOVER_CHECK_TIMEOUT,
-    all_gpus,
     baseline_folders_before_start,
     build_target,
     cleanup_leftover_containers,
@@ -298,10 +297,10 @@ def test_all_gpus_are_the_indices_nvidia_smi_lists_and_a_failure_says_to_list_th
         raise FileNotFoundError(2, "No such file or directory", "nvidia-smi")
 
     with pytest.raises(
-        RuntimeError,
+        OptionError,
         match=r"--llmperf-gpus all asks this machine's nvidia-smi, which failed "
         r"\(FileNotFoundError: .*\); list the GPU ids instead \(--llmperf-gpus 0,1,2,3\)",
     ):
         all_gpus(missing)
-    with pytest.raises(RuntimeError, match="nvidia-smi lists no GPU"):
+    with pytest.raises(OptionError, match="nvidia-smi lists no GPU"):
         all_gpus(lambda query: "\n")
