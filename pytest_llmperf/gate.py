@@ -255,7 +255,10 @@ class Gate:
             raise PerfFailure(record.message, headline=verdict_line(failing) if failing else canary)
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
-            warnings.warn(InconclusiveWarning(record.message), stacklevel=4)
+            names = ", ".join(v.metric for v in undecided)
+            where = f"{run.server.name} @ concurrency {run.concurrency}"
+            message = f"{where}: {names} inconclusive (its table: the llmperf summary)"
+            warnings.warn(InconclusiveWarning(message), stacklevel=4)
 
     @staticmethod
     def _explain(record: GateRecord, run: MeasuredRun, entry: Entry, *, explain: bool, valid: bool) -> None:

@@ -4,6 +4,7 @@ workload identity say of them."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ def dataset_option(options: LlmperfOptions) -> str:
 def load_for_session(options: LlmperfOptions, rootdir: Path, name: str, path: str | None) -> Any:
     """One dataset's file, loaded (None for the random dataset); SetupError says which
     setting named it, what is wrong and the fix."""
-    from pytest_llmperf.workload.dataset import DatasetError, ShareGPTFile
+    from pytest_llmperf.workload.dataset import DatasetError, DatasetTruncatedWarning, ShareGPTFile
     from pytest_llmperf.workload.prompts import load_dataset
 
     option = dataset_option(options)
@@ -52,7 +53,9 @@ def load_for_session(options: LlmperfOptions, rootdir: Path, name: str, path: st
     given = f"{option} ({path})" if from_option else f"dataset_path={path!r}" if path is not None else "the dataset"
     kind = "a JSONL file of prompts" if name == "custom" else "a ShareGPT V3 JSON file"
     try:
-        loaded = load_dataset(name, path, rootdir)
+        with warnings.catch_warnings():  # a truncated file is said once, in the session's dataset line
+            warnings.simplefilter("ignore", DatasetTruncatedWarning)
+            loaded = load_dataset(name, path, rootdir)
     except DatasetError as exc:
         fix = f"point {option if from_option else 'it'} at {kind}" if path is not None else ""
         raise SetupError(f"{given}: {exc}" + (f"; {fix}" if fix and "\n" not in str(exc) else "")) from None

@@ -204,14 +204,37 @@ def terminal_lines(doc: Doc) -> list[str]:
     if undecided:
         policy = doc.get("inconclusive") or "warn"
         lines += ["", f"inconclusive: the noise is too wide to tell (--llmperf-inconclusive {policy}):", *undecided]
-    checks = [
-        f"{gate['server']} @ {gate['concurrency']}: {line}" for gate in gates for line in gate.get("checks") or []
-    ]
+    checks = _checks(gates)
     if checks:
         lines += ["", "cross-checks against the baselines' outputs:", *checks]
     if recorded:
         lines += ["", "baselines recorded (review and commit them):", *recorded]
     return lines
+
+
+UNCHANGED = "outputs: unchanged for all"
+
+
+def _checks(gates: list[Doc]) -> list[str]:
+    """Each run's cross-check lines once (a run judged by two tests has them twice); the runs
+    whose outputs were all unchanged on one line."""
+    cells: dict[tuple[str, int], list[str]] = {}
+    for gate in gates:
+        lines = cells.setdefault((gate["server"], gate["concurrency"]), [])
+        lines += [line for line in gate.get("checks") or [] if line not in lines]
+    same: dict[str, list[str]] = {}
+    rest = []
+    for (server, concurrency), lines in cells.items():
+        for line in lines:
+            if line.startswith(UNCHANGED):
+                same.setdefault(server, []).append(str(concurrency))
+            else:
+                rest.append(f"{server} @ {concurrency}: {line}")
+    if not same:
+        return rest
+    where = "; ".join(f"{server} @ {', '.join(levels)}" for server, levels in same.items())
+    runs = sum(len(levels) for levels in same.values())
+    return [f"outputs unchanged in {runs} run(s) (temperature 0; canary, not gated): {where}", *rest]
 
 
 def _hints(gates: list[Doc], status: str) -> list[str]:

@@ -138,5 +138,8 @@ def describe_loaded(loaded: Loaded) -> str:
     if isinstance(loaded, CustomFile):
         return f"{loaded.path}: {len(loaded.prompts)} prompts"
     if isinstance(loaded, ShareGPTFile):
-        return f"{loaded.path}: {len(loaded.conversations)} conversations"
+        cut = (
+            f" (the file is cut mid-record at byte {loaded.size_bytes}: its {loaded.records} complete records are used)"
+        )
+        return f"{loaded.path}: {len(loaded.conversations)} conversations" + (cut if loaded.truncated else "")
     return "random: prompts generated from token ids, made to the server's token counts where it has /tokenize"

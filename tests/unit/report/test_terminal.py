@@ -170,3 +170,20 @@ def test_under_llmperf_gpus_the_summary_says_which_slot_and_host_ran_each_server
     assert not any(
         line.startswith("GPU slots") for line in terminal_lines(document([run_entry("c", 1, 1.0)], [], ["c"]))
     )
+
+
+def test_a_runs_checks_are_listed_once_and_unchanged_outputs_on_one_line():
+    same = "outputs: unchanged for all 12 prompts (temperature 0; canary, not gated)"
+    short = "output lengths: not judged, 4 prompts completed by both runs (fewer than 10)"
+    gates = [
+        gate_entry("t::base1", "base", 1, [IMPROVED], checks=[same, short]),
+        gate_entry("t::base8", "base", 8, [IMPROVED], checks=[same]),
+        gate_entry("t::mtp8", "mtp", 8, [IMPROVED], checks=[same]),
+        gate_entry("t::speedup8", "mtp", 8, [IMPROVED], checks=[same]),  # the same run, a second test
+    ]
+    lines = terminal_lines(document([run_entry("base", 8, 80.0)], gates, ["base"]))
+    start = lines.index("cross-checks against the baselines' outputs:")
+    assert lines[start + 1 :] == [
+        "outputs unchanged in 3 run(s) (temperature 0; canary, not gated): base @ 1, 8; mtp @ 8",
+        f"base @ 1: {short}",
+    ]
