@@ -2,6 +2,9 @@
 
 Prints one line with the URL once it listens (port 0: a free port), exits 0 on
 SIGTERM/SIGINT, 1 when a crash fault is set to end the process (--sim-crash-exit).
+Of vLLM's flags it reads --model, --host, --port, --max-num-seqs, --max-model-len,
+--speculative-config, --served-model-name, --seed, --reasoning-parser and
+--disable-log-stats; any other is ignored with a log line.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import os
 import resource
 import sys
 
-from pytest_llmperf.sim.config import SimConfig
+from pytest_llmperf.sim.config import SimConfig, sim_flags_help
 from pytest_llmperf.sim.server import PARENT_PID_ENV, base_url, make_server
 
 
@@ -19,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
-        print(__doc__.strip())
+        print(__doc__.strip(), "\nsimulator flags:", *sim_flags_help(), sep="\n")
         return 0 if args else 2
     try:
         config = SimConfig.from_vllm_argv(args)

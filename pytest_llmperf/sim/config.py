@@ -17,36 +17,48 @@ from pytest_llmperf.sim.profiles import Profile, profile_by_name, resolve_profil
 
 log = logging.getLogger("pytest_llmperf.sim")
 
-# The knobs settable as --sim-<name with dashes>; value parsers by field type.
-_SIM_FLAGS: dict[str, type] = {
-    "speed": float,
-    "profile": str,
-    "acceptance_scale": float,
-    "acceptance_spread": float,
-    "step_time_scale": float,
-    "run_noise": float,
-    "acceptance_noise": float,
-    "noise_seed": int,
-    "crash_after_requests": int,
-    "crash_after_seconds": float,
-    "crash_exit": bool,
-    "error_rate": float,
-    "stall_seconds": float,
-    "stall_after_chunks": int,
-    "malformed_chunk_after": int,
-    "reset_after_chunks": int,
-    "fault_request_rate": float,
-    "slow_start_seconds": float,
-    "eos_only_rate": float,
-    "burst_chunks": int,
-    "reasoning_share": float,
-    "early_stop_rate": float,
-    "changed_output_rate": float,
-    "usage_offset": int,
-    "prompt_word_tokens": int,
-    "no_tokenize": bool,
-    "counter_scale": float,
+# The knobs settable as --sim-<name with dashes>: (value parser, meaning). The parser
+# reads this table and `--help` prints it, so a flag is never accepted unexplained.
+_SIM_FLAGS: dict[str, tuple[type, str]] = {
+    "speed": (float, "every cost divided by it; ratios (speedup, acceptance) unchanged (default 1)"),
+    "profile": (str, "timing profile: qwen3.6-35b-a3b-fp8, qwen3.6-27b-fp8, generic (default: from the model)"),
+    "acceptance_scale": (float, "regression knob: per-position acceptance rates times this (default 1)"),
+    "acceptance_spread": (float, "per-request predictability spread in logits; 0: i.i.d. draws (default: profile's)"),
+    "step_time_scale": (float, "regression knob: every step cost times this (default 1)"),
+    "run_noise": (float, "per start, step costs times exp(N(0, this)); 0.01 = 1 % (default 0)"),
+    "acceptance_noise": (float, "per start, acceptance rates times 1 + N(0, this) (default 0)"),
+    "noise_seed": (int, "seeds both per-start draws (default: a new draw every start)"),
+    "crash_after_requests": (int, "fault: the request after this many kills the engine"),
+    "crash_after_seconds": (float, "fault: the engine dies this many real seconds after start"),
+    "crash_exit": (bool, "fault: the process exits with code 1 when the engine dies, as vLLM does"),
+    "error_rate": (float, "fault: fraction of requests answered 500"),
+    "stall_seconds": (float, "fault: a stream pauses this long ..."),
+    "stall_after_chunks": (int, "... after this many token chunks (default 1)"),
+    "malformed_chunk_after": (int, "fault: one broken data: line after this many token chunks"),
+    "reset_after_chunks": (int, "fault: the connection is dropped after this many token chunks"),
+    "fault_request_rate": (float, "fraction of requests the stream faults hit (default 1)"),
+    "slow_start_seconds": (float, "fault: /health and generation answer 503 this long after start"),
+    "eos_only_rate": (float, "fraction of prompts answered with one EOS token, never with ignore_eos"),
+    "burst_chunks": (int, "a stream's chunks are written this many at a time, as a buffering proxy (default 1)"),
+    "reasoning_share": (float, "with --reasoning-parser qwen3: share of each reply spent reasoning"),
+    "early_stop_rate": (float, "fraction of prompts that stop with EOS at half their length"),
+    "changed_output_rate": (float, "fraction of prompts answered with another text, same length and timing"),
+    "usage_offset": (int, "usage reports this many more completion tokens than generated (negative: fewer)"),
+    "prompt_word_tokens": (int, "tokens each prompt word costs in /tokenize and usage, 1 to 8 (default 1)"),
+    "no_tokenize": (bool, "/tokenize answers 404, as a server without it"),
+    "counter_scale": (float, "vllm:generation_tokens_total counts this times what was generated (default 1)"),
 }
+
+
+def sim_flags_help() -> list[str]:
+    """One line per --sim-* flag: the flag, its value's type and its meaning, from _SIM_FLAGS."""
+    flags = {
+        f"--sim-{key.replace('_', '-')}" + ("" if t is bool else f" {'NAME' if t is str else t.__name__.upper()}"): m
+        for key, (t, m) in _SIM_FLAGS.items()
+    }
+    width = max(map(len, flags))
+    return [f"  {flag.ljust(width)}  {meaning}" for flag, meaning in flags.items()]
+
 
 # The --reasoning-parser names whose streams the simulator writes (vLLM's qwen3 parser:
 # the reply starts inside its reasoning, `</think>` ends it).
@@ -281,7 +293,7 @@ class SimConfig:
                 if key not in _SIM_FLAGS:
                     known = ", ".join("--sim-" + k.replace("_", "-") for k in _SIM_FLAGS)
                     raise ValueError(f"unknown simulator flag {name}; known: {known}")
-                typ = _SIM_FLAGS[key]
+                typ = _SIM_FLAGS[key][0]
                 if typ is bool:
                     kw[key] = True
                     i += 1
@@ -325,7 +337,7 @@ class SimConfig:
         if self.reasoning_parser is not None:
             argv += ["--reasoning-parser", self.reasoning_parser]
         defaults = SimConfig(model=self.model)
-        for key, typ in _SIM_FLAGS.items():
+        for key, (typ, _) in _SIM_FLAGS.items():
             v = getattr(self, key)
             if key == "profile":
                 if v.name != resolve_profile(self.model).name:
@@ -364,4 +376,4 @@ def _parse_spec_json(raw: str) -> dict[str, Any]:
     return value
 
 
-__all__ = ["SimConfig"]
+__all__ = ["SimConfig", "sim_flags_help"]
