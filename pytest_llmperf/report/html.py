@@ -1,8 +1,10 @@
 """report.html: one self-contained page, opened from disk with no network.
 
 Inline CSS, inline SVG plots (plots.py), no JavaScript, no external font or link that a
-browser would fetch (even the favicon is an empty data: URL). Failing tests come
-first and open; the rest fold. Readable on a phone: tables scroll sideways, plots scale.
+browser would fetch (even the favicon is an empty data: URL). First the verdict matrix
+(server x concurrency x gated metric, each cell linked to its test's table), then the
+plots, then the details: failing tests first and open, the rest folded. Readable on a
+phone: wide tables scroll inside their own box, long words wrap, plots scale.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ CSS = """
 :root { --fail: #b3261e; --warn: #8a6d00; --ok: #1e6b32; --muted: #5f6368; --line: #dadce0; }
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; color: #202124;
-       background: #fff; }
+       background: #fff; overflow-wrap: anywhere; }
 header, main, footer { max-width: 1180px; margin: 0 auto; padding: 0 16px; }
 header { padding-top: 16px; }
 h1 { font-size: 1.5em; margin: 0.2em 0; }
@@ -44,6 +46,16 @@ tr.regressed td, tr.invalid td, tr.no-data td, tr.missing-baseline td { color: v
 tr.improved td { color: var(--ok); font-weight: 600; }
 tr.inconclusive td { color: var(--warn); }
 tr.published td { color: var(--muted); font-style: italic; }
+table.matrix th[scope=row] { position: sticky; left: 0; background: #fff; white-space: normal; overflow-wrap: normal;
+                             min-width: 7em; }
+table.matrix td.v { padding: 0; text-align: right; }
+td.v a { display: block; padding: 3px 10px; color: inherit; text-decoration: none; }
+td.v small { display: block; font-size: 0.75em; }
+td.v.pass, td.v.recorded { background: #e6f4ea; }
+td.v.improved { background: #ceead6; color: var(--ok); font-weight: 600; }
+td.v.inconclusive, td.v.suspect, td.v.warn { background: #fef7e0; color: var(--warn); }
+td.v.regressed, td.v.invalid, td.v.no-data, td.v.missing-baseline, td.v.fail, td.v.refused {
+    background: #fce8e6; color: var(--fail); font-weight: 600; }
 .explain { background: #f8f9fa; border-left: 4px solid var(--fail); padding: 6px 10px; margin: 8px 0; }
 .explain p { margin: 2px 0; }
 .explain p.detail { color: var(--muted); font-size: 0.9em; }
@@ -76,11 +88,38 @@ def _table(
     )
 
 
+def _cell(c: sections.MatrixCell | None) -> str:
+    if c is None:
+        return "<td></td>"
+    words = f"{escape(c.text)}<small>{escape(c.status)}</small>"
+    return f'<td class="v {escape(c.status)}"><a href="#{c.anchor}">{words}</a></td>'
+
+
+def _matrix(doc: Doc) -> str:
+    metrics, rows = sections.verdict_matrix(doc)
+    if not rows:
+        return ""
+    head = "".join(f"<th>{escape(m)}</th>" for m in metrics)
+    body = "".join(
+        f"<tr><th scope=row>{escape(server)}</th><td class=num>{escape(str(concurrency))}</td>"
+        + "".join(_cell(cells.get(m)) for m in metrics)
+        + "</tr>"
+        for server, concurrency, cells in rows
+    )
+    return (
+        '<section id="matrix"><h2>Verdict matrix</h2><p class="hints">Each gated metric per server and '
+        "concurrency: its change against the baseline and its verdict, failing rows and columns first; a cell "
+        'links to its test\'s table.</p><div class="scroll"><table class="matrix"><thead><tr><th>server</th>'
+        f"<th class=num>conc</th>{head}</tr></thead><tbody>{body}</tbody></table></div></section>"
+    )
+
+
 def _gate(section: sections.GateSection) -> str:
     open_ = " open" if section.noteworthy else ""
     badge = f'<span class="badge {escape(section.outcome)}">{escape(OUTCOME_MARK.get(section.outcome, ""))}</span>'
     parts = [
-        f'<details class="gate {escape(section.outcome)}"{open_}><summary>{badge} {escape(section.title)}</summary>'
+        f'<details id="{section.anchor}" class="gate {escape(section.outcome)}"{open_}>'
+        f"<summary>{badge} {escape(section.title)}</summary>"
     ]
     if section.message and not section.rows:
         parts.append(f"<p>{escape(section.message)}</p>")
@@ -126,7 +165,8 @@ def html_report(
         f"<title>pytest-llmperf report: {escape(str(doc.get('target') or ''))}</title>"
         f"<style>{CSS}</style></head><body>"
     )
-    body = [f'<header><h1>pytest-llmperf report</h1><p class="outcome">{outcome}</p></header><main>']
+    body = [f'<header><h1>pytest-llmperf report</h1><p class="outcome">{outcome}</p></header><main>', _matrix(doc)]
+    body.append(_plots(plots, errors, plots_missing))
     gates = sections.gate_sections(doc)
     if gates:
         body.append('<section id="verdicts"><h2>Verdicts</h2>' + "".join(_gate(s) for s in gates) + "</section>")
@@ -139,7 +179,6 @@ def html_report(
             + f"<p class=hints>{escape(PUBLISHED_HEADER)}: figures from a published run, shown for "
             "context, never gating.</p></section>"
         )
-    body.append(_plots(plots, errors, plots_missing))
     notes = sections.notes(doc)
     if notes:
         body.append('<section id="notes"><h2>Notes</h2><ul>' + "".join(f"<li>{escape(n)}</li>" for n in notes))

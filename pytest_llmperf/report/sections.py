@@ -1,5 +1,6 @@
 """The report's content as rows of text, for the Markdown (markdown.py) and HTML (html.py)
-renderings alike: the verdicts per test, the measured figures, the provenance.
+renderings alike: the verdict matrix, the verdicts per test, the measured figures, the
+provenance.
 
 Cells are the terminal's (table.verdict_cells, terminal.measured_rows), so a number reads the
 same in the terminal, summary.md and report.html.
@@ -14,7 +15,7 @@ from typing import Any
 from pytest_llmperf.baselines.compare import Status
 from pytest_llmperf.report.document import verdict_from_dict
 from pytest_llmperf.report.series import concurrency_of, server_name
-from pytest_llmperf.report.table import COLUMNS, verdict_cells
+from pytest_llmperf.report.table import COLUMNS, format_change, verdict_cells
 from pytest_llmperf.report.terminal import measured_rows
 
 Doc = Mapping[str, Any]
@@ -58,6 +59,7 @@ class GateSection:
     explanation: list[str] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     message: str = ""  # recorded/refused: what the session said
+    anchor: str = ""  # the page's id for it: "gate-<its index in the document>"
 
     @property
     def noteworthy(self) -> bool:
@@ -68,8 +70,9 @@ class GateSection:
 def gate_sections(doc: Doc) -> list[GateSection]:
     """Every gate, failing ones first (then improved, then the rest), in session order otherwise."""
     sections = []
-    for gate in doc.get("verdicts", []):
-        section = GateSection(f"{gate['server']} @ {gate['concurrency']}: {gate['test']}", str(gate["outcome"]))
+    for i, gate in enumerate(doc.get("verdicts", [])):
+        title = f"{gate['server']} @ {gate['concurrency']}: {gate['test']}"
+        section = GateSection(title, str(gate["outcome"]), anchor=f"gate-{i}")
         if gate["outcome"] in ("recorded", "refused"):
             section.message = str(gate.get("message", ""))
         for data in gate.get("verdicts", []):
@@ -86,6 +89,52 @@ def gate_sections(doc: Doc) -> list[GateSection]:
 
 
 VERDICT_HEADER = list(COLUMNS)
+
+# A cell's rank in the matrix: failing first, then the ones to look at, then passing.
+FAILING = {"regressed", "invalid", "no-data", "missing-baseline", "fail", "refused"}
+_RANK = {**dict.fromkeys(FAILING, 0), "inconclusive": 1, "suspect": 1, "warn": 1, "improved": 2}
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    """One gated metric of one server at one concurrency: its verdict, its change (or the
+    verdict again, without one), and the id of the table it comes from."""
+
+    status: str
+    text: str
+    anchor: str
+
+    @property
+    def rank(self) -> int:
+        return _RANK.get(self.status, 3)
+
+
+MatrixRow = tuple[str, Any, dict[str, MatrixCell]]  # server, concurrency, metric -> cell
+
+
+def verdict_matrix(doc: Doc) -> tuple[list[str], list[MatrixRow]]:
+    """Server x concurrency rows, a column per gated metric; a gate without verdicts
+    (recorded, refused) fills the column "run". Where two tests gate the same metric the
+    worse cell stays. Rows and columns holding a failing cell come first."""
+    rows: dict[tuple[str, Any], dict[str, MatrixCell]] = {}
+    for i, gate in enumerate(doc.get("verdicts", [])):
+        cells = rows.setdefault((str(gate["server"]), gate["concurrency"]), {})
+        found = [(d["metric"], _cell(verdict_from_dict(d), f"gate-{i}")) for d in gate.get("verdicts", [])]
+        outcome = str(gate["outcome"])
+        for metric, cell in found or [("run", MatrixCell(outcome, outcome, f"gate-{i}"))]:
+            if metric not in cells or cell.rank < cells[metric].rank:
+                cells[metric] = cell
+    metrics = list(dict.fromkeys(m for cells in rows.values() for m in cells))
+    worst = {m: min(c[m].rank for c in rows.values() if m in c) for m in metrics}
+    metrics.sort(key=lambda m: worst[m] > 0)
+    ordered = sorted(rows.items(), key=lambda item: min(c.rank for c in item[1].values()) > 0)
+    return metrics, [(server, concurrency, cells) for (server, concurrency), cells in ordered]
+
+
+def _cell(verdict: Any, anchor: str) -> MatrixCell:
+    status = str(verdict.status)
+    change = format_change(verdict).split(" (", 1)[0]
+    return MatrixCell(status, change if verdict.change is not None else status, anchor)
 
 
 def outcome_counts(doc: Doc) -> dict[str, int]:

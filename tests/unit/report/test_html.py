@@ -38,15 +38,18 @@ def test_the_page_is_self_contained_with_its_sections_and_inline_plots():
     assert elements.fetches == []  # no script, stylesheet, image or font from anywhere
     assert not any(tag in ("script", "iframe", "img") for tag, _ in elements.tags)
     ids = [attrs.get("id") for _, attrs in elements.tags if attrs.get("id")]
-    assert {"verdicts", "measured", "plots", "provenance", "plot-decode_tpot_x"} <= set(ids)
+    assert {"matrix", "verdicts", "measured", "plots", "provenance", "plot-decode_tpot_x"} <= set(ids)
+    links = [attrs["href"][1:] for tag, attrs in elements.tags if tag == "a" and attrs.get("href", "").startswith("#")]
+    assert links and set(links) <= set(ids)  # every in-page link lands on something
+    assert ids.index("matrix") < ids.index("plots") < ids.index("verdicts")
     assert "<style>" in page and SVG in page
     assert 'content="width=device-width, initial-scale=1"' in page
 
 
 def test_failing_tests_come_first_open_with_what_changed_and_why():
     page = html_report(sample_document())
-    gates = re.findall(r'<details class="gate (\w+)"( open)?>', page)
-    assert gates == [("fail", " open"), ("fail", " open"), ("pass", "")]
+    gates = re.findall(r'<details id="(gate-\d)" class="gate (\w+)"( open)?>', page)
+    assert gates == [("gate-1", "fail", " open"), ("gate-2", "fail", " open"), ("gate-0", "pass", "")]
     assert '<tr class="regressed"><td>decode_tok_s</td><td class=num>99.0</td><td class=num>86.0</td>' in page
     for line in REGRESSION_EXPLAINED:
         assert f"<p>{line.replace('->', '-&gt;')}</p>" in page
@@ -59,3 +62,15 @@ def test_without_plots_the_page_says_how_to_get_them_and_text_is_escaped():
     page = html_report(doc, plots_missing="plots need matplotlib: pip install 'pytest-llmperf[report]'")
     assert '<p class="missing">plots need matplotlib: pip install &#x27;pytest-llmperf[report]&#x27;</p>' in page
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+
+
+def test_the_matrix_puts_failing_cells_first_each_linked_to_its_table():
+    page = html_report(sample_document())
+    matrix = page[page.index('<section id="matrix">') : page.index('<section id="plots">')]
+    header = re.findall(r"<th(?: class=num)?>([^<]+)</th>", matrix)
+    assert header == ["server", "conc", "decode_tok_s", "mtp_speedup", "acceptance_rate"]
+    rows = re.findall(r"<tr><th scope=row>([^<]+)</th><td class=num>(\d+)</td>(.*?)</tr>", matrix)
+    assert [(server, c) for server, c, _ in rows] == [("qwen3.6-27b-fp8-mtp", "8"), ("qwen3.6-27b-fp8", "1")]
+    cells = re.findall(r'<td class="v ([\w-]+)"><a href="#(gate-\d)">([^<]+)<small>', rows[0][2])
+    assert cells == [("regressed", "gate-1", "-13.1%"), ("regressed", "gate-2", "-10.6%"), ("pass", "gate-1", "-0.010")]
+    assert rows[1][2].endswith("<td></td><td></td>")  # the base server gates decode only

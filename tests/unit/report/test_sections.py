@@ -1,7 +1,8 @@
-"""The report's provenance table: which host and which GPUs of it ran each server."""
+"""The report's sections: the verdict matrix, and the provenance table (which host and which GPUs ran each server)."""
 
-from pytest_llmperf.report.sections import provenance_table
-from tests.unit.report.documents import document, run_entry
+from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.report.sections import MatrixCell, provenance_table, verdict_matrix
+from tests.unit.report.documents import REGRESSED, REL5, document, gate_entry, run_entry
 
 
 def test_the_provenance_table_names_each_servers_docker_host_and_gpu_slot():
@@ -15,3 +16,17 @@ def test_the_provenance_table_names_each_servers_docker_host_and_gpu_slot():
     assert ["Docker host", "ssh://gpu-a", "ssh://gpu-b"] in rows
     _, plain = provenance_table(document([run_entry("c", 8, 80.0)], [], ["c"]))
     assert [row[0] for row in plain] == ["target"]  # one engine, no slot: no such rows
+
+
+def test_the_matrix_keeps_the_worse_of_two_tests_cells_and_shows_a_gate_without_verdicts():
+    passing = compare("decode_tok_s", 100.0, 101.0, REL5, "higher")
+    gates = [
+        gate_entry("t::recorded", "a", 1, [], outcome="recorded", message="recorded decode_tok_s"),
+        gate_entry("t::one", "b", 8, [passing]),
+        gate_entry("t::two", "b", 8, [REGRESSED], outcome="fail"),
+    ]
+    metrics, rows = verdict_matrix(document([], gates, ["a", "b"]))
+    assert metrics == ["decode_tok_s", "run"]  # the failing column first
+    assert [(server, c) for server, c, _ in rows] == [("b", 8), ("a", 1)]  # and the failing row
+    assert rows[0][2] == {"decode_tok_s": MatrixCell("regressed", "-20.0%", "gate-2")}
+    assert rows[1][2] == {"run": MatrixCell("recorded", "recorded", "gate-0")}
