@@ -46,8 +46,10 @@ tr.regressed td, tr.invalid td, tr.no-data td, tr.missing-baseline td { color: v
 tr.improved td { color: var(--ok); font-weight: 600; }
 tr.inconclusive td { color: var(--warn); }
 tr.published td { color: var(--muted); font-style: italic; }
-table.matrix th[scope=row] { position: sticky; left: 0; background: #fff; white-space: normal; overflow-wrap: normal;
-                             min-width: 7em; }
+table.matrix th[scope=row] { position: sticky; left: 0; background: #fff; overflow-wrap: normal; }
+@media (max-width: 600px) { table.matrix th[scope=row] { white-space: normal; min-width: 7em; } }
+table.matrix thead th { white-space: normal; overflow-wrap: normal; vertical-align: bottom; text-align: right; }
+table.matrix thead th:first-child { text-align: left; }
 table.matrix td.v { padding: 0; text-align: right; }
 td.v a { display: block; padding: 3px 10px; color: inherit; text-decoration: none; }
 td.v small { display: block; font-size: 0.75em; }
@@ -99,7 +101,7 @@ def _matrix(doc: Doc) -> str:
     metrics, rows = sections.verdict_matrix(doc)
     if not rows:
         return ""
-    head = "".join(f"<th>{escape(m)}</th>" for m in metrics)
+    head = "".join(f"<th>{escape(m).replace('_', '_<wbr>')}</th>" for m in metrics)  # wraps at _
     body = "".join(
         f"<tr><th scope=row>{escape(server)}</th><td class=num>{escape(str(concurrency))}</td>"
         + "".join(_cell(cells.get(m)) for m in metrics)

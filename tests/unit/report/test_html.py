@@ -67,7 +67,7 @@ def test_without_plots_the_page_says_how_to_get_them_and_text_is_escaped():
 def test_the_matrix_puts_failing_cells_first_each_linked_to_its_table():
     page = html_report(sample_document())
     matrix = page[page.index('<section id="matrix">') : page.index('<section id="plots">')]
-    header = re.findall(r"<th(?: class=num)?>([^<]+)</th>", matrix)
+    header = re.findall(r"<th(?: class=num)?>(.+?)</th>", matrix.replace("<wbr>", ""))
     assert header == ["server", "conc", "decode_tok_s", "mtp_speedup", "acceptance_rate"]
     rows = re.findall(r"<tr><th scope=row>([^<]+)</th><td class=num>(\d+)</td>(.*?)</tr>", matrix)
     assert [(server, c) for server, c, _ in rows] == [("qwen3.6-27b-fp8-mtp", "8"), ("qwen3.6-27b-fp8", "1")]
