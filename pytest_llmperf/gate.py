@@ -255,9 +255,7 @@ class Gate:
             raise PerfFailure(record.message, headline=verdict_line(failing) if failing else canary)
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
-            names = ", ".join(v.metric for v in undecided)
-            where = f"{run.server.name} @ concurrency {run.concurrency}"
-            message = f"{where}: {names} inconclusive (its table: the llmperf summary)"
+            message = "inconclusive: the noise was too wide to tell (the llmperf summary has its table, without -q)"
             warnings.warn(InconclusiveWarning(message), stacklevel=4)
 
     @staticmethod

@@ -360,7 +360,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: Sequence[pytest
     simulator profile (timing model) each server that will run uses."""
     lines = config.stash.get(SELECTION_KEY, [])
     chosen = config.stash[OPTIONS_KEY].target_kind
-    if chosen is not None and chosen.accepts_sim_args:
+    if chosen is not None and chosen.accepts_sim_args and config.get_verbosity() >= 0:
         from pytest_llmperf.targets import sim_profile_lines
 
         specs = [
@@ -536,8 +536,8 @@ def _perf_session(config: pytest.Config) -> Any:
         capture = config.pluginmanager.get_plugin("capturemanager")
 
         def log(message: str) -> None:
-            # Live, not captured: a model load or a 300 s run must show progress.
-            if reporter is None:
+            # Live, not captured: a model load or a 300 s run must show progress (not under -q).
+            if reporter is None or reporter.verbosity < 0:
                 return
             with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
                 reporter.write_line(f"[llmperf] {message.removeprefix('llmperf: ')}")
@@ -826,18 +826,22 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_llmperf.report.terminal import terminal_lines
 
+    if terminalreporter.verbosity < 0:  # -q: the failing tests' tables (pytest's failures) and what was written
+        for line in config.stash.get(END_KEY, []):
+            terminalreporter.write_line(line)
+        return
     terminalreporter.write_sep("=", "llmperf summary")
     terminalreporter.write_line(f"target: {options.target_description()}")
     if document is None:
         terminalreporter.write_line("no performance test ran")
         return
-    for line in terminal_lines(document):
-        terminalreporter.write_line(line)
     from pytest_llmperf.report.history import summary_drift_lines  # the history check, after the verdicts
 
-    for line in summary_drift_lines(document, config.rootpath, options.history):
-        terminalreporter.write_line(line)
-    for line in config.stash.get(END_KEY, []):
+    lines = [
+        *terminal_lines(document, warmups=terminalreporter.verbosity > 0),
+        *summary_drift_lines(document, config.rootpath, options.history),
+    ]
+    for line in [*lines, *config.stash.get(END_KEY, [])]:
         terminalreporter.write_line(line)
     written = config.stash.get(REPORT_FILES_KEY, None)
     if written:

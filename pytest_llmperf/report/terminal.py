@@ -158,8 +158,9 @@ def _slots(doc: Doc) -> list[str]:
     return ["GPU slots: " + "; ".join(f"{slot}: {', '.join(names)}" for slot, names in where.items())]
 
 
-def terminal_lines(doc: Doc) -> list[str]:
-    """The summary of a report document (build_report's, or merge_reports')."""
+def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
+    """The summary of a report document (build_report's, or merge_reports'); `warmups` (-v):
+    the warm-ups' table too (the session's log lines carry the same figures)."""
     lines = _started(doc)
     for worker in doc.get("lost_workers") or []:
         lines.append(f"xdist worker {worker} went down without reporting: its runs are missing here and in the report")
@@ -170,9 +171,10 @@ def terminal_lines(doc: Doc) -> list[str]:
     if paired and paired.get("runs"):
         lines += ["", f"B: {paired['new_label']}", *measured_table(runs)]
         lines += ["", f"A: {paired['old_label']}", *measured_table(list(paired["runs"]))]
-        lines += warmup_table(runs)
     else:
-        lines += ["", *measured_table(runs), *warmup_table(runs)]
+        lines += ["", *measured_table(runs)]
+    if warmups:
+        lines += warmup_table(runs)
     for run in runs:
         notes = [*([run["server_death"]] if run.get("server_death") else []), *run.get("notes", [])]
         lines += [f"note: {server_name(run)} @ {concurrency_of(run)}: {note}" for note in notes]

@@ -179,6 +179,11 @@ def test_injected_acceptance_drop_fails_the_acceptance_test_naming_the_metric(pr
     assert "session.py:" not in result.stdout.str()  # the table, not a traceback through the plugin
     assert "FAILED test_suite.py::test_base" not in result.stdout.str()
 
+    quiet = run(project, "--llmperf-sim-args", "--sim-acceptance-scale 0.6", "-q", "-rf").stdout.str()
+    assert "acceptance_rate" in quiet and "REGRESSED" in quiet  # the failing test's table
+    assert "FAILED test_suite.py::test_mtp[4] - " in quiet
+    assert "[llmperf]" not in quiet and "= llmperf summary =" not in quiet and "warm-up" not in quiet
+
 
 def test_slower_mtp_step_fails_the_speedup_test_while_base_passes(project, monkeypatch):
     record(project)

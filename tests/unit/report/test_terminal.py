@@ -37,14 +37,15 @@ def test_measured_table_counts_notes_and_published_reference():
     assert "note: m @ 1: 2 successful request(s) reported no usage" in lines
 
 
-def test_warmups_are_a_table_beside_the_measured_decode_so_the_cold_start_shows():
+def test_under_v_warmups_are_a_table_beside_the_measured_decode_so_the_cold_start_shows():
     cold = {"requests": 64, "completed": 64, "failed": 0, "duration_s": 20.0, "output_tok_s": 250.0}
     wave = {"requests": 8, "completed": 7, "failed": 1, "duration_s": 4.5, "output_tok_s": 380.0}
     runs = [
         run_entry("m", 8, 407.9, server_warmup=cold, warmup=wave),
         run_entry("m", 32, 500.0, server_warmup=None, warmup=None),  # none: no line
     ]
-    lines = terminal_lines(document(runs, [], ["m"]))
+    assert not any(line.startswith("warm-up") for line in terminal_lines(document(runs, [], ["m"])))  # the log has them
+    lines = terminal_lines(document(runs, [], ["m"]), warmups=True)
     start = lines.index(next(line for line in lines if line.startswith("warm-up (not measured)")))
     assert lines[start].split() == [
         "warm-up", "(not", "measured)", "conc", "requests", "seconds", "output", "tok/s", "measured", "decode", "tok/s"
