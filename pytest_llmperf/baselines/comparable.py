@@ -9,9 +9,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# Hardware that makes numbers incomparable. vLLM version and image are deliberately
-# absent (a new nightly image is what the suite exists to judge); driver is recorded
-# in provenance for the reader but does not refuse a comparison.
+# Hardware that makes numbers incomparable; the image and vLLM version are what the suite judges.
 HARDWARE_KEYS = ("gpu_name", "gpu_count")
 
 
@@ -58,11 +56,8 @@ def check_compatible(
     baseline_hw: Mapping[str, Any],
     measured_hw: Mapping[str, Any],
 ) -> list[str]:
-    """Every difference that makes a baseline incomparable; empty means comparable.
-
-    Workloads are compared key by key in full (a key on one side only is a difference).
-    Hardware dicts may be whole provenance dicts: only HARDWARE_KEYS are compared.
-    """
+    """Every difference that makes a baseline incomparable (every workload key, and
+    HARDWARE_KEYS of the hardware dicts); empty means comparable."""
     baseline_workload = baseline_workload or {}
     measured_workload = measured_workload or {}
     keys = sorted(set(baseline_workload) | set(measured_workload))

@@ -1,28 +1,8 @@
-"""Verdicts: a measured value against its baseline.
+"""Verdicts: a measured value against its baseline (the rule: docs/verdicts.md).
 
-The rule (docs/verdicts.md has it with its assumptions). `worse` is the change in the
-metric's bad direction (relative to the baseline for a relative tolerance), `t` the
-tolerance, `sigma` the standard error of the change (both sides' errors combined) and
-`q` the one-sided quantile of the confidence (normal 1.645 at 95 %, or Student's t on
-the degrees of freedom the error rests on):
-
-  regressed         worse > t and worse - q*sigma > 0: beyond tolerance, and the interval
-                    excludes no change; fails
-  improved          -worse > t and worse + q*sigma < 0; passes, with a hint to record the
-                    new level (--update-baselines)
-  pass              worse + q*sigma <= t: the evidence bounds the change within tolerance
-                    (exactly at the limit passes)
-  inconclusive      anything else: the noise is too wide to tell; says how much more data
-                    would decide it; --llmperf-inconclusive decides (default warn). Also a
-                    statistic over requests from runs of too few requests (the registry's
-                    min_requests: 10 for a median, 5 on each side of a percentile)
-  missing-baseline  nothing recorded yet; fails with the command that records it
-  no-data           the run produced no value (e.g. spec-decode counters absent because the
-                    server ran with --disable-log-stats); fails with the reason
-  invalid           the run cannot be judged (its failed requests exceed the error budget,
-                    or none completed); fails with the causes, never reads pass or regressed
-
-With no error known on either side (sigma 0) the rule is the plain tolerance check.
+With `worse` the change in the bad direction, `t` the tolerance and `q*sigma` the noise:
+regressed when worse > t and worse - q*sigma > 0, improved when the mirror holds, pass when
+worse + q*sigma <= t, else inconclusive. Without noise it is the plain tolerance check.
 """
 
 from __future__ import annotations
@@ -59,9 +39,7 @@ class Status(str, Enum):
 
 PASSING = frozenset({Status.PASS, Status.IMPROVED})
 DEFAULT_CONFIDENCE = 0.95  # of a pass: the change shown within the tolerance
-# Of a claimed change (regressed, improved), at each look (each judgement of auto
-# repetitions): a false alarm is what gets a gate switched off (docs/verdicts.md).
-DEFAULT_ALARM_CONFIDENCE = 0.99
+DEFAULT_ALARM_CONFIDENCE = 0.99  # of a claimed change, at each look: false alarms get gates switched off
 
 DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
 
@@ -93,9 +71,7 @@ class Verdict:
     note: str = ""  # how the noise was estimated, when it needs saying
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
     run_share: float | None = None  # Noise.run_share: the part of the noise more measured runs shrink
-    # The half-width at the pass confidence, whatever the verdict was judged at (a change read
-    # beyond the tolerance is judged at the claim's): what `resolution` asks of a pass.
-    pass_noise: float | None = None
+    pass_noise: float | None = None  # the half-width at the pass confidence, whatever was judged
 
     @property
     def ok(self) -> bool:
@@ -104,11 +80,7 @@ class Verdict:
     @property
     def resolution(self) -> float | None:
         """How many times this run's data an unchanged value would need to be shown within
-        the tolerance: (the pass interval's half-width / the tolerance)^2, whichever side of
-        the tolerance the change read (a pass is claimed at the pass confidence, so a change
-        read beyond the tolerance, judged at the claim's, does not make the noise look
-        wider). Above the repetition budget, no amount of repeating within it can decide
-        the metric. None without noise."""
+        the tolerance: (pass half-width / tolerance)^2. None without noise."""
         tol = self.tolerance
         half = self.pass_noise if self.pass_noise is not None else self.noise
         if half is None or tol is None or tol.limit <= 0:
@@ -120,12 +92,9 @@ class Verdict:
         return (half / tol.limit) ** 2
 
     def decidable(self, runs: int, budget: int, *, by_change: bool, project: bool = True) -> bool:
-        """Whether more measured runs, up to `budget` in all, could decide this inconclusive
-        verdict: by the change as read (more_data) or by the noise alone (resolution: an
-        unchanged value would be shown within the tolerance). The factor asks the variance
-        to fall that many times. `project` with a known run_share: by as much as the
-        measured side's share can fall (variance_shrink: the baseline's share stays);
-        otherwise as if all of it fell with the runs (runs / budget)."""
+        """Whether up to `budget` measured runs could decide this inconclusive verdict, by the
+        change as read (more_data) or by the noise alone (resolution). `project`: only the
+        measured side's share of the variance falls (variance_shrink), else all of it."""
         factor = self.more_data if by_change else self.resolution
         if factor is None or runs >= budget:
             return False
@@ -136,14 +105,9 @@ class Verdict:
 def wanting_another(
     verdicts: Iterable[Verdict], runs: int, budget: int, *, by_change: bool, project: bool = True, confirm: bool = False
 ) -> list[str]:
-    """The metrics of `verdicts` that ask for another measured run when `runs` were made
-    of at most `budget`: an inconclusive one that more runs could decide
-    (Verdict.decidable), and under `confirm` (the first look of auto repetitions) a
-    regressed one. A regression read at the first look is read again with one more run
-    before it is reported: a host that ran slow for a while (a shared machine's other
-    load, a neighbour on the hypervisor) reads as a regression of one server start that
-    the next start does not repeat, while a real one repeats (docs/verdicts.md, "Auto
-    repetitions"). Empty: stop."""
+    """The metrics that ask for another measured run: an inconclusive one more runs could
+    decide, and under `confirm` (the first look) a regressed one, since a host that ran slow
+    once reads as a regression the next start does not repeat. Empty: stop."""
     if runs >= budget:
         return []
     return [
@@ -191,19 +155,10 @@ def compare(
 ) -> Verdict:
     """Judge one metric. `update_command` is what the hints tell the user to run.
 
-    `confidence` is that of the claims of a change (regressed, improved); `pass_confidence`
-    (default: the same) that of the claim "within the tolerance". Auto repetitions judge
-    changes at a confidence split over their looks, and passes at the nominal one: a false
-    alarm is what gets a gate switched off (docs/verdicts.md).
-
-    `error`: the noise of the change (a Noise, or a bare standard error in metric units
-    with normal quantiles; see stats/error.change_error); None judges the change on the tolerance
-    alone. `note` says how the noise was estimated
-    when that needs saying (e.g. an older baseline without per-request figures).
-    `invalid`: why the run cannot be judged at all; the verdict is then invalid.
-    `requests`: the fewest requests a run on either side completed; a statistic over
-    requests (`min_requests`, from the registry) on fewer is inconclusive, and says that
-    more prompts, not more repetitions, would judge it.
+    `confidence` is that of a claimed change, `pass_confidence` (default: the same) that of
+    "within the tolerance". `error`: the change's noise (a Noise, or a bare standard error);
+    None judges on the tolerance alone. `invalid`: why the run cannot be judged at all.
+    A statistic over fewer than `min_requests` `requests` is inconclusive.
     """
     direction = Direction.parse(direction)
     base, meas = _number(baseline_value), _number(measured)
@@ -233,8 +188,7 @@ def compare(
         )
     change = Change(absolute=meas - base, relative=(meas - base) / abs(base) if base != 0 else None)
     if min_requests is not None and requests is not None and requests < min_requests:
-        # No noise and no factor: repetitions take the median of such statistics, which
-        # rests on as few requests; Verdict.resolution is None, so auto adds none for it.
+        # No noise and no factor: more repetitions would not help, so auto adds none for it.
         return verdict(
             change=change,
             status=Status.INCONCLUSIVE,
@@ -362,11 +316,8 @@ def compare_metrics(
 ) -> list[Verdict]:
     """Judge several metrics of one run against one baseline entry's "metrics" section.
 
-    `overrides`: tolerance layers, most specific first (marker, then ini).
-    `errors`: the standard error of each metric's change (stats/error.change_error); `notes`: how
-    it was estimated, where that needs saying. `requests`: the fewest requests a run on
-    either side completed (statistics over requests need the registry's min_requests).
-    An unknown metric raises UnknownMetric, one without a tolerance ValueError (from tolerance_for).
+    `overrides`: tolerance layers, most specific first (marker, then ini). An unknown
+    metric raises UnknownMetric, one without a tolerance ValueError.
     """
     layers = tuple(overrides)
     verdicts = []

@@ -1,17 +1,8 @@
-"""A run's outputs against its baseline's (docs/verdicts.md, "Cross-checks").
+"""A run's outputs against its baseline's, prompt by prompt over the prompts both completed.
 
-Both runs sent the same prompts at temperature 0, so they are compared prompt by prompt,
-over the prompts both completed (a capped run completes a different set):
-
-- Output lengths (from the per-request lines, `requests`): a new image that stops early
-  does less work per request, which reads as faster per-request speed and says nothing
-  of the engine. Beyond LENGTH_BOUND of the baseline's output tokens, or an EOS share
-  (finish_reason "stop") moved by more than EOS_BOUND, the run is invalid.
-- Output text (the hashes of `outputs`): "outputs changed for N of M prompts", the
-  correctness canary reported beside the performance verdict, not gated. Greedy decoding
-  on a GPU is not bit-exact across batch shapes, so a few changed prompts on an unchanged
-  image are expected there; many mean the model now answers differently.
-  `--llmperf-changed-outputs` (a count or a share) makes more than that fail the test.
+Output lengths or the EOS share moved beyond their bounds make the run invalid (an image
+that stops early reads as faster); changed output texts are reported, and gated only
+under --llmperf-changed-outputs (greedy decoding is not bit-exact across batch shapes).
 """
 
 from __future__ import annotations
@@ -36,9 +27,7 @@ class OutputChange:
     shared: int  # prompts completed in both runs
     baseline_tokens: int  # their output tokens in the baseline run
     measured_tokens: int  # and in the measured run
-    # Of the shared prompts with a finish reason on both sides (None: the baseline has no
-    # output lines): how many ended with EOS in each run.
-    finish_compared: int | None = None
+    finish_compared: int | None = None  # shared prompts with a finish reason on both sides
     baseline_stops: int | None = None
     measured_stops: int | None = None
     compared: int | None = None  # shared prompts with a text hash on both sides (None: no output lines)
@@ -98,9 +87,8 @@ class OutputChange:
 def compare_outputs(
     entry: Mapping[str, Any], rows: Sequence[Row], outputs: Sequence[OutputRow], shown: int = 5
 ) -> OutputChange | None:
-    """The measured run's request `rows` and `outputs` (its first repetition's) against the
-    baseline `entry`'s; None when the entry has no request lines (recorded before them) or
-    no prompt was completed by both runs."""
+    """The measured run's request `rows` and `outputs` against the baseline `entry`'s; None
+    when the entry has no request lines or no prompt was completed by both runs."""
     if "requests" not in entry:
         return None
     base_tokens = {row[0]: row[2] for row in decode_rows(entry["requests"])}

@@ -1,33 +1,8 @@
-"""Drift detection over the history (baselines/history.py), with Apache Otava.
+"""Drift over the history: a slow slide passes every nightly gate, change points see it.
 
-A nightly gate compares tonight with a reference; a slide of 1.5 % a night passes every
-night's gate (tonight's image against last night's, or against a baseline re-recorded on
-each adoption) while the level falls 8.6 % in six nights. Change-point detection over
-the history sees it.
-
-The detector is Apache Otava's (`apache-otava`, formerly DataStax's Hunter): its
-E-Divisive (Matteson and James, "A Nonparametric Approach for Multiple Change Point
-Analysis of Multivariate Data", 2014: split the series where the energy distance
-between the two sides is largest, while a permutation test calls the split
-significant), with a fixed permutation seed so one history always gives one answer.
-It was picked over MongoDB's signal-processing-algorithms (the same E-Divisive means,
-unseeded) and over Otava's own windowed t-test variant (`compute_change_points`, whose
-merge step missed clean ramps and reported stale segment means) by
-benchmarks/drift_detectors.py; docs/history.md has the figures and the reasons.
-Otava is an optional dependency (`pip install 'pytest-llmperf[history]'`, part of
-`[dev]`): without it DetectorMissing says so and the trend is still shown.
-
-The level on each side of a change point is the mean of the runs between it and its
-neighbours; change points that move the level by less than `min_change` are dropped
-(the smallest first, the levels recomputed after each). Runs whose own noise (the
-verdict's, kept in the history) is over NOISY times the series' median are left out:
-they measured a disturbed box.
-
-A *sustained shift* (`sustained_shift`): the last change points of a series, taken
-together while each moves the metric the same way, moved it the worse way; at least
-MIN_RUNS runs were measured since the first of them, and none of those runs failed its
-gate (one that did was already reported red). Its size is the level after the last of
-them (the mean of the runs since) against the level before the first.
+The detector is Apache Otava's seeded E-Divisive (optional: `[history]`; without it
+DetectorMissing). A sustained shift: the last change points, moving the same way, moved
+the metric the worse way, MIN_RUNS runs since, none of which failed its gate.
 """
 
 from __future__ import annotations
@@ -40,7 +15,6 @@ from typing import Any
 
 from pytest_llmperf.metrics.registry import Direction, metric
 
-# The detector's settings, chosen on benchmarks/drift_detectors.py (docs/history.md).
 PVALUE = 0.05  # the permutation test's significance
 MIN_CHANGE = 0.02  # relative; a smaller move is not called a change point
 PERMUTATIONS = 100  # what compute_change_points_orig runs (not a parameter of it)
@@ -48,11 +22,8 @@ SEED = 0  # the permutation test's: one history, one answer
 MAX_RUNS = 60  # the latest runs searched (E-Divisive is quadratic in the runs)
 MIN_POINTS = 5  # fewer runs are too few to split
 MIN_RUNS = 3  # a shift is sustained after this many runs at the new level
-# A run whose own noise (the verdict's interval, in the history) is this many times the
-# series' median noise measured a disturbed box, not the image: left out of the series.
-NOISY = 5.0
-# Outcomes after which the gate itself failed: such a shift was already reported red.
-FAILED = frozenset({"regressed", "invalid"})
+NOISY = 5.0  # a run this many times the series' median noise measured a disturbed box
+FAILED = frozenset({"regressed", "invalid"})  # the gate already reported these red
 
 INSTALL_HINT = "pip install 'pytest-llmperf[history]' (apache-otava)"
 
@@ -87,9 +58,8 @@ def detector_available() -> bool:
 def change_points(
     values: Sequence[float], *, pvalue: float = PVALUE, min_change: float = MIN_CHANGE
 ) -> list[ChangePoint]:
-    """The change points Otava's E-Divisive finds in the latest MAX_RUNS of `values`
-    (oldest first), in index order, each with the levels either side. DetectorMissing
-    when Otava is not installed."""
+    """The change points in the latest MAX_RUNS of `values` (oldest first), each with the
+    levels either side; those moving the level less than `min_change` are dropped."""
     try:
         from otava.analysis import compute_change_points_orig
     except ImportError:
@@ -137,9 +107,8 @@ class Shift:
 
 
 def trusted(lines: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """The series' runs to read levels from, and those left out: a run whose noise is over
-    NOISY times the median noise of the runs that have one (a loaded host, a stalled
-    stream: the verdict was usually inconclusive). Runs without a noise are kept."""
+    """(kept, left out): a run whose noise is over NOISY times the median noise is left
+    out; runs without a noise are kept."""
     noises = [float(line["noise"]) for line in lines if isinstance(line.get("noise"), (int, float))]
     if len(noises) < MIN_POINTS:
         return list(lines), []
@@ -192,9 +161,8 @@ def latest_shift(lines: Sequence[Mapping[str, Any]], points: Sequence[ChangePoin
 def sustained_shift(
     lines: Sequence[Mapping[str, Any]], *, pvalue: float = PVALUE, min_change: float = MIN_CHANGE
 ) -> Shift | None:
-    """The series' sustained shift for the worse that every run since passed its gate (the
-    nightly summary's flag), or None. `lines`: one series' history lines, oldest first;
-    the runs `trusted` leaves out are not read."""
+    """The sustained shift for the worse of one series' history lines (oldest first) that
+    every run since passed its gate, or None."""
     lines, _ = trusted(lines)
     shift = latest_shift(lines, change_points([line["value"] for line in lines], pvalue=pvalue, min_change=min_change))
     return shift if shift is not None and shift.worse and shift.passed else None

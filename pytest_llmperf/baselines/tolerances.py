@@ -1,18 +1,7 @@
-"""Tolerances: how far a metric may move before it is a regression.
+"""Tolerances: how far a metric may move, in its worse direction, before it regresses.
 
-A tolerance is a magnitude; the metric's direction (metrics/registry.py) says which way
-is worse. "5%" on decode tok/s (higher is better) allows measured >= baseline * 0.95;
-"10%" on TTFT (lower is better) allows measured <= baseline * 1.10;
-"0.03" on acceptance rate allows measured >= baseline - 0.03.
-The same magnitude in the better direction is the "improved" threshold.
-
-A sign is optional. Given, it is the sign of the allowed (worse) move, as the verdict
-tables' "allowed" column prints it: "-5%" on a higher-is-better metric, "+10%" on a
-lower-is-better one. The opposite sign ("-5%" on TTFT: may TTFT only fall?) says
-something no tolerance can mean, so it is refused with the spelling that works instead
-of being read as its magnitude.
-
-Precedence for a metric's tolerance: per-test marker > project ini > the registry's default.
+"5%" is relative, "0.03" absolute. A sign, if given, must be that of the worse move ("-5%"
+on a higher-is-better metric); the opposite sign is refused. Precedence: marker > ini > default.
 """
 
 from __future__ import annotations
@@ -33,10 +22,7 @@ _TOLERANCE_RE = re.compile(r"^[+-]?\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*(
 
 
 def parse_tolerance(text: str | Tolerance, name: str | None = None) -> Tolerance:
-    """Parse an ini/marker tolerance string: "5%" -> relative 0.05, "0.03" -> absolute 0.03.
-
-    With the metric's `name`, a sign against its direction is refused (module docstring).
-    """
+    """Parse "5%" (relative 0.05) or "0.03" (absolute); with `name`, a wrong sign is refused."""
     if isinstance(text, Tolerance):
         return text
     if not isinstance(text, str):
@@ -70,11 +56,7 @@ def _check_sign(name: str, text: str) -> None:
 
 
 def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
-    """Parse the ini form: one `metric = tolerance` per line (or comma separated).
-
-    Example:  decode_tok_s = 3%
-              acceptance_rate = 0.02
-    """
+    """The ini form: one `metric = tolerance` per line (or comma separated)."""
     out: dict[str, Tolerance] = {}
     for raw in re.split(r"[\n,]", text or ""):
         item = raw.split("#", 1)[0].strip()
@@ -97,12 +79,7 @@ def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
 
 
 def tolerance_for(name: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
-    """The tolerance for a metric: the first override layer that names it, else the default.
-
-    Pass layers most specific first: tolerance_for(m, marker_tolerances, ini_tolerances).
-    Values may be Tolerance objects or strings ("5%", "0.03"). An unknown metric raises
-    UnknownMetric with the nearest known names.
-    """
+    """The first override layer (most specific first) that names the metric, else its default."""
     entry = metric(name)
     for layer in overrides:
         if layer and name in layer:
