@@ -1,19 +1,6 @@
-"""The figures the cross-checks judge (docs/verdicts.md, "Cross-checks"): whether a run's
-token counts agree with each other, and each request's output in a compact line.
-
-- Token accounting: three counts of one run's output tokens. `usage` (the server's
-  answer, what every figure uses), the delta of `vllm:generation_tokens_total` over the
-  measured window (the engine's own count), and the token events the client received
-  (each carries at least one token; a chat stream's role-only first chunk carries none).
-  The window is bracketed as the runner scrapes it: after the warm-up has finished,
-  and after the last measured request ended, so the counter should see exactly the
-  measured requests' tokens. Requests without a usage (failed, or cut at the time cap)
-  generated tokens the counter holds: at least the token events they received, at most
-  their max_tokens each.
-- Output lines: per completed request, its prompt index, finish reason and a short
-  hash of its text. At temperature 0 (what the client sends) the same image gives the
-  same text for the same prompt; a baseline keeps the lines of the run it was recorded
-  from, and the early-stop and output checks compare them (baselines/crosscheck.py).
+"""The figures the cross-checks judge (docs/verdicts.md): a run's output tokens counted
+three ways (usage, the engine's generation counter over the measured window, the token
+events received), and each completed request's output as a line (index, finish, text hash).
 """
 
 from __future__ import annotations
@@ -26,11 +13,8 @@ from typing import Any
 from pytest_llmperf.metrics.prometheus import GENERATION_TOKENS, parse_snapshot
 from pytest_llmperf.metrics.records import RequestRecord
 
-# The counter may differ from what it should hold by this share of the usage total, and
-# by at least this many tokens, before the run is invalid. On the simulator, and by vLLM
-# 0.32's source (the output handler records a step's stats before it serves the next
-# request, so before the client's /metrics scrape), the counts agree exactly; the slack
-# absorbs a stray token, not a different workload.
+# How far the counter may miss what it should hold (the counts agree exactly on vLLM and
+# the simulator; the slack absorbs a stray token, not a different workload).
 TOKEN_SLACK_SHARE = 0.005
 TOKEN_SLACK_MIN = 2
 
@@ -121,9 +105,8 @@ def token_account(
     chat: bool,
     max_tokens: int | None,
 ) -> TokenAccount | None:
-    """The run's token account, or None when nothing can be compared: no request with a
-    usage, or a counter that never moved while usage counted tokens (stats disabled,
-    `--disable-log-stats`: the spec-decode note says so) is left out as unknown."""
+    """The run's token account, or None without a request with a usage; a counter that
+    never moved (stats disabled) is left out as unknown."""
     reported = [r for r in records if r.ok and r.completion_tokens is not None]
     if not reported:
         return None

@@ -1,10 +1,6 @@
-"""Faults of a run: failed requests, counted, grouped by cause and weighed against an
-error budget; and stalled streams.
-
-A run whose failures exceed its budget cannot be judged: its figures describe a broken
-server, not a slower one. Requests cut at the run's time cap are counted apart; they are
-the run's limit, not the server's fault. Failures within the budget and stalls leave a
-run judged, but a regression beside them is named with them: it may be the faults.
+"""Faults of a run: failed requests grouped by cause and weighed against an error budget
+(beyond it the run cannot be judged; requests cut at the time cap are not counted), and
+stalled streams, named beside a verdict they may explain.
 """
 
 from __future__ import annotations
@@ -62,8 +58,7 @@ class Failures:
     causes: tuple[tuple[str, int], ...]  # (error, count), most common first
 
     def describe(self, most: int = 3) -> str:
-        """ "48 of 64 failed: 46x HTTP 500 ..., 2x connection closed mid-response"; "none of
-        64 failed" """
+        """'48 of 64 failed: 46x HTTP 500, 2x ...' or 'none of 64 failed'."""
         if not self.failed:
             text = f"none of {self.attempted} failed"
             return text + (f" ({self.cut_at_cap} cut at the time cap, not counted)" if self.cut_at_cap else "")

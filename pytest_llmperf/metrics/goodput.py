@@ -1,24 +1,7 @@
-"""Goodput at service-level objectives, as `vllm bench serve --goodput` computes it.
+"""Goodput at service-level objectives, exactly as `vllm bench serve --goodput` computes it.
 
-SLOs are written as vLLM writes them: `KEY:VALUE` pairs in milliseconds, separated by
-spaces (`ttft:500 tpot:50 e2el:3000`), the keys `ttft`, `tpot` and `e2el`, each value a
-number >= 0. Commas between pairs are read as spaces.
-
-vLLM's definition (`calculate_metrics` in vllm/benchmarks/serve.py), followed exactly:
-
-- only successful requests are judged; a failed one is never good;
-- per request: TTFT, E2EL (the request's latency), and TPOT = (E2EL - TTFT) /
-  (output tokens - 1), taken as 0 for a reply of one token or fewer (vLLM: "if output_len
-  <= 1, we regard tpot as 0 for goodput"); output tokens are the server's `usage`, and a
-  request without usage counts as one token, as vLLM counts it without a tokenizer;
-- a request is good when every given SLO holds with the value at or under it
-  (`SLO >= value`, compared in seconds: VALUE / 1000);
-- goodput = good requests / the run's duration (the one request throughput divides).
-
-Beside it, the SLO attainment: the share of completed requests that were good.
-
-Records on a sped-up clock (the simulator) are compared in real time: each value is
-scaled by the clock speed before the comparison.
+SLOs are vLLM's `KEY:VALUE` pairs in milliseconds (`ttft:500 tpot:50 e2el:3000`); a
+successful request is good when every value is at or under its SLO.
 """
 
 from __future__ import annotations
@@ -45,8 +28,7 @@ def _fix() -> str:
 
 
 def parse_slos(text: str) -> dict[str, float]:
-    """'ttft:500 tpot:50' -> {'ttft': 500.0, 'tpot': 50.0} (milliseconds), in SLO_NAMES order.
-    SLOError names the bad pair and the fix."""
+    """'ttft:500 tpot:50' -> {'ttft': 500.0, 'tpot': 50.0} (ms), in SLO_NAMES order."""
     if not isinstance(text, str):
         raise SLOError(f"SLOs must be text such as '{EXAMPLE}', got {text!r}")
     pairs = [p for p in re.split(r"[\s,]+", text.strip()) if p]

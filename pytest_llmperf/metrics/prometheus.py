@@ -1,10 +1,7 @@
 """vLLM's Prometheus /metrics page -> counter snapshots -> spec-decode figures.
 
-Only counter samples named `*_total` are kept. prometheus_client (and vLLM) also
-expose `*_created` series whose values are Unix timestamps (~1.7e9): summing one of
-those into a counter would silently wreck every ratio, so they are never read.
-Counters are summed over every label (engine, model_name, finished_reason, ...)
-except `position`, which is kept as the per-position breakdown.
+Only `*_total` samples are kept (`*_created` ones are timestamps); counters are summed
+over every label but `position`, kept as the per-position breakdown.
 """
 
 from __future__ import annotations
@@ -129,11 +126,8 @@ def spec_decode_delta(
     after: MetricsSnapshot | str | None,
     generated_tokens: int | None = None,
 ) -> SpecDecodeStats:
-    """Spec-decode figures from the counter deltas between two snapshots.
-
-    `generated_tokens` (from the client's usage counts) lets us tell "stats are
-    disabled" from "nothing happened" when the page has no generation counter.
-    """
+    """Spec-decode figures from the counter deltas between two snapshots. `generated_tokens`
+    (the client's usage) tells "stats are disabled" from "nothing happened"."""
     before, after = _as_snapshot(before), _as_snapshot(after)
     if before is None or after is None:
         return SpecDecodeStats(NO_METRICS, "no /metrics snapshots were captured around the run")
@@ -199,9 +193,8 @@ def spec_decode_delta(
 
 
 def engine_lag_delta(before: MetricsSnapshot | str | None, after: MetricsSnapshot | str | None) -> float | None:
-    """The simulator's engine lag over a window: how late its steps ended behind their
-    schedule, as a share of the step time (0.05: emissions 5 % of a step late on average).
-    None where the page has no such counters (a real vLLM) or nothing ran."""
+    """The simulator's engine lag over a window, as a share of the step time (0.05: steps
+    ended 5 % late on average); None without such counters or steps."""
     before, after = _as_snapshot(before), _as_snapshot(after)
     if before is None or after is None:
         return None

@@ -7,15 +7,13 @@ from collections.abc import Iterable
 
 from pytest_llmperf.metrics.records import RequestRecord
 
-# How far the server's count of a prompt may be from the sampler's: a tokenizer's special
-# tokens (a BOS) where the sampler's own tokenizer did not count them.
+# How far the server's count may be from the sampler's (special tokens such as a BOS).
 SLACK_TOKENS = 2
 SLACK_SHARE = 0.02
 
 
 def length_mismatch(records: Iterable[RequestRecord]) -> str | None:
-    """Why the prompts the server counted (`usage.prompt_tokens`) are not the lengths the
-    sampler meant, beyond SLACK_TOKENS or SLACK_SHARE of a prompt; None when they are."""
+    """Why the prompt lengths the server counted are not those the sampler meant; None when they are."""
     pairs = [
         (r.expected_prompt_len, r.prompt_tokens)
         for r in records

@@ -1,8 +1,5 @@
-"""Raw per-request records: the ground every aggregate is recomputed from.
-
-Times are `time.perf_counter()` seconds in the client process (monotonic), so only
-differences between them mean anything.
-"""
+"""Raw per-request records, the ground every aggregate is recomputed from. Times are
+`time.perf_counter()` seconds: only their differences mean anything."""
 
 from __future__ import annotations
 
@@ -14,9 +11,7 @@ from typing import Any
 class RequestRecord:
     index: int  # position of the prompt in the sampled list
     send_time: float  # just before the request was written
-    # Arrival time of every token chunk: an SSE chunk with non-empty `choices`, whatever
-    # its text (the empty-text EOS chunk and chat's role chunk too), as vLLM's bench
-    # counts them. Under speculative decoding one chunk holds several tokens.
+    # Arrival of every chunk with non-empty `choices`, as vLLM's bench counts them.
     chunk_times: list[float] = field(default_factory=list)
     end_time: float | None = None  # stream finished ([DONE], error or cut)
     prompt_tokens: int | None = None  # from the server's usage, never counted here
@@ -27,15 +22,9 @@ class RequestRecord:
     output_text: str = ""
     expected_prompt_len: int | None = None  # from the dataset sampler, for reference
     cut_at_cap: bool = False  # ended by the run's time cap (its own category, not a server fault)
-    # The arrival time of the first chunk with answer text (chat `content`, completions
-    # `text`; None when none came, e.g. a reply that never left its reasoning). Reasoning
-    # models (chat with a server's --reasoning-parser): how many chunks carried reasoning
-    # text, and the reasoning tokens of the server's usage
-    # (`completion_tokens_details.reasoning_tokens`; None when not reported). TTFT stays
-    # vLLM's: the first token chunk of any kind, a reasoning one included.
-    first_answer_time: float | None = None
+    first_answer_time: float | None = None  # the first chunk with answer text (not reasoning)
     reasoning_chunks: int = 0
-    reasoning_tokens: int | None = None
+    reasoning_tokens: int | None = None  # from usage; None when not reported
 
     @property
     def ok(self) -> bool:

@@ -1,12 +1,6 @@
-"""The metric registry: every figure a run can be judged on, and what it is.
-
-Each metric has a direction (which way is better), a unit, a default tolerance (or none:
-then a test or the project must give one), how it moves when the server's clock runs
-faster (the simulator), the decimals it is shown with and a one-line meaning. Tolerances,
-time scaling, tables, the README's metric table and "unknown metric" errors all read this
-table; nothing else infers a metric's nature from its name.
-
-`acceptance_pos<i>` (i = 1, 2, ...) is a family: one entry stands for every position.
+"""The metric registry: every figure a run can be judged on, with its direction, unit,
+default tolerance, time scaling, decimals and meaning. Nothing else infers a metric's
+nature from its name. `acceptance_pos<i>` stands for every draft position.
 """
 
 from __future__ import annotations
@@ -81,9 +75,7 @@ class Metric:
     decimals: int
     meaning: str
     tolerance: Tolerance | None = None  # None: no default, a test or the project gives one
-    # A statistic over requests (one value per request): judged only from this many
-    # requests a run (baselines/compare.py); None for figures that are not.
-    min_requests: int | None = None
+    min_requests: int | None = None  # a statistic over requests is judged from this many a run
 
 
 class UnknownMetric(ValueError):
@@ -99,17 +91,13 @@ _LATENCY = {
     "itl": "inter-chunk latency, pooled over every chunk gap (per chunk, not per token)",
     "e2el": "end-to-end latency: last token chunk minus send time",
 }
-# Reasoning models: shown and recorded only for runs whose replies carried reasoning.
 _TTFA = (
     "time to first answer token (reasoning runs): first chunk with answer text (`content`, after the "
     "reasoning) minus send time, over the requests that answered"
 )
 _STATS = {"mean": "mean", "median": "median", "p90": "90th percentile", "p99": "99th percentile"}
-# Requests a run needs before a per-request statistic is judged: five on each side of a
-# percentile (median 10, p90 50, p99 500), ten for the mean. Fewer, and one request
-# changing rank moves the statistic by the gap between two requests: a one-stream TTFT
-# median of four requests read regressed with no change in 10 % of verdicts
-# (benchmarks/verdict_power.py, docs/verdicts.md).
+# Five requests on each side of a percentile (ten for the mean): with fewer, one request
+# changing rank moves the statistic by the gap between two.
 MIN_EACH_SIDE = 5
 _MIN_REQUESTS = {
     "mean": 2 * MIN_EACH_SIDE,
@@ -127,7 +115,7 @@ _TABLE: tuple[Metric, ...] = (
         Scaling.RATE,
         1,
         "output tokens / s while >= 90% of the concurrency was in flight (no ramp-down tail)",
-        _REL3,  # the gated decode figure: 3 % catches a 5 % drop (benchmarks/verdict_power.py)
+        _REL3,  # the gated decode figure: 3 % catches a 5 % drop
     ),
     Metric("prefill_tok_s", _H, "tok/s", Scaling.RATE, 1, "sum of prompt tokens / wall duration", _REL5),
     Metric("total_tok_s", _H, "tok/s", Scaling.RATE, 1, "prompt and output tokens / wall duration"),
@@ -231,8 +219,7 @@ _TABLE: tuple[Metric, ...] = (
 )
 
 METRICS: dict[str, Metric] = {m.name: m for m in _TABLE}
-# A reasoning model's figures: None (absent from tables, reports and baselines) unless a
-# run's replies carried reasoning (metrics/summary.py).
+# None (absent from tables, reports and baselines) unless a run's replies carried reasoning.
 REASONING_METRICS = (
     *(f"ttfa_ms_{stat}" for stat in _STATS),
     "answered",
@@ -240,9 +227,7 @@ REASONING_METRICS = (
     "total_answer_tokens",
     "reasoning_share",
 )
-# The decode figure an MTP speedup divides, and the default gate's: without a capped
-# run's ramp-down tail, which moves the whole-run figure unevenly (metrics/steady.py).
-GATED_DECODE = "steady_decode_tok_s"
+GATED_DECODE = "steady_decode_tok_s"  # what an MTP speedup divides and the default gate judges
 _FAMILIES = {re.compile(r"acceptance_pos([1-9][0-9]*)"): METRICS["acceptance_pos<i>"]}
 
 
@@ -280,8 +265,7 @@ def check_names(names: Iterable[str], where: str = "") -> None:
 
 
 def flatten(summary: Mapping[str, Any]) -> dict[str, float | None]:
-    """A run summary's figures by metric name: scalars as they are, the per-position
-    acceptance list as acceptance_pos1..k. Anything else (notes, statuses) is left out."""
+    """A summary's known scalar figures by name, the per-position list as acceptance_pos1..k."""
     flat: dict[str, float | None] = {}
     for key, value in summary.items():
         if key == "acceptance_per_position":
@@ -293,8 +277,7 @@ def flatten(summary: Mapping[str, Any]) -> dict[str, float | None]:
 
 
 def to_real_time(figures: Mapping[str, Any], clock_speed: float) -> dict[str, Any]:
-    """Figures measured on a clock `clock_speed` times faster than real, as a real clock
-    would have read them: durations longer, rates lower; ratios and counts unchanged."""
+    """Figures from a clock `clock_speed` times faster, in real time: durations longer, rates lower."""
     out = dict(figures)
     if clock_speed == 1.0:
         return out

@@ -1,34 +1,8 @@
-"""Aggregate figures of one run, computed from raw request records.
+"""Aggregate figures of one run from its raw request records, as `vllm bench serve`
+defines them (token counts from `usage`, never from chunks; numpy's linear percentiles).
 
-Definitions follow vLLM's `vllm bench serve` (DESIGN.md "Measurement definitions"):
-
-- token counts come from the server's `usage` of successful requests, never from the
-  number of SSE chunks (under MTP one chunk carries several tokens);
-- TPOT per request = (last chunk - first chunk) / (output_tokens - 1), only for
-  requests with more than one output token;
-- ITL is pooled over every chunk gap of every successful request (a per-chunk figure,
-  so under speculative decoding it is larger than TPOT);
-- percentiles are numpy's default (linear interpolation), like vLLM;
-- prefill/decode tok/s = total prompt/output tokens / wall duration;
-- steady_decode_tok_s = output tokens / s inside the window where the run was at its
-  concurrency (metrics/steady.py): the decode figure without a capped run's ramp-down;
-- per_stream_tok_s = 1 / median TPOT: the decode speed one stream sees (the seeds'
-  "TPOT median 66.3 ms (~15 tok/s/stream)");
-- reasoning models, only for a run whose replies carried reasoning (reasoning text
-  streamed, or reasoning tokens in `usage`; otherwise every one is None): TTFA (time to
-  the first chunk with answer text) over the requests that got that far (`answered`),
-  and the reasoning/answer split of the output tokens from `usage`
-  (`completion_tokens_details.reasoning_tokens`, which vLLM sends with
-  `--reasoning-parser`). TTFT stays vLLM's: the first token chunk of any kind.
-- with SLOs (`ttft:500 tpot:50`): request_goodput = requests meeting every SLO / wall
-  duration, as `vllm bench serve --goodput`, and slo_attainment = their share of the
-  completed requests (metrics/goodput.py); None without SLOs.
-
-Figures that cannot be computed (no successful request, zero duration, no TPOT sample)
-are None, never 0 and never a ZeroDivisionError.
-
-Records measured on a clock `clock_speed` times faster than real (the simulator) give
-figures in real time: the scaling is the registry's, applied here once.
+A figure that cannot be computed is None, never 0. Records on a sped-up clock
+(`clock_speed`, the simulator) give figures in real time.
 """
 
 from __future__ import annotations
@@ -47,7 +21,7 @@ from pytest_llmperf.metrics.registry import to_real_time
 from pytest_llmperf.metrics.steady import steady_tok_s
 
 STATS = ("mean", "median", "p90", "p99")
-_PERCENTILE = {"median": 50, "p90": 90, "p99": 99}
+PERCENTILES = {"median": 50, "p90": 90, "p99": 99}
 NOT_METRICS = ("spec_status", "spec_note", "notes", "slos")
 
 
@@ -99,9 +73,7 @@ class Summary:
     slos: str = ""  # the SLOs goodput was judged at ('ttft:500 tpot:50'); '' for none
 
     def to_dict(self) -> dict[str, Any]:
-        """Metric name -> number, None or (acceptance_per_position) a list of numbers:
-        flat names usable as baseline keys. `notes` and `spec_status` are not metrics
-        and stay out; read them as attributes."""
+        """Metric name -> number, None or (acceptance_per_position) a list; NOT_METRICS stay out."""
         d = asdict(self)
         for key in NOT_METRICS:
             d.pop(key)
@@ -121,7 +93,7 @@ def _stats(values_s: list[float]) -> _Stats:
     if not values_s:
         return _Stats()
     arr = np.asarray(values_s, dtype=float) * 1000.0
-    pct = {name: float(np.percentile(arr, q)) for name, q in _PERCENTILE.items()}
+    pct = {name: float(np.percentile(arr, q)) for name, q in PERCENTILES.items()}
     return _Stats(mean=float(np.mean(arr)), median=pct["median"], p90=pct["p90"], p99=pct["p99"])
 
 
@@ -134,11 +106,8 @@ def _check_duration(duration: float) -> float:
 
 
 def _steady(records: list[RequestRecord], concurrency: int | None) -> float | None:
-    """The steady decode rate of `records` (metrics/steady.py). A failed request counts as
-    in flight with no tokens: a server that drops requests does not read faster. A request
-    the runner cut at the time cap is left out: the cut is the client's and its streamed
-    tokens are uncounted (`usage` comes with the last chunk), so counting it would read the
-    rate low; left out, the window ends where the first such request began."""
+    """The steady decode rate (metrics/steady.py). A failed request is in flight with no
+    tokens; one cut at the time cap is left out (its tokens are uncounted)."""
     spans = []
     for r in records:
         if r.cut_at_cap:
@@ -197,9 +166,8 @@ def summarize(
     concurrency: int | None = None,
     slos: str = "",
 ) -> Summary:
-    """`concurrency`: the run's, for the steady-state window (None: the most requests
-    that were in flight together). `slos`: SLO text for goodput (metrics/goodput.py);
-    '' for none."""
+    """`concurrency`: for the steady window (None: the most requests in flight together).
+    `slos`: SLO text for goodput (metrics/goodput.py); '' for none."""
     records = list(records)
     duration = _check_duration(duration)
     objectives = parse_slos(slos) if slos else {}

@@ -1,38 +1,7 @@
-"""How far a change between two runs could be chance: the standard error of a metric's
-change, from the two runs' raw per-request figures.
-
-Both runs send the same prompts (same dataset, seed and count), so the question is not
-"what if other prompts had been drawn" (that variance cancels in the comparison) but "how
-much do the same prompts' figures move between runs". The estimate is therefore paired:
-
-- Each run keeps a compact per-request table (`request_rows`: prompt index, prompt and
-  output tokens, chunks, TTFT, E2EL, in dispatch order); baselines store the table of
-  the run they were recorded from.
-- A circular moving-block bootstrap resamples the prompt indices both runs completed, in
-  the measured run's dispatch order, in blocks of `concurrency` consecutive requests (at
-  least three blocks). Requests sent together share the server's state (a wave of `c`
-  prompts is prefilled, queued and finished together), so single-request resampling would
-  treat three waves of 32 as 96 independent draws; a block keeps a wave together.
-- For every resample the metric is recomputed on both runs' rows of those prompts and
-  the difference taken; the standard deviation of the differences is the standard error
-  of the change.
-- Latency statistics (TTFT, TPOT, E2EL: mean, median, p90, p99) are recomputed as the
-  summary computes them (numpy's linear percentiles). Throughputs are sums over a fixed
-  window: a resample scales the run's figure by its tokens per second of request time
-  (sum of tokens over sum of E2EL) against the run's own. Acceptance comes from vLLM's
-  counters, which are per run; each request's share is read from its stream (every
-  decode step sends one chunk of 1 + accepted tokens, so `chunks - 1` drafts and
-  `tokens - chunks` accepted; a chat stream's role-only first chunk, which is timed as
-  vLLM's bench times it, adds one chunk that is no step: the same offset on every
-  request, which the ratio below nearly cancels), and a resample scales the counters'
-  figure by its ratio of accepted to drafted against the run's own. Goodput at SLOs:
-  whether each request met every SLO is read from its row (TTFT, E2EL, TPOT from them),
-  and a resample scales goodput by its good requests per second of request time, the
-  SLO attainment by its share of good requests, against the run's own.
-
-What this cannot see is noise common to a whole run (a server started again, a GPU's
-clocks, a neighbour): that comes from repetitions, combined in `stats/error.py`
-(change_error). Deterministic: the resampling is seeded (stats/bootstrap.py).
+"""The standard error of a metric's change between two runs of the same prompts, paired
+prompt by prompt: a seeded moving-block bootstrap (blocks of one wave) over both runs'
+per-request rows. Run-wide noise (a restarted server) comes from repetitions instead
+(stats/error.change_error).
 """
 
 from __future__ import annotations
@@ -45,12 +14,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.metrics.summary import PERCENTILES, STATS
 from pytest_llmperf.stats.bootstrap import RESAMPLES, SEED, block_count, block_indices, block_length
 
 ROW_FIELDS = ("index", "prompt_tokens", "output_tokens", "chunks", "ttft_ms", "e2el_ms")
 
-_STATS = ("mean", "median", "p90", "p99")
-_Q = {"median": 50, "p90": 90, "p99": 99}
+# Throughputs: a resample scales the run's figure by its tokens per second of request time.
 _RATE_NUMERATORS = {
     "decode_tok_s": ("output_tokens",),
     "steady_decode_tok_s": ("output_tokens",),
@@ -129,6 +98,7 @@ class _Side:
         with np.errstate(all="ignore"):
             self.col["tpot_ms"] = np.where(out > 1, (self.col["e2el_ms"] - self.col["ttft_ms"]) / (out - 1), np.nan)
         chunks = self.col["chunks"]
+        # Each decode step streams one chunk of 1 + accepted tokens.
         self.col["drafts"] = np.maximum(chunks - 1, 0)
         self.col["accepted"] = np.maximum(out - chunks, 0)
         if slos:
@@ -145,14 +115,14 @@ class _Side:
         """`name` recomputed on every resample (rows of `idx`); None when it has no estimator."""
         col = self.col
         prefix, _, stat = name.rpartition("_")
-        if prefix in ("ttft_ms", "e2el_ms", "tpot_ms") and stat in _STATS:
+        if prefix in ("ttft_ms", "e2el_ms", "tpot_ms") and stat in STATS:
             values = col[prefix][idx]
             resampled: NDArray[Any]
             with np.errstate(all="ignore"):
                 if stat == "mean":
                     resampled = np.nanmean(values, axis=1)
                 else:
-                    resampled = np.nanpercentile(values, _Q[stat], axis=1)
+                    resampled = np.nanpercentile(values, PERCENTILES[stat], axis=1)
             return resampled
         if name == "per_stream_tok_s":
             with np.errstate(all="ignore"):
@@ -166,8 +136,6 @@ class _Side:
             num = sum((col[p] for p in parts), np.zeros(len(col["index"]))) if parts else np.ones(len(col["index"]))
             return self._scaled(figure, num, col["e2el_ms"], idx)
         if name in _GOOD and "good" in col:
-            # Goodput: good requests per second of request time, as request_throughput;
-            # attainment: the share of good requests.
             den = col["e2el_ms"] if name == "request_goodput" else np.ones(len(col["index"]))
             return self._scaled(figure, col["good"], den, idx)
         if name == "acceptance_length":
@@ -200,12 +168,8 @@ def paired_errors(
     slos: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Metric name -> standard error of (measured - baseline), for the names that have an
-    estimator and enough common prompts (at least two). `slos` (parsed, ms): both runs'
-    SLOs, for request_goodput and slo_attainment (which have no estimator without them).
-
-    The error rests on `independent_blocks(...)` independent units: few blocks make it
-    imprecise, which the verdict rule accounts for (Student's t, blocks - 1 degrees of
-    freedom)."""
+    estimator and at least two common prompts. `slos` (parsed, ms) enables goodput's.
+    The error rests on `independent_blocks(...)` units (the rule's degrees of freedom)."""
     base = {row[0]: row for row in baseline_rows}
     order = [row[0] for row in measured_rows if row[0] in base]
     if len(order) < 2:
