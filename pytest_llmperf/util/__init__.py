@@ -1,5 +1,1 @@
-"""Small helpers with one home each: files and caches, secrets, server HTTP pages.
-
-The bottom layer: nothing here imports anything else of pytest_llmperf, and `sim/`
-(self-contained) does not import this.
-"""
+"""Small helpers with one home each; the bottom layer, importing nothing else of the plugin."""

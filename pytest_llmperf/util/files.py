@@ -10,8 +10,7 @@ CACHE_DIR_ENV = "LLMPERF_CACHE_DIR"
 
 
 def is_read_only(path: Path) -> bool:
-    """Whether `path` is a file nobody may write by its mode (chmod 444): someone meant it
-    to stay as it is, even for root, whom permissions do not stop."""
+    """Whether `path` is a file nobody may write by its mode (chmod 444), which even root respects here."""
     try:
         return path.is_file() and not path.stat().st_mode & 0o222
     except OSError:
@@ -19,8 +18,7 @@ def is_read_only(path: Path) -> bool:
 
 
 def write_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why `atomic_write_text(path, ...)` would fail, found by trying what it does (a temp
-    file in the nearest folder that exists), or None when it would not."""
+    """Why `atomic_write_text(path, ...)` would fail (found by trying a temp file), or None."""
     path = Path(path)
     if is_read_only(path):
         return f"it is read-only (mode {path.stat().st_mode & 0o777:o}); make it writable to record over it"
@@ -41,12 +39,9 @@ def write_problem(path: str | os.PathLike[str]) -> str | None:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write `text` (UTF-8, "\\n" line ends) via a temp file in the same folder, fsync and
-    `os.replace`, then fsync the folder: a reader sees the old file or the new one, never
-    half of one, and a crash cannot lose the rename. The file gets the mode a plain
-    `open()` would give it (0644 under the usual umask, not mkstemp's 0600). Creates the
-    folder; leaves no temp file behind on failure, and removes ones a crash left.
-    PermissionError for a read-only file (`is_read_only`): it is never replaced."""
+    """Write `text` (UTF-8) via a temp file, fsync and `os.replace`: a reader sees the old
+    file or the new one, never half. The mode is a plain `open()`'s; a read-only file
+    raises PermissionError and is never replaced."""
     path = Path(path)
     if is_read_only(path):
         raise PermissionError(f"{path} is read-only (mode {path.stat().st_mode & 0o777:o}): not replaced")

@@ -1,8 +1,4 @@
-"""A server's base URL, and the pages read off the hot path: `GET /version`, `GET /metrics`.
-
-The streaming requests themselves go through workload/http1.py; everything here uses
-httpx (design decision: httpx for everything off the per-chunk path).
-"""
+"""A server's base URL, and the pages read off the hot path with httpx: `/version`, `/metrics`."""
 
 from __future__ import annotations
 
@@ -18,12 +14,8 @@ class PageError(RuntimeError):
 
 
 def server_root(url: str) -> str:
-    """The server root of a base URL as users type it: "http://h:8000/v1/" -> "http://h:8000".
-
-    ValueError unless it is an http(s):// URL without credentials: the measuring requests
-    would not carry them, and every page read logs its URL (httpx, at INFO). The message
-    never repeats them.
-    """
+    """The server root: "http://h:8000/v1/" -> "http://h:8000"; ValueError unless an http(s)
+    URL without credentials (requests would not carry them, logs would show them)."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(f"expected an http(s):// URL, got {redact_url(str(url))!r}")
     if has_userinfo(url):
@@ -43,8 +35,7 @@ def url_argument(text: str) -> str:
 
 
 def fetch_version(base_url: str, *, timeout: float = 5.0, client: httpx.Client | None = None) -> str:
-    """vLLM's version from `GET {base_url}/version`; PageError when there is none.
-    `client`: an open httpx client to reuse (its own timeout applies)."""
+    """vLLM's version from `GET {base_url}/version`; PageError when there is none."""
     url = f"{base_url}/version"
     try:
         answer = client.get(url) if client is not None else httpx.get(url, timeout=timeout)
@@ -58,9 +49,8 @@ def fetch_version(base_url: str, *, timeout: float = 5.0, client: httpx.Client |
 async def fetch_metrics_page(
     base_url: str, *, timeout: float = 10.0, client: httpx.AsyncClient | None = None
 ) -> str | None:
-    """The raw Prometheus page from `GET {base_url}/metrics`, or None when the server has
-    none (any status but 200) or cannot answer. `client`: an open httpx client to reuse
-    (its own timeout applies; a new one costs milliseconds of CPU to set up)."""
+    """The raw page from `GET {base_url}/metrics`, or None when the server has none or
+    cannot answer. `client`: an open httpx client to reuse (a new one costs milliseconds)."""
     try:
         if client is not None:
             answer = await client.get(f"{base_url}/metrics")

@@ -1,14 +1,6 @@
-"""Open-file limits. Each measured stream holds a socket, so a run at concurrency N needs
-N file descriptors beside those the process already has; past RLIMIT_NOFILE every new
-socket fails with EMFILE ("Too many open files"), deep inside asyncio or ssl.
-
-`open_files_for(concurrency)` raises the soft limit for one run when the streams would
-not fit under it, never above the hard limit, and puts it back after: the soft limit is
-the one a process is meant to raise for itself (vLLM's server raises its own to 65535),
-while the hard limit is the administrator's. Only for the run, only when needed, and not
-to the hard limit itself: child processes inherit the limit, and a program using
-select() breaks on descriptors above 1024. Where even the hard limit is too low,
-`too_many_open_files` says so in one line with the fix.
+"""Open-file limits: each measured stream holds a socket. `open_files_for` raises the soft
+RLIMIT_NOFILE for one run when needed (within the hard limit, then puts it back);
+`too_many_open_files` says how to fix a run that ran out.
 """
 
 from __future__ import annotations
@@ -19,9 +11,7 @@ import resource
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# Beside the streams: /metrics scrapes and /health (each a socket and a CA bundle read),
-# pipes to the simulator and to client workers, log files, the interpreter's own.
-FD_MARGIN = 64
+FD_MARGIN = 64  # beside the streams: scrapes, pipes, log files, the interpreter's own
 
 
 def is_too_many_open_files(exc: BaseException) -> bool:
@@ -31,8 +21,7 @@ def is_too_many_open_files(exc: BaseException) -> bool:
 
 def open_files_limit() -> tuple[int, int]:
     """RLIMIT_NOFILE as (soft, hard); RLIM_INFINITY for no limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft, hard
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
 def open_fds() -> int:

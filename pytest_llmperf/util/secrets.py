@@ -1,9 +1,5 @@
-"""Secrets: which names and values are secret, and their redaction.
-
-One rule for every place that shows or writes data: server specs (`describe()`), the
-container environment and messages (servers/docker.py), result configs and baseline
-provenance (baselines/store.py).
-"""
+"""Secrets: which names and values are secret, and their redaction, one rule for every
+place that shows or writes data."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ REDACTED = "***"
 # Variables that hold a Hugging Face token whether or not a spec names them.
 ALWAYS_SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
-# A name is split into words at anything but letters and digits ("HF_TOKEN" -> HF, TOKEN;
-# "max_tokens" -> MAX, TOKENS: a count, not a secret).
+# Words of a name split at anything but letters and digits ("max_tokens": a count, not a secret).
 _SECRET_WORDS = frozenset(
     {
         "TOKEN",
@@ -59,8 +54,7 @@ def is_secret_name(name: str) -> bool:
 
 
 def looks_like_secret(text: str) -> bool:
-    """Whether a value has the shape of a credential (hf_..., sk-..., ghp_..., AKIA...,
-    "Bearer ...", "token=...")."""
+    """Whether a value has the shape of a credential (hf_..., sk-..., "Bearer ...", ...)."""
     return bool(_SECRET_VALUE.search(text))
 
 
@@ -94,8 +88,7 @@ def redact_args(args: Sequence[str]) -> list[str]:
 
 
 def secret_arg_values(args: Sequence[str]) -> list[str]:
-    """The values `redact_args` hides in a command line, to scrub from text that may quote
-    them (a server's log)."""
+    """The values `redact_args` hides, to scrub from text that may quote them (a server's log)."""
     values = []
     for arg, shown in zip(args, redact_args(args)):
         if shown == arg:
@@ -106,9 +99,8 @@ def secret_arg_values(args: Sequence[str]) -> list[str]:
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """Free text nobody chose the words of (a server's log): every secret value, then
-    every credential-shaped word (hf_..., sk-..., "Bearer ...", "token=...") and the
-    userinfo of every URL as REDACTED."""
+    """Free text (a server's log) with secret values, credential-shaped words and URL
+    userinfo shown as REDACTED."""
     return redact_url(_SECRET_VALUE.sub(REDACTED, redact(text, secrets)))
 
 
@@ -124,11 +116,8 @@ def has_userinfo(url: str) -> bool:
 
 
 def strip_secrets(value: Any) -> Any:
-    """`value` (nested dicts and lists) without keys that name or hold secrets, and with
-    credential-looking list items shown as REDACTED.
-
-    A secret key holding REDACTED itself (or None) is kept: it shows a secret was set.
-    """
+    """`value` (nested) without keys that name or hold secrets (one holding REDACTED or None
+    is kept: a secret was set), credential-looking list items shown as REDACTED."""
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():

@@ -1,16 +1,7 @@
-"""SIGTERM as Ctrl-C: a session told to stop (a CI job's timeout, `kill`, `docker stop`)
-winds down the way it does on Ctrl-C, instead of dying with its report unwritten.
-
-`TERMINATE.install()` makes SIGTERM raise KeyboardInterrupt on the main thread, so every
-path Ctrl-C already takes applies: the runner turns it into a partial result (it handles
-SIGTERM in its event loop while `TERMINATE.active`, as it does SIGINT), context managers
-stop their servers, pytest reports the session as interrupted (exit code 2) and the
-plugin writes what was measured. `defer()` is for the session's own wind-down: a SIGTERM
-then is noted (`received`), not raised, so it cannot cut the report being written.
-
-Handlers installed after this one (servers/docker.py removes its containers on SIGTERM)
-call it in turn when they are done, so the two compose: containers go first, then the
-Ctrl-C path.
+"""SIGTERM as Ctrl-C: `TERMINATE.install()` makes SIGTERM raise KeyboardInterrupt on the
+main thread, so a session told to stop winds down as on Ctrl-C, report written. `defer()`
+counts a later SIGTERM instead, so it cannot cut the wind-down. Handlers installed on top
+(servers/docker.py) call this one when done.
 """
 
 from __future__ import annotations
@@ -61,9 +52,8 @@ class _SigtermAsInterrupt:
         self._deferred = True
 
     def restore(self) -> None:
-        """Put back the handler install() found. A handler installed on top of ours and
-        still in place is left alone: it calls ours when done, and ours, no longer
-        installed, then does what the previous handler would."""
+        """Put back the handler install() found, unless one installed on top is in place (it
+        calls ours, which then does what the previous handler would)."""
         if not self._installed:
             return
         self._installed, self._deferred, self.received = False, False, 0

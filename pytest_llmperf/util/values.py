@@ -1,8 +1,5 @@
-"""Value parsers shared by `llmperf`'s flags (argparse `type=`), the plugin's options and
-the marker's check: each refuses a bad value with what it takes.
-
-A `Value` reads text (a flag, an ini line) before checking it; `check` takes a value as
-given in Python (a marker's) and reads nothing, so "48" is no number of tokens there.
+"""Value parsers shared by `llmperf`'s flags, the plugin's options and the marker's check.
+A `Value` reads text before checking it; `check` takes a Python value as it is.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ T = TypeVar("T")
 
 
 class BadValue(ValueError, argparse.ArgumentTypeError):
-    """A refused value: "expected TAKES, got VALUE[; why]". An ArgumentTypeError too, so
-    argparse shows this text as the usage error."""
+    """A refused value: "expected TAKES, got VALUE[; why]"; argparse shows it as the usage error."""
 
     def __init__(self, takes: str, got: Any, why: str = "") -> None:
         self.takes, self.more = takes, f"; {why}" if why else ""
