@@ -17,9 +17,7 @@ class Noise:
 
     sigma: float
     dof: float | None = None  # None: normal quantiles (many independent units)
-    # The share of sigma**2 that is the measured side's spread between runs, the one part
-    # more measured runs shrink (by median_variance); None when that is not known.
-    run_share: float | None = None
+    run_share: float | None = None  # the measured side's share of sigma**2, what more runs shrink
 
 
 def change_error(
@@ -32,18 +30,9 @@ def change_error(
 ) -> Noise | None:
     """The noise of (measured - baseline) for one metric.
 
-    Where the spread between repetitions is known, it alone: the variance of a run's value
-    between repetitions, pooled over both sides (same setup, same noise: a side with one
-    repetition has the other's) and over `pool` (other cells' relative spread, scaled to
-    this metric's level), times the variance factor of each side's median (median_variance),
-    on the pooled degrees of freedom. Every repetition sends the same prompts, so that
-    spread already holds how the same prompts' figures move within a run; adding the
-    request-level error to it would count that twice.
-
-    Where it is not (one repetition a side and no pool), `paired`: the request-level error
-    of the change (metrics/uncertainty.paired_errors) from one repetition of each side, on
-    `paired_dof` degrees of freedom (its independent blocks less one). None when neither
-    is known.
+    With a spread between repetitions (pooled over both sides and `pool`), that alone,
+    times each side's median_variance: it already holds the request-level noise. Else the
+    request-level `paired` error on `paired_dof`; None when neither is known.
     """
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
@@ -66,11 +55,8 @@ def change_error(
 
 
 def variance_shrink(run_share: float | None, runs: int, budget: int) -> float | None:
-    """The variance of a change's noise after `budget` measured runs over what it is after
-    `runs`, `run_share` of it being the measured side's: the baseline's share stays as it
-    is, the measured side's falls as its median's variance. None when run_share is not
-    known (a request-level error alone, which more runs of the measured side do not
-    shrink either: judged by the square-root rule)."""
+    """The variance of a change's noise after `budget` measured runs over that after `runs`:
+    only the measured side's `run_share` falls. None when run_share is not known."""
     if run_share is None or runs < 1 or budget < runs:
         return None
     return 1.0 - run_share + run_share * median_variance(budget) / median_variance(runs)

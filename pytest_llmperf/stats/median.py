@@ -25,7 +25,5 @@ def median_and_range(samples: list[float]) -> tuple[float, float | None]:
 
 
 def median_variance(n: int) -> float:
-    """Variance of the median of n runs, per unit variance of one: 1/n up to two runs (the
-    median is the mean), pi/2n from three (the median's large-sample efficiency; why not
-    the smaller exact small-sample values: docs/verdicts.md)."""
+    """Variance of the median of n runs per unit variance of one: 1/n up to two, pi/2n from three."""
     return 1.0 / n if n <= 2 else math.pi / (2 * n)

@@ -7,13 +7,8 @@ import statistics
 
 
 def z_value(confidence: float, dof: float | None = None) -> float:
-    """One-sided quantile of the confidence: normal (0.95 -> 1.645), or Student's t with
-    `dof` degrees of freedom when the error rests on few independent units (2 -> 2.92).
-
-    One-sided because each claim the rule makes points one way: "worse than the
-    baseline" (regressed), "better" (improved), "not worse than the tolerance" (pass).
-    Each is wrong at most 1 - confidence of the time (two one-sided tests, as in
-    equivalence testing)."""
+    """One-sided quantile of the confidence (each claim of the rule points one way): normal
+    (0.95 -> 1.645), or Student's t on `dof` degrees of freedom (2 -> 2.92)."""
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
     p = confidence

@@ -9,18 +9,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Spread:
-    """The spread between server starts of one metric, pooled from other cells (other
-    servers' baselines at the same concurrency): the variance of a repetition's value over
-    its cell's median (a squared coefficient of variation), and its degrees of freedom."""
+    """The spread between server starts of one metric pooled over cells: the variance of a
+    repetition's value over its cell's median, and its degrees of freedom."""
 
     variance: float
     dof: int
 
 
 def pooled_spread(cells: Iterable[Iterable[float | None]]) -> Spread | None:
-    """The relative between-start spread pooled over `cells` (each a list of one cell's
-    repetitions): sum of (n - 1) * var(value / median) over sum of (n - 1). None when no
-    cell has two repetitions (or a cell's median is 0)."""
+    """Sum of (n - 1) * var(value / median) over sum of (n - 1), over `cells` of repetitions;
+    None when no cell has two."""
     squares, dof = 0.0, 0
     for cell in cells:
         values = [v for v in cell if v is not None]
