@@ -1,8 +1,5 @@
 """What a run is asked to do (`RunConfig`, recorded in its result) and how the measuring
-client goes about it (`RunTuning`, never recorded).
-
-Both are plain picklable dataclasses: worker processes get them as they are.
-"""
+client goes about it (`RunTuning`, never recorded); both picklable for worker processes."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ from pytest_llmperf.metrics.goodput import SLOError, canonical_slos
 from pytest_llmperf.util.secrets import REDACTED
 from pytest_llmperf.workload.client import ENDPOINTS
 
-# After a run's time cap, how long requests in flight get before they are cut (seconds).
-GRACE_SECONDS = 30.0
+GRACE_SECONDS = 30.0  # after a run's time cap, how long requests in flight get before they are cut
 
 
 @dataclass
@@ -35,12 +31,8 @@ class RunConfig:
     read_timeout: float = 300.0  # longest silence between bytes of one response
     grace_seconds: float = GRACE_SECONDS  # after max_seconds, in-flight requests get this long
     progress: bool = True  # a progress line on stderr for runs over a few seconds
-    # Client processes sharing the streams (each with concurrency/workers of them). One is
-    # enough for hundreds of streams (README, "Performance of the measuring client").
-    workers: int = 1
-    # SLOs for goodput, vLLM's `--goodput` text ('ttft:500 tpot:50', ms; metrics/goodput.py);
-    # '' for none. The runner ignores them: they judge the records, not how they are sent.
-    slos: str = ""
+    workers: int = 1  # client processes sharing the streams (one is enough for hundreds)
+    slos: str = ""  # goodput SLOs ('ttft:500 tpot:50'); they judge the records, not how they are sent
 
     def __post_init__(self) -> None:
         def bad(name: str, fix: str) -> ValueError:
@@ -95,15 +87,9 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class RunTuning:
-    """How the measuring client works, not what it measures: nothing here changes a
-    figure, and nothing is recorded in the result. The defaults are what every run
-    uses; tests set them to reach a path a real run reaches only at scale or after
-    seconds (`run_benchmark(..., tuning=RunTuning(defer_decode_bytes=0))`)."""
+    """How the measuring client works, not what it measures (never recorded); tests change
+    the defaults to reach paths a real run reaches only at scale."""
 
-    # Bodies are decoded after the run while the raw bytes kept stay under this; past
-    # it, each body is decoded as its stream ends (see `Dispatcher.run`).
-    defer_decode_bytes: int = 512 * 1024 * 1024
-    # Runs shorter than this print no progress line.
-    progress_quiet_seconds: float = 3.0
-    # Seconds between progress lines; None: `Progress` decides (1 s on a terminal, 10 s in logs).
-    progress_interval: float | None = None
+    defer_decode_bytes: int = 512 * 1024 * 1024  # past this, each body is decoded as its stream ends
+    progress_quiet_seconds: float = 3.0  # runs shorter than this print no progress line
+    progress_interval: float | None = None  # None: `Progress` decides (1 s on a terminal, 10 s in logs)

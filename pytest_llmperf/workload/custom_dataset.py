@@ -1,25 +1,7 @@
-"""A user's JSONL file of prompts (`vllm bench serve --dataset-name custom`).
-
-One JSON object per line:
-
-    {"prompt": "What is the capital of India?", "max_tokens": 64}
-    {"prompt": "Summarise the plot of Hamlet."}
-
-`prompt` is a non-empty string; `max_tokens` (or vLLM's name for it, `output_tokens`)
-a whole number >= 1, optional: without it the request gets the workload's max_tokens.
-Blank lines are skipped. Every bad line is an error naming the file, the line and the
-fix (`CustomDatasetError`, all of them at once, the first ten shown): not UTF-8, not
-JSON, not an object, no or an empty `prompt`, a `prompt` that is not a string, a bad
-`max_tokens`, a key that is neither (a typo must not silently change the workload);
-so are an empty or unreadable file.
-
-Sampling is vLLM's CustomDataset's: `random.Random(seed).shuffle` of the lines (the
-permutation of vLLM's `random.seed(seed); random.shuffle`), then the first `num_prompts`.
-vLLM by default wraps each prompt in the model's chat template before sending it to
-/v1/completions; we send the prompt as written (vLLM's `--skip-chat-template`; use
-`endpoint="chat"` for a chat-formatted request), and a line's own `max_tokens` wins over
-the workload's (vLLM's `--custom-output-len -1`). Too few lines: `DatasetError` naming
-the knobs; prompts are never repeated (a prefix cache would serve repeats faster).
+"""A user's JSONL file of prompts (`vllm bench serve --dataset-name custom`): one object a
+line, `{"prompt": "...", "max_tokens": 64}` (max_tokens, or `output_tokens`, optional).
+Every bad line is reported at once (an unknown key too: a typo must not change the
+workload). Sampling is vLLM's seeded shuffle; prompts go as written, never repeated.
 """
 
 from __future__ import annotations
@@ -33,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.util.values import whole
-from pytest_llmperf.workload.dataset import DatasetError, DatasetNotFoundError, TokenCounter, approx_count_tokens
+from pytest_llmperf.workload.dataset import DatasetError, DatasetNotFoundError, TokenCounter
 from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.token_counts import approx_count_tokens
 
 KEYS = ("prompt", "max_tokens", "output_tokens")
 SHOWN = 10  # bad lines listed in one error; the rest are counted
@@ -155,9 +138,8 @@ def sample_custom(
     max_tokens: int = 256,
     count_tokens: TokenCounter | None = None,
 ) -> list[SampledRequest]:
-    """The first `num_prompts` lines after vLLM's seeded shuffle (module docstring), each
-    with its own max_tokens, else `max_tokens`. `count_tokens` gives the prompt lengths
-    (default: the documented estimate)."""
+    """The first `num_prompts` lines after vLLM's seeded shuffle, each with its own
+    max_tokens, else `max_tokens`; `count_tokens` gives the prompt lengths."""
     for name, value, least in (("num_prompts", num_prompts, 1), ("max_tokens", max_tokens, 1), ("seed", seed, None)):
         whole(least).require(value, name, DatasetError)
     if num_prompts > len(file.prompts):

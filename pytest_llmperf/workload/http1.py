@@ -1,15 +1,6 @@
-"""A minimal HTTP/1.1 client for streamed responses, on asyncio protocols.
-
-Why not httpx here: its per-chunk path (anyio stream, httpcore, the h11 state machine,
-line decoding) costs tens of microseconds per SSE chunk in Python, so at a few hundred
-streams the event loop falls behind and every chunk is timestamped late, growing TPOT
-(benchmarks/client_overhead.py measures it). In `data_received` the timestamp is taken
-the moment the event loop hands over the bytes, and the remaining per-chunk work is a
-chunked-encoding header and a blank-line search.
-
-Scope, on purpose: http:// and https://, keep-alive with one request at a time per
-connection, Content-Length, chunked and read-until-close bodies. No proxies, no
-redirects, no HTTP/2.
+"""A minimal HTTP/1.1 client for streamed responses, on asyncio protocols: httpx's
+per-chunk cost makes the event loop timestamp chunks late at a few hundred streams.
+Keep-alive, one request per connection at a time; no proxies, redirects or HTTP/2.
 """
 
 from __future__ import annotations
@@ -49,11 +40,8 @@ class Origin:
 
 
 class Response:
-    """One response: the raw body reads and their arrival times, framing still on.
-
-    Nothing is decoded while the body streams; `pieces()` removes the chunked framing
-    when asked (after the stream, or after the whole run).
-    """
+    """One response: the raw body reads and their arrival times, framing still on until
+    `pieces()` (nothing is decoded while the body streams)."""
 
     __slots__ = (
         "status",
@@ -113,13 +101,8 @@ class Response:
 
 
 class Connection(asyncio.Protocol):
-    """One keep-alive connection, one response at a time.
-
-    While a body streams, each read is stored raw with its arrival time, and for a
-    chunked body only the chunk headers are walked (to see where the body ends). The
-    chunked framing is removed once the body is complete (`deframe`), so a read costs
-    a timestamp, an append and a few index operations.
-    """
+    """One keep-alive connection, one response at a time. A read costs a timestamp, an
+    append and, for a chunked body, a walk of the chunk headers to see where it ends."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -368,10 +351,7 @@ def deframe(times: list[float], reads: list[bytes], complete: bool = True) -> li
 
 
 class ConnectionPool:
-    """Idle keep-alive connections to one origin; at most one request per connection.
-
-    The runner bounds concurrency, so the pool never holds more connections than that.
-    """
+    """Idle keep-alive connections to one origin; at most one request per connection."""
 
     def __init__(self, origin: Origin, connect_timeout: float, idle_limit: float = 4.0) -> None:
         self.origin = origin
@@ -400,9 +380,8 @@ class ConnectionPool:
         return conn, False
 
     async def fill(self, n: int) -> None:
-        """Open connections until `n` are idle, so that no measured request pays for a
-        TCP (or TLS) handshake. Failures are left for the requests to report, except
-        running out of file descriptors (EMFILE, ENFILE): raised, it is this machine's."""
+        """Open connections until `n` are idle, so no measured request pays for a handshake.
+        Failures are left for the requests to report, except running out of file descriptors."""
         missing = n - len(self._idle)
         if missing <= 0:
             return

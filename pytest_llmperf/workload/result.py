@@ -1,8 +1,5 @@
-"""RunResult: one measured run, with its raw records and raw /metrics pages.
-
-Everything else (summary, spec-decode figures, verdicts) is computed from this, so
-a result written to JSON can be recomputed later.
-"""
+"""RunResult: one measured run, its raw records and /metrics pages, from which every
+figure is recomputed (a result written to JSON too)."""
 
 from __future__ import annotations
 
@@ -40,19 +37,10 @@ class RunResult:
     metrics_after: str | None = None  # raw /metrics text after the window
     started_at: str = ""  # ISO-8601 wall-clock time of the first dispatch
     provenance: dict[str, Any] = field(default_factory=dict)
-    # How many times faster than real the server's clock ran (the simulator's speed):
-    # the records and duration are on that clock, every figure derived is in real time.
-    clock_speed: float = 1.0
-    # The measuring client's event-loop lag in the window (dispatch.LagProbe: probes,
-    # mean_s, trimmed_mean_s, p99_s, max_s; wall-clock seconds); None where not probed
-    # (worker processes).
-    client_lag: dict[str, float] | None = None
-    # The warm-up before the window (warmup_record: requests, completed, failed,
-    # output_tokens, duration on the records' clock); None without one.
-    warmup: dict[str, float] | None = None
-    # The server's running and waiting requests through the window (server_probe.py:
-    # [seconds, client in flight, running, waiting]); None where not sampled.
-    running: list[list[float | None]] | None = None
+    clock_speed: float = 1.0  # the server clock's speed-up: records on it, figures in real time
+    client_lag: dict[str, float] | None = None  # dispatch.LagProbe's figures; None: not probed
+    warmup: dict[str, float] | None = None  # warmup_record's figures; None without a warm-up
+    running: list[list[float | None]] | None = None  # server_probe.py's samples; None: not sampled
 
     @property
     def partial(self) -> bool:
@@ -88,11 +76,8 @@ class RunResult:
             return None
 
     def client_lag_share(self) -> float | None:
-        """The measuring client's mean event-loop lag, its latest probes aside
-        (LagProbe.TRIM_SHARE; the plain mean in results recorded before), as a share of the
-        run's median gap between chunks (both wall-clock): 0.5 means chunks were, on
-        average, timestamped half a gap late. None where the loop was not probed or no
-        stream had two chunks."""
+        """The client's trimmed mean event-loop lag over the run's median chunk gap (0.5:
+        chunks timestamped half a gap late on average); None without either."""
         gaps = [g for r in self.records if r.ok for g in r.itls]
         if not self.client_lag or not gaps:
             return None
@@ -101,11 +86,8 @@ class RunResult:
         return lag / median if median > 0 else None
 
     def burst_share(self) -> float | None:
-        """The share of the gaps between a stream's chunks that are 0: chunks read by the
-        client in one piece, already buffered when it read (a proxy holding them, or a
-        client reading late), whose times say nothing of when they were made. A stream's
-        first and last gaps are left out (the chat role chunk comes with the first token,
-        the final chunk may come with the last). None with no stream of four chunks."""
+        """The share of inner chunk gaps that are 0: chunks read already buffered (a proxy,
+        a late client), whose times say nothing. None with no stream of four chunks."""
         gaps = [g for r in self.records if r.ok for g in r.itls[1:-1]]
         if not gaps:
             return None
@@ -116,8 +98,7 @@ class RunResult:
         return warmup_figures(self.warmup, self.clock_speed)
 
     def concurrency_reached(self) -> Reached | None:
-        """What the server's running gauge showed against the run's concurrency
-        (metrics/concurrency.py); None where it was not sampled."""
+        """The server's running gauge against the run's concurrency; None where not sampled."""
         from pytest_llmperf.metrics.concurrency import reached
         from pytest_llmperf.metrics.failures import stalls
 
@@ -125,8 +106,7 @@ class RunResult:
         return reached(self.running, int(self.config.get("concurrency") or 1), self.attempted, stalled)
 
     def token_account(self) -> TokenAccount | None:
-        """The run's output tokens from usage, the server's generation counter and the
-        client's token events (metrics/crosscheck.py); None where nothing can be compared."""
+        """The run's output tokens counted three ways (metrics/crosscheck.py), or None."""
         from pytest_llmperf.metrics.crosscheck import token_account
 
         max_tokens = self.config.get("max_tokens")
@@ -235,8 +215,7 @@ class RunResult:
 
 
 def warmup_record(records: list[RequestRecord], start: float) -> dict[str, float]:
-    """A warm-up's raw figures (its records are not kept): requests, completed, failed,
-    output_tokens, duration (first dispatch to last end, on the records' clock)."""
+    """A warm-up's raw figures (its records are not kept), on the records' clock."""
     ends = [r.end_time for r in records if r.end_time is not None]
     done = [r for r in records if r.ok]
     return {
@@ -249,8 +228,7 @@ def warmup_record(records: list[RequestRecord], start: float) -> dict[str, float
 
 
 def warmup_figures(raw: dict[str, float] | None, clock_speed: float = 1.0) -> dict[str, float | None] | None:
-    """`raw` (warmup_record's) in real time: requests, completed, failed, duration_s and
-    output_tok_s, so a cold start reads beside the measured decode tok/s."""
+    """`raw` (warmup_record's) in real time, with output_tok_s."""
     if not raw:
         return None
     duration = float(raw.get("duration", 0.0)) * clock_speed

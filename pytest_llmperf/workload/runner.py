@@ -1,13 +1,6 @@
 """A capped benchmark run: warm-up, then prompts at a fixed concurrency (optionally paced).
-
-`run_benchmark` is synchronous and runs its own event loop. Request failures are
-recorded, never raised; an unreachable server raises `ServerUnreachable` before the
-run; Ctrl-C cuts the requests in flight and *returns* the partial result with
-`stop_reason="interrupted"` (a second Ctrl-C while it winds down raises as usual). SIGTERM
-does the same while `util.signals.TERMINATE` is active (the plugin makes it so).
-
-What to run is a `RunConfig` (build one from a `Workload` with `Workload.run_config`);
-how the client goes about it, a `RunTuning` (the defaults; tests change them).
+Request failures are recorded, never raised; Ctrl-C (and SIGTERM while TERMINATE is
+active) returns the partial result with `stop_reason="interrupted"`.
 """
 
 from __future__ import annotations
@@ -53,8 +46,7 @@ class ServerUnreachable(ConnectionError):
 
 
 class TooManyOpenFiles(RuntimeError):
-    """The run needs more file descriptors than RLIMIT_NOFILE allows; the message names
-    the concurrency, the limits and the fix (`ulimit -n`)."""
+    """The run needs more file descriptors than RLIMIT_NOFILE allows; the message says the fix."""
 
 
 def check_reachable(base_url: str, timeout: float) -> None:
@@ -92,8 +84,7 @@ async def run_benchmark_async(
 
 @contextmanager
 def _out_of_files_said(config: RunConfig) -> Iterator[None]:
-    """EMFILE from anywhere in a run (a socket, asyncio, ssl loading its CA bundle) as one
-    line naming the concurrency, the limits and the fix."""
+    """EMFILE from anywhere in a run as one TooManyOpenFiles line with the fix."""
     try:
         yield
         return
@@ -122,9 +113,8 @@ async def _warm_up(run: Dispatcher, prompts: Sequence[SampledRequest]) -> dict[s
 def run_warmup(
     base_url: str, model: str, prompts: Sequence[SampledRequest], config: RunConfig
 ) -> dict[str, float] | None:
-    """A warm-up on its own (a freshly started server's, before its first run): `prompts`
-    sent at `config.concurrency`, nothing measured; its figures (result.warmup_record).
-    Raises as run_benchmark does; Ctrl-C raises KeyboardInterrupt (there is nothing to keep)."""
+    """A warm-up on its own (a fresh server's, before its first run), nothing measured; its
+    figures. Raises as run_benchmark does; Ctrl-C raises (there is nothing to keep)."""
     if not prompts:
         return None
     _check_arguments(base_url, prompts, config)
@@ -167,8 +157,7 @@ async def _run_benchmark(
                 # send times exclude connecting; so must TTFT: connect before measuring
                 await client.open_connections(config.concurrency)
             metrics_before = None if run.interrupted else await fetch_metrics_page(base_url)
-            # The server's running requests through the window, where it has /metrics.
-            running = None
+            running = None  # the server's running requests through the window, where it has /metrics
             if metrics_before is not None:
                 running = RunningProbe(base_url, (lambda: run.in_flight) if config.workers == 1 else None)
             started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -218,8 +207,8 @@ async def _run_benchmark(
 
 @contextmanager
 def _interrupts_call(on_signal: Callable[[str], None], install: bool) -> Iterator[None]:
-    """While the body runs, Ctrl-C (and SIGTERM while the plugin makes it act as Ctrl-C,
-    util/signals.py) calls `on_signal` with the interruption's reason, on the main thread."""
+    """While the body runs, Ctrl-C (and SIGTERM while TERMINATE is active) calls `on_signal`
+    with the interruption's reason, on the main thread."""
     loop = asyncio.get_running_loop()
     handled: dict[signal.Signals, Any] = {}  # signal -> the handler to put back
 
@@ -293,12 +282,8 @@ def run_benchmark(
 ) -> RunResult:
     """Run `requests` against the server and return the measured result.
 
-    `tuning` changes how the client works, never what it measures (default: `RunTuning()`).
-    `clock_speed`: how many times faster than real the server's clock runs (the
-    simulator's); the result's figures and the progress line are in real time.
-    Raises ServerUnreachable (a ConnectionError) when nothing listens at `base_url`,
-    TooManyOpenFiles when the concurrency needs more file descriptors than allowed,
-    ValueError for bad arguments. Ctrl-C returns a partial result, stop_reason="interrupted".
+    `tuning` changes how the client works, never what it measures; `clock_speed` is the
+    server clock's speed-up. Raises ServerUnreachable, TooManyOpenFiles or ValueError.
     """
     _check_arguments(base_url, requests, config)
     try:

@@ -1,8 +1,5 @@
-"""Request arrival times for the request-rate mode, as `vllm bench serve` draws them.
-
-Inter-arrival gaps follow a gamma distribution with shape `burstiness` and mean
-1 / rate: burstiness 1 is a Poisson process, below 1 burstier, above 1 steadier.
-"""
+"""Request arrival times as `vllm bench serve` draws them: gamma gaps of shape `burstiness`
+(1: Poisson) and mean 1 / rate."""
 
 from __future__ import annotations
 
@@ -24,5 +21,4 @@ def arrival_offsets(n: int, rate: float, burstiness: float = 1.0, seed: int = 0)
     gaps = np.random.default_rng(seed).gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
     # The first request goes at once; the others follow the drawn gaps.
     offsets = np.concatenate(([0.0], np.cumsum(gaps[:-1]))) if n else np.zeros(0)
-    times = [float(x) for x in offsets]
-    return times
+    return [float(x) for x in offsets]

@@ -1,11 +1,5 @@
-"""How many requests the server itself runs during a measured run: its
-`vllm:num_requests_running` and `vllm:num_requests_waiting` gauges, polled every half
-second of real time (metrics/concurrency.py judges them).
-
-Light and off the measured path: one kept-alive connection opened before the window
-(a new httpx client costs milliseconds of CPU), one small GET per poll, a line scan of
-the page instead of a parse; nothing here touches a stream.
-"""
+"""The server's running and waiting request gauges, polled every half second through a
+measured run over one kept-alive connection (metrics/concurrency.py judges them)."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from pytest_llmperf.util.http import fetch_metrics_page
 
 class RunningProbe:
     """`start()` when the window opens, `await stop()` when it closes: the samples
-    `[seconds, client in flight, running, waiting]`, or None when the server has no
-    running gauge (not vLLM) or the window closed before the first poll."""
+    `[seconds, client in flight, running, waiting]`, or None without any."""
 
     def __init__(self, base_url: str, in_flight: Callable[[], int] | None = None, interval: float = 0.5) -> None:
         self.base_url, self.in_flight, self.interval = base_url, in_flight, interval

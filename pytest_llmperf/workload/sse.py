@@ -1,9 +1,5 @@
-"""Server-sent events, incrementally, on bytes, with the arrival time of each event.
-
-Splitting is done as bytes arrive (cheap: find a blank line); the JSON in each event
-is decoded only when the stream ends (`decode_events`), so the per-chunk work on the
-timing-critical path is a timestamp, a `find` and an append.
-"""
+"""Server-sent events on bytes, split as they arrive (a `find` and an append), with each
+event's arrival time; the JSON is decoded only when the stream ends (`decode_events`)."""
 
 from __future__ import annotations
 
@@ -32,11 +28,8 @@ def _preview(raw: bytes, limit: int = 80) -> str:
 
 
 class SSESplitter:
-    """Feeds raw body bytes; keeps `(arrival_time, data_payload)` per event.
-
-    Only `data:` fields matter to an OpenAI-compatible stream; comments (`:ping`) and
-    `event:`/`id:`/`retry:` fields are skipped, any other line is malformed.
-    """
+    """Feeds raw body bytes; keeps `(arrival_time, data_payload)` per event. Comments and
+    `event:`/`id:`/`retry:` fields are skipped, any other non-`data:` line is malformed."""
 
     __slots__ = ("_buf", "events", "done_time", "error")
 
@@ -120,25 +113,14 @@ class DecodedStream:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
-    # Reasoning models (chat, a server with --reasoning-parser): the arrival of the first
-    # chunk with answer text, how many chunks carried reasoning text, and the reasoning
-    # tokens the server's usage counted (`completion_tokens_details.reasoning_tokens`).
-    first_answer_time: float | None = None
+    first_answer_time: float | None = None  # reasoning models: the first chunk with answer text
     reasoning_chunks: int = 0
     reasoning_tokens: int | None = None
 
 
 def _chunk_texts(choice: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(reasoning, answer) text of one choice of a token chunk.
-
-    Completions carry answer text in `text`. Chat carries it in `delta.content` and, from
-    a server run with `--reasoning-parser`, the reasoning in `delta.reasoning` (vLLM 0.32's
-    `DeltaMessage`); vLLM before the rename (vllm-project/vllm#27752) sent it as
-    `reasoning_content`, and releases between the rename and the old name's removal
-    (#33402) sent both with the same text: `reasoning` is read when present, so such a
-    chunk counts once. A chunk may carry both reasoning and answer text (the step that
-    ended the reasoning, several tokens under speculation).
-    """
+    """(reasoning, answer) text of one choice of a token chunk. Chat's reasoning is
+    `delta.reasoning`, else the older `reasoning_content` (some vLLM releases send both)."""
     text = choice.get("text")  # completions
     if text is not None:
         return None, text
@@ -158,15 +140,9 @@ def _reasoning_tokens(usage: dict[str, Any]) -> int | None:
 
 
 def decode_events(events: list[tuple[float, bytes]]) -> DecodedStream:
-    """Decode the JSON chunks of a completions or chat stream.
-
-    A token chunk is any chunk with a non-empty `choices` list, whatever its text, as
-    `vllm bench serve` counts them (`endpoint_request_func.py`): the empty-text chunk
-    that carries `finish_reason` (an EOS token), chat's role-only first chunk, a chunk
-    of reasoning text, and so a reply that is one EOS token has one token chunk. The
-    usage chunk (empty `choices`) is not one. Token counts come from `usage` only; one
-    chunk may hold several tokens under speculation.
-    """
+    """Decode the JSON chunks of a completions or chat stream. A token chunk is any with a
+    non-empty `choices`, whatever its text, as `vllm bench serve` counts them; token counts
+    come from `usage` only."""
     out = DecodedStream()
     try:  # one parse for the whole stream; on failure, find the bad event one by one
         objs = _loads(b"[" + b",".join(p for _, p in events) + b"]")

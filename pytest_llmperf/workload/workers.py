@@ -1,12 +1,6 @@
-"""Spread the measured streams over several client processes (`RunConfig.workers`).
-
-Worker w gets requests i with i % workers == w, their arrival offsets from the one
-shared schedule, and its share of the concurrency (so each worker caps its own
-streams: one may be full while another has a free slot). The parent does the warm-up
-and the /metrics scrapes; workers open their connections, say "ready", start together
-at one `perf_counter()` time (system-wide on Linux and macOS), and send back finished
-records. Ctrl-C reaches the parent only (workers ignore SIGINT); it tells every worker
-to cut its streams, and each returns what it has.
+"""Spread the measured streams over several client processes (`RunConfig.workers`),
+round robin, each with its share of the concurrency; they start together at one
+`perf_counter()` time. Ctrl-C reaches the parent, which tells every worker to stop.
 """
 
 from __future__ import annotations

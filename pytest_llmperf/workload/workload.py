@@ -1,12 +1,6 @@
-"""What a performance test asks for, resolved per concurrency and workload profile.
-
-A marker declares the workload the way the seeds ran it (num_prompts, max_tokens,
-max_seconds, possibly different per concurrency). The profile scales it: `full` is
-the declaration, `nightly` and `smoke` shrink the number of prompts and the time cap
-but keep max_tokens, so per-request behaviour (TPOT, acceptance) stays comparable.
-
-A `Workload` is what both the plugin and `llmperf bench` run: `run_config()` turns it
-into the runner's `RunConfig`.
+"""What a performance test asks for, resolved per concurrency and workload profile
+(`nightly` and `smoke` shrink the prompts and time cap, never max_tokens). A `Workload`
+is what both the plugin and `llmperf bench` run.
 """
 
 from __future__ import annotations
@@ -23,10 +17,7 @@ from pytest_llmperf.workload.random_dataset import RANGE_RATIO
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.workload.config import RunConfig
 
-# The datasets (`vllm bench serve --dataset-name`): ShareGPT V3 (dataset.py), vLLM's
-# synthetic `random` prompts of set token lengths (random_dataset.py), a user's JSONL
-# file of prompts (custom_dataset.py).
-SHAREGPT, RANDOM, CUSTOM = "sharegpt", "random", "custom"
+SHAREGPT, RANDOM, CUSTOM = "sharegpt", "random", "custom"  # as `vllm bench serve --dataset-name`
 DATASET_NAMES = (SHAREGPT, RANDOM, CUSTOM)
 # vLLM's --random-* settings; random_output_len is max_tokens by another name.
 RANDOM_KEYS = ("random_input_len", "random_output_len", "random_range_ratio", "random_prefix_len")
@@ -48,15 +39,12 @@ WORKLOAD_KEYS = (
 
 ENDPOINTS = ("completions", "chat")
 
-# Warm-up requests before the measured window, unless the marker, --llmperf-warmup or
-# `llmperf bench --warmup` says otherwise: "wave", a full wave of `concurrency` requests at
-# the run's own concurrency, so the measured window starts at its steady batch size.
+# Default warm-up: one wave of `concurrency` requests, so measuring starts at the steady batch.
 WAVE = "wave"
 DEFAULT_WARMUP: int | str = WAVE
 
-# profile -> (prompts per concurrent stream, minimum prompts, time cap in seconds from
-# each concurrency up). The nightly caps are what verdict_power.py found to keep false
-# alarms at 1 % or less for the least device time; docs/verdicts.md gives the figures.
+# profile -> (prompts per stream, minimum prompts, time cap from each concurrency up);
+# docs/verdicts.md says where the nightly caps come from.
 PROFILE_SCALE: dict[str, tuple[int, int, dict[int, float]]] = {
     "smoke": (4, 16, {1: 60.0}),
     "nightly": (16, 64, {1: 60.0, 8: 100.0, 16: 150.0}),
@@ -81,23 +69,17 @@ class Workload:
     ignore_eos: bool = False
     profile: str = "full"
     dataset_name: str = SHAREGPT
-    # The file (ShareGPT JSON or custom JSONL) as given, relative to the rootdir or the
-    # current folder; None: ShareGPT's default places. Never in to_dict(): baselines are
-    # committed, and must not carry this machine's paths.
+    # The file as given (None: ShareGPT's default places); never in to_dict(): committed
+    # baselines must not carry this machine's paths.
     dataset_path: str | None = None
-    # The random dataset's settings (None for the others); its output length is max_tokens.
-    random_input_len: int | None = None
+    random_input_len: int | None = None  # the random dataset's settings (None for the others)
     random_range_ratio: float | None = None
     random_prefix_len: int | None = None
-    # SLOs for goodput, canonical ('ttft:500 tpot:50', ms); '' for none. Part of the
-    # workload: a baseline's goodput was judged at its SLOs.
-    slos: str = ""
+    slos: str = ""  # canonical SLOs for goodput ('ttft:500 tpot:50'); '' for none
 
     def to_dict(self) -> dict[str, Any]:
-        """What the test asked for, as baselines key it: a ShareGPT workload as before the
-        other datasets existed (its file is the `dataset` of the session's identity); a
-        random one with its name and settings; a custom one with its name and file name;
-        `slos` only when given, so a workload without SLOs keys its baselines as before."""
+        """What the test asked for, as baselines key it; keys added later (dataset name,
+        random settings, slos) only where they apply, so older baselines still match."""
         d = asdict(self)
         path = d.pop("dataset_path")
         if self.dataset_name != RANDOM:
@@ -113,24 +95,18 @@ class Workload:
 
     @property
     def per_request_max_tokens(self) -> bool:
-        """Whether each prompt carries its own max_tokens (random: its sampled output length;
-        custom: its line's, else the workload's), sent instead of one max_tokens for all."""
+        """Whether each prompt carries its own max_tokens instead of one for all."""
         return self.dataset_name != SHAREGPT
 
     @property
     def prompts_needed(self) -> int:
-        """Prompts to sample: the measured ones, then distinct ones for the warm-up (the
-        runner takes warm-up prompts from beyond the measured ones, so a prefix cache
-        does not speed up measured prompts)."""
+        """Prompts to sample: the measured ones, then distinct ones for the warm-up (so a
+        prefix cache does not speed up measured prompts)."""
         return self.num_prompts + self.warmup
 
     def run_config(self, clock_speed: float = 1.0, progress: bool = True) -> RunConfig:
-        """The runner's config for this workload on a server whose clock runs `clock_speed`
-        times faster than real time (the simulator's): the time cap shrinks with it.
-
-        The sampling seed also seeds the arrival pacing, so the result's config["seed"]
-        is the seed that chose the prompts.
-        """
+        """The runner's config on a server whose clock runs `clock_speed` times faster than
+        real time (the simulator's): the time cap shrinks with it."""
         from pytest_llmperf.workload.config import RunConfig
 
         return RunConfig(
@@ -193,8 +169,7 @@ MARKER = "llmperf marker"
 
 
 class _WorkloadError(ValueError):
-    """A workload value that cannot be used; check_workload and resolve_workload say where
-    it came from before the message."""
+    """A workload value that cannot be used; the callers prefix where it came from."""
 
 
 def check_concurrency(concurrency: Any) -> None:
@@ -203,10 +178,8 @@ def check_concurrency(concurrency: Any) -> None:
 
 
 def check_workload(declared: Mapping[str, Any], where: str = MARKER) -> None:
-    """Every key known and every value of the right kind, per-concurrency entries included:
-    ValueError naming `where` the values came from, the key, the value and what to use.
-    Nothing is coerced: 12.5 prompts or "-1" warm-up requests are mistakes, not numbers
-    to round."""
+    """Every key known and every value of the right kind, per-concurrency entries included,
+    else ValueError naming `where`. Nothing is coerced: 12.5 prompts is a mistake."""
     try:
         _check_workload(declared)
     except _WorkloadError as exc:
@@ -288,12 +261,9 @@ def resolve_workload(
     dataset: tuple[str, str | None] = (SHAREGPT, None),
     where: str = MARKER,
 ) -> Workload:
-    """The concrete workload for one concurrency; ValueError names `where` the values came
-    from and any bad key or value.
-    `warmup`, `slos`: what the marker gives none of takes (--llmperf-warmup, --llmperf-slos);
-    the marker's `slos=None` means none. `dataset`: the dataset name and file when the
-    marker gives none (--llmperf-dataset-name and --llmperf-dataset: that file is the named
-    dataset's, so a marker naming another dataset does not read it)."""
+    """The concrete workload for one concurrency; ValueError names `where`. `warmup`,
+    `slos` and `dataset` (name, file) apply where the marker gives none; the file is
+    only read for a marker of that dataset."""
     try:
         return _resolve(declared, concurrency, profile, warmup, slos, dataset)
     except _WorkloadError as exc:
@@ -377,8 +347,7 @@ def _dataset_choice(values: Mapping[str, Any], default: tuple[str, str | None]) 
         if output is not None:
             choice["max_tokens"] = output
         return name, choice
-    # Without its own, a workload reads the default file when it is its dataset's: the
-    # session resolves that (so the option's path, perhaps absolute, stays out of it).
+    # Without its own, the session resolves the default file (its path stays out of the workload).
     path = values.get("dataset_path")
     if name == CUSTOM and path is None and not (name == default_name and default_path):
         raise _WorkloadError(
