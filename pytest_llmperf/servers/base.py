@@ -15,8 +15,7 @@ class ServerStartError(RuntimeError):
 
 class ServerTarget(Protocol):
     name: str  # "sim", "docker", "external", "local-vllm": shown in headers and baselines
-    # False for an endpoint someone else runs: attached to, never started or stopped here.
-    starts_servers: bool
+    starts_servers: bool  # False: an endpoint someone else runs, never started or stopped here
 
     def start(self, spec: ServerSpec) -> AbstractContextManager[Endpoint]:
         """Start (or attach to) a server for `spec`; stop it when the context exits."""

@@ -1,14 +1,6 @@
-"""DockerTarget: run a ServerSpec in a `vllm/vllm-openai`-shaped container.
-
-Reproduces the seeds' `docker run --gpus all --ipc=host -p 8000:8000 -v
-~/.cache/huggingface:/root/.cache/huggingface --env HF_TOKEN IMAGE MODEL --host 0.0.0.0
---port 8000 ...` through the docker SDK, waits for the model, records provenance and
-removes the container on every way out (servers/teardown.py). Which containers are
-leftovers of killed sessions is servers/leftovers.py's rule.
-
-Secrets: every text that leaves this module (exception messages, progress lines, log
-tails) goes through `redact()`, and objects holding secret values have masked reprs,
-so `pytest -l` (locals in tracebacks) cannot print them either.
+"""DockerTarget: run a ServerSpec in a `vllm/vllm-openai`-shaped container as the seeds'
+`docker run --gpus all --ipc=host ...` does, and remove it on every way out. Every text
+that leaves this module is redacted, and objects holding secrets have masked reprs.
 """
 
 from __future__ import annotations
@@ -267,11 +259,9 @@ class DockerTarget:
                 raise ValueError(f"pass_env names environment variables; {name!r} is not one")
         self.gpu = gpu
         self.gpu_device_ids = gpu_device_ids
-        # --llmperf-gpus: server name -> its slot's GPU ids (plan.py). With gpu, the
-        # container's device request; without, a label and provenance only.
+        # --llmperf-gpus: server name -> its slot's GPU ids (a device request only with gpu).
         self.gpu_slots = {name: [str(d) for d in ids] for name, ids in (gpu_slots or {}).items()}
-        # --llmperf-hosts: server name -> the DOCKER_HOST of its slot's engine (else the environment's).
-        self.docker_hosts = dict(docker_hosts or {})
+        self.docker_hosts = dict(docker_hosts or {})  # --llmperf-hosts: server name -> DOCKER_HOST
         self.image_override = image_override
         self.hf_cache = None if hf_cache is None else Path(hf_cache)
         self.ready_timeout = float(ready_timeout)
@@ -290,8 +280,7 @@ class DockerTarget:
         # A remote engine with a loopback-only port is unusable: say so before starting anything.
         for url in {self._environ.get("DOCKER_HOST"), *self.docker_hosts.values()}:
             endpoint_host(url, publish_host)
-        # DOCKER_HOST of --llmperf-hosts -> its client; None: the environment's engine.
-        self._clients: dict[str | None, Any] = {} if client is None else {None: client}
+        self._clients: dict[str | None, Any] = {} if client is None else {None: client}  # by DOCKER_HOST
         self._serial = 0
 
     def _say(self, line: str, secrets: Iterable[str]) -> None:
@@ -406,9 +395,7 @@ class DockerTarget:
             )
         raise ServerStartError(message)
 
-    # Raw exceptions become redacted messages inside `except` blocks, raised after them, so
-    # no frame of a traceback (`pytest -l` prints their locals) holds one.
-
+    # Raw exceptions become redacted messages raised after the `except` blocks, so no frame holds one.
     @contextmanager
     def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
         environment, secrets, missing = build_environment(spec, self.pass_env, self._environ)

@@ -22,7 +22,5 @@ class ExternalTarget:
 
     @contextmanager
     def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
-        # Usually up already; if it is still loading, wait up to --llmperf-ready-timeout. A
-        # server serving another model fails at once (it would measure the wrong thing).
         wait_until_ready(self.base_url, spec.model_id, self.ready_timeout)
         yield Endpoint(self.base_url, spec.model_id, self.name, server_provenance(self.base_url))

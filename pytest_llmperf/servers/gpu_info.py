@@ -1,9 +1,5 @@
 """GPU facts for provenance: parse `nvidia-smi` CSV, sample peak memory during a run.
-
-The query runs wherever the caller says (inside the server's container under
-`--llmperf-gpu`, so the driver and GPUs are the ones the server sees); this module
-only parses text and keeps the peak, so it is tested without a GPU.
-"""
+The caller runs the query (inside the server's container); this only parses text."""
 
 from __future__ import annotations
 
@@ -43,11 +39,7 @@ def _mib(field: str, line: str) -> int | None:
 
 
 def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
-    """Parse the output of NVIDIA_SMI_QUERY; blank lines are ignored.
-
-    Raises ValueError naming the offending line when the text is not that format
-    (an error message from nvidia-smi, a header line, units left in).
-    """
+    """Parse the output of NVIDIA_SMI_QUERY; ValueError names a line not of that format."""
     gpus: list[GpuInfo] = []
     for raw in text.splitlines():
         line = raw.strip()
@@ -80,11 +72,8 @@ def gpu_provenance(gpus: Sequence[GpuInfo]) -> dict[str, Any]:
 
 
 class PeakMemorySampler:
-    """Calls `read()` (returning nvidia-smi CSV text) every `interval` seconds in a
-    thread and keeps the peak of the summed used memory, as the seeds' "peak memory".
-
-    A failing read is counted, not raised: provenance must never fail a benchmark.
-    """
+    """Calls `read()` (nvidia-smi CSV) every `interval` seconds in a thread and keeps the
+    peak of the summed used memory; a failing read is counted, never raised."""
 
     def __init__(self, read: Callable[[], str], interval: float = 2.0) -> None:
         if interval <= 0:
@@ -154,8 +143,7 @@ class PeakMemorySampler:
 
 @contextmanager
 def sampling_peak_memory(read: Callable[[], str], interval: float = 2.0) -> Iterator[dict[str, Any]]:
-    """Sample while the block runs (one run of a workload); the yielded dict receives
-    the peak figures (`PeakMemorySampler.result()`) when the block exits, however it exits."""
+    """Sample while the block runs; the yielded dict receives the peak figures when it exits."""
     figures: dict[str, Any] = {}
     sampler = PeakMemorySampler(read, interval=interval).start()
     try:
@@ -165,10 +153,8 @@ def sampling_peak_memory(read: Callable[[], str], interval: float = 2.0) -> Iter
 
 
 def combine_peaks(*windows: Mapping[str, Any]) -> dict[str, Any]:
-    """The peak figures of several sampling windows (the repetitions of one run) as one:
-    the highest peak, per GPU too, and all their samples. A mapping that never sampled
-    (a target without GPUs; a provenance dict before the first run) counts for nothing,
-    so the result is empty where nothing sampled; a peak no sample could read stays out."""
+    """The peak figures of several sampling windows as one (highest peaks, all samples); a
+    mapping that never sampled counts for nothing, so nothing sampled gives {}."""
     sampled = [w for w in windows if "gpu_memory_samples" in w]
     if not sampled:
         return {}

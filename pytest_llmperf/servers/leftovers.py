@@ -19,9 +19,7 @@ LABEL_SESSION = "io.pytest-llmperf.session"
 LABEL_SPEC = "io.pytest-llmperf.spec"
 LABEL_MODEL = "io.pytest-llmperf.model"
 LABEL_GPU = "io.pytest-llmperf.gpu"
-# The GPU ids of the container's slot (--llmperf-gpus): "0,1"; "all" for a GPU server
-# given every GPU; absent on a container without GPUs or slot.
-LABEL_GPUS = "io.pytest-llmperf.gpus"
+LABEL_GPUS = "io.pytest-llmperf.gpus"  # the slot's GPU ids ("0,1"), or "all"
 LABEL_OWNER_HOST = "io.pytest-llmperf.owner.host"
 LABEL_OWNER_PID = "io.pytest-llmperf.owner.pid"
 LABEL_OWNER_START = "io.pytest-llmperf.owner.start"
@@ -30,15 +28,12 @@ LABEL_OWNER_PIDNS = "io.pytest-llmperf.owner.pidns"
 LABEL_CREATED = "io.pytest-llmperf.created"
 PLUGIN_NAME = "pytest-llmperf"
 PLUGIN_FILTER = f"{LABEL_PLUGIN}={PLUGIN_NAME}"
-# A container whose owner cannot be checked (another host, or no owner labels) is a
-# leftover once it is older than this (--llmperf-cleanup-age).
-DEFAULT_CLEANUP_AGE = 24 * 3600.0
+DEFAULT_CLEANUP_AGE = 24 * 3600.0  # a container whose owner cannot be checked is a leftover after this
 CLEANUP_HINT = "remove with pytest --llmperf-cleanup"
 
 
 def owner_from_labels(labels: Mapping[str, str]) -> Owner | None:
-    """The owner a container recorded; None without owner labels (an older version of
-    the plugin made it) or with ones that name no process."""
+    """The owner a container recorded; None without owner labels naming a process."""
     host, pid = labels.get(LABEL_OWNER_HOST), labels.get(LABEL_OWNER_PID, "")
     if not host or not pid.isdigit() or int(pid) <= 0:
         return None
@@ -78,9 +73,8 @@ def container_labels(
     created: float | None = None,
     gpu_ids: Sequence[str] | None = None,
 ) -> dict[str, str]:
-    """The plugin's labels: session, spec, model, GPU (and its slot's GPU ids), and the
-    owner (default: this process) and creation time (default: now) that --llmperf-cleanup
-    judges by."""
+    """The plugin's labels, with the owner (default: this process) and creation time
+    (default: now) that --llmperf-cleanup judges by."""
     slot = {LABEL_GPUS: ",".join(gpu_ids)} if gpu_ids else ({LABEL_GPUS: "all"} if gpu else {})
     owner = owner or current_owner()
     created = time.time() if created is None else created
@@ -101,8 +95,7 @@ def container_labels(
 
 
 def created_at(container: Any) -> float | None:
-    """When the container was made: its label, else the engine's record (containers of
-    older versions), else None."""
+    """When the container was made: its label, else the engine's record, else None."""
     stamp = _parse_utc((container.labels or {}).get(LABEL_CREATED, ""))
     if stamp is not None:
         return stamp
@@ -125,9 +118,8 @@ def format_duration(seconds: float) -> str:
 
 
 def gpus_overlap(ours: Sequence[str] | None, label: str | None) -> bool:
-    """Whether a running GPU container whose LABEL_GPUS is `label` may use one of the GPUs
-    `ours` names (None: every GPU). A container without the label (an older version) or
-    with "all" may use any."""
+    """Whether a GPU container whose LABEL_GPUS is `label` (none or "all": any GPU) may use
+    one of `ours` (None: every GPU)."""
     if ours is None or not label or label == "all":
         return True
     return bool(set(ours) & set(label.split(",")))
@@ -166,10 +158,8 @@ def judge(
     now: float | None = None,
     alive: Callable[[Owner], bool] = is_running,
 ) -> Judgement:
-    """The rule of --llmperf-cleanup. Owner on this machine (`me`'s): a leftover when
-    that process is gone (not running, or its pid is another process now); never while it
-    runs, however old the container. Owner elsewhere, or none recorded (an older version
-    made the container): a leftover once older than `max_age`."""
+    """The rule of --llmperf-cleanup: a leftover when its owner on this machine is gone
+    (never while it runs); with the owner elsewhere or unknown, once older than `max_age`."""
     me = me or current_owner()
     now = time.time() if now is None else now
     owner = owner_from_labels(container.labels or {})
@@ -204,8 +194,7 @@ def survey(
     now: float | None = None,
     alive: Callable[[Owner], bool] = is_running,
 ) -> list[Judgement]:
-    """Every container of this plugin on the engine (any state), judged; one removed
-    while the engine lists them is left out."""
+    """Every container of this plugin on the engine (any state), judged."""
     found = client.containers.list(all=True, filters={"label": PLUGIN_FILTER}, ignore_removed=True)
     me = me or current_owner()
     now = time.time() if now is None else now

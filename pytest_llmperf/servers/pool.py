@@ -1,10 +1,6 @@
-"""At most one server at a time: on a GPU each vLLM reserves most of the memory.
-
-A server starts when a test first needs it and stops when another server is needed
-or the session ends. Test ordering (plugin.py) makes each server start once. An
-endpoint someone else runs (a target whose `starts_servers` is False) is attached to
-and left alone: nothing here says it started or stopped.
-"""
+"""At most one server at a time (on a GPU each vLLM reserves most of the memory): started
+when a test first needs it, stopped when another is needed. An endpoint someone else runs
+is attached to and left alone."""
 
 from __future__ import annotations
 
@@ -58,8 +54,7 @@ class ServerPool:
         return endpoint
 
     def restart(self, spec: ServerSpec) -> Endpoint:
-        """A fresh start of `spec`'s server (stopping whatever runs): what differs between
-        starts (memory layout, compiled graphs, clocks) becomes part of a repetition."""
+        """A fresh start of `spec`'s server, so what differs between starts is part of a repetition."""
         self.stop()
         return self.endpoint(spec)
 

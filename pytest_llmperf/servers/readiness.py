@@ -21,13 +21,8 @@ def wait_until_ready(
     on_progress: Callable[[float, str], None] | None = None,
     poll_interval: float = 0.5,
 ) -> None:
-    """Block until `model` is served at `base_url`. A healthy server that lists other
-    models fails at once, naming them: it will not start serving this one.
-
-    `is_alive` returns None while the server process lives, or a description of why
-    it died (exit code, log tail); a dead server fails at once instead of waiting out
-    the timeout. `on_progress(elapsed, status)` is called on every poll.
-    """
+    """Block until `model` is served at `base_url`. A server listing other models, or dead
+    (`is_alive` returns why), fails at once; `on_progress(elapsed, status)` on every poll."""
     start = time.monotonic()
     status = "connecting"
     with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
@@ -63,11 +58,8 @@ def wait_until_ready(
 
 
 def why_down(endpoint: Endpoint, timeout: float = 5.0, settle: float = 2.0) -> str | None:
-    """Why the server no longer serves: its process ended (as its target tells), or
-    /health does not answer 200 (an engine that died under a live API process answers
-    503 or 500); None while it answers. A server found down is given `settle` seconds to
-    finish exiting (vLLM's API process exits once its engine died), so that its exit code
-    is what is said when it has one."""
+    """Why the server no longer serves (its process ended, or /health does not answer 200);
+    None while it answers. A server found down gets `settle` s to exit, so its exit code is said."""
     status = endpoint.exit_status() if endpoint.exit_status is not None else None
     if status is not None:
         return status

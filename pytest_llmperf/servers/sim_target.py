@@ -1,9 +1,5 @@
-"""The embedded simulated vLLM server as a target (--llmperf-sim).
-
-Each server runs in its own process (not a thread) so it does not share the GIL with
-the measuring client. The simulator runs `speed` times faster than real time; its
-results are scaled back (`clock_speed` in provenance) so figures read like a GPU's.
-"""
+"""The simulated vLLM server as a target (--llmperf-sim), each in its own process (no GIL
+shared with the client), `speed` times faster than real time (`clock_speed` scales back)."""
 
 from __future__ import annotations
 
@@ -48,9 +44,7 @@ class SimTarget:
         ]
 
     def profile_name(self, spec: ServerSpec) -> str:
-        """The simulator profile (timing model) `spec` runs with: the one fitted to its
-        model, `generic` for any other, or the one its flags name (--sim-profile).
-        ValueError for flags the simulator refuses."""
+        """The simulator profile `spec` runs with (its model's, else `generic`, or --sim-profile's)."""
         from pytest_llmperf.sim import SimConfig
 
         profile = SimConfig.from_vllm_argv(self.argv(spec)).profile

@@ -1,8 +1,5 @@
-"""ServerSpec: what to serve (model, image, vLLM args, speculative config, env).
-
-A spec is an immutable description; targets (simulator, docker, external, local
-process) turn it into a running OpenAI-compatible endpoint.
-"""
+"""ServerSpec: what to serve (model, image, vLLM args, speculative config, env), which
+targets turn into a running OpenAI-compatible endpoint."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from pytest_llmperf.util.secrets import (
     secret_arg_values,
 )
 
-# vLLM's API key flag, and the variable it reads the key from when the flag is not given.
-API_KEY_FLAG = "--api-key"
+API_KEY_FLAG = "--api-key"  # and the variable vLLM reads the key from without the flag
 API_KEY_ENV = "VLLM_API_KEY"
 
 
@@ -45,26 +41,20 @@ class ServerSpec:
     model: str
     image: str = "vllm/vllm-openai:latest"
     args: tuple[str, ...] = ()
-    # Variables set in the server's environment. A value of None means "pass it
-    # through from the caller's environment by name" (how HF_TOKEN travels).
+    # The server's environment; None passes the caller's value through by name (HF_TOKEN).
     env: Mapping[str, str | None] = field(default_factory=dict)
     speculative_config: Mapping[str, Any] | None = None
     served_model_name: str | None = None
-    # Extra variable names whose values must never be shown (HF_TOKEN always is).
-    secret_env: tuple[str, ...] = ()
-    # Extra flags for the simulated server only (e.g. "--sim-acceptance-scale", "0.8"):
-    # how a suite injects a regression to prove it is caught. Other targets ignore them.
-    sim_args: tuple[str, ...] = ()
-    # The GPUs this server uses, where its args do not say (--tensor-parallel-size and
-    # --pipeline-parallel-size do); what --llmperf-gpus cuts the GPUs into slots by.
-    gpus: int | None = None
+    secret_env: tuple[str, ...] = ()  # more variables whose values are never shown
+    sim_args: tuple[str, ...] = ()  # flags for the simulated server only (an injected regression)
+    gpus: int | None = None  # GPUs it uses where its args do not say; --llmperf-gpus slots by it
 
     def __post_init__(self) -> None:
         if not self.name or not self.model:
             raise ValueError("ServerSpec needs a non-empty name and model")
-        # Accept lists for convenience but keep the spec hashable.
         if self.gpus is not None and (isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1):
             raise ValueError(f"ServerSpec {self.name}: gpus= is the number of GPUs it uses, >= 1; got {self.gpus!r}")
+        # Accept lists for convenience but keep the spec hashable.
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "secret_env", tuple(self.secret_env))
         object.__setattr__(self, "sim_args", tuple(self.sim_args))
@@ -96,8 +86,7 @@ class ServerSpec:
         return self.served_model_name or self.model
 
     def arg(self, flag: str) -> str | None:
-        """The value `args` give `flag` (`--flag VALUE` or `--flag=VALUE`; the last one
-        wins, as in argparse), or None where they do not set it."""
+        """The value `args` give `flag` (the last one, as in argparse), or None."""
         value = None
         for i, arg in enumerate(self.args):
             if arg == flag and i + 1 < len(self.args):
@@ -115,10 +104,8 @@ class ServerSpec:
         return replace(self, image=image)
 
     def vllm_args(self, host: str = "0.0.0.0", port: int = 8000) -> list[str]:
-        """The `vllm serve` command line after the program name: MODEL --host --port ...
-
-        Without `--api-key`: its value would show in `ps` and `docker inspect`'s Args; the
-        server gets it as VLLM_API_KEY (`launch_env`), which vLLM reads the same way."""
+        """The `vllm serve` command line after the program name, without `--api-key` (it
+        would show in `ps`; the server gets it as VLLM_API_KEY, `launch_env`)."""
         argv = [self.model, "--host", host, "--port", str(port), *_without_flag(self.args, API_KEY_FLAG)]
         if self.served_model_name:
             argv += ["--served-model-name", self.served_model_name]
@@ -128,19 +115,17 @@ class ServerSpec:
         return argv
 
     def launch_env(self) -> dict[str, str]:
-        """What a target adds to the server's environment for the flags `vllm_args` leaves
-        out: VLLM_API_KEY for `--api-key`."""
+        """VLLM_API_KEY for the `--api-key` that `vllm_args` leaves out."""
         key = self.arg(API_KEY_FLAG)
         return {API_KEY_ENV: key} if key is not None else {}
 
     def secret_names(self) -> set[str]:
-        """The variables whose values must never be shown: HF_TOKEN and its alias, the
-        spec's `secret_env`, and every `env` name that says it holds a secret."""
+        """The variables whose values must never be shown."""
         return {*ALWAYS_SECRET_ENV, API_KEY_ENV, *self.secret_env, *(k for k in self.env if is_secret_name(k))}
 
     def secret_values(self, environ: Mapping[str, str] | None = None) -> Secrets:
-        """The values to scrub from its server's logs: its secret env values (given, or
-        passed through from `environ`, default os.environ) and secret args' values."""
+        """The values to scrub from its server's logs: secret env values (given, or from
+        `environ`) and secret args' values."""
         import os
 
         env = {**(os.environ if environ is None else environ), **{k: v for k, v in self.env.items() if v is not None}}
