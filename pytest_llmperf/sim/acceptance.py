@@ -1,15 +1,6 @@
-"""Per-position draft acceptance: from configured survival rates to per-step draws.
-
-vLLM's per-position acceptance rate i is accepted_per_pos[i] / num_drafts: the
-fraction of drafts whose first i+1 draft tokens were all accepted (a survival
-probability, non-increasing in i). A step draws position by position with the
-conditional probabilities S[i] / S[i-1] and stops at the first rejection.
-
-With a per-request spread (some prompts are easier to draft for), each request
-shifts every conditional probability by the same amount in logit space. Requests
-that accept less take more steps, so the run-wide (draft-weighted) rates would fall
-below the configured ones; `solve_base_logits` finds the shift-free conditionals that
-make the draft-weighted rates equal the configured ones.
+"""Per-position draft acceptance: from configured survival rates S to per-step draws with
+conditionals S[i] / S[i-1]. A per-request logit shift spreads requests; `solve_base_logits`
+keeps the run-wide (draft-weighted) rates at the configured ones.
 """
 
 from __future__ import annotations

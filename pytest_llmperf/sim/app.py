@@ -1,9 +1,5 @@
-"""The HTTP face of the simulator: vLLM's OpenAI-compatible routes on Starlette, each
-handing off to a handler (generation in generation.py, the rest here).
-
-Response bodies follow real vLLM 0.32 captures (tests/fixtures/reference/): field
-names, order, error shapes and status codes.
-"""
+"""The simulator's vLLM OpenAI-compatible routes on Starlette, with bodies, errors and
+status codes as real vLLM 0.32 captures have them (tests/fixtures/reference/)."""
 
 from __future__ import annotations
 

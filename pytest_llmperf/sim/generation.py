@@ -232,9 +232,8 @@ class _Stream:
 
 
 async def _emissions(req: SimRequest, queue: _Queue) -> AsyncIterator[Emission]:
-    """The request's steps as its writer takes them. Steps the engine made while the
-    writer was away (a stalled stream, a busy event loop) come merged into one, as
-    vLLM's per-request output collector merges outputs its consumer has not taken."""
+    """The request's steps as its writer takes them, those made while it was away merged
+    into one (as vLLM's output collector merges them)."""
     while True:
         em = await queue.get()
         if em is None:
@@ -293,9 +292,8 @@ def _message(req: SimRequest, pieces: list[str], finished: bool) -> dict[str, An
 
 
 def _usage(req: SimRequest, offset: int = 0, details: bool = False) -> dict[str, Any]:
-    """vLLM's usage; `offset` (SimConfig.usage_offset) makes its completion tokens lie;
-    `details` (a chat answer of a server with --reasoning-parser): with
-    `completion_tokens_details.reasoning_tokens`, as vLLM then sends it."""
+    """vLLM's usage; `offset` makes its completion tokens lie; `details` adds
+    `completion_tokens_details.reasoning_tokens`, as vLLM sends with a reasoning parser."""
     completion = max(0, req.generated + offset)
     usage: dict[str, Any] = {
         "prompt_tokens": req.prompt_tokens,

@@ -1,9 +1,5 @@
-"""vLLM's Prometheus metrics for the simulated engine, via prometheus_client.
-
-Names, types, label names and histogram buckets follow a real vLLM 0.32 /metrics page
-(tests/fixtures/reference/). Each server has its own registry, so several simulated
-servers can live in one process.
-"""
+"""vLLM's Prometheus metrics for the simulated engine, as a real vLLM 0.32 page has them
+(tests/fixtures/reference/), in a registry per server."""
 
 from __future__ import annotations
 
@@ -43,8 +39,7 @@ STEP_SECONDS = "llmperf_sim:engine_step_seconds"
 LAG_SECONDS = "llmperf_sim:engine_lag_seconds"
 
 _LABELS = ("model_name", "engine")
-# The families, key -> (name, help[, histogram buckets]), registered (and so rendered) in
-# this order: speculative decoding's (with a draft model only), then the others.
+# key -> (name, help[, buckets]), rendered in this order (spec decoding's with a draft model only).
 _SPEC_COUNTERS = {
     "drafts": ("vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
     "draft_tokens": ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
@@ -82,8 +77,7 @@ _HISTOGRAMS = {
                     _LATENCY_BUCKETS),
 }
 # fmt: on
-# The simulator's own, not vLLM's: from their deltas over a run a client reads how far
-# behind its schedule the engine loop ran (host too busy for the clock speed).
+# The simulator's own: how far behind its schedule the engine loop ran (a host too busy).
 _SIM_COUNTERS = {
     "step_seconds": (STEP_SECONDS, "Simulator only: scheduled engine step time, real seconds."),
     "lag_seconds": (LAG_SECONDS, "Simulator only: how late engine steps ended behind their schedule, real seconds."),

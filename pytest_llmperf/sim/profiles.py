@@ -1,15 +1,6 @@
-"""Engine profiles: the timing and acceptance parameters of one model on one GPU.
-
-Step model (seconds, before the speed factor and the step-time regression scale):
-
-    step = step_base_s + per_token_s * decode_tokens + prefill_per_token_s * prefill_tokens
-           [+ k * draft_step_s when speculating]
-
-where decode_tokens is the number of running sequences times (1 + k) under
-speculative decoding with k draft tokens (the target model verifies k+1 positions per
-sequence) and times 1 without. The parameters of the Qwen3.6 profiles were fitted to
-the published seed runs with a virtual-clock run of the engine (see docs/sim.md and
-benchmarks/calibrate_sim.py).
+"""Engine profiles: the timing and acceptance parameters of one model on one GPU. A step
+costs step_base_s + per_token_s * sequences * (1 + k) + prefill_per_token_s * prefill
+tokens [+ k * draft_step_s]; the Qwen3.6 profiles are fitted to the seeds (docs/sim.md).
 """
 
 from __future__ import annotations
@@ -23,29 +14,19 @@ class Profile:
     step_base_s: float  # fixed cost of one engine step (weights read, launch)
     per_token_s: float  # cost per token in the batch (decode or verify)
     prefill_per_token_s: float  # cost per prompt token prefilled in a step
-    # Speculative steps also run the draft model (for MTP, the model's own head) once per
-    # draft position, whatever the batch: k * draft_step_s more per step.
-    draft_step_s: float = 0.0
-    # Per-position acceptance of the draft, as survival probabilities: the fraction of
-    # drafts whose first i+1 tokens were all accepted (vLLM's per-position rate).
+    draft_step_s: float = 0.0  # the draft model's cost per draft position, whatever the batch
+    # Per-position acceptance as survival probabilities (vLLM's per-position rate).
     acceptance: tuple[float, ...] = (0.8, 0.6, 0.45)
-    # Spread (standard deviation, in logits) of a per-request predictability factor:
-    # some prompts are easier to draft for than others, which skews TPOT to the right.
-    # The configured `acceptance` is what the whole run shows (draft-weighted).
+    # Per-request predictability spread (logits): some prompts are easier to draft for.
     acceptance_spread: float = 0.0
-    # Natural (EOS) output length: log-normal, derived from the prompt's hash.
-    # Qwen3.6 reasons before it answers, so nearly every request reaches max_tokens 256.
-    output_len_median: int = 200
+    output_len_median: int = 200  # natural (EOS) output length: log-normal, from the prompt's hash
     output_len_sigma: float = 1.0
-    # Served with --reasoning-parser qwen3 (chat): the share of a reply's natural length
-    # spent reasoning before `</think>` and the answer.
-    reasoning_share: float = 0.5
+    reasoning_share: float = 0.5  # with a reasoning parser: the share of a reply spent reasoning
     kv_cache_tokens: int = 500_000  # KV capacity for vllm:kv_cache_usage_perc
     max_prefill_tokens_per_step: int = 8192  # chunked-prefill budget per step
 
 
-# Fitted profiles (docs/sim.md has the fit). Acceptance rates are the seeds' own
-# per-position figures.
+# Fitted profiles (docs/sim.md); acceptance rates are the seeds' own.
 PROFILES: dict[str, Profile] = {
     "qwen3.6-35b-a3b-fp8": Profile(
         name="qwen3.6-35b-a3b-fp8",

@@ -1,10 +1,6 @@
-"""Run the simulator: in a thread of this process, or as a child process.
-
-Both start on a free port of 127.0.0.1 (or the configured one), yield the base URL
-once the socket listens, and stop everything they started when the block exits,
-even when it raises. `simulated_process` yields the child process itself (URL, exit
-code, last output lines): what the plugin's target uses to tell a server that died.
-"""
+"""Run the simulator in a thread of this process or as a child process, on a free port,
+stopped when the block exits however it exits; `simulated_process` yields the child
+itself (URL, exit code, last output lines)."""
 
 from __future__ import annotations
 
@@ -31,17 +27,11 @@ STOP_GRACE_S = 5.0
 
 
 class SimServer(uvicorn.Server):
-    """uvicorn.Server that stops on SIGINT/SIGTERM and then exits normally (code 0).
-
-    Stock uvicorn re-raises the captured signal after shutdown, which would end the
-    process with -SIGTERM instead of a clean exit.
-    """
+    """uvicorn.Server that stops on SIGINT/SIGTERM with a clean exit (stock uvicorn re-raises)."""
 
     exit_code = 0
-    # When set, the server stops once this pid is no longer its parent: the process that
-    # started it died without stopping it (SIGTERM, kill -9). Checked on uvicorn's own
-    # 0.1 s tick, in the event loop: a watchdog thread would take the GIL from the
-    # sped-up engine loop, and at speed 10 every ms of that reads as 10 ms of latency.
+    # Stop once this pid is no longer the parent (it died without stopping us); checked on
+    # uvicorn's tick, since a watchdog thread would take the GIL from the engine loop.
     parent_pid: int | None = None
 
     async def on_tick(self, counter: int) -> bool:
@@ -220,12 +210,8 @@ def simulated_process(config: SimConfig) -> Iterator[SimProcess]:
 
 @contextlib.contextmanager
 def simulated_server(config: SimConfig | None = None, mode: str = "thread") -> Iterator[str]:
-    """Run a simulated vLLM server; yields its base URL, e.g. "http://127.0.0.1:PORT".
-
-    mode="thread": uvicorn in a daemon thread of this process (cheap, shares the GIL).
-    mode="process": `python -m pytest_llmperf.sim` as a child process, terminated
-    (SIGTERM, then SIGKILL after a grace period) when the block exits.
-    """
+    """Run a simulated vLLM server, yielding its base URL: in a daemon thread of this
+    process (mode="thread": cheap, shares the GIL) or as a child process ("process")."""
     config = config or SimConfig()
     if mode == "thread":
         with _thread_server(config) as url:

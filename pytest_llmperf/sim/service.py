@@ -1,9 +1,5 @@
-"""The running engine: one asyncio task advancing steps in real time, fault state,
-and the ground-truth log of what was sent when.
-
-Times are `time.perf_counter()` (CLOCK_MONOTONIC on Linux), so a client in another
-process on the same machine can compare its own perf_counter readings with them.
-"""
+"""The running engine: one asyncio task advancing steps in real time, fault state and the
+log of what was sent when, on `time.perf_counter()` (comparable across local processes)."""
 
 from __future__ import annotations
 
@@ -22,9 +18,7 @@ from pytest_llmperf.sim.metrics import VllmMetrics
 log = logging.getLogger("pytest_llmperf.sim")
 
 REQUEST_LOG_SIZE = 100_000
-# A step that ends later than this behind schedule restarts the schedule from now
-# instead of racing to catch up; below it, the next steps run back to back until the
-# schedule is met again, so a short hiccup (GC, a busy core) costs no simulated time.
+# Further behind schedule, the schedule restarts from now; below it, steps catch up back to back.
 _MAX_LAG_S = 0.25
 
 

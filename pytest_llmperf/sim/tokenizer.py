@@ -1,13 +1,6 @@
-"""A deterministic stand-in tokenizer: no vocabulary file, no model hub.
-
-The split mimics a byte-level BPE closely enough for prompt lengths: a leading space
-sticks to the word after it, long words are cut into pieces of up to 7 letters,
-numbers into groups of 3 digits, non-Latin letters 2 to a token, punctuation one
-character each, whitespace runs GPT-2 style. On ShareGPT-like English this gives
-about 1.3 tokens per word (a real BPE: ~1 token per 0.75 words).
-
-Concatenating the pieces always gives back the input, and generated text is built
-from pieces that never merge, so re-tokenising streamed text gives the token count.
+"""A deterministic stand-in tokenizer (no vocabulary file) that splits like a byte-level
+BPE closely enough for prompt lengths. Pieces join back to the input, and generated text
+is built from pieces that never merge, so re-tokenising it gives its token count.
 """
 
 from __future__ import annotations
@@ -50,9 +43,7 @@ def encode(text: str, word_tokens: int = 1) -> list[int]:
     return [token_id(p) for p in tokenize(text) for _ in range(word_tokens if _WORD_RE.fullmatch(p) else 1)]
 
 
-# Chat prompts are rendered with a ChatML template (Qwen's); each marker counts as
-# one token, like the real special tokens.
-_IM_START, _IM_END = "<|im_start|>", "<|im_end|>"
+_IM_START, _IM_END = "<|im_start|>", "<|im_end|>"  # Qwen's ChatML markers, one token each
 
 
 def chat_prompt_tokens(messages: list[dict[str, Any]], word_tokens: int = 1) -> int:
@@ -66,10 +57,7 @@ def chat_prompt_tokens(messages: list[dict[str, Any]], word_tokens: int = 1) -> 
     return total + 1 + count_tokens("assistant\n")
 
 
-# Output text: short lowercase words with a leading space, punctuation and
-# paragraph breaks. None of these pieces merges with its neighbour under the split
-# above (a word is at most 7 letters and always starts with a space; "\n\n" is never
-# followed by another whitespace piece).
+# Output text pieces, none of which merges with its neighbour under the split above.
 _WORDS = [
     "the",
     "of",

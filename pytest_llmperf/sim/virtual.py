@@ -1,11 +1,5 @@
-"""A closed-loop benchmark of the engine on a virtual clock: instant, deterministic.
-
-Used to fit the profiles (benchmarks/calibrate_sim.py) and by the unit tests to check
-the model without waiting. The client behaves like `vllm bench serve` with a
-concurrency limit: `concurrency` streams, each sends its next prompt as soon as the
-previous one finished, no new request after `max_seconds`, in-flight ones finish (or are
-cut `grace_seconds` after the cap, as the plugin's runner cuts them).
-"""
+"""A closed-loop benchmark of the engine on a virtual clock (instant, deterministic), for
+fitting profiles and for tests; the client behaves like the plugin's runner."""
 
 from __future__ import annotations
 
@@ -29,15 +23,11 @@ class VirtualResult:
     draft_tokens: int = 0
     accepted: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
-    # Per finished request, in send order: (index, prompt tokens, output tokens, chunks,
-    # TTFT ms, E2EL ms): the shape of metrics.uncertainty.request_rows.
+    # Per finished request, in send order, as metrics.uncertainty.request_rows has them.
     rows: list[tuple[int, int, int, int, float, float]] = field(default_factory=list)
-    # Per finished request, in send order: (send time, end, chunk times, output tokens):
-    # the shape of metrics.steady.steady_tok_s.
+    # Per finished request, in send order, as metrics.steady.steady_tok_s takes them.
     spans: list[tuple[float, float, list[float], int]] = field(default_factory=list)
-    # Per request cut `grace_seconds` after the time cap, as `spans` (end: its last chunk,
-    # or its send time; tokens: those it had streamed).
-    cut_spans: list[tuple[float, float, list[float], int]] = field(default_factory=list)
+    cut_spans: list[tuple[float, float, list[float], int]] = field(default_factory=list)  # cut at the cap
 
     @property
     def decode_tok_s(self) -> float:
@@ -108,14 +98,9 @@ def run_virtual(
     prompts: list[str] | None = None,
     grace_seconds: float | None = None,
 ) -> VirtualResult:
-    """Run the closed-loop client against the engine on a virtual clock.
-
-    `prompts` (optional) are the texts behind `prompt_lens`: output lengths and draft
-    predictability derive from the text, so passing them reproduces an HTTP run's.
-    `grace_seconds` (with `max_seconds`): requests still running that long after the cap
-    are cut there, as the plugin's runner cuts them (workload.config.RunConfig); None:
-    every request finishes.
-    """
+    """Run the closed-loop client against the engine on a virtual clock. `prompts`: the
+    texts behind `prompt_lens` (outputs derive from them); `grace_seconds`: requests
+    still running that long after `max_seconds` are cut (None: all finish)."""
     total = min(num_prompts or len(prompt_lens), len(prompt_lens))
     client = _Client(Engine(config), prompt_lens, prompts, max_tokens, ignore_eos)
     for _ in range(min(concurrency, total)):
@@ -163,9 +148,7 @@ class _Client:
             if not engine.has_work:  # idle engine: the request starts at once
                 self.hand_over()
             step = engine.plan(self.now)
-            # A client's next request reaches the server just after its previous one
-            # finished, when the engine has already started its next step (as over HTTP):
-            # it waits for that step to end.
+            # A next request arrives after the engine started its next step (as over HTTP).
             self.hand_over()
             if step is None:
                 continue
