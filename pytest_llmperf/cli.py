@@ -1,26 +1,7 @@
-"""`llmperf`: the standalone command line.
-
-    llmperf bench --base-url URL --model M [--dataset-name sharegpt|random|custom]
-                  [--dataset-path PATH] --num-prompts N --max-seconds S --concurrency C
-                  --max-tokens T [--output FILE] [--sharegpt-output-len N|reference]
-                  [--random-input-len N --random-output-len N --random-range-ratio R
-                   --random-prefix-len N --tokenizer NAME] [--goodput KEY:VALUE ...]
-    llmperf show RESULT.json
-    llmperf history [--server S] [--metric M] [--path P]
-    llmperf compare A.json B.json
-    llmperf doctor [--gpu | --docker | --local [PYTHON] | --real-cpu | --base-url URL] [--image IMAGE] [--model M]
-
-`bench` is what the seeds ran as `scripts/bench-serving.py`: sample ShareGPT prompts
-(as `vllm bench serve --sharegpt-output-len MAX_TOKENS` does, unless
-`--sharegpt-output-len` says otherwise), or vLLM's `random` prompts, or a JSONL file of
-the user's (`--dataset-name`, flags named as `vllm bench serve` names them), run them against a running server with a
-concurrency and caps, print the figures as `vllm bench serve` lays them out
-(report/bench.py) and write the raw result (records +
-/metrics pages) as JSON. `show` recomputes and prints the figures of a saved result.
-`history` prints the trend of every series of the history (report/history.py) with
-its change points; `compare` judges one saved result against another with the
-plugin's rule and tables (report/saved.py).
-`doctor` checks a box for a target (doctor.py) and exits 1 when a check fails.
+"""`llmperf`: the standalone command line. `bench` runs a capped benchmark against a
+running server as `vllm bench serve` does and writes the raw result; `show` prints a saved
+result; `history` the history's trends; `compare` judges one saved result against another;
+`doctor` checks a box for a target.
 """
 
 from __future__ import annotations
@@ -57,11 +38,8 @@ from pytest_llmperf.workload.workload import (
 
 # 2 is argparse's usage error; 3 says the run finished but nothing succeeded.
 EXIT_OK, EXIT_ERROR, EXIT_NO_COMPLETIONS = 0, 1, 3
-# `llmperf compare`: 0 every verdict passed (inconclusive warns), 1 one failed (regressed,
-# invalid, no data), 2 the files cannot be compared (unreadable, other kinds or workloads).
-EXIT_CANNOT_COMPARE = 2
-# --sharegpt-output-len's word for each conversation's reference completion length.
-REFERENCE = "reference"
+EXIT_CANNOT_COMPARE = 2  # `llmperf compare`: the files cannot be compared
+REFERENCE = "reference"  # --sharegpt-output-len's word for the reference completion's length
 OUTPUT_LEN = or_word(whole(1), REFERENCE)
 
 
@@ -69,8 +47,7 @@ OUTPUT_LEN = or_word(whole(1), REFERENCE)
 
 
 class _SLOs(argparse.Action):
-    """--goodput KEY:VALUE [KEY:VALUE ...], as vllm bench serve takes it: checked and
-    stored as one canonical text ('ttft:500 tpot:50'); a bad pair is a usage error."""
+    """--goodput KEY:VALUE [KEY:VALUE ...], stored as one canonical text; a bad pair is a usage error."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None) -> None:
         try:
@@ -263,8 +240,7 @@ RANDOM_FLAGS = ("random_input_len", "random_output_len", "random_range_ratio", "
 
 
 def check_dataset_flags(args: argparse.Namespace) -> None:
-    """Flags that do not apply to --dataset-name are refused (vLLM ignores them: a typo
-    would silently run another workload)."""
+    """Flags that do not apply to --dataset-name are refused (vLLM ignores them)."""
     given = [f"--{name.replace('_', '-')}" for name in RANDOM_FLAGS if getattr(args, name, None) is not None]
     if args.dataset_name != RANDOM and given:
         raise CLIError(f"{', '.join(given)} apply to --dataset-name random only; add it, or remove them")
@@ -504,8 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except BrokenPipeError:
-        # `llmperf show r.json | head`: the reader left; not an error worth a message.
-        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        # `llmperf show r.json | head`: the reader left. Point stdout at /dev/null for the final flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -1,25 +1,7 @@
-"""`llmperf doctor` and `--llmperf-doctor`: check a box before the first long run.
-
-For the chosen target, one line per check, each passed (✓), failed (✗, with its fix),
-a warning (!, does not fail) or not tried (-, says why):
-
-- containers (--gpu, --docker): the Docker Engine answers (and where: DOCKER_HOST);
-  for GPUs, the engine has the NVIDIA runtime or CDI GPU devices, then a throwaway
-  container of the vLLM image runs `nvidia-smi` (entrypoint overridden) and shows the
-  GPUs, driver and memory (a container that gets its GPUs passes the runtime line too:
-  Docker serves `--gpus` wherever the NVIDIA hook is installed, listed or not); the
-  image is present (id, digest) or at least pullable (the registry is asked, nothing is
-  pulled unless `pull=True`); the Hugging Face cache folder exists and is writable,
-  with its free space against each cached model's size; the tokens the servers pass
-  (HF_TOKEN) are set; the publish address binds.
-- a local vLLM process: the interpreter exists, `import vllm` works (its version),
-  CUDA_VISIBLE_DEVICES, the host's `nvidia-smi`, the cache and the tokens.
-- an external server: it answers /version.
-
-Fast (seconds: no model load, no server) and safe on a shared box: the only container
-it makes runs `nvidia-smi`, carries the plugin's labels (so --llmperf-cleanup knows it)
-with `io.pytest-llmperf.gpu=0` (it is not a GPU server: a running suite must not take
-it for one), has no network, and is removed on every way out (error, Ctrl-C, SIGTERM).
+"""`llmperf doctor` and `--llmperf-doctor`: check a box for a target before the first long
+run, one line per check (passed, failed with its fix, warning, or not tried). Fast (no
+model load) and safe on a shared box: its one container runs `nvidia-smi`, labelled as
+no GPU server (so a running suite ignores it), and is removed on every way out.
 """
 
 from __future__ import annotations
@@ -73,9 +55,7 @@ class Check:
 
 @dataclass(frozen=True)
 class DoctorConfig:
-    """What to check. `target`: the check set (CHECK_SETS; a target kind's `doctor`): gpu,
-    docker (containers without GPUs), local (a vLLM process from `python`), external
-    (`base_url`), sim, or none."""
+    """What to check; `target` names the check set (CHECK_SETS)."""
 
     target: str = "gpu"
     images: tuple[str, ...] = (DEFAULT_IMAGE,)
@@ -87,9 +67,7 @@ class DoctorConfig:
     local_gpu: bool = True  # local: check the host's GPUs too (off for a CPU build)
     base_url: str | None = None
     pull: bool = False  # pull a missing image instead of only asking the registry
-    # False: no device request and no runtime check (a fake nvidia-smi in an image, on an
-    # engine without the NVIDIA runtime: how this project's tests run the GPU line).
-    gpu_request: bool = True
+    gpu_request: bool = True  # False: no device request or runtime check (tests with a fake nvidia-smi)
     timeout: float = 60.0  # seconds for each slow step (engine calls, nvidia-smi, import vllm)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -254,7 +232,7 @@ def describe_gpus(gpus: Sequence[GpuInfo]) -> str:
 
 
 def doctor_labels(session_id: str) -> dict[str, str]:
-    """The plugin's container labels (owner, session, creation time), gpu=0: see the module docstring."""
+    """The plugin's container labels, gpu=0: no GPU server for a running suite to wait on."""
     from pytest_llmperf.servers.leftovers import container_labels
 
     return container_labels(session_id, DOCTOR_SPEC, gpu=False)
@@ -334,8 +312,7 @@ def model_cache_dir(hf_cache: Path, model: str) -> Path:
 
 
 def cached_model_size(hf_cache: Path, model: str) -> tuple[int, int, int] | None:
-    """(bytes, snapshots, dangling links) of a model in the cache, None when not cached.
-    The snapshot files' sizes, each blob counted once (snapshots share blobs)."""
+    """(bytes, snapshots, dangling links) of a model in the cache (each blob once); None when not cached."""
     snapshots = model_cache_dir(hf_cache, model) / "snapshots"
     if not snapshots.is_dir():
         return None
@@ -366,8 +343,7 @@ def check_hf_cache(
     remote_engine: bool = False,
     local: bool = False,
 ) -> list[Check]:
-    """The cache folder: present (a container's bind mount of a missing folder makes it
-    root's; a local vLLM makes its own, `local`: a warning), a folder, writable (really
+    """The cache folder: present (missing is a warning for `local`), writable (really
     written: as root the mode bits say nothing), its free space; each model's size."""
     from pytest_llmperf.servers.docker import engine_host
 
@@ -496,8 +472,7 @@ def _run(argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> subproc
 def check_local_vllm(
     python: str | None, environ: Mapping[str, str], *, timeout: float = 60.0, run: Runner = _run
 ) -> list[Check]:
-    """The interpreter, `import vllm` (its version) and CUDA_VISIBLE_DEVICES, for a vLLM
-    run as a local process from `python` (default: python3 on PATH)."""
+    """The interpreter (default: python3 on PATH), `import vllm` and CUDA_VISIBLE_DEVICES."""
     given = python or "python3"
     found = shutil.which(given, path=environ.get("PATH")) if os.sep not in given else given
     if found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
@@ -687,10 +662,8 @@ CHECK_SETS = {
 
 
 def _runtime_by_container(runtime: Check, gpus: Check) -> tuple[Check, Check]:
-    """`docker info` lists no NVIDIA runtime or CDI device, yet Docker gives `--gpus` to
-    a container wherever the NVIDIA container hook is installed: the container decides.
-    It ran: both lines pass. The engine refused the GPU request: one failed line (the
-    runtime's, with the fix), the container's not run."""
+    """No NVIDIA runtime listed, yet Docker gives `--gpus` wherever the NVIDIA hook is
+    installed: the container decides (ran: both pass; refused: the runtime line fails)."""
     if gpus.status == OK:
         detail = (
             "no NVIDIA runtime or CDI GPU devices listed by `docker info`, but `--gpus all` works "
@@ -713,8 +686,7 @@ def _redacted(checks: Sequence[Check], secrets: Sequence[str]) -> list[Check]:
 
 
 def prepared_python() -> str:
-    """The interpreter of the vLLM CPU build scripts/real_vllm_cpu.sh prepares (the
-    real-cpu target's), whether prepared yet or not (then its check fails)."""
+    """The prepared vLLM CPU build's interpreter, prepared yet or not (then its check fails)."""
     from pytest_llmperf.servers.local_vllm import PREPARED_KEY
     from pytest_llmperf.util.files import cache_root
 

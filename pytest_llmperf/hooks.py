@@ -24,23 +24,17 @@ if TYPE_CHECKING:
 
 @pytest.hookspec
 def pytest_llmperf_servers(config: pytest.Config) -> Iterable[ServerSpec]:  # type: ignore[empty-body]
-    """The servers a test may name in `@pytest.mark.llmperf(server="NAME", base="NAME")`.
-
-    A test sees the servers of the conftest.py files above it (from the rootdir down)
-    and of installed plugins; one name means one ServerSpec, and `--llmperf-servers`
-    matches its patterns against these names. The `config` argument may be left out.
-    With the plugin disabled (`-p no:llmperf`) pytest reports an implementation as an
-    unknown hook: a conftest.py that must load without the plugin marks it
-    `@pytest.hookimpl(optionalhook=True)`.
+    """The servers a test may name in `@pytest.mark.llmperf(server="NAME", base="NAME")`: those
+    of the conftest.py files above it and of installed plugins. A conftest.py that must load
+    without the plugin marks its implementation `@pytest.hookimpl(optionalhook=True)`.
     """
 
 
 @pytest.hookspec
 def pytest_llmperf_target_kinds(config: pytest.Config) -> Iterable[TargetKind]:  # type: ignore[empty-body]
-    """Target kinds to add to the built-in ones (kinds.py), each chosen with
-    `--llmperf-target NAME` (ini `llmperf_target`); a kind named as a built-in one
-    replaces it. Called once, at configure: implement it in the rootdir's conftest.py
-    or in an installed plugin."""
+    """Target kinds to add to the built-in ones (one of the same name replaces it), chosen
+    with `--llmperf-target NAME`. Called once, at configure: implement it in the rootdir's
+    conftest.py or an installed plugin."""
 
 
 @pytest.hookspec(firstresult=True)
@@ -48,7 +42,4 @@ def pytest_llmperf_make_target(
     config: pytest.Config, options: LlmperfOptions, kind: TargetKind, context: TargetContext
 ) -> ServerTarget | None:
     """The session's ServerTarget for the chosen `kind`, or None to leave it to the next
-    implementation. The plugin's own implementation runs last and calls `kind.factory`;
-    a conftest.py returns a target here to build a kind (a built-in one too) its own way.
-    `context`: the session id, a progress callback, and each server's GPU slot and
-    Docker engine under --llmperf-gpus."""
+    implementation (the plugin's own, last, calls `kind.factory`)."""

@@ -1,9 +1,6 @@
-"""MeasuredRun: what `llmperf.run()` returns — one server, one concurrency, one workload.
-
-A plain value: the raw RunResults (one per repetition) and their figures in real time.
-Its assertions hand the figures to `judge`, a callable the llmperf fixture binds to one
-test (its id and marker tolerances); the session behind it owns baselines and verdicts.
-"""
+"""MeasuredRun: what `llmperf.run()` returns — one server, one concurrency, one workload:
+the raw RunResults and their figures. Its assertions hand the figures to `judge`, which
+the llmperf fixture binds to one test."""
 
 from __future__ import annotations
 
@@ -32,19 +29,13 @@ class MeasuredRun:
     results: list[RunResult]
     samples: dict[str, list[float | None]]  # metric -> one value per repetition (real time)
     provenance: dict[str, Any]
-    # The first repetition's per-request figures (metrics/uncertainty.request_rows, real
-    # time): what the verdict rule pairs with the baseline's to tell a change from noise.
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)  # the first repetition's, paired with the baseline's
     notes: list[str] = field(default_factory=list)  # e.g. "spec-decode counters did not move"
     spec_note: str | None = None  # why acceptance has no figures, whether or not that is news
     published: dict[str, float] = field(default_factory=dict)
-    # Requests failed and the server was then found gone: "server died after 16 of 64
-    # requests: <how>", and its last log lines (redacted). Invalid whatever the error budget.
-    server_death: str | None = None
-    server_log: list[str] = field(default_factory=list)
-    # The server-level warm-up this run's server had just before it (its first run since the
-    # server started): requests, completed, failed, duration_s, output_tok_s (real time).
-    server_warmup: dict[str, float | None] | None = None
+    server_death: str | None = None  # the server was found gone after failures: invalid, whatever the budget
+    server_log: list[str] = field(default_factory=list)  # its last log lines, redacted
+    server_warmup: dict[str, float | None] | None = None  # a fresh server's warm-up before this run
     judge: Judge | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -123,8 +114,7 @@ class MeasuredRun:
     def _metrics(self, metrics: tuple[str, ...]) -> tuple[str, ...]:
         if metrics:
             return metrics
-        # Speculative: the length too. The rate alone can rise while the length falls
-        # (real vLLM CPU, ngram k 3 -> 1: rate 0.756 -> 0.842, length 3.26 -> 1.84).
+        # Speculative: the length too (the rate alone can rise while the length falls).
         names: tuple[str, ...] = (GATED_DECODE,)
         if self.server.is_speculative:
             names += ("acceptance_rate", "acceptance_length")

@@ -1,7 +1,5 @@
-"""The noise of each gated metric's change against a reference entry: the paired
-request-level error (metrics/uncertainty.py), the repetitions on both sides and the
-spread between starts pooled over other cells, combined by stats.error.change_error
-(docs/verdicts.md)."""
+"""The noise of each gated metric's change against a reference entry, combined by
+stats.error.change_error (docs/verdicts.md)."""
 
 from __future__ import annotations
 
@@ -32,9 +30,8 @@ def change_noise(
     base: MeasuredRun | None = None,
     base_entry: Entry | None = None,
 ) -> dict[str, Any]:
-    """compare_metrics' `errors` (the standard error of each metric's change) and `notes`
-    (how it was had, where that matters); nothing without an entry. With `base` (a
-    speedup), the paired error is each server's decode change against its own entry."""
+    """compare_metrics' `errors` and `notes`; nothing without an entry. With `base` (a
+    speedup), each server's decode change against its own entry."""
     if not entry:
         return {}
     if base is None:

@@ -1,10 +1,5 @@
-"""Test order for performance tests: each server starts once, one at a time.
-
-Tests are grouped by model (in order of first appearance); within a model, tests of
-the base server run first, then the speculative (MTP) server, then the speedup
-tests, which only reuse the cached base and MTP runs. Everything else keeps its
-relative order and runs before the performance tests.
-"""
+"""Test order for performance tests, so each server starts once: other tests first, then
+by model, the base server's tests, the speculative server's, then the speedup tests."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """GPU slots and the scheduling plan of a session spread over GPUs (--llmperf-gpus, -n).
-
-The box's GPUs (`--llmperf-gpus 0,1,2,3`) are cut into slots, every slot as wide as the
-largest server needs (its `gpus=`, else tensor x pipeline x data parallel size from its
-vLLM args), so any server fits any slot. A model's servers form one group (base, MTP, and
-any server a speedup test names with them): a speedup compares runs on the same GPUs,
-the same clocks, in one process that cached both. Each group goes whole to one slot, the
-heaviest first onto the slot with the least work (longest processing time first); a slot
-runs its groups one after the other, one server at a time, in the tests' order.
-
-Under pytest-xdist each slot is one `xdist_group` (`group_name`), so its tests run in one
-worker, and that worker starts their servers on the slot's GPUs. Nothing here talks to a
-GPU, a container or pytest: the plan is a plain value, computed the same way by every
-process that collected the same tests.
+The GPUs are cut into slots as wide as the largest server needs; each model's group of
+servers (a speedup compares runs on the same GPUs) goes whole to one slot, heaviest first
+onto the least loaded. Under xdist each slot is one `xdist_group`. A plain value: every
+process that collected the same tests computes the same plan.
 """
 
 from __future__ import annotations
@@ -51,8 +42,7 @@ class PlannedTestLike(Protocol):
 
 
 def gpu_need(spec: ServerSpec) -> int:
-    """The GPUs `spec`'s server uses: its `gpus=`, else tensor x pipeline x data parallel
-    size read from its args (`--tensor-parallel-size 2`, `-tp=2`); 1 when none is given."""
+    """The GPUs `spec`'s server uses: its `gpus=`, else the product of its parallel sizes."""
     if spec.gpus is not None:
         return spec.gpus
     sizes = {"tensor": 1, "pipeline": 1, "data": 1}
@@ -224,9 +214,8 @@ def groups_of(
 def _starts(
     tests: Iterable[PlannedTestLike], repetitions: int | str, max_repetitions: int, same_server: bool
 ) -> tuple[int, int, int]:
-    """Measured runs, and the server starts they make (fewest, most), walking the tests in
-    order: a server starts when a run needs it and another ran last; each repetition after
-    a run's first starts it afresh unless --llmperf-same-server."""
+    """Measured runs, and the server starts they make (fewest, most): a start whenever another
+    server ran last, and per repetition unless --llmperf-same-server."""
     done: set[tuple[str, Any]] = set()
     current: str | None = None
     runs = switches = 0

@@ -24,8 +24,7 @@ Sampler = Callable[[Endpoint, Workload], list[SampledRequest]]
 
 def dataset_source(options: LlmperfOptions, workload: Workload) -> tuple[str, str | None]:
     """The dataset `workload` reads, as (name, file): its own file, else --llmperf-dataset
-    when that is its dataset's (--llmperf-dataset-name's); None: ShareGPT's default places
-    (or, for the random dataset, no file)."""
+    when that is its dataset's; None: the default places (or no file)."""
     from pytest_llmperf.workload.prompts import dataset_key
 
     return source_of(options, *dataset_key(workload))
@@ -145,9 +144,8 @@ class PromptBook:
         return (model, source, settings, per_request, workload.seed, workload.prompts_needed)
 
     def provenance(self, model: str, workload: Workload) -> dict[str, Any]:
-        """What a run's provenance says of its prompts: the dataset (file name only:
-        baselines are committed and must not carry this machine's paths) and who counted
-        their lengths; empty when the dataset was never loaded here."""
+        """What a run's provenance says of its prompts (file name only: baselines are
+        committed); empty when the dataset was never loaded here."""
         from pytest_llmperf.workload.prompts import dataset_provenance
 
         key = dataset_source(self.options, workload)

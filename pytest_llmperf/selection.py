@@ -1,9 +1,5 @@
-"""Servers by name, and server selection: which ServerSpec a marker's `server="NAME"`
-means, and which performance tests `--llmperf-servers` keeps.
-
-Plain functions; plugin.py connects them to pytest (the `pytest_llmperf_servers` hook,
-the marker, the deselection hook).
-"""
+"""Servers by name: which ServerSpec a marker's `server="NAME"` means, and which tests
+`--llmperf-servers` keeps (plain functions; plugin.py connects them to pytest)."""
 
 from __future__ import annotations
 
@@ -91,9 +87,8 @@ def select_servers(
     declared: Iterable[str],
     where: str = "--llmperf-servers",
 ) -> Selection[T]:
-    """Keep a test when its server and its base (if any) both match; a test that names no
-    server in its marker is kept. ValueError when a pattern matches no declared or used
-    server (a typo would otherwise deselect everything and pass)."""
+    """Keep a test when its server and its base (if any) both match, or it names none.
+    ValueError for a pattern matching no server (a typo would deselect everything and pass)."""
     marked = [(item, servers_of(item)) for item in items]
     used = {spec.name for _, servers in marked for spec in servers.values() if spec is not None}
     names = set(declared) | used

@@ -1,7 +1,5 @@
-"""Whether a measured run can be judged at all: its server lived, failures stayed within
-the error budget, its host kept up, chunks were not buffered, the server reached the
-run's concurrency, and the token counts and prompt lengths agree. The gate calls
-`invalid_reason`; the measurer calls `host_behind` to make a spoiled run again."""
+"""Whether a measured run can be judged at all (`invalid_reason`, for the gate), and
+whether its host fell behind (`host_behind`: the measurer makes such a run again)."""
 
 from __future__ import annotations
 
@@ -13,23 +11,15 @@ from pytest_llmperf.report.crosscheck import token_mismatch
 from pytest_llmperf.workload.prompts import random_length_mismatch
 from pytest_llmperf.workload.result import RunResult
 
-# A simulated run whose engine steps ended on average more than half a step late measured
-# the host's load, not the server (RunResult.engine_lag).
-MAX_ENGINE_LAG = 0.5
-# Likewise the measuring client's event loop (RunResult.client_lag_share, its latest 5 %
-# of probes left out: LagProbe.TRIM_SHARE).
-MAX_CLIENT_LAG = 0.5
-# Chunks read in one piece with the one before (RunResult.burst_share): a share of the gaps
-# between chunks beyond this says a proxy or a late client buffered them.
-MAX_BURST_SHARE = 0.25
+# Beyond these, a run measured its host's load, not the server.
+MAX_ENGINE_LAG = 0.5  # the simulator's engine steps, late by this share of a step (RunResult.engine_lag)
+MAX_CLIENT_LAG = 0.5  # the client's event loop (RunResult.client_lag_share)
+MAX_BURST_SHARE = 0.25  # zero gaps between chunks: a proxy or a late client buffered them
 
 
 def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
-    """Why `run` cannot be judged, or None: its server died, failures beyond the budget,
-    nothing completed, the client or the simulator fell behind, chunks came in bursts, the
-    server never ran the run's concurrency (metrics/concurrency.py), its output tokens
-    disagree between usage, the engine's counter and the client (metrics/crosscheck.py),
-    or the random dataset's prompts are not the lengths asked for."""
+    """Why `run` cannot be judged (a dead server, failures beyond the budget, a host behind,
+    bursts, the concurrency not reached, token counts or prompt lengths off), or None."""
     broken = combine(failures(r.records, r.attempted) for r in run.results)
     if run.server_death:
         return _death_reason(run, broken.describe() if broken.attempted else None)
@@ -72,11 +62,8 @@ def _death_reason(run: MeasuredRun, failed: str | None) -> str:
 
 
 def host_behind(results: Sequence[RunResult]) -> str | None:
-    """Why `results` measured their host rather than the server, with what to do: the
-    measuring client's event loop (RunResult.client_lag_share) or the simulator's engine
-    loop (RunResult.engine_lag) fell behind beyond its bound, in the worst of them; None
-    when both kept up or were not measured. A run a busy host spoiled is made once more
-    before it is judged (Measurer)."""
+    """Why `results` measured their host rather than the server (the client's or the
+    simulator's loop fell behind beyond its bound), with what to do; None when both kept up."""
     if (behind := _worst(r.client_lag_share() for r in results)) > MAX_CLIENT_LAG:
         return (
             f"the measuring client's event loop ran on average {behind:.0%} of a gap between chunks "
