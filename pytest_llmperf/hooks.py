@@ -1,12 +1,4 @@
-"""The hooks pytest-llmperf adds to pytest (specifications; a conftest.py implements them).
-
-# conftest.py
-def pytest_llmperf_servers():
-    return [QWEN36_27B, QWEN36_27B_MTP]
-
-def pytest_llmperf_target_kinds():  # chosen with --llmperf-target slurm
-    return [TargetKind("slurm", build_slurm_target, baseline_folder="slurm")]
-"""
+"""The hooks pytest-llmperf adds to pytest (specifications; a conftest.py implements them)."""
 
 from __future__ import annotations
 

@@ -153,13 +153,9 @@ def compare(
     requests: int | None = None,
     min_requests: int | None = None,
 ) -> Verdict:
-    """Judge one metric. `update_command` is what the hints tell the user to run.
-
-    `confidence` is that of a claimed change, `pass_confidence` (default: the same) that of
-    "within the tolerance". `error`: the change's noise (a Noise, or a bare standard error);
-    None judges on the tolerance alone. `invalid`: why the run cannot be judged at all.
-    A statistic over fewer than `min_requests` `requests` is inconclusive.
-    """
+    """Judge one metric: `confidence` is that of a claimed change, `pass_confidence` (default:
+    the same) that of a pass; `error` (a Noise or a standard error; None: the tolerance
+    alone); `invalid`: why the run cannot be judged; fewer than `min_requests`: inconclusive."""
     direction = Direction.parse(direction)
     base, meas = _number(baseline_value), _number(measured)
     noise = error if isinstance(error, Noise) or error is None else Noise(float(error))
@@ -314,11 +310,8 @@ def compare_metrics(
     pass_confidence: float | None = None,
     requests: int | None = None,
 ) -> list[Verdict]:
-    """Judge several metrics of one run against one baseline entry's "metrics" section.
-
-    `overrides`: tolerance layers, most specific first (marker, then ini). An unknown
-    metric raises UnknownMetric, one without a tolerance ValueError.
-    """
+    """Judge several metrics of one run against one baseline entry's "metrics" section;
+    `overrides`: tolerance layers, most specific first (marker, then ini)."""
     layers = tuple(overrides)
     verdicts = []
     for name in names:

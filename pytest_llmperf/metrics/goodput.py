@@ -74,9 +74,8 @@ def canonical_slos(text: str | None) -> str:
 
 
 def request_values(record: RequestRecord, clock_speed: float = 1.0) -> dict[str, float] | None:
-    """A successful request's TTFT, TPOT and E2EL in real-time seconds as vLLM's goodput
-    reads them (TPOT 0 for a reply of one token or fewer); None for a failed request or
-    one without a token event."""
+    """A successful request's TTFT, TPOT (0 for one token or fewer) and E2EL in real-time
+    seconds, as vLLM's goodput reads them; None without a token event."""
     if not record.ok or record.ttft is None or record.e2el is None:
         return None
     ttft, e2el = record.ttft, record.e2el

@@ -70,9 +70,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def _not_a_deliberate_reset(record: logging.LogRecord) -> bool:
-    """uvicorn logs the traceback of every exception an app raises; a StreamReset is the
-    simulator dropping a connection on purpose (a fault knob, a dead engine), so its 25
-    lines per stream would bury the one line that says why (the engine's log)."""
+    """Not a StreamReset: a connection the simulator drops on purpose needs no traceback."""
     exc = record.exc_info[1] if record.exc_info else None
     return not isinstance(exc, StreamReset)
 

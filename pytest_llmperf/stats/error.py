@@ -28,12 +28,9 @@ def change_error(
     paired_dof: float | None = None,
     pool: Spread | None = None,
 ) -> Noise | None:
-    """The noise of (measured - baseline) for one metric.
-
-    With a spread between repetitions (pooled over both sides and `pool`), that alone,
-    times each side's median_variance: it already holds the request-level noise. Else the
-    request-level `paired` error on `paired_dof`; None when neither is known.
-    """
+    """The noise of (measured - baseline): the spread between repetitions (pooled over both
+    sides and `pool`) times each side's median_variance, which already holds the
+    request-level noise; else the `paired` error on `paired_dof`; else None."""
     b = [v for v in baseline_samples if v is not None]
     m = [v for v in measured_samples if v is not None]
     if b and m:

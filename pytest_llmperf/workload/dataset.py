@@ -237,11 +237,8 @@ def sample_requests(
     output_len: int | None = None,
     oversample: bool = False,
 ) -> list[SampledRequest]:
-    """Pick `num_prompts` prompts as vLLM's ShareGPT sampler does: shuffle by `seed`, keep
-    those passing the length filters. `count_tokens` counts a batch of texts (default: the
-    estimate); `output_len` replaces the reference completion's length, as vLLM's
-    `--sharegpt-output-len`. `oversample` tops up with repeats instead of raising.
-    """
+    """Pick `num_prompts` prompts as vLLM's ShareGPT sampler does (`count_tokens`: default the
+    estimate; `output_len`: vLLM's `--sharegpt-output-len`; `oversample`: top up with repeats)."""
     _check_int("num_prompts", num_prompts, 1)
     _check_int("seed", seed, None)
     _check_int("min_len", min_len, 0)

@@ -168,12 +168,9 @@ class Dispatcher:
         offsets: Sequence[float] | None = None,
         start_at: float | None = None,
     ) -> tuple[list[PendingRecord], str, float]:
-        """Returns (requests in dispatch order, stop reason, time of the first dispatch).
-
-        Streams are decoded after the last one ends (decoding meanwhile would stall the loop),
-        unless the bytes kept pass `defer_decode_bytes`. `offsets` and `start_at` let worker
-        processes share one schedule.
-        """
+        """(requests in dispatch order, stop reason, first dispatch time). Streams are decoded
+        after the last ends (decoding meanwhile would stall the loop) unless the bytes kept pass
+        `defer_decode_bytes`; `offsets` and `start_at` let workers share one schedule."""
         cfg = self.config
         if offsets is None:
             offsets = (

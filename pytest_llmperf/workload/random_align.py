@@ -104,9 +104,8 @@ def fit(server: ServerTokens, jobs: Sequence[tuple[str, Sequence[str], int]]) ->
 def align(
     requests: list[SampledRequest], server: ServerTokens, prefix_len: int, piece_chars: int
 ) -> list[SampledRequest]:
-    """`requests` (built from pieces of `piece_chars` characters, the first `prefix_len`
-    shared) with prompts the server counts at their lengths plus its special tokens;
-    `prompt_len` becomes that count, as the server's `usage` will say."""
+    """`requests` with prompts the server counts at their lengths plus its special tokens,
+    `prompt_len` that count (as its `usage` will say)."""
     if not requests:
         return requests
 

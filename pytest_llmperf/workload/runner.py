@@ -280,11 +280,8 @@ def run_benchmark(
     tuning: RunTuning | None = None,
     clock_speed: float = 1.0,
 ) -> RunResult:
-    """Run `requests` against the server and return the measured result.
-
-    `tuning` changes how the client works, never what it measures; `clock_speed` is the
-    server clock's speed-up. Raises ServerUnreachable, TooManyOpenFiles or ValueError.
-    """
+    """Run `requests` against the server and return the measured result (`tuning`: how the
+    client works, never what it measures). Raises ServerUnreachable, TooManyOpenFiles, ValueError."""
     _check_arguments(base_url, requests, config)
     try:
         asyncio.get_running_loop()
