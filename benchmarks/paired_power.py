@@ -22,7 +22,7 @@ s = 7 % at 1, 1 % at 8 and 32; acceptance 1 + N(0, 1 %)).
 
 Scenarios (NEW against OLD, both servers of NEW changed alike, as a new image would):
 no change (OLD == NEW), NEW 5 % slower (decode x 0.95: steps x 1/0.95), NEW's steps x
-1.05 (the README's example; decode -4.8 %, inside a 5 % tolerance), and NEW 10 % slower.
+1.05 (docs/judging.md's example; decode -4.8 %, inside a 5 % tolerance), and NEW 10 % slower.
 `--drift X` adds a slow drift of the box over the session: the k-th server start of a
 trial runs its steps x (1 + X k), which the alternating order spreads over both sides.
 
