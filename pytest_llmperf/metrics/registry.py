@@ -300,7 +300,7 @@ def format_value(name: str, value: float | None) -> str:
 
 
 def markdown_table() -> str:
-    """The README's metric table, generated from the registry (a test keeps them equal)."""
+    """The metric table of docs/reference/metrics.md, generated from the registry (a test keeps them equal)."""
     lines = ["| metric | unit | better | default tolerance | meaning |", "|---|---|---|---|---|"]
     for m in _TABLE:
         tolerance = m.tolerance.allowed(m.direction) if m.tolerance else "(give one)"
