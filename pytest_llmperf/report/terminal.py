@@ -230,10 +230,10 @@ def _checks(gates: list[Doc]) -> list[str]:
         for line in lines:
             if line.startswith(UNCHANGED):
                 same.setdefault(server, []).append(str(concurrency))
-            else:
-                rest.append(f"{server} @ {concurrency}: {line}")
-    if not same:
+            rest.append(f"{server} @ {concurrency}: {line}")
+    if sum(len(levels) for levels in same.values()) < 2:
         return rest
+    rest = [line for line in rest if UNCHANGED not in line]
     where = "; ".join(f"{server} @ {', '.join(levels)}" for server, levels in same.items())
     runs = sum(len(levels) for levels in same.values())
     return [f"outputs unchanged in {runs} run(s) (temperature 0; canary, not gated): {where}", *rest]

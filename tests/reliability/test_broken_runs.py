@@ -82,7 +82,7 @@ def test_a_server_that_runs_fewer_than_the_concurrency_is_invalid_and_says_max_n
     """The tiny server declares --max-num-seqs 8; the simulator's own flag, given after it,
     caps it at 2: a test at concurrency 8 measured batches of 2, and says so."""
     project.makepyfile(test_suite=CAPPED)
-    result = run(project, "--llmperf-sim-args", "--max-num-seqs 2", "--update-baselines")
+    result = run(project, "--llmperf-sim-args", "--max-num-seqs 2", "--update-baselines", "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
