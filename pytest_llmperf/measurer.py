@@ -52,9 +52,10 @@ class Runner(Protocol):
     """What sends a run's requests and times them."""
 
     def measure(
-        self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float
+        self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float, label: str = ""
     ) -> RunResult:
-        """One measured run of `workload` on `endpoint` (`speed`: the simulator's clock speed)."""
+        """One measured run of `workload` on `endpoint` (`speed`: the simulator's clock speed;
+        `label`: what its progress line names)."""
         ...
 
     def warmup(self, endpoint: Endpoint, prompts: list[SampledRequest], config: RunConfig) -> dict[str, float] | None:
@@ -75,13 +76,12 @@ class HttpRunner:
         self.live_output = live_output
 
     def measure(
-        self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float
+        self, endpoint: Endpoint, requests: list[SampledRequest], workload: Workload, speed: float, label: str = ""
     ) -> RunResult:
         from pytest_llmperf.workload.runner import run_benchmark
 
-        config = workload.run_config(
-            clock_speed=speed
-        )  # the simulator's clock runs `speed` times faster: so does the cap
+        # the simulator's clock runs `speed` times faster: so does the cap
+        config = dataclasses.replace(workload.run_config(clock_speed=speed), label=label)
         with open_files_for(workload.concurrency) as raised:
             if raised is not None:
                 self.log(
@@ -138,6 +138,7 @@ class Measurer:
         server_down: Callable[[Endpoint], str | None] = why_down,
         clock: Callable[[], float] = time.perf_counter,
         log: Callable[[str], None] = lambda msg: None,
+        detail: Callable[[str], None] | None = None,
     ) -> None:
         self.options = options
         self.pool = pool
@@ -150,6 +151,7 @@ class Measurer:
         self.server_down = server_down  # after failed requests: why the server is gone, or None
         self.clock = clock  # what added_seconds is measured with
         self.log = log
+        self.detail = log if detail is None else detail  # what only -v shows: each run's own lines
         self.runs: dict[tuple[ServerSpec, Workload], MeasuredRun] = {}
         self.run_count = 0  # workloads actually executed (cache misses)
         self.added_seconds = 0.0  # wall time auto repetitions added (server starts and runs)
@@ -277,7 +279,7 @@ class Measurer:
         config = dataclasses.replace(
             workload.run_config(clock_speed=speed, progress=False), concurrency=count, num_prompts=None
         )
-        self.log(f"{spec.name}: server warm-up, {plural(count, 'request')} at once (not measured)")
+        self.detail(f"{spec.name}: server warm-up, {plural(count, 'request')} at once (not measured)")
         figures = warmup_figures(self.runner.warmup(endpoint, prompts, config), speed)
         if figures:
             self.log(f"{spec.name}: server warm-up: {describe_warmup(figures)}")
@@ -290,18 +292,18 @@ class Measurer:
         where = (
             f"{measured.server.name} @ concurrency {measured.concurrency}"  # a base and an MTP server share the model
         )
-        self.log(f"{where}: {measured.workload.num_prompts} prompts")
+        self.detail(f"{where}: {measured.workload.num_prompts} prompts")
         requests, speed = self.prompts(endpoint, measured.workload), clock_speed(endpoint)
         with endpoint.sample_peak_memory() as peak:  # empty where the target has no GPUs
-            result = self.runner.measure(endpoint, requests, measured.workload, speed)
+            result = self.runner.measure(endpoint, requests, measured.workload, speed, where)
             behind = None if result.partial else host_behind([result])
             if behind:  # the host, not the server: once more, and judged on that one
                 self.log(f"{where}: its host fell behind, the run is made again: {behind}")
-                result = self.runner.measure(endpoint, requests, measured.workload, speed)
+                result = self.runner.measure(endpoint, requests, measured.workload, speed, where)
                 measured.notes.append(f"repetition {rep + 1} was made twice: the first time {behind.split(':')[0]}")
         warmed = result.warmup_figures()
         if warmed:
-            self.log(f"{where}: warm-up {describe_warmup(warmed)}")
+            self.detail(f"{where}: warm-up {describe_warmup(warmed)}")
         measured.provenance.update(combine_peaks(measured.provenance, peak))  # the highest of the repetitions
         add_result(measured, result, speed)
         if not result.partial and failures(result.records).failed:

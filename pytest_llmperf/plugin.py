@@ -555,6 +555,7 @@ def _perf_session(config: pytest.Config) -> Any:
             Path(config.rootpath),
             datasets=config.stash.get(DATASET_KEY, None),
             log=log,
+            detail=log if config.get_verbosity() > 0 else lambda message: None,  # each run's own lines: -v
             live_output=live,
         )
         config.stash[SESSION_KEY] = perf

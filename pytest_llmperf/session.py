@@ -51,6 +51,7 @@ class PerfSession:
         ini_tolerances: Mapping[str, Tolerance] | None = None,
         datasets: Mapping[tuple[str, str | None], Any] | None = None,
         log: Callable[[str], None] = lambda msg: None,
+        detail: Callable[[str], None] | None = None,
         live_output: Callable[[], AbstractContextManager[Any]] = nullcontext,
         runner: Runner | None = None,
         prompts: Sampler | None = None,
@@ -78,6 +79,7 @@ class PerfSession:
             server_down=server_down,
             clock=clock,
             log=log,
+            detail=detail,
         )
         reference: Reference = (
             PairedReference(options, self.paired, self.measurer.runs, self.store, self.book.workload_identity)

@@ -10,7 +10,7 @@ class FakeRunner:
         self.measure_with = measure_with
         self.warmup_with = warmup_with
 
-    def measure(self, endpoint, requests, workload, speed):
+    def measure(self, endpoint, requests, workload, speed, label=""):
         return self.measure_with(endpoint, requests, workload, speed)
 
     def warmup(self, endpoint, prompts, config):

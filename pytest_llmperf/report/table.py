@@ -6,7 +6,7 @@ out in a wall of CI output; passing ones are lower case. Hints follow the table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_llmperf.baselines.compare import Status, Verdict
@@ -201,27 +201,26 @@ def format_verdict_table(
     return "\n".join(lines)
 
 
-def format_server_table(server: str, rows: Iterable[SummaryRow]) -> str:
-    """The terminal summary for one server: concurrency x metric, baseline, change, verdict.
-
-    The published column appears only when some row has a published figure, and is
-    labelled as such.
-    """
-    items = sorted(rows, key=lambda r: r.concurrency)  # stable: metric order kept
+def format_summary_table(by_server: Mapping[str, Iterable[SummaryRow]]) -> str:
+    """The terminal summary's one verdict table: server, concurrency, then COLUMNS, each
+    server's rows by concurrency (a name or a level not repeated below itself), then the
+    counts. The published column appears only when some row has a published figure, and
+    is labelled as such."""
+    servers = {server: sorted(rows, key=lambda r: r.concurrency) for server, rows in by_server.items()}
+    items = [r for rows in servers.values() for r in rows]  # sorted: stable, metric order kept
     with_published = any(r.published is not None for r in items)
-    header = ["conc", *COLUMNS]
-    if with_published:
-        header.append(PUBLISHED_HEADER)
+    header = ["server", "conc", *COLUMNS, *([PUBLISHED_HEADER] if with_published else [])]
     table = []
-    previous = None
-    for r in items:
-        cells = ["" if r.concurrency == previous else str(r.concurrency), *verdict_cells(r.verdict)]
-        if with_published:
-            cells.append(format_value(r.verdict.metric, r.published))
-        table.append(cells)
-        previous = r.concurrency
-    right = {0, 2, 3, 4, 5, 6} | ({8} if with_published else set())
-    lines = [f"llmperf: {server}", *render_columns(header, table, right)]
+    for server, rows in servers.items():
+        previous = None
+        for r in rows:
+            first = r is rows[0]
+            cells = [server if first else "", "" if r.concurrency == previous else str(r.concurrency)]
+            cells += verdict_cells(r.verdict)
+            table.append(cells + ([format_value(r.verdict.metric, r.published)] if with_published else []))
+            previous = r.concurrency
+    right = {1, 3, 4, 5, 6, 7} | ({9} if with_published else set())
+    lines = ["llmperf verdicts:", *render_columns(header, table, right)]
     if items:
         lines.append(f"({_counts(r.verdict for r in items)})")
     if with_published:

@@ -12,7 +12,7 @@ from typing import Any
 from pytest_llmperf.metrics.registry import format_value
 from pytest_llmperf.report.document import verdict_from_dict
 from pytest_llmperf.report.series import concurrency_of, server_name
-from pytest_llmperf.report.table import PUBLISHED_HEADER, SummaryRow, format_server_table, render_columns
+from pytest_llmperf.report.table import PUBLISHED_HEADER, SummaryRow, format_summary_table, render_columns
 
 # (column header, metric) for the measured-figures table; the seeds' headline figures.
 FIGURES = (
@@ -197,8 +197,8 @@ def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
             by_server.setdefault(gate["server"], []).append(
                 SummaryRow(gate["concurrency"], verdict_from_dict(verdict), published.get(verdict["metric"]))
             )
-    for server, rows in by_server.items():
-        lines += ["", format_server_table(server, rows)]
+    if by_server:
+        lines += ["", format_summary_table(by_server)]
     hints = _hints(gates, "improved")
     if hints:
         lines += ["", "improvements beyond tolerance:", *hints]

@@ -31,6 +31,7 @@ class RunConfig:
     read_timeout: float = 300.0  # longest silence between bytes of one response
     grace_seconds: float = GRACE_SECONDS  # after max_seconds, in-flight requests get this long
     progress: bool = True  # a progress line on stderr for runs over a few seconds
+    label: str = ""  # what the progress line names (the server and concurrency)
     workers: int = 1  # client processes sharing the streams (one is enough for hundreds)
     slos: str = ""  # goodput SLOs ('ttft:500 tpot:50'); they judge the records, not how they are sent
 

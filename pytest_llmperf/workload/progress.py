@@ -20,8 +20,10 @@ class Progress:
         quiet_for: float = 3.0,
         interval: float | None = None,
         clock_speed: float = 1.0,
+        label: str = "",
     ) -> None:
         self.total = total
+        self.label = f"{label}: " if label else ""
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
         self.quiet_for = quiet_for  # short runs print nothing
@@ -49,7 +51,7 @@ class Progress:
         rate = self.tokens / real if real > 0 else 0.0
         clock = f" (x{self.clock_speed:g} clock, tok/s in real time)" if self.clock_speed != 1.0 else ""
         return (
-            f"llmperf: {self.done}/{self.total} done, {self.failed} failed, {rate:,.0f} output tok/s, "
+            f"llmperf: {self.label}{self.done}/{self.total} done, {self.failed} failed, {rate:,.0f} output tok/s, "
             f"{elapsed:.0f} s{clock}"
         )
 

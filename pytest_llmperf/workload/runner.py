@@ -177,6 +177,7 @@ async def _run_benchmark(
                         quiet_for=tuning.progress_quiet_seconds,
                         interval=tuning.progress_interval,
                         clock_speed=clock_speed,
+                        label=config.label,
                     )
                     pending, stop, start, client_lag = await _measure_here(run, measured, progress)
                     records = []

@@ -88,7 +88,7 @@ def test_a_dead_server_is_never_recorded_nor_repeated_and_an_exited_one_gives_it
 
 def test_a_server_that_dies_during_its_warm_up_is_a_dead_server_not_a_traceback(project):
     dies = "--sim-crash-after-requests 6 --sim-crash-exit"  # within the server warm-up's 8 requests
-    result = run(project, "-k", "test_base", "--llmperf-sim-args", dies)
+    result = run(project, "-v", "-k", "test_base", "--llmperf-sim-args", dies)  # -v: each run's own lines
     result.assert_outcomes(failed=1, deselected=2)
     result.stdout.fnmatch_lines(
         [

@@ -90,8 +90,8 @@ def simulators() -> dict[int, str]:
 def test_sigterm_mid_run_writes_the_partial_run_to_the_report_and_stops_the_simulator(project):
     project.makepyfile(test_suite=LONG)
     report = project.path / "report.json"
-    session = Session(project.path, "-o", "llmperf_sim_speed=1", "--llmperf-report", str(report))
-    session.wait_for("[llmperf] tiny @ concurrency 4: 40 prompts")
+    session = Session(project.path, "-v", "-o", "llmperf_sim_speed=1", "--llmperf-report", str(report))
+    session.wait_for("[llmperf] tiny @ concurrency 4: 40 prompts")  # -v: each run's own lines
     time.sleep(1.0)  # the measured window is open: requests stream
     code = session.terminate()
     left = simulators()  # right away: stopped by the session, not by its orphan watchdog

@@ -45,7 +45,7 @@ def test_runs_append_history_and_the_summary_flags_a_drift_each_night_passed(pro
     result = run(project, "-k", "test_base")  # its own verdict (pass, or invalid on a loaded host) aside
     out = result.stdout.str()
     assert "drift: sustained shifts that passed every gate" in out
-    assert out.index("drift: sustained") > out.index("llmperf: tiny")  # after the verdict table
+    assert out.index("drift: sustained") > out.index("llmperf verdicts:")  # after the verdict table
     result.stdout.fnmatch_lines(["*tiny @ 4: decode_tok_s has fallen *% in * runs since vLLM 0.32.0.dev1*"])
     assert len(history.read([path]).records) == 18  # tonight's line appended
 

@@ -6,7 +6,7 @@ from pytest_llmperf.report.table import (
     PUBLISHED_HEADER,
     SummaryRow,
     format_change,
-    format_server_table,
+    format_summary_table,
     format_value,
     format_verdict_table,
 )
@@ -100,27 +100,28 @@ def test_passing_table_has_no_hints_section():
     assert "hints:" not in text and "REGRESSED" not in text
 
 
-def test_server_table_groups_by_concurrency_and_shows_published_reference():
+def test_the_summary_table_groups_servers_by_concurrency_and_shows_published_reference():
     rows = [
         SummaryRow(32, REGRESSED, published=407.9),
         SummaryRow(8, OK_RATE),
         SummaryRow(32, OK_RATE, 0.67),
     ]
-    text = format_server_table("qwen3.6-35b-a3b-fp8-mtp", rows)
+    text = format_summary_table({"qwen3.6-35b-a3b-fp8-mtp": rows, "base": [SummaryRow(1, OK_RATE)]})
     lines = rows_of(text)
-    assert lines[0] == "llmperf: qwen3.6-35b-a3b-fp8-mtp"
-    assert PUBLISHED_HEADER in lines[1]
-    body = lines[3:6]
-    assert body[0].split()[:2] == ["8", "acceptance_rate"]  # sorted by concurrency
-    assert body[1].split()[:2] == ["32", "decode_tok_s"]
-    assert body[2].split()[0] == "acceptance_rate"  # concurrency not repeated
+    assert lines[0] == "llmperf verdicts:"
+    assert lines[1].split()[:3] == ["server", "conc", "metric"] and PUBLISHED_HEADER in lines[1]
+    body = lines[3:7]
+    assert body[0].split()[:3] == ["qwen3.6-35b-a3b-fp8-mtp", "8", "acceptance_rate"]  # sorted by concurrency
+    assert body[1].split()[:2] == ["32", "decode_tok_s"]  # the server not repeated
+    assert body[2].split()[0] == "acceptance_rate"  # nor the concurrency
     assert body[1].split()[-1] == "407.9" and "REGRESSED" in body[1]
     assert body[0].split()[-1] == "-"  # no published figure there
-    assert "never gating" in text
+    assert body[3].split()[:3] == ["base", "1", "acceptance_rate"]
+    assert lines[7] == "(1 regressed, 3 pass)" and "never gating" in text
 
 
-def test_server_table_without_published_figures_has_no_published_column():
-    text = format_server_table("sim-base", [SummaryRow(1, OK_RATE)])
+def test_the_summary_table_without_published_figures_has_no_published_column():
+    text = format_summary_table({"sim-base": [SummaryRow(1, OK_RATE)]})
     assert "published" not in text
     assert "0.670" in text and "pass" in text
 

@@ -58,7 +58,7 @@ def test_under_v_warmups_are_a_table_beside_the_measured_decode_so_the_cold_star
     assert not any(line.startswith("warm-up") for line in terminal_lines(document(runs[1:], [], ["m"])))
 
 
-def test_verdicts_become_server_tables_with_hints_and_recorded_and_refused_lines():
+def test_verdicts_become_one_table_by_server_with_hints_and_recorded_and_refused_lines():
     noisy = compare("ttft_ms_median", 40.0, 41.0, Tolerance("relative", 0.05), "lower", error=5.0)
     assert noisy.status == "inconclusive"
     runs = [run_entry("m", 8, 80.0, published_reference={"decode_tok_s": 97.96}), run_entry("n", 4, 130.0)]
@@ -71,8 +71,10 @@ def test_verdicts_become_server_tables_with_hints_and_recorded_and_refused_lines
     lines = terminal_lines(document(runs, gates, ["m", "n"], inconclusive="fail"))
     text = "\n".join(lines)
     assert "REFUSED o @ 1: baseline recorded under another workload or hardware (baselines/sim/o.json)" in lines
-    assert "llmperf: m\n" in text and "llmperf: n\n" in text
-    m_table = text[text.index("llmperf: m") : text.index("llmperf: n")]
+    table = text.splitlines()[text.splitlines().index("llmperf verdicts:") :]
+    n_row = next(i for i, line in enumerate(table) if line.startswith("n "))
+    m_table = "\n".join(table[:n_row])
+    assert table[n_row + 1] == "(1 regressed, 1 inconclusive, 1 improved)"
     assert "!! REGRESSED" in m_table and "? inconclusive" in m_table and "97.96" not in m_table
     assert "98.0" in m_table  # the published figure beside the decode row (ref only)
     assert lines.index("improvements beyond tolerance:") < lines.index(
@@ -92,7 +94,7 @@ def test_a_merged_document_names_the_workers_and_any_lost_one():
     assert lines[0] == "servers started (one at a time on each of 2 xdist workers): a, b"
     assert lines[1].startswith("xdist worker gw2 went down without reporting")
     assert sum(line.startswith(("a ", "b ")) for line in lines) == 2  # both workers' runs in one table
-    assert "llmperf: a\n" in "\n".join(lines)
+    assert "llmperf verdicts:\n" in "\n".join(lines) and "\n(1 regressed)" in "\n".join(lines)
 
 
 def test_a_reasoning_run_adds_ttfa_and_reasoning_share_columns_and_only_then():

@@ -244,9 +244,10 @@ def test_decoding_at_once_past_the_memory_cap_gives_the_same_records(server):
 def test_progress_counts_failures_and_tokens_during_the_run(server, capsys):
     reqs = [SampledRequest(i, "http500" if i == 0 else "ok n=10 dt=0.01", 5, 9) for i in range(6)]
     often = RunTuning(progress_quiet_seconds=0.0, progress_interval=0.05)
-    run_benchmark(server.base_url, "m", reqs, RunConfig(concurrency=2, warmup_requests=0, progress=True), tuning=often)
+    config = RunConfig(concurrency=2, warmup_requests=0, progress=True, label="m @ concurrency 2")
+    run_benchmark(server.base_url, "m", reqs, config, tuning=often)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("llmperf: 6/6 done, 1 failed, ")
+    assert err and err[-1].startswith("llmperf: m @ concurrency 2: 6/6 done, 1 failed, ")  # the run it counts
 
 
 def test_the_last_progress_line_agrees_with_the_result_on_failures_and_real_time_rate(server, capsys):
