@@ -1,42 +1,9 @@
 """The history store: one JSON line per gated (server, concurrency, metric) per run.
 
-Every gated run appends what it measured and how it was judged to a JSON Lines file,
-by default beside the baselines it was judged in (`baselines/<folder>/history.jsonl`),
-or at `--llmperf-history PATH` (`off` disables it). Drift detection
-(baselines/drift.py) and `llmperf history` read it.
-
-Why JSON Lines and not SQLite: the history belongs beside the baselines in git, and a
-nightly job commits both; a text file of appended lines diffs line by line, merges when
-two branches append (both sides' lines kept), is read by `jq`, `grep` and pandas, and
-needs no schema migration. SQLite would give indexed queries, which a few thousand lines
-a year do not need, at the price of a binary blob git cannot diff or merge.
-
-Concurrency: pytest-xdist workers append while they judge (each at its gate, so a worker
-that dies later keeps what it judged, and nothing depends on the controller's channel).
-Each append is one `write()` of whole lines on a descriptor opened with O_APPEND, under an
-exclusive `fcntl.flock` on the file: lines never interleave or tear, between workers or
-between two pytest sessions on one machine. A line torn by a writer that did not lock
-(or a crash mid-write) is skipped on reading, with its line number.
-
-A line (keys in this order; absent values are left out to keep lines short):
-
-    date        the run's start (UTC, ISO 8601, seconds)
-    server      the server's name
-    concurrency
-    metric      a registry name (metrics/registry.py)
-    value       the measured figure (the median of the repetitions)
-    noise       the verdict's noise: half-width of the change's interval at `confidence`,
-                in the metric's units (what the tables' noise column shows)
-    confidence
-    baseline    the value it was judged against
-    outcome     the verdict (pass, improved, regressed, inconclusive, invalid,
-                missing-baseline) or `recorded` (--update-baselines)
-    reps        repetitions behind `value`
-    target      the baseline folder (sim, NVIDIA-H200, ...)
-    image, digest, vllm, commit    from the run's provenance
-    sim         on the simulator, the flags it ran with (what stands for an image there)
-    workload    12 hex digits of the workload identity's hash (runs of different
-                workloads are never one series)
+Appended beside the baselines judged in (`baselines/<folder>/history.jsonl`) or at
+`--llmperf-history PATH` (`off`: none), each append one O_APPEND write under an exclusive
+flock so xdist workers' lines never tear; torn lines are skipped on reading. Keys in KEYS
+order (docs/history.md says what each means and why JSON Lines, not SQLite).
 """
 
 from __future__ import annotations
@@ -169,9 +136,8 @@ def _locked_append(path: Path) -> Iterator[int]:
 
 
 def append(path: Path | str, records: Sequence[Mapping[str, Any]]) -> int:
-    """Append `records` as lines in one write, under an exclusive lock; returns the lines
-    written. A file whose last line was torn (no final newline) gets one first, so the
-    new lines start on their own."""
+    """Append `records` as lines in one write under an exclusive lock (after a newline if the
+    last line was torn); returns the lines written."""
     if not records:
         return 0
     data = encode(records)
@@ -212,9 +178,8 @@ def _problem(line: Any) -> str | None:
 
 
 def read(paths: Iterable[Path | str]) -> History:
-    """Every readable line of `paths`, in file order. A missing file is no history; a
-    line that is not a record is skipped and named. HistoryError when a path is not a
-    readable file."""
+    """Every readable line of `paths` in file order (missing file: none; bad lines skipped
+    and named); HistoryError when a path is not a readable file."""
     history = History()
     for path in map(Path, paths):
         if not path.exists():

@@ -1,55 +1,29 @@
 """Baseline files: baselines/<target>/<server>.json, written atomically and deterministically.
 
-Layout of a baseline file (format 2): per concurrency, one entry per workload.
+Layout (format 2): per concurrency, one entry per workload key.
 
-    {
-      "format": 2,
-      "target": "NVIDIA-H200",
-      "server": "qwen3.6-35b-a3b-fp8-mtp",
-      "concurrency": {
-        "8": {
-          "endpoint=completions ignore_eos=false max_seconds=300 max_tokens=256 num_prompts=500 ...": {
-            "workload": {...}, "provenance": {...},
-            "metrics": {"decode_tok_s": {"value": 407.9, "samples": [...],
-                                         "spread": 0.012, "direction": "higher"}},
-            "requests": ["17 263 256 86 412.5 17030.2", ...],
-            "outputs": ["17 length 3f2a9c1b0d4e", ...]},
-          "endpoint=completions ... max_tokens=1024 ...": {...}
-        },
-        "32": {...}
-      }
-    }
+    {"format": 2, "target": "NVIDIA-H200", "server": "qwen3.6-35b-a3b-fp8-mtp",
+     "concurrency": {"8": {"endpoint=completions ... max_tokens=256 ...": {
+         "workload": {...}, "provenance": {...},
+         "metrics": {"decode_tok_s": {"value": 407.9, "samples": [...],
+                                      "spread": 0.012, "direction": "higher"}},
+         "requests": ["17 263 256 86 412.5 17030.2", ...],
+         "outputs": ["17 length 3f2a9c1b0d4e", ...]}}}}
 
-- An entry's key is its workload key (`workload_key`): what the test asked for, every
-  workload value but those saying where it ran (WHERE_KEYS: concurrency, model, dataset,
-  the simulator's clock), as `name=value` sorted by name. Two tests of one server and
-  concurrency with different workloads (prompts, max_tokens, cap, warm-up, endpoint,
-  seed, profile) keep an entry each. The same workload run elsewhere (another dataset,
-  model or clock speed; other hardware, from provenance) is the same entry: comparing
-  is refused with the differences, and recording replaces it.
-- value  = median of the samples (the repetitions of the run).
-- spread = (max - min) / |median| of the samples: a relative range, 0 for one sample,
-           null when the median is 0. It tells a reviewer how noisy the number is.
-- requests = the recorded run's per-request figures, one line each in dispatch order:
-           prompt index, prompt tokens, output tokens, chunks, TTFT ms, E2EL ms
-           (metrics/uncertainty.py). The verdict rule pairs them with a new run's to
-           tell a change from noise. Files recorded before it have none; they still load
-           and compare on the tolerance alone, with a note.
-- outputs = the same run's outputs, one line each in dispatch order: prompt index, finish
-           reason, a 12-character sha256 of the text (metrics/crosscheck.py). The
-           early-stop check and the output canary compare them (baselines/crosscheck.py);
-           files recorded before them load, and those checks are noted as not run.
-- Concurrency keys are ordered numerically, every other key alphabetically; metric
-  numbers are rounded to 6 significant digits; indent 2, trailing newline. Writing the
-  same data twice gives byte-identical files, so a diff shows only what moved.
-- Format 1 files (one entry per concurrency, `"8": {"workload": ...}`) still load: each
-  entry is keyed by its workload as above, and the next record writes format 2
-  (`scripts/migrate_baselines.py` rewrites them at once).
+- key: `workload_key`, every workload value but WHERE_KEYS, as sorted `name=value`; the
+  same workload run elsewhere is one entry (comparing refuses, recording replaces it).
+- value = median of the samples; spread = (max - min) / |median| (0 for one sample,
+  null when the median is 0).
+- requests: per request in dispatch order, prompt index, prompt tokens, output tokens,
+  chunks, TTFT ms, E2EL ms (metrics/uncertainty.py); outputs: prompt index, finish
+  reason, 12-character sha256 of the text (metrics/crosscheck.py). Files without them
+  load; the checks that need them are noted as not run.
+- Concurrency keys in numeric order, others alphabetical; numbers to 6 significant
+  digits; indent 2, trailing newline: the same data gives byte-identical files.
+- Format 1 files (`"8": {"workload": ...}`) load; the next record writes format 2.
 
-Published reference figures (from a write-up such as the seeds) live apart, in
-baselines/published/<server>.json: they are hand-curated, not hardware-matched, and
-report-only (shown beside measured values, never gating). Keeping them out of the
-baseline files means --update-baselines never rewrites them.
+Published figures (baselines/published/<server>.json) are hand-curated and report-only,
+kept apart so --update-baselines never rewrites them.
 """
 
 from __future__ import annotations
@@ -120,8 +94,7 @@ def stable_float(x: float) -> float:
 
 # --- entries by workload ------------------------------------------------------------
 
-# Workload values saying where a run ran rather than what it asked for: not part of an
-# entry's key, so a change of them is refused (comparable.check_compatible), not stored beside.
+# Where a run ran, not what it asked: outside an entry's key, so a change is refused.
 WHERE_KEYS = frozenset({"concurrency", "model", "dataset", "clock_speed"})
 
 
@@ -177,10 +150,7 @@ def _dump(document: Mapping[str, Any]) -> str:
 
 @contextlib.contextmanager
 def _directory_lock(directory: Path) -> Iterator[None]:
-    """Serialize read-modify-write of files in `directory` (pytest-xdist workers).
-
-    Locks the directory itself, so no lock file is left beside the baselines.
-    """
+    """Serialize read-modify-write of files in `directory`; locks the directory itself (no lock file)."""
     directory.mkdir(parents=True, exist_ok=True)
     if fcntl is None:
         yield
@@ -478,10 +448,8 @@ def _entry_update(
 
 
 class BaselineStore:
-    """Baseline files under `root` (the project's baselines/ folder).
-
-    `deferred`: records are queued and written by `flush()` (a session writes at its end);
-    `load` and `entries_at` read the files as the queued records will leave them."""
+    """Baseline files under `root`; `deferred`: records are queued until `flush()`, and
+    `load` and `entries_at` read the files as the queue will leave them."""
 
     def __init__(self, root: Path | str, *, deferred: bool = False):
         self.root = Path(root)
@@ -557,15 +525,9 @@ class BaselineStore:
         """Record one concurrency's metrics under `workload`'s key and write the file (or
         queue it, when deferred); other concurrencies and other workloads' entries are kept.
 
-        Each metric is a list of samples (repetitions) or a single value; None samples
-        (no data, e.g. acceptance on a base server) are skipped and a metric with none
-        left is not recorded. Within the entry, metrics recorded earlier under the same
-        workload and hardware are kept (so mtp_speedup can be added after decode_tok_s);
-        the same workload key run elsewhere (another dataset, model or clock, other
-        hardware) replaces the whole entry.
-        `requests`: the run's per-request lines (metrics/uncertainty.encode_rows); when
-        None, lines recorded earlier under the same workload and hardware are kept.
-        `outputs`: the run's output lines (metrics/crosscheck.encode_outputs), kept the same way.
+        Each metric is samples or one value; None samples are skipped, a metric with none
+        is not recorded. Earlier metrics, `requests` and `outputs` (when None) of the same
+        workload and hardware are kept; the key run elsewhere replaces the whole entry.
         """
         update = _entry_update(_positive_concurrency(concurrency), metrics, workload, provenance, requests, outputs)
         if self.deferred:
@@ -589,9 +551,8 @@ class BaselineStore:
         return current or self._empty(target, server)
 
     def flush(self) -> tuple[list[Path], list[str]]:
-        """Write the queued records, each file re-read under its folder's lock (another
-        xdist worker may have written it since). Returns the files written and, for those
-        that could not be, why."""
+        """Write the queued records, each file re-read under its folder's lock; returns the
+        files written and why others could not be."""
         written: list[Path] = []
         problems: list[str] = []
         pending, self._pending = self._pending, {}

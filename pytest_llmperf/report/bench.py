@@ -1,15 +1,8 @@
 """One run's figures laid out as `vllm bench serve` prints them (`llmperf bench`, `show`).
 
-Its `============ Serving Benchmark Result ============` block, with vLLM's labels where
-the figure is the same one (vllm/benchmarks/serve.py): totals and throughputs, then
-mean/median/P90/P99 of TTFT, TPOT, ITL and E2EL, a reasoning model's time to first
-answer token and reasoning/answer token split (only when the replies carried
-reasoning), then the speculative-decoding lines (acceptance rate and length, drafts,
-draft and accepted tokens, acceptance per position), and vLLM's goodput line where SLOs
-were given (with the SLO attainment and the SLOs after it). The seeds' own lines stay
-around it: completed/attempted with why the run stopped first, the input (prefill)
-throughput inside, notes and errors after. vLLM's peak output throughput and peak
-concurrent requests are not computed here.
+vLLM's `Serving Benchmark Result` block with its labels where the figure is the same one
+(vllm/benchmarks/serve.py), plus the seeds' own lines around it (completed/attempted and
+why the run stopped, prefill throughput, notes, errors). Peak throughput is not computed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What CI systems read: a GitHub Actions step summary and JUnit XML properties.
 
-`append_step_summary` appends the report's Markdown summary (report/markdown.py, the
-same as `summary.md`) to `$GITHUB_STEP_SUMMARY` (the plugin calls it once per session,
-on the xdist controller). `junit_properties` gives one test's key
-figures and verdicts as (name, value) pairs for `item.user_properties`.
+`append_step_summary` appends summary.md to `$GITHUB_STEP_SUMMARY` (once, on the xdist
+controller); `junit_properties` gives a test's figures and verdicts for `item.user_properties`.
 """
 
 from __future__ import annotations
@@ -50,10 +48,8 @@ def junit_properties(
     runs: Sequence[tuple[str, int, Mapping[str, Any]]],
     gates: Sequence[tuple[str, int, str, Sequence[Verdict]]],
 ) -> list[tuple[str, str]]:
-    """One test's JUnit properties: for each run it used (server, concurrency, figures)
-    `llmperf.<server>@<conc>.<figure>`; for each of its assertions (server, concurrency,
-    outcome, verdicts) `...outcome`, and per gated metric its measured value and
-    `.verdict`, `.baseline`, `.change`."""
+    """One test's JUnit properties: `llmperf.<server>@<conc>.<figure>` per run figure, then
+    `...outcome` and per gated metric its value, `.verdict`, `.baseline`, `.change`."""
     props: dict[str, str] = {}
     for server, concurrency, figures in runs:
         label = f"llmperf.{server}@{concurrency}"

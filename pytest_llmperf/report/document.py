@@ -1,43 +1,30 @@
 """The report document: one plain dict per pytest session, the one thing reports read.
 
-`build_report` makes it from a session's runs and gate records once, at the end;
-`merge_reports` joins the documents of pytest-xdist workers on the controller; the
-terminal summary (terminal.py) and `--llmperf-report` (json_report.py) render it.
-Plain means what `json.loads` returns (str-keyed dicts, lists, str, numbers, bool,
-None), so a document crosses xdist's channel and a file unchanged.
+`build_report` makes it once at the end, `merge_reports` joins xdist workers' documents;
+plain (what `json.loads` returns) so it crosses xdist's channel and a file unchanged.
 
-Shape (keys of the JSON report; tools read them, so they are only ever added to):
+Keys (tools read them, so they are only ever added to):
 
     plugin_version, target, profile    what ran
     inconclusive                       the --llmperf-inconclusive policy
-    servers_started                    server names in start order
-    servers_attached                   the same for endpoints someone else runs (attached
-                                       to, never started: --llmperf-base-url)
-    runs[]                             server (ServerSpec.describe()), workload, provenance,
-                                       summary (median per metric), samples (per repetition),
-                                       notes, published_reference, results (raw RunResults),
-                                       completed, attempted, failed, stop_reasons,
-                                       server_death (None, or "server died after N of M
-                                       requests: ..."), server_log (its last lines),
-                                       warmup (the first repetition's warm-up figures),
-                                       server_warmup (the server-level warm-up before
-                                       this run, on a freshly started server),
-                                       workload_identity (what a baseline entry is
-                                       keyed by: workload, model, dataset, clock speed;
-                                       `llmperf compare` refuses runs that differ in it)
+    servers_started, servers_attached  server names in start order; attached: endpoints
+                                       someone else runs (--llmperf-base-url)
+    runs[]                             server, workload, provenance, summary (median per
+                                       metric), samples, notes, published_reference,
+                                       results (raw RunResults), completed, attempted,
+                                       failed, stop_reasons, server_death, server_log,
+                                       warmup, server_warmup, workload_identity (what a
+                                       baseline entry is keyed by)
     verdicts[]                         test, server, concurrency, baseline, outcome,
                                        message, verdicts (Verdict fields),
-                                       baseline_figures (metric -> the entry's value) and
-                                       baseline_provenance (None without an entry), and
-                                       under a failing/improved table (report/explain.py)
-                                       changes, attribution, explanation (its lines)
-    paired                             paired A/B sessions only (paired.py): kind ("image"
-                                       or "sim args"), old, new, old_label, new_label,
-                                       order (every server start: server, role A = OLD or
-                                       B = NEW, label) and runs (OLD's, as runs[] holds NEW's)
-    workers, lost_workers              merged documents only: the xdist workers that
-                                       reported, those that went down without a report;
-                                       each run and verdict then names its `worker`
+                                       baseline_figures, baseline_provenance (None without
+                                       an entry); changes, attribution, explanation under
+                                       a failing/improved table (report/explain.py)
+    paired                             paired A/B sessions (paired.py): kind, old, new,
+                                       old_label, new_label, order (every server start)
+                                       and runs (OLD's, as runs[] holds NEW's)
+    workers, lost_workers              merged documents only: workers that reported and
+                                       those lost; each run and verdict names its `worker`
 """
 
 from __future__ import annotations
@@ -130,9 +117,8 @@ def _worker_order(worker: str) -> tuple[int, str]:
 
 
 def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any] | None:
-    """One document from the xdist workers' (worker id -> its document; None for a worker
-    that went down without one). Runs, verdicts and started servers are concatenated in
-    worker order, each run and verdict naming its worker. None when no worker reported."""
+    """One document from the workers' (worker id -> document, None for a lost worker), in
+    worker order, each run and verdict naming its worker; None when no worker reported."""
     workers = sorted((w for w, doc in reports.items() if doc is not None), key=_worker_order)
     if not workers:
         return None

@@ -1,26 +1,11 @@
 """Failures that explain themselves: what changed since the baseline, why decode moved.
 
-Both are printed under the verdict table of a failing test, or of one with an `improved`
-row (gate.py), and carried in the report document for the Markdown and HTML reports;
-the decode split is left out for an invalid run (its figures explain nothing).
-
-*What changed*: the baseline entry's provenance against tonight's, key by key (image and
-digest, vLLM version, server args, GPU and driver, plugin version, dataset hash, git
-commit, simulator args, ...); what only says when or how much was measured (the date,
-peak GPU memory) is left out. One difference reads "nothing but X".
-
-*Why decode moved*, for a speculative server: aggregate decode tok/s is
-
-    decode = tokens per step x steps per second per stream x streams decoding
-           = acceptance_length x 1 / step_time x occupancy
-
-with step_time = mean TPOT x acceptance_length (a stream's time between engine steps)
-and occupancy = decode x mean TPOT (the streams decoding at once, on average: the sum
-of the requests' decode times over the run's duration). The identity is exact, so the
-log of the decode ratio splits into the logs of the three factors' ratios; each part is
-printed as the change it alone would make, and the parts multiply to the total
-("-13.1% decode: -14.0% from acceptance length, +1.1% from step time": 0.860 x 1.011 =
-0.869). Occupancy is printed when it moved by OCCUPANCY_SHOWN or more.
+Printed under a failing or `improved` verdict table (gate.py) and kept in the report
+document. *What changed*: the baseline's provenance against tonight's, key by key, leaving
+out when and how much was measured. *Why decode moved* (speculative servers, not invalid
+runs): decode = acceptance_length x 1 / step_time x occupancy, exactly, so the log of the
+decode ratio splits into the three factors' (step_time = mean TPOT x acceptance_length,
+occupancy = decode x mean TPOT); occupancy shows when it moved OCCUPANCY_SHOWN or more.
 """
 
 from __future__ import annotations
@@ -168,8 +153,7 @@ class DecodeAttribution:
     acceptance_length: float
     step_time: float
     occupancy: float
-    # (baseline, measured) of each factor, for the reader: tokens per step, ms per step,
-    # streams decoding at once.
+    # (baseline, measured) of each factor: tokens per step, ms per step, streams decoding.
     lengths: tuple[float, float]
     step_ms: tuple[float, float]
     streams: tuple[float, float]
@@ -219,9 +203,8 @@ def _factors(figures: Mapping[str, Any]) -> tuple[float, float, float, float] | 
 
 
 def decode_attribution(baseline: Mapping[str, Any], measured: Mapping[str, Any]) -> DecodeAttribution | None:
-    """Split the change of decode tok/s between `baseline` and `measured` figures (metric
-    -> value) into acceptance length, step time and occupancy; None without the figures
-    (a base server has no acceptance length)."""
+    """Split the decode tok/s change from `baseline` to `measured` (metric -> value) into
+    acceptance length, step time and occupancy; None without the figures."""
     old, new = _factors(baseline), _factors(measured)
     if old is None or new is None:
         return None

@@ -1,15 +1,7 @@
-"""--llmperf-report DIR: the report folder.
+"""--llmperf-report DIR: the report folder (report.json, summary.md, report.html, plots/*.svg).
 
-    DIR/report.json     the report document (json_report.py): raw records, verdicts, provenance
-    DIR/summary.md      markdown.py
-    DIR/report.html     html.py: self-contained, plots inline
-    DIR/plots/*.svg     plots.py (with the `[report]` extra: matplotlib)
-
-A path ending in `.json` keeps its old meaning, the JSON document alone at that path
-(scripts and CI jobs written for it keep working); `.html`, `.htm` and `.md` paths are
-refused by options.py, since a folder holds those. Every file is written atomically; plots
-of an earlier report that this one no longer draws are removed, so the folder is this
-session's.
+A path ending in `.json` keeps its old meaning, the JSON document alone. Every file is
+written atomically, and plots this report no longer draws are removed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The history as text: `llmperf history`'s trends and the nightly summary's drift lines.
 
-A series is one (target, server, concurrency, metric, workload) of the history
-(baselines/history.py), oldest run first. Each gets a sparkline, its latest value and
-range, the change points Otava found (baselines/drift.py) with the image, digest and
-vLLM version of the first run at each new level and the size of the step, and the
-flag of a sustained shift for the worse that every run passed its gate.
+Per (target, server, concurrency, metric, workload) series: a sparkline, latest value and
+range, change points (baselines/drift.py) with the image at each, and sustained drift.
 """
 
 from __future__ import annotations
@@ -204,10 +201,8 @@ def history_text(
 
 
 def drift_lines(history: History, scope: Iterable[tuple[str, int, str]] | None = None) -> list[str]:
-    """The nightly summary's lines: one per series with a sustained shift for the worse
-    that each run passed its gate; `scope`: the (server, concurrency, metric) this
-    session gated (None: every series). Empty when nothing is flagged; one note line when
-    Otava is missing and there is history to check."""
+    """One line per series in `scope` (None: all) with a sustained shift for the worse that
+    every run passed; a note line when Otava is missing and there is history to check."""
     wanted = set(scope) if scope is not None else None
     chosen = {
         key: lines
@@ -231,9 +226,8 @@ def drift_lines(history: History, scope: Iterable[tuple[str, int, str]] | None =
 
 
 def summary_drift_lines(document: Mapping[str, Any], rootdir: Path, option: str | None) -> list[str]:
-    """The terminal summary's drift check, after the verdict tables: the series this
-    session gated, read from the history files its gates appended to (`option`:
-    --llmperf-history; None: beside each gate's baseline file; "off": no check)."""
+    """The terminal summary's drift check of the series this session gated, from the history
+    its gates appended to (`option`: --llmperf-history; None: beside each baseline; "off")."""
     from pytest_llmperf.baselines.history import HISTORY_FILE, OFF, HistoryError, read
 
     if option is not None and option.strip().lower() == OFF:

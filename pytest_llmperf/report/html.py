@@ -1,10 +1,7 @@
 """report.html: one self-contained page, opened from disk with no network.
 
-Inline CSS, inline SVG plots (plots.py), no JavaScript, no external font or link that a
-browser would fetch (even the favicon is an empty data: URL). First the verdict matrix
-(server x concurrency x gated metric, each cell linked to its test's table), then the
-plots, then the details: failing tests first and open, the rest folded. Readable on a
-phone: wide tables scroll inside their own box, long words wrap, plots scale.
+Inline CSS and SVG, no JavaScript or fetched resource. The verdict matrix, the plots, then
+the details (failing tests first and open); readable on a phone.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """summary.md: the report document as GitHub-flavoured Markdown.
 
-Self-contained text (no images: a CI step summary cannot show the report folder's
-files): the outcome line, each test's verdict table (failing first) with what changed
-and why decode moved, the measured figures beside the published ones, the provenance,
-and where the plots are (or how to get them).
+Text only (a CI step summary cannot show images): outcome, verdict tables (failing first)
+with explanations, measured and published figures, provenance, where the plots are.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""The report's plots, drawn with matplotlib (the optional `[report]` extra) as SVG.
+"""The report's plots, drawn as SVG with matplotlib (the optional `[report]` extra).
 
-matplotlib: well kept, typed, and its SVG backend needs no browser, no JavaScript and no
-network, so the same file is inlined in report.html and written beside it. Figures are
-made with `matplotlib.figure.Figure` (no pyplot: no global state, no GUI backend), and
-SVG ids are salted per plot so several plots inline in one page never share an id, and
-the same document draws the same bytes. What each plot shows comes from series.py.
-
-Without matplotlib `render_plots` returns nothing and `MISSING` says how to get them.
+`matplotlib.figure.Figure`, no pyplot (no global state or GUI); SVG ids are salted per plot
+so inlined plots never share an id and the same document draws the same bytes. What each
+plot shows comes from series.py; without matplotlib `render_plots` returns nothing and
+`MISSING` says how to get them.
 """
 
 from __future__ import annotations

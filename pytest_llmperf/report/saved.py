@@ -1,18 +1,9 @@
 """`llmperf compare A.json B.json`: two saved results judged with the plugin's rule.
 
-For the user who ran two images by hand: B is judged against A as a run against its
-baseline, by the same rule (baselines/compare.py: tolerances from the registry, noise
-from the paired request-level bootstrap and the spread of repetitions) and printed in
-the same table (report/table.py). A and B are each either
-
-- a `--llmperf-report` JSON (report/document.py; or the report folder holding it):
-  every run in it, paired with the other file's run of the same server and concurrency;
-- an `llmperf bench` output (workload/result.py's run result): its one run.
-
-Both must be of one kind. Runs are comparable only under the same workload (the
-workload identity the baselines are keyed by: prompts, caps, endpoint, seed, warm-up,
-model, dataset, clock speed) and hardware (GPU name and count); otherwise the
-comparison is refused with the list of differences.
+B is judged against A as a run against its baseline (baselines/compare.py) and printed in
+the same table (report/table.py). A and B are both `--llmperf-report` JSON (or its folder;
+runs paired by server and concurrency) or both `llmperf bench` outputs (one run each).
+Runs of different workload identity or hardware are refused with the differences.
 """
 
 from __future__ import annotations
@@ -113,11 +104,8 @@ def _dataset(provenance: Mapping[str, Any]) -> str | None:
 
 
 def _invalid(results: Sequence[RunResult]) -> str | None:
-    """Why runs cannot be judged, as far as the saved records tell: failed requests (the
-    plugin's default error budget is none), nothing completed, the server never ran the
-    concurrency, or the output tokens disagree between usage, the engine's counter and the
-    client (report/crosscheck.py). (The plugin's client- and engine-lag bounds are not
-    applied here.)"""
+    """Why runs cannot be judged from the saved records: failed requests, nothing completed,
+    concurrency not reached, or output tokens that disagree (report/crosscheck.py)."""
     broken = combine(failures(r.records, r.attempted) for r in results)
     if broken.failed:
         return f"{broken.describe()}; the figures of a broken run judge nothing"

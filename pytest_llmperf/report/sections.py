@@ -1,9 +1,7 @@
-"""The report's content as rows of text, for the Markdown (markdown.py) and HTML (html.py)
-renderings alike: the verdict matrix, the verdicts per test, the measured figures, the
-provenance.
+"""The report's content as rows of text, for markdown.py and html.py alike.
 
-Cells are the terminal's (table.verdict_cells, terminal.measured_rows), so a number reads the
-same in the terminal, summary.md and report.html.
+Cells are the terminal's (table.verdict_cells, terminal.measured_rows), so a number reads
+the same in the terminal, summary.md and report.html.
 """
 
 from __future__ import annotations
@@ -113,9 +111,8 @@ MatrixRow = tuple[str, Any, dict[str, MatrixCell]]  # server, concurrency, metri
 
 
 def verdict_matrix(doc: Doc) -> tuple[list[str], list[MatrixRow]]:
-    """Server x concurrency rows, a column per gated metric; a gate without verdicts
-    (recorded, refused) fills the column "run". Where two tests gate the same metric the
-    worse cell stays. Rows and columns holding a failing cell come first."""
+    """Server x concurrency rows, a column per gated metric ("run" for a gate without
+    verdicts); the worse of two cells stays, and failing rows and columns come first."""
     rows: dict[tuple[str, Any], dict[str, MatrixCell]] = {}
     for i, gate in enumerate(doc.get("verdicts", [])):
         cells = rows.setdefault((str(gate["server"]), gate["concurrency"]), {})

@@ -1,10 +1,7 @@
 """What the plots show, read from a report document: plain numbers, no drawing library.
 
-plots.py draws these; the tests check them without matplotlib. Every value is in real
-time (records on a sped-up simulator clock are scaled back by their result's
-clock_speed, as the summary does). Baselines and their noise come from the verdicts
-(`baseline_figures`, and each verdict's interval half-width `noise`); published figures
-from each run's `published_reference`.
+Values are in real time (sped-up simulator clocks scaled back); baselines and noise come
+from the verdicts, published figures from each run's `published_reference`.
 """
 
 from __future__ import annotations

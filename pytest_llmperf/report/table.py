@@ -1,7 +1,6 @@
-"""Plain-text tables for verdicts: the failure message and the terminal summary.
+"""Plain-text verdict tables for the failure message and the terminal summary.
 
-Failing verdicts are upper case (REGRESSED, MISSING BASELINE, NO DATA) so they stand
-out in a wall of CI output; passing ones are lower case. Hints follow the table.
+Failing verdicts are upper case (REGRESSED) to stand out in CI output; hints follow the table.
 """
 
 from __future__ import annotations
@@ -75,9 +74,8 @@ def format_change(v: Verdict) -> str:
 
 
 def verdict_line(verdicts: Sequence[Verdict]) -> str:
-    """`verdicts` (a test's failing ones) in one line, for pytest's short test summary and
-    JUnit's failure message: "decode_tok_s 380.3 -> 330.4 (-13.1%) regressed"; an invalid
-    run once, with its reason."""
+    """A test's failing `verdicts` in one line (short test summary, JUnit): "decode_tok_s
+    380.3 -> 330.4 (-13.1%) regressed"; an invalid run once, with its reason."""
     parts: list[str] = []
     for v in verdicts:
         if v.status == Status.INVALID:
@@ -185,11 +183,7 @@ def format_verdict_table(
     explanation: Sequence[str] = (),
 ) -> str:
     """metric | baseline | measured | change | noise | allowed | verdict, then counts, the
-    explanation (report/explain.py: what changed since the baseline, why decode moved)
-    and hints.
-
-    noise: the half-width of the change's interval at the rule's confidence; `faults`:
-    failures within the error budget and stalls the run had (metrics/failures.py)."""
+    explanation (report/explain.py) and hints; `faults`: tolerated failures and stalls."""
     lines = [title] if title else []
     lines += render_columns(COLUMNS, [verdict_cells(v) for v in verdicts], right={1, 2, 3, 4, 5})
     if verdicts:

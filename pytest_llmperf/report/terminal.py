@@ -1,7 +1,6 @@
 """The terminal summary: what was measured per server, then the verdicts.
 
-It renders a report document (report/document.py), never a live session: the same
-lines come from one process or from the merged documents of pytest-xdist workers.
+Rendered from a report document, never a live session, so xdist's merged documents print alike.
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ FIGURES = (
     ("accept rate", "acceptance_rate"),
     ("accept len", "acceptance_length"),
 )
-# A reasoning model's columns, after those, in a table where some run's replies carried
-# reasoning (its TTFT above is vLLM's, the first token of any kind).
+# A reasoning model's columns, where some run's replies carried reasoning.
 REASONING_FIGURES = (
     ("TTFA p50 ms", "ttfa_ms_median"),
     ("reasoning share", "reasoning_share"),
