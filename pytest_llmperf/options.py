@@ -1,8 +1,7 @@
 """The plugin's options: one table, a `--llmperf-*` flag and an ini twin for each.
 
-Precedence is CLI > ini > default. `resolve_options` turns raw values into a
-validated `LlmperfOptions`; every bad value raises `OptionError` whose message says
-how to fix it (plugin.py turns it into `pytest.UsageError`).
+CLI > ini > default. `resolve_options` makes a validated `LlmperfOptions`; a bad value
+raises `OptionError` saying the fix (plugin.py makes it a `pytest.UsageError`).
 """
 
 from __future__ import annotations
@@ -27,16 +26,12 @@ from pytest_llmperf.util.values import CONFIDENCE, DURATION, POSITIVE, SWITCH, V
 from pytest_llmperf.workload.workload import DATASET_NAMES, WARMUP, WAVE
 
 PROFILES = ("smoke", "nightly", "full")
-# Requests sent at once to a freshly started server before its first measured run, by
-# profile (--llmperf-server-warmup): two waves of the seed servers' --max-num-seqs 32,
-# one modest wave in smoke; by default never more than two waves of a server whose spec
-# sets a smaller --max-num-seqs (server_warmup_for).
+# --llmperf-server-warmup's default by profile: two waves of the seed servers'
+# --max-num-seqs 32, one modest wave in smoke (capped per server: server_warmup_for).
 SERVER_WARMUP = {"smoke": 16, "nightly": 64, "full": 64}
 SERVER_WARMUP_WAVES = 2
 INCONCLUSIVE = ("warn", "fail", "pass")
-# Auto's budget of runs per test and concurrency; a paired A/B run's of blocks, where an
-# unchanged image with five blocks a side still read inconclusive 5 times in 100
-# (benchmarks/paired_power.py, docs/verdicts.md).
+# Auto's budget of runs per test and concurrency, or of paired blocks (docs/verdicts.md).
 MAX_REPETITIONS, PAIRED_MAX_BLOCKS = 5, 8
 TARGET_FLAGS = {k.name: k.flag for k in KINDS.values()}  # the built-in kinds' flags (kinds.py)
 
@@ -474,10 +469,8 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
-# Options whose value may itself look like a flag (--llmperf-sim-args --disable-log-stats).
-# argparse reads such a value as an option of its own ("expected one argument"), so
-# plugin.py registers these after pytest's early parses of the command line, once
-# join_flag_values has turned `FLAG VALUE` into `FLAG=VALUE`.
+# Options whose value may look like a flag: plugin.py registers them late, after
+# join_flag_values has turned `FLAG VALUE` into `FLAG=VALUE` (argparse would refuse it).
 FLAG_VALUED = ("llmperf_sim_args", "llmperf_against_sim_args")
 
 
@@ -498,10 +491,8 @@ def join_flag_values(args: list[str]) -> None:
 
 
 def values_read_as_test_paths(args: list[str], invocation_dir: Path) -> list[tuple[str, str]]:
-    """(flag, value) for each of our options given as `--flag VALUE` whose VALUE is a path
-    outside `invocation_dir`. pytest reads the command line for its rootdir and ini file
-    before plugins add their options, so it took VALUE for a test path and looked for
-    both from there: a run judged against another folder's baselines and history."""
+    """(flag, value) for our options given as `--flag VALUE` with VALUE a path outside
+    `invocation_dir`: pytest took VALUE for a test path when finding its rootdir and ini."""
     valued = {flag for opt in OPTIONS if opt.parse is not SWITCH for flag in opt.flags}
     found = []
     for flag, value in zip(args, args[1:]):
@@ -662,8 +653,7 @@ def resolve_options(
     _check_gpus(values, sources, chosen_kind)
     if values["llmperf_report"] is not None:
         _check_report(values["llmperf_report"], sources["llmperf_report"])
-    # Every option whose name (less the prefix) is a field of LlmperfOptions maps onto it;
-    # the per-target booleans are folded into `target` above.
+    # Options named as LlmperfOptions fields map onto them (target booleans: `target` above).
     names = {f.name for f in fields(LlmperfOptions)}
     settings = {key: value for dest, value in values.items() if (key := dest.removeprefix("llmperf_")) in names}
     ini_tolerances = ini(TOLERANCES_INI)

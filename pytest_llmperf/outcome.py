@@ -57,8 +57,7 @@ class GateRecord:
     # The baseline entry judged against (None: none), for the reports' plots and blocks.
     baseline_figures: dict[str, float] | None = None
     baseline_provenance: dict[str, Any] | None = None
-    # Under a failing or improved table (report/explain.py): the provenance changes, the
-    # split of the decode change, and the lines printed for both.
+    # Under a failing or improved table (report/explain.py): changes, decode split, lines.
     changes: list[str] = field(default_factory=list)
     attribution: dict[str, Any] | None = None
     explanation: list[str] = field(default_factory=list)

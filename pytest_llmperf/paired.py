@@ -1,23 +1,10 @@
 """Paired A/B runs: is NEW as fast as OLD on this box, today?
 
-`--llmperf-against-image OLD` with `--llmperf-image NEW` (GPU and Docker targets), or on
-the simulator `--llmperf-against-sim-args OLD_FLAGS` with `--llmperf-sim-args NEW_FLAGS`:
-every run of the suite (server, concurrency, workload) is measured with both, on the
-same box, with the same prompts and the same warm-ups, one server at a time, in blocks
-whose order alternates (A B, B A, A B, ...: a drift over the session weighs on both
-alike). Under `--llmperf-repetitions auto` two blocks run up front, and another follows
-while a gated metric is inconclusive and an unchanged value could still be shown within
-its tolerance (PairedBlocks.stop_on_change), or is regressed at the first look (read
-again: compare.wanting_another), within `--llmperf-max-repetitions` (8 blocks unless
-given) and `--llmperf-repetition-budget`.
-
-NEW is judged by the baselines' own gate (gate.Gate) against a PairedReference: OLD's
-runs are made into a baseline-like entry (per-repetition samples, their median, OLD's first
-repetition's request lines, its provenance), so the rule, the metric directions, the
-tolerances and the noise (the paired request-level bootstrap plus the spread between
-repetitions on each side) are the ones docs/verdicts.md describes. A speedup test
-judges NEW's MTP speedup against OLD's. Stored baselines are never judged against nor
-written; their spread between starts is pooled with the blocks' (PairedReference.spread_pools).
+`--llmperf-against-image OLD` / `--llmperf-against-sim-args OLD_FLAGS`: every run is measured
+with OLD and NEW on the same box and prompts, in blocks of alternating order (PairedBlocks:
+more blocks while inconclusive, within the repetition caps). NEW is judged by gate.Gate
+against a PairedReference, a baseline-like entry built from OLD's runs (docs/verdicts.md);
+stored baselines are never judged against nor written.
 """
 
 from __future__ import annotations
@@ -90,9 +77,8 @@ AUTO_FIRST_BLOCKS = 2
 
 
 def count_starts(runs: Sequence[tuple[str, Workload]], blocks: int, same_server: bool) -> int:
-    """Server (container) starts of a paired session: every run of a variant is a fresh
-    start, as repetitions are, unless --llmperf-same-server, where a variant still
-    running from the previous run (B then B across blocks) is reused."""
+    """Server starts of a paired session: each run a fresh start, unless --llmperf-same-server
+    reuses a variant still running from the previous run (B then B across blocks)."""
     if not same_server:
         return 2 * blocks * len(runs)
     starts, running = 0, None
@@ -154,9 +140,8 @@ class PairedBlocks:
     """The repetition policy of a paired session: every run of a server is a block of OLD
     and NEW, on fresh starts, in alternating order; `against` keeps OLD's run beside NEW's."""
 
-    # Blocks are added while an unchanged value could be shown within the tolerance by the
-    # budget, wherever the change was read: both sides grow with every block, and with two
-    # blocks a side the change read is mostly the noise between starts (docs/verdicts.md).
+    # Blocks are added while an unchanged value could still be shown within tolerance,
+    # whatever change was read: at two blocks a side it is mostly noise (docs/verdicts.md).
     stop_on_change = False
     # Both sides grow with every block: the noise falls about as the square root of the blocks.
     project_noise = False
@@ -255,9 +240,8 @@ class PairedReference:
         self.identity = identity
 
     def paired_entry(self, run: MeasuredRun, base: MeasuredRun | None = None) -> dict[str, Any]:
-        """OLD's runs of `run`'s server and workload as a baseline entry (store.py's shape):
-        each metric's per-repetition samples and their median, the speedup over OLD's base
-        run for a speedup gate, OLD's first repetition's request and output lines, its provenance."""
+        """OLD's runs of `run`'s server and workload as a baseline entry (store.py's shape), with
+        the speedup over OLD's base run for a speedup gate."""
         old = self.blocks.old(run)
         sides = dict(old.samples)
         if base is not None:
@@ -282,11 +266,8 @@ class PairedReference:
 
     def spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
         """The between-start spread pooled over this session's other paired cells at this
-        concurrency (OLD's and NEW's repetitions of the other servers and workloads, each
-        side a cell) and over every entry the target's baseline folder holds at it, this
-        server's own included (its repetitions were other starts on this box): two blocks
-        give a side one degree of freedom (docs/verdicts.md). The stored baselines' values
-        are not judged against."""
+        concurrency and every stored entry there, this server's included (their values are
+        not judged against): two blocks give a side one degree of freedom (docs/verdicts.md)."""
         cells: list[Mapping[str, list[float | None]]] = []
         for key, new in self.runs.items():
             if key == (run.server, run.workload) or new.concurrency != run.concurrency:

@@ -1,6 +1,5 @@
-"""Checks made before any server starts: the datasets load and hold enough prompts, the
-baseline and published files the planned tests read load, and under --update-baselines
-the files to be written can be."""
+"""Checks before any server starts: datasets hold enough prompts, baseline and published
+files load, and under --update-baselines the files to be written can be."""
 
 from __future__ import annotations
 
@@ -35,12 +34,9 @@ def check_before_start(
     plans: Sequence[PlannedTest],
     folders: Sequence[str] | None,
 ) -> dict[tuple[str, str | None], Any]:
-    """Load the datasets and check them and the baseline files the `plans` will read, before
-    any server starts: SetupError says what is wrong and how to fix it. Returns the loaded
-    datasets by (name, path) for the session: those of the planned workloads, and the
-    options' own for the tests whose workload is known only when they run. `folders`: the
-    baseline folders the tests will be judged in; None when the folder is known only once a
-    server runs (the GPU model): then every folder's file of each server is checked."""
+    """Check the datasets and baseline files the `plans` read before any server starts
+    (SetupError with the fix); returns the loaded datasets by (name, path), the options' own
+    included. `folders`: the baseline folders judged in; None (known once a server runs): all."""
     wanted = {dataset_source(options, w) for plan in plans for w in plan.workloads}
     for plan in plans:
         if plan.workloads:
@@ -61,9 +57,8 @@ def check_before_start(
 def _check_prompts(
     loaded: Mapping[tuple[str, str | None], Any], plans: Sequence[PlannedTest], options: LlmperfOptions
 ) -> None:
-    """Every planned workload's prompts (measured, then distinct warm-up ones) exist at all:
-    fewer conversations (or lines) than that cannot be sampled whatever the length filters
-    keep. The random dataset makes as many as asked."""
+    """Every planned workload's prompts (measured, then warm-up ones) exist: fewer
+    cannot be sampled whatever the length filters keep (random makes as many as asked)."""
 
     def have(workload: Workload) -> int | None:
         dataset = loaded.get(dataset_source(options, workload))
@@ -128,9 +123,8 @@ def _check_baselines(
 def _check_writable(
     store: BaselineStore, rootdir: Path, plans: Sequence[PlannedTest], folders: Sequence[str] | None
 ) -> None:
-    """Every baseline file --update-baselines will write can be written, before any server
-    starts. `folders` None (known once a server runs): the baselines folder itself, and the
-    files of every folder there is."""
+    """Every baseline file --update-baselines will write can be written; `folders` None:
+    the baselines folder itself and the files of every folder there."""
     servers = sorted({spec.name for plan in plans for spec in plan.servers})
     checked: list[tuple[str, Path]] = []
     if folders is None:

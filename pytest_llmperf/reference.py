@@ -124,11 +124,8 @@ class StoredBaseline:
         return base_file.entry(base.concurrency, self.identity(base)) if base_file else None
 
     def spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
-        """The between-start spread recorded in the other cells of this target at this
-        concurrency (the other servers' baselines, and this server's other workloads): the
-        same box and engine move every server's runs alike in relative terms, so their
-        repetitions tell this cell's spread on far more degrees of freedom than its own
-        (docs/verdicts.md)."""
+        """The between-start spread of the other cells of this target at this concurrency, which
+        moves alike in relative terms, on more degrees of freedom (docs/verdicts.md)."""
         return spread_pools(stored_cells(self.store, self.identity, target, run, own=False), names)
 
     def title(self, run: MeasuredRun, record: GateRecord, target: str) -> str:

@@ -1,6 +1,5 @@
-"""pytest-xdist support: the rules -n must follow for a target, the GPU-slot scheduler,
-the plan a worker sends to the controller, and the worker report documents the
-controller merges. `XdistHooks` is registered only where xdist is installed."""
+"""pytest-xdist support: -n's rules per target, the GPU-slot scheduler, the plan and report
+documents workers send the controller. `XdistHooks` is registered only with xdist."""
 
 from __future__ import annotations
 
@@ -75,9 +74,8 @@ def is_slot_scope(scope: str) -> bool:
 
 
 def slot_scheduling() -> Any:
-    """xdist's loadgroup, except that a worker given a GPU slot's group gets no second slot
-    while a worker without one could take it (loadgroup refills a worker with two tests or
-    fewer left with any group)."""
+    """xdist's loadgroup, but a worker with a GPU slot's group gets no second slot while a
+    worker without one could take it."""
     from xdist.scheduler import LoadGroupScheduling
 
     class SlotScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no stubs for it
