@@ -17,7 +17,7 @@ from tests.reliability.test_signals import LONG, Session, simulators
 
 def test_kill_9_of_a_session_leaves_no_simulator_behind(project):
     project.makepyfile(test_suite=LONG)
-    session = Session(project.path, "-o", "llmperf_sim_speed=1")
+    session = Session(project.path, "-v", "-o", "llmperf_sim_speed=1")  # -v: each run's own lines
     session.wait_for("@ concurrency 4: 40 prompts")
     assert simulators(), "the simulator should be running mid-run"
     session.proc.kill()  # SIGKILL: no handler of ours runs

@@ -46,7 +46,9 @@ def summary_row(result, server):
 def test_the_progress_line_is_in_real_time_as_the_summary_is(project, chatty_progress, capsys):
     result = run(project, "-k", "test_base", "-o", "llmperf_sim_speed=10")
     line = last_progress(capsys)
-    assert line.startswith("llmperf: 12/12 done, 0 failed, ") and line.endswith("(x10 clock, tok/s in real time)")
+    assert line.startswith("llmperf: tiny @ concurrency 4: 12/12 done, 0 failed, ") and line.endswith(
+        "(x10 clock, tok/s in real time)"
+    )
     rate = float(re.search(r"failed, ([\d,]+) output tok/s", line)[1].replace(",", ""))
     decode = float(summary_row(result, "tiny")[3])  # server, conc, completed, decode tok/s
     assert abs(rate - decode) <= 0.5, (line, decode)  # not ten times it
@@ -56,7 +58,7 @@ def test_the_progress_line_and_the_result_agree_on_failures(project, chatty_prog
     # Broken SSE bodies arrive with HTTP 200: they look fine until decoded after the window.
     faults = "--sim-malformed-chunk-after 2 --sim-fault-request-rate 0.5"
     result = run(project, "-k", "test_base", "--llmperf-sim-args", faults, "--llmperf-error-budget", "100%")
-    failed = int(re.match(r"llmperf: 12/12 done, (\d+) failed, ", last_progress(capsys))[1])
+    failed = int(re.match(r"llmperf: tiny @ concurrency 4: 12/12 done, (\d+) failed, ", last_progress(capsys))[1])
     assert failed > 0
     assert " ".join(summary_row(result, "tiny")[2:5]) == f"{12 - failed}/12, {failed} failed"
 

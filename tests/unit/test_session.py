@@ -95,10 +95,10 @@ def test_runs_are_cached_and_servers_start_once_one_at_a_time(tmp_path):
 
 
 def test_the_run_log_names_the_server_not_its_model(tmp_path):
-    """A base and an MTP server serve one model: the log line says which one runs."""
+    """A base and an MTP server serve one model: the log line (-v) says which one runs."""
     perf, _, _ = make_session(tmp_path, [100.0, 150.0])
     lines: list[str] = []
-    perf.measurer.log = lines.append
+    perf.measurer.detail = lines.append
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf.run(BASE, workload)
     perf.run(MTP, workload)
