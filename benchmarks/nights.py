@@ -1,0 +1,593 @@
+"""Whole nights of the seed suite through the session's own gate, on the virtual clock.
+
+    python benchmarks/nights.py --nights 20
+    python benchmarks/nights.py --nights 20 --double      # every noise figure doubled
+
+The seed suite (tests/perf/test_seed_suite.py, its servers from the root conftest.py) at
+the `nightly` profile: its test functions are called as pytest calls them, with the
+plugin's own `llmperf` fixture object (plugin.LlmperfFixture) over a real PerfSession
+whose target and runner are benchmarks/nightsim.py's (virtual servers, the simulator's
+engine on its virtual clock), in the order the plugin runs them (ordering.order_items).
+Nothing of the session is re-implemented here: what runs, what is added by auto
+repetitions, how the noise is assembled and how each metric is judged is the session's.
+
+First one recording session (`--update-baselines`, the recording night's noise) into a
+temporary rootdir; then every night is a fresh PerfSession judged against that one
+baseline, kept for all nights. A test's outcome is what pytest would make of it:
+PerfFailure (or pytest.fail) fails it, InconclusiveWarning warns.
+
+Noise (benchmarks/noise_params.json, each figure with its source): a spread between
+server starts per concurrency, a shift of the whole box per night, Student-t tails, an
+occasional slow start, and nights noisier than the recording night.
+
+Prints: the share of unchanged nights that are red (some test fails), the failing cells
+per red night, each cell's false-red rate; for each change (one server's decode 5 %
+slower, a 0.03 acceptance drop, a 5 % speedup drop, a whole image 5 % slower) how often
+it is flagged (a cell it touches fails) on the first night and within two; and the
+simulated GPU-minutes a night against the seeds' fixed runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import json
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import pytest  # noqa: E402
+from nightsim import StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
+
+from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
+from pytest_llmperf.ordering import order_items  # noqa: E402
+from pytest_llmperf.outcome import GateRecord, InconclusiveWarning, PerfFailure  # noqa: E402
+from pytest_llmperf.plugin import LlmperfFixture  # noqa: E402
+from pytest_llmperf.selection import declared_servers, resolve_server  # noqa: E402
+from pytest_llmperf.servers.endpoint import Endpoint  # noqa: E402
+from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
+from pytest_llmperf.session import PerfSession  # noqa: E402
+from pytest_llmperf.sim import tokenizer  # noqa: E402
+from pytest_llmperf.workload.prompts import load_dataset, sample_prompts  # noqa: E402
+from pytest_llmperf.workload.requests import SampledRequest  # noqa: E402
+from pytest_llmperf.workload.workload import Workload  # noqa: E402
+
+SUITE = ROOT / "tests" / "perf" / "test_seed_suite.py"
+PARAMS = ROOT / "benchmarks" / "noise_params.json"
+# The seeds' fixed runs on their hardware, seconds per server (300 s caps at 1 and 8,
+# 627 s for 1000 prompts at 32), for the suite's four servers.
+SEED_FIXED_S = {1: 300.0, 8: 300.0, 32: 627.0}
+PROFILE = "nightly"
+
+
+# -- the suite, as pytest collects it ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    """One collected test of the seed suite: its node id, function, call arguments and
+    marker kwargs (server= and base= as the declared ServerSpecs)."""
+
+    nodeid: str
+    function: Callable[..., None]
+    params: Mapping[str, Any]
+    marker: Mapping[str, Any]
+
+    @property
+    def servers(self) -> list[ServerSpec]:
+        return [s for s in (self.marker.get("server"), self.marker.get("base")) if s is not None]
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def seed_items(suite: Path = SUITE, conftest: Path = ROOT / "conftest.py") -> list[Item]:
+    """The suite's tests as pytest collects them (functions in file order, each one's
+    parametrize marks in the order pytest applies them, ids joined as pytest joins them,
+    the llmperf marks of each parameter merged), in the order the plugin runs them."""
+    declared = declared_servers([load_module(conftest, "_seed_conftest").pytest_llmperf_servers()])
+    module = load_module(suite, "_seed_suite")
+    items = []
+    for name, function in vars(module).items():
+        if not name.startswith("test_") or not callable(function):
+            continue
+        grids = []
+        for mark in getattr(function, "pytestmark", []):  # the decorator nearest the function first
+            if mark.name != "parametrize":
+                continue
+            choices = []
+            for value in mark.args[1]:
+                param = value if hasattr(value, "marks") else pytest.param(value)
+                (arg,) = param.values
+                marker = {k: v for m in param.marks if m.name == "llmperf" for k, v in m.kwargs.items()}
+                choices.append((param.id or str(arg), {mark.args[0]: arg}, marker))
+            grids.append(choices)
+        for combination in itertools.product(*grids):
+            ident = "-".join(c[0] for c in combination)
+            params = {k: v for c in combination for k, v in c[1].items()}
+            marker = {k: v for c in combination for k, v in c[2].items()}
+            for key in ("server", "base"):
+                if key in marker:
+                    marker[key] = resolve_server(key, marker[key], declared)
+            nodeid = f"{suite.relative_to(ROOT).as_posix()}::{name}" + (f"[{ident}]" if ident else "")
+            items.append(Item(nodeid, function, params, marker))
+    return order_items(items, lambda item: item.marker)
+
+
+# -- the noise ------------------------------------------------------------------------------------
+
+
+def t_draw(rng: random.Random, dof: float) -> float:
+    """Student's t with `dof` degrees of freedom, scaled to unit variance (dof > 2)."""
+    chi2 = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(int(dof)))
+    return rng.gauss(0.0, 1.0) / math.sqrt(chi2 / dof) / math.sqrt(dof / (dof - 2))
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """noise_params.json's figures (doubled where `double`)."""
+
+    step: Mapping[int, float]
+    step_by_server: Mapping[str, Mapping[int, float]]
+    acceptance: float
+    dof: float
+    slow_share: float
+    slow_excess: float
+    shift: float
+    noisy_share: float
+    noisy_multiplier: float
+    start_s: float
+
+    @classmethod
+    def load(cls, path: Path = PARAMS, double: bool = False) -> NoiseModel:
+        raw = json.loads(path.read_text())
+
+        def fig(entry: Mapping[str, Any]) -> float:
+            return float(entry["value"]) * (2.0 if double and entry.get("doubles") else 1.0)
+
+        spread = raw["start_step_spread"]
+        overrides = spread["server_overrides"]["value"]
+        multiplier = raw["noisy_night"]["multiplier"]
+        noisy = float(multiplier["value"])
+        return cls(
+            step={int(c): fig(e) for c, e in spread["by_concurrency"].items()},
+            step_by_server={
+                s: {int(c): v * (2.0 if double else 1.0) for c, v in m.items()} for s, m in overrides.items()
+            },
+            acceptance=fig(raw["start_acceptance_spread"]),
+            dof=fig(raw["tails"]["dof"]),
+            slow_share=min(1.0, fig(raw["slow_start"]["share"])),
+            slow_excess=fig(raw["slow_start"]["excess"]),
+            shift=fig(raw["night_shift"]),
+            noisy_share=min(1.0, fig(raw["noisy_night"]["share"])),
+            noisy_multiplier=1.0 + (noisy - 1.0) * (2.0 if double and multiplier.get("doubles") else 1.0),
+            start_s=fig(raw["server_start_s"]),
+        )
+
+    def night(self, seed: int, night: str, recording: bool = False) -> NightNoise:
+        rng = random.Random(f"{seed}:night:{night}")
+        shift = math.exp(self.shift * t_draw(rng, self.dof))
+        noisy = rng.random() < self.noisy_share and not recording
+        return NightNoise(f"{seed}:{night}", shift, self.noisy_multiplier if noisy else 1.0)
+
+    def draw(
+        self, night: NightNoise, changes: Mapping[str, Change] | None = None
+    ) -> Callable[[ServerSpec, int], StartNoise]:
+        """The target's draw for each server start of `night`, with `changes` by server name."""
+
+        def start(spec: ServerSpec, count: int) -> StartNoise:
+            rng = random.Random(f"{night.key}:{spec.name}:{count}")
+            slow = 1.0 + self.slow_excess if rng.random() < self.slow_share else 1.0
+            spreads = {**self.step, **self.step_by_server.get(spec.name, {})}
+            step = {
+                c: night.shift * slow * math.exp(s * night.scale * t_draw(rng, self.dof))
+                for c, s in sorted(spreads.items())
+            }
+            acceptance = 1.0
+            if spec.is_speculative:
+                acceptance = max(0.0, 1.0 + self.acceptance * night.scale * t_draw(rng, self.dof))
+            change = (changes or {}).get(spec.name)
+            if change is not None:
+                step = {c: f * change.step for c, f in step.items()}
+                acceptance *= change.acceptance
+            return StartNoise(step, acceptance)
+
+        return start
+
+
+@dataclass(frozen=True)
+class NightNoise:
+    key: str
+    shift: float  # the box's factor on every step cost tonight
+    scale: float  # tonight's spread against the table's (1: as quiet as the recording night)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a new image changed on one server: its step costs times `step`, its acceptance
+    rates times `acceptance`."""
+
+    step: float = 1.0
+    acceptance: float = 1.0
+
+
+# -- one session ---------------------------------------------------------------------------------
+
+
+class SeedPrompts:
+    """The session's Sampler: the workload's ShareGPT prompts as the plugin samples them
+    (workload/prompts.sample_prompts, seed and count from the workload), counted as the
+    simulated server's /tokenize counts them; sampled once per process, shared by nights."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        self.cache: dict[tuple[Any, ...], list[SampledRequest]] = {}
+
+    def __call__(self, endpoint: Endpoint, workload: Workload) -> list[SampledRequest]:
+        key = (endpoint.model, workload.seed, workload.prompts_needed)
+        if key not in self.cache:
+            self.cache[key] = sample_prompts(workload, self.dataset, count_tokens)
+        return self.cache[key]
+
+
+def count_tokens(texts: list[str]) -> list[int]:
+    return [len(tokenizer.encode(t)) for t in texts]
+
+
+def night_options(update: bool = False, **cli: Any) -> LlmperfOptions:
+    values = {
+        "llmperf_sim": True,
+        "llmperf_profile": PROFILE,
+        "llmperf_history": "off",
+        "llmperf_update_baselines": update,
+        **cli,
+    }
+    return resolve_options(lambda dest: values.get(dest), lambda name: "")
+
+
+@dataclass
+class Night:
+    """One session's outcomes: each test's (passed, failed, warned), the gate's records,
+    and the simulated GPU seconds of its runs and server starts."""
+
+    outcomes: dict[str, str]
+    gates: list[GateRecord]
+    run_s: float
+    starts: int
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def failing(self) -> list[tuple[str, str, int, str, str]]:
+        """(test function, server, concurrency, metric, status) of each gated metric that fails."""
+        return [
+            (g.nodeid.split("::")[1].split("[")[0], g.server, g.concurrency, v.metric, v.status)
+            for g in self.gates
+            for v in g.verdicts
+            if not v.ok and v.status != "inconclusive"
+        ]
+
+
+def verdict_rows(gates: Iterable[GateRecord]) -> list[list[Any]]:
+    """Each gated metric's verdict: [node id, server, concurrency, metric, status, measured,
+    baseline, noise], in the order judged (what two ways of judging a night are compared on)."""
+    return [
+        [
+            g.nodeid,
+            g.server,
+            g.concurrency,
+            v.metric,
+            getattr(v.status, "value", v.status),
+            v.measured,
+            v.baseline,
+            v.noise,
+        ]
+        for g in gates
+        for v in g.verdicts
+    ]
+
+
+def run_session(
+    rootdir: Path,
+    items: Sequence[Item],
+    target: Any,
+    runner: Any,
+    prompts: Callable[[Endpoint, Workload], list[SampledRequest]],
+    datasets: Mapping[tuple[str, str | None], Any] | None,
+    *,
+    update: bool = False,
+    start_s: float = 0.0,
+    log: Callable[[str], None] = lambda message: None,
+) -> Night:
+    """One pytest session of `items` against `target` through `runner`: the seed tests
+    called with the plugin's fixture object over a PerfSession, caught as pytest would.
+    `start_s`: the GPU seconds a server start costs (the session's clock counts them)."""
+    options = night_options(update)
+    ran = runner.gpu_seconds
+
+    def clock() -> float:  # the session's clock for auto repetitions' budget: simulated GPU time
+        return runner.gpu_seconds + start_s * sum(target.starts.values())
+
+    perf = PerfSession(
+        options,
+        target,
+        rootdir,
+        datasets=datasets,
+        runner=runner,
+        prompts=prompts,
+        server_down=lambda endpoint: None,
+        clock=clock,
+        log=log,
+    )
+    starts = sum(target.starts.values())
+    outcomes: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    try:
+        for item in items:
+            fixture = LlmperfFixture(perf, dict(item.marker), item.nodeid, options.profile)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", InconclusiveWarning)
+                try:
+                    item.function(fixture, **item.params)
+                except (PerfFailure, pytest.fail.Exception) as exc:
+                    outcomes[item.nodeid] = "failed"
+                    errors[item.nodeid] = str(exc)
+                    continue
+            warned = any(issubclass(w.category, InconclusiveWarning) for w in caught)
+            outcomes[item.nodeid] = "warned" if warned else "passed"
+        if update:
+            end = perf.finish()
+            errors.update({f"finish {i}": line for i, line in enumerate(end.lines) if line.startswith("NOT")})
+    finally:
+        perf.close()
+    return Night(outcomes, perf.gates, runner.gpu_seconds - ran, sum(target.starts.values()) - starts, errors)
+
+
+def night(
+    rootdir: Path,
+    items: Sequence[Item],
+    model: NoiseModel,
+    noise: NightNoise,
+    prompts: Callable[[Endpoint, Workload], list[SampledRequest]],
+    datasets: Mapping[tuple[str, str | None], Any] | None,
+    *,
+    changes: Mapping[str, Change] | None = None,
+    update: bool = False,
+) -> Night:
+    """One night: a fresh session of `items` on virtual servers drawing `noise` (with
+    `changes`), judged against (or, `update`, recording) the baselines under `rootdir`."""
+    target = VirtualTarget(model.draw(noise, changes))
+    return run_session(rootdir, items, target, VirtualRunner(), prompts, datasets, update=update, start_s=model.start_s)
+
+
+# -- the changes a night must catch ---------------------------------------------------------------
+
+DECODE_SERVER = "qwen3.6-27b-fp8"
+MTP_SERVER = "qwen3.6-27b-fp8-mtp"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    changes: Callable[[Sequence[ServerSpec]], dict[str, Change]]
+    flags: Callable[[str, str, str], bool]  # (server, metric, test function) -> the change is caught by it
+    models: Callable[[Sequence[ServerSpec]], set[str]]  # the models whose tests it touches
+
+
+def acceptance_drop(spec: ServerSpec, drop: float) -> Change:
+    """Acceptance rate `drop` lower: the per-position rates scaled by 1 - drop / rate (the
+    rate is their mean, on the simulator)."""
+    from pytest_llmperf.sim.acceptance import extend_rates
+    from pytest_llmperf.sim.config import SimConfig
+
+    config = SimConfig.from_vllm_argv(spec.vllm_args(host="127.0.0.1", port=0))  # as the target runs it
+    rate = statistics.mean(extend_rates(config.resolved_profile.acceptance, config.num_speculative_tokens))
+    return Change(acceptance=1.0 - drop / rate)
+
+
+def scenarios(servers: Sequence[ServerSpec]) -> list[Scenario]:
+    by_name = {s.name: s for s in servers}
+    model_of = {s.name: s.model for s in servers}
+    return [
+        Scenario(
+            f"{DECODE_SERVER} decode 5% slower",
+            lambda specs: {DECODE_SERVER: Change(step=1 / 0.95)},
+            lambda server, metric, test: server == DECODE_SERVER,
+            lambda specs: {model_of[DECODE_SERVER]},
+        ),
+        Scenario(
+            f"{MTP_SERVER} acceptance -0.03",
+            lambda specs: {MTP_SERVER: acceptance_drop(by_name[MTP_SERVER], 0.03)},
+            lambda server, metric, test: server == MTP_SERVER and metric.startswith("acceptance"),
+            lambda specs: {model_of[MTP_SERVER]},
+        ),
+        Scenario(
+            f"{MTP_SERVER} speedup 5% lower",
+            lambda specs: {MTP_SERVER: Change(step=1 / 0.95)},
+            lambda server, metric, test: server == MTP_SERVER and metric == "mtp_speedup",
+            lambda specs: {model_of[MTP_SERVER]},
+        ),
+        Scenario(
+            "whole image 5% slower",
+            lambda specs: {s.name: Change(step=1 / 0.95) for s in specs},
+            lambda server, metric, test: True,
+            lambda specs: {s.model for s in specs},
+        ),
+    ]
+
+
+# -- the benchmark ---------------------------------------------------------------------------------
+
+
+def all_servers(items: Iterable[Item]) -> list[ServerSpec]:
+    seen: dict[str, ServerSpec] = {}
+    for item in items:
+        for spec in item.servers:
+            seen.setdefault(spec.name, spec)
+    return list(seen.values())
+
+
+def gpu_s(result: Night, start_s: float, servers: int) -> float:
+    """A night's GPU seconds: its runs, and a server start for each start beyond one per server."""
+    return result.run_s + max(0, result.starts - servers) * start_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nights", type=int, default=20, help="unchanged nights judged (default 20)")
+    parser.add_argument(
+        "--episodes", type=int, default=None, help="two-night episodes per change (default: --nights, at most 10)"
+    )
+    parser.add_argument("--double", action="store_true", help="every noise figure of the parameters file doubled")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--params", type=Path, default=PARAMS)
+    args = parser.parse_args(argv)
+    episodes = min(args.nights, 10) if args.episodes is None else args.episodes
+    model = NoiseModel.load(args.params, args.double)
+    started = time.monotonic()
+    items = seed_items()
+    servers = all_servers(items)
+    options = night_options()
+    dataset = load_dataset(options.dataset_name, options.dataset, ROOT)
+    datasets = {(options.dataset_name, options.dataset): dataset}
+    prompts = SeedPrompts(dataset)
+    print(
+        f"nights: the seed suite ({len(items)} tests, {len(servers)} servers) at the {PROFILE} profile through "
+        f"PerfSession on the virtual clock; {args.nights} unchanged nights, {episodes} two-night episodes per change; "
+        f"noise {args.params.name}{' doubled' if args.double else ''}: start spread "
+        f"{', '.join(f'{v:.1%} at {c}' for c, v in model.step.items())}, acceptance {model.acceptance:.1%}, "
+        f"t({model.dof:g}) tails, slow starts {model.slow_share:.0%} x +{model.slow_excess:.0%}, night shift "
+        f"{model.shift:.1%}, noisy nights {model.noisy_share:.0%} x{model.noisy_multiplier:g}; seed {args.seed}",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="llmperf-nights-") as tmp:
+        rootdir = Path(tmp)
+        recorded = night(
+            rootdir, items, model, model.night(args.seed, "record", recording=True), prompts, datasets, update=True
+        )
+        bad = {k: v for k, v in recorded.outcomes.items() if v != "passed"}
+        if bad or recorded.errors:
+            print(f"recording failed: {bad} {recorded.errors}", file=sys.stderr)
+            return 1
+        print(
+            f"recorded: {len(recorded.gates)} assertions, {recorded.starts} server starts, "
+            f"{recorded.run_s / 60:.1f} GPU-min of runs ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
+
+        # -- unchanged nights
+        red_nights = 0
+        red_cells: list[int] = []
+        cell_fails: Counter[tuple[str, str, int, str]] = Counter()
+        cells_seen: set[tuple[str, str, int, str]] = set()
+        statuses: Counter[str] = Counter()
+        night_s: list[float] = []
+        for n in range(args.nights):
+            result = night(rootdir, items, model, model.night(args.seed, f"n{n}"), prompts, datasets)
+            for g in result.gates:
+                test = g.nodeid.split("::")[1].split("[")[0]
+                for v in g.verdicts:
+                    cells_seen.add((test, g.server, g.concurrency, v.metric))
+                    statuses[v.status] += 1
+            failing = result.failing()
+            red = any(o == "failed" for o in result.outcomes.values())
+            red_nights += red
+            if red:
+                red_cells.append(len(failing))
+            cell_fails.update((t, s, c, m) for t, s, c, m, _ in failing)
+            night_s.append(gpu_s(result, model.start_s, len(servers)))
+            print(
+                f"  night {n + 1}/{args.nights}: {'RED' if red else 'green'}"
+                f"{' ' + ', '.join(f'{s} @ {c} {m} {st}' for _, s, c, m, st in failing) if failing else ''}; "
+                f"{result.starts} starts, {night_s[-1] / 60:.1f} GPU-min ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
+        cells = len(cells_seen)
+        total = sum(statuses.values())
+        print()
+        print(
+            f"unchanged nights: {red_nights} of {args.nights} red ({red_nights / args.nights:.1%}); {cells} gated cells"
+        )
+        if red_cells:
+            print(f"failing cells per red night: mean {statistics.mean(red_cells):.1f}, max {max(red_cells)}")
+        print(
+            "verdicts over all cells and nights: "
+            + ", ".join(f"{s} {k / total:.1%}" for s, k in sorted(statuses.items(), key=lambda kv: -kv[1]))
+        )
+        print("per-cell false-red rate (cells that were ever red; the others 0):")
+        for (test, server, c, metric), k in sorted(cell_fails.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"  {test:<32} {server:<26} {c:>3}  {metric:<20} {k / args.nights:6.1%}")
+        if not cell_fails:
+            print("  none")
+        print(f"  mean over the {cells} cells: {sum(cell_fails.values()) / max(1, cells * args.nights):.2%}")
+
+        # -- changes
+        print()
+        caught_by: dict[str, tuple[int, int]] = {}
+        for scenario in scenarios(servers):
+            touched = scenario.models(servers)
+            subset = [item for item in items if any(s.model in touched for s in item.servers)]
+            changes = scenario.changes(servers)
+            first = within = 0
+            for e in range(episodes):
+                caught = []
+                for n in range(2):
+                    result = night(
+                        rootdir,
+                        subset,
+                        model,
+                        model.night(args.seed, f"{scenario.name}:{e}:{n}"),
+                        prompts,
+                        datasets,
+                        changes=changes,
+                    )
+                    caught.append(any(scenario.flags(s, m, t) for t, s, _, m, st in result.failing()))
+                    if caught[-1]:
+                        break
+                first += caught[0]
+                within += any(caught)
+                print(
+                    f"  {scenario.name}: episode {e + 1}/{episodes}: "
+                    f"{f'flagged on night {len(caught)}' if caught[-1] else 'not flagged in two nights'} "
+                    f"({time.monotonic() - started:.0f} s)",
+                    flush=True,
+                )
+            caught_by[scenario.name] = (first, within)
+        print()
+        print(f"changes ({episodes} episodes each; flagged: a cell the change touches fails)")
+        print(f"{'change':<42} {'flagged night 1':>16} {'within 2 nights':>16}")
+        for name, (first, within) in caught_by.items():
+            print(f"{name:<42} {first / episodes:>15.0%} {within / episodes:>15.0%}")
+
+        fixed = len(servers) * sum(SEED_FIXED_S.values())
+        mean_s = statistics.mean(night_s)
+        print()
+        print(
+            f"GPU-minutes a night (simulated runs, plus {model.start_s:g} s for each server start beyond one per "
+            f"server): mean {mean_s / 60:.1f}, max {max(night_s) / 60:.1f}, against {fixed / 60:.1f} for the seeds' "
+            f"fixed runs ({mean_s / fixed:.0%})"
+        )
+    print(f"({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
