@@ -1,0 +1,172 @@
+"""benchmarks/nightsim.py and nights.py: the virtual-clock runner gives the session the
+engine's own figures, and a night of nights.py is a pytest session of the seed suite."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf import ServerSpec
+from pytest_llmperf.metrics.steady import steady_tok_s
+from pytest_llmperf.options import resolve_options
+from pytest_llmperf.session import PerfSession
+from pytest_llmperf.sim.virtual import run_virtual
+from pytest_llmperf.workload.config import GRACE_SECONDS
+from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.workload import resolve_workload
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import nights  # noqa: E402
+from nightsim import StartNoise, VirtualRunner, VirtualTarget, sim_config  # noqa: E402
+
+MTP = ServerSpec(name="q-mtp", model="Qwen/Qwen3.6-27B-FP8", args=("--max-num-seqs", "32")).with_speculative(
+    {"method": "mtp", "num_speculative_tokens": 3}
+)
+
+
+def prompts(count):
+    return [SampledRequest(i, " ".join(f"w{i}x{j}" for j in range(20 + 7 * i)), 20 + 7 * i, 256) for i in range(count)]
+
+
+def test_a_runs_figures_come_out_of_the_session_as_the_engine_made_them(tmp_path):
+    options = resolve_options(lambda dest: {"llmperf_sim": True, "llmperf_repetitions": "1"}.get(dest), lambda n: "")
+    noise = StartNoise({8: 1.07}, acceptance=0.95)
+    target = VirtualTarget(lambda spec, start: noise)
+    requests = prompts(40)
+    perf = PerfSession(options, target, tmp_path, runner=VirtualRunner(), prompts=lambda endpoint, workload: requests)
+    workload = resolve_workload({"num_prompts": 24, "max_tokens": 64, "max_seconds": 10}, 8)
+    run = perf.run(MTP, workload)
+    endpoint = perf.pool.endpoint(MTP)  # the server the run ran on, still running
+    config = sim_config(endpoint, 8)
+    assert config.step_time_scale == pytest.approx(1.07) and config.acceptance_scale == pytest.approx(0.95)
+    engine = run_virtual(
+        config,
+        [q.prompt_len for q in requests[:24]],
+        8,
+        64,
+        num_prompts=24,
+        max_seconds=10,
+        prompts=[q.prompt for q in requests[:24]],
+        grace_seconds=GRACE_SECONDS,
+    )
+    figures = run.figures
+    assert engine.completed < 24 and run.results[0].attempted == engine.completed + len(engine.cut_spans)
+    assert run.completed == engine.completed
+    assert figures["acceptance_rate"] == pytest.approx(engine.accepted / engine.draft_tokens)
+    assert figures["acceptance_length"] == pytest.approx(1 + engine.accepted / engine.drafts)
+    assert figures["tpot_ms_median"] == pytest.approx(engine.tpot_median * 1000)
+    assert figures["ttft_ms_median"] == pytest.approx(engine.ttft_median * 1000)
+    assert figures["steady_decode_tok_s"] == pytest.approx(steady_tok_s(engine.spans, 8))
+    assert figures["decode_tok_s"] == pytest.approx(engine.decode_tok_s)
+    # the run is valid: the token account agrees, the cut requests are the cap's, not failures
+    assert perf.gate.reference.invalid(run, None, options.error_budget) is None
+    assert run.provenance["sim_noise"] == noise.to_dict()
+    perf.close()
+
+
+CONFTEST = '''
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, {benchmarks!r})
+
+import nights
+from nightsim import VirtualRunner, VirtualTarget
+from pytest_llmperf.plugin import DATASET_KEY, OPTIONS_KEY, SESSION_KEY
+from pytest_llmperf.session import PerfSession
+
+
+def pytest_collection_finish(session):
+    """The plugin's session, made as the plugin makes it, with the virtual target and runner."""
+    config = session.config
+    given = json.loads(Path(config.rootpath, "night.json").read_text())
+    model = nights.NoiseModel.load()
+    changes = {{name: nights.Change(**c) for name, c in given["changes"].items()}}
+    target = VirtualTarget(model.draw(nights.NightNoise(**given["noise"]), changes))
+    runner = VirtualRunner()
+    options = config.stash[OPTIONS_KEY]
+    # the plugin's loaded datasets where it loaded them before the session, else loaded as its book would
+    datasets = config.stash.get(DATASET_KEY, None) or {{
+        (options.dataset_name, options.dataset): nights.load_dataset(
+            options.dataset_name, options.dataset, Path(config.rootpath)
+        )
+    }}
+    config.stash[SESSION_KEY] = PerfSession(
+        options,
+        target,
+        Path(config.rootpath),
+        datasets=datasets,
+        runner=runner,
+        prompts=nights.SeedPrompts(next(iter(datasets.values()))),
+        server_down=lambda endpoint: None,
+        clock=lambda: runner.gpu_seconds + model.start_s * sum(target.starts.values()),
+    )
+
+
+def pytest_sessionfinish(session):
+    perf = session.config.stash[SESSION_KEY]
+    Path(session.config.rootpath, "gates.json").write_text(json.dumps(nights.verdict_rows(perf.gates)))
+'''
+
+# One model at one concurrency: its three tests (base, MTP, speedup).
+CELLS = [
+    "tests/perf/test_seed_suite.py::test_base_decode[qwen3.6-27b-fp8-8]",
+    "tests/perf/test_seed_suite.py::test_mtp_decode_and_acceptance[qwen3.6-27b-fp8-mtp-8]",
+    "tests/perf/test_seed_suite.py::test_mtp_speedup[qwen3.6-27b-fp8-mtp-8]",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::pytest_llmperf.workload.dataset.DatasetTruncatedWarning")
+def test_a_night_of_nights_py_is_the_pytest_session_of_the_seed_suite(pytester, tmp_path):
+    """The same night (noise draw, a 5 % slower MTP server, a noisier night than the
+    recording's) judged by pytest running the seed suite with the plugin, and by
+    nights.night: the same verdicts, figure for figure, and the same test outcomes."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text() + CONFTEST.format(benchmarks=str(ROOT / "benchmarks")))
+    suite = pytester.path / "tests" / "perf"
+    suite.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "perf" / "test_seed_suite.py", suite / "test_seed_suite.py")
+    model = nights.NoiseModel.load()
+    flags = ["--llmperf-sim", "--llmperf-profile=nightly", "--llmperf-history=off", "-p", "no:randomly"]
+
+    def night_file(noise, changes):
+        (pytester.path / "night.json").write_text(
+            json.dumps({"noise": noise.__dict__, "changes": {k: c.__dict__ for k, c in changes.items()}})
+        )
+
+    night_file(model.night(7, "record", recording=True), {})
+    recorded = pytester.runpytest_inprocess(*flags, "--update-baselines", *CELLS)
+    recorded.assert_outcomes(passed=3)
+    baselines = tmp_path / "judged"
+    shutil.copytree(pytester.path / "baselines", baselines / "baselines")
+
+    noise = nights.NightNoise("7:n0", shift=1.004, scale=3.0)
+    changes = {"qwen3.6-27b-fp8-mtp": nights.Change(step=1 / 0.95)}
+    night_file(noise, changes)
+    judged = pytester.runpytest_inprocess(*flags, *CELLS)
+    by_pytest = json.loads((pytester.path / "gates.json").read_text())
+
+    items = [item for item in nights.seed_items() if item.nodeid in CELLS]
+    assert [item.nodeid for item in items] == CELLS  # the plugin's order
+    options = nights.night_options()
+    dataset = nights.load_dataset(options.dataset_name, options.dataset, ROOT)
+    night = nights.night(
+        baselines,
+        items,
+        model,
+        noise,
+        nights.SeedPrompts(dataset),
+        {(options.dataset_name, options.dataset): dataset},
+        changes=changes,
+    )
+    assert json.loads(json.dumps(nights.verdict_rows(night.gates))) == by_pytest
+    statuses = {row[4] for row in by_pytest}
+    assert "regressed" in statuses  # the change was seen: the comparison is not of passes only
+    outcomes = judged.parseoutcomes()
+    assert outcomes.get("failed", 0) == sum(o == "failed" for o in night.outcomes.values())
+    assert outcomes.get("passed", 0) == sum(o != "failed" for o in night.outcomes.values())
