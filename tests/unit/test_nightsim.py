@@ -132,7 +132,15 @@ def test_a_night_of_nights_py_is_the_pytest_session_of_the_seed_suite(pytester, 
     suite.mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "perf" / "test_seed_suite.py", suite / "test_seed_suite.py")
     model = nights.NoiseModel.load()
-    flags = ["--llmperf-sim", "--llmperf-profile=nightly", "--llmperf-history=off", "-p", "no:randomly"]
+    # importlib: the outer session (CI collects the whole tree) already holds a module named test_seed_suite
+    flags = [
+        "--llmperf-sim",
+        "--llmperf-profile=nightly",
+        "--llmperf-history=off",
+        "-p",
+        "no:randomly",
+        "--import-mode=importlib",
+    ]
 
     def night_file(noise, changes):
         (pytester.path / "night.json").write_text(
