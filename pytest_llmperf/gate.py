@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_llmperf.baselines.compare import Status, compare_metrics
+from pytest_llmperf.baselines.compare import CONFIRMING, Status, compare_metrics, gross, unconfirmed
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.history_log import HistoryLog
@@ -26,7 +26,7 @@ from pytest_llmperf.metrics.registry import REASONING_METRICS, Tolerance, metric
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.noise import change_noise
 from pytest_llmperf.options import LlmperfOptions
-from pytest_llmperf.outcome import GateRecord, InconclusiveWarning, Outcome, PerfFailure
+from pytest_llmperf.outcome import GateRecord, InconclusiveWarning, Outcome, PerfFailure, SuspectWarning
 from pytest_llmperf.reference import Entry, Identity, Reference, default_baseline_folder
 from pytest_llmperf.report.crosscheck import canary_failure, check_lines, output_change_reason
 from pytest_llmperf.report.explain import explanation
@@ -131,6 +131,8 @@ class Gate:
         verdicts, entry, invalid, outputs = self._verdicts_until_decided(
             record, run, collect, merged, base, target, invalid
         )
+        if self.reference.keeps_history:
+            verdicts = self._confirmed(run, target, verdicts)
         record.verdicts = verdicts
         if self.reference.keeps_history:
             judged = [(v.metric, v.measured, v.status, v.noise, v.baseline, v.confidence) for v in verdicts]
@@ -205,6 +207,22 @@ class Gate:
             if why is None or not self.repeater.extend(run, why):
                 return verdicts, entry, invalid, outputs
 
+    def _confirmed(self, run: MeasuredRun, target: str, verdicts: list[Any]) -> list[Any]:
+        """Under --llmperf-confirm N, each regression that the N - 1 sessions before in the
+        history did not all read (regressed or suspect) made suspect, unless it is gross."""
+        needed = self.options.confirm - 1
+        if needed <= 0:
+            return verdicts
+        out = []
+        for verdict in verdicts:
+            if verdict.status == Status.REGRESSED and not gross(verdict):
+                before = self.history.earlier_outcomes(run, target, verdict.metric, needed)
+                agreed = sum(outcome in CONFIRMING for outcome in before)
+                if agreed < needed:
+                    verdict = unconfirmed(verdict, agreed, needed)
+            out.append(verdict)
+        return out
+
     def _conclude(
         self,
         record: GateRecord,
@@ -226,8 +244,13 @@ class Gate:
             error_budget,
         )
         undecided = [v for v in verdicts if v.status == Status.INCONCLUSIVE]
+        suspect = [v for v in verdicts if v.status == Status.SUSPECT]
         policy = self.options.inconclusive
-        failing = [v for v in verdicts if not v.ok and (v.status != Status.INCONCLUSIVE or policy == "fail")]
+        failing = [
+            v
+            for v in verdicts
+            if not v.ok and v.status != Status.SUSPECT and (v.status != Status.INCONCLUSIVE or policy == "fail")
+        ]
         if entry is not None:
             self._explain(
                 record,
@@ -253,6 +276,14 @@ class Gate:
         if failing or canary:
             record.outcome = Outcome.FAIL
             raise PerfFailure(record.message, headline=verdict_line(failing) if failing else canary)
+        if suspect:
+            record.outcome = Outcome.WARN
+            needed = self.options.confirm
+            message = (
+                f"suspect: {', '.join(v.metric for v in suspect)} read a regression that the sessions before did not; "
+                f"it fails when {needed} sessions in a row read it (the llmperf summary has its table, without -q)"
+            )
+            warnings.warn(SuspectWarning(message), stacklevel=4)
         if undecided and policy == "warn":
             record.outcome = Outcome.WARN
             message = "inconclusive: the noise was too wide to tell (the llmperf summary has its table, without -q)"

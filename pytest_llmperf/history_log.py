@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
+from pytest_llmperf.baselines.history import HistoryError
 from pytest_llmperf.baselines.history import append as append_history
 from pytest_llmperf.baselines.history import default_path as history_default_path
 from pytest_llmperf.baselines.history import make_record as history_record
+from pytest_llmperf.baselines.history import read as read_history
+from pytest_llmperf.baselines.history import series as history_series
 from pytest_llmperf.baselines.history import workload_hash as history_workload_hash
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.options import LlmperfOptions
@@ -30,6 +33,7 @@ class HistoryLog:
         self.rootdir = rootdir
         self.identity = identity
         self.pending: dict[Path, list[dict[str, Any]]] = {}
+        self.before: dict[Path, dict[Any, list[str]]] = {}  # each file's outcomes by series, as the session found it
 
     def path(self, target: str) -> Path | None:
         """Where runs judged in baseline folder `target` append their history:
@@ -67,6 +71,22 @@ class HistoryLog:
             )
         ]
         self.pending.setdefault(path, []).extend(lines)
+
+    def earlier_outcomes(self, run: MeasuredRun, target: str, metric: str, count: int) -> list[str]:
+        """The outcomes of the last `count` sessions (at most) that judged or recorded this
+        run's server, concurrency, workload and `metric` in `target`, oldest first, as the
+        history was before this session (its own lines are queued until flush)."""
+        path = self.path(target)
+        if path is None or count <= 0:
+            return []
+        if path not in self.before:
+            try:
+                records = read_history([path]).records
+            except HistoryError:
+                records = []  # an unreadable history confirms nothing: the regression stays suspect
+            self.before[path] = {k: [str(r["outcome"]) for r in v] for k, v in history_series(records).items()}
+        key = (target, run.server.name, run.concurrency, metric, history_workload_hash(self.identity(run)))
+        return self.before[path].get(key, [])[-count:]
 
     def flush(self) -> tuple[int, list[str]]:
         """Append the queued lines; how many were written and, for a history that could not

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.baselines.history import OFF as HISTORY_OFF
 from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
 from pytest_llmperf.kinds import KINDS, TARGET_OPTION, TargetKind, kind, registry
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
@@ -313,6 +314,15 @@ OPTIONS: tuple[Option, ...] = (
         f"paired A/B run the most blocks, default {PAIRED_MAX_BLOCKS})",
     ),
     Option(
+        "llmperf_confirm",
+        ("--llmperf-confirm",),
+        whole(1),
+        None,
+        "sessions in a row that must read a regression before its test fails: a cell read regressed "
+        "without the sessions before it agreeing is reported suspect (its test passes with a warning) "
+        "(default: 2 at the nightly profile with a history kept, else 1: fail at once)",
+    ),
+    Option(
         "llmperf_inconclusive",
         ("--llmperf-inconclusive",),
         one_of(INCONCLUSIVE),
@@ -541,6 +551,7 @@ class LlmperfOptions:
     same_server: bool = False  # repetitions share one server start
     repetition_budget: float | None = None  # seconds auto repetitions may add; None: no limit
     inconclusive: str = "warn"
+    confirm: int = 1  # sessions in a row that must read a regression before it fails
     confidence: float = 0.95  # of a pass
     alarm_confidence: float = 0.99  # of a claimed change, at each look
     warmup: int | str = WAVE  # requests, or "wave"
@@ -638,6 +649,9 @@ def resolve_options(
             raise OptionError(f"--llmperf-base-url: {exc}") from None
     if values["llmperf_repetitions"] is None:
         values["llmperf_repetitions"] = "auto" if values["llmperf_profile"] in ("nightly", "full") else 1
+    if values["llmperf_confirm"] is None:
+        kept = (values["llmperf_history"] or "").strip().lower() != HISTORY_OFF
+        values["llmperf_confirm"] = 2 if values["llmperf_profile"] == "nightly" and kept else 1
     if values["llmperf_server_warmup"] is None:
         values["llmperf_server_warmup"] = SERVER_WARMUP[values["llmperf_profile"]]
     if values["llmperf_image"] and not (chosen_kind and chosen_kind.containers):

@@ -30,11 +30,15 @@ class InconclusiveWarning(UserWarning):
     """A gated metric the noise could not decide (--llmperf-inconclusive warn)."""
 
 
+class SuspectWarning(UserWarning):
+    """A regression not yet confirmed by the sessions before (--llmperf-confirm)."""
+
+
 class Outcome(str, Enum):
     """What one assertion came to."""
 
     PASS = "pass"
-    WARN = "warn"  # inconclusive under --llmperf-inconclusive warn
+    WARN = "warn"  # inconclusive under --llmperf-inconclusive warn, or suspect
     FAIL = "fail"
     RECORDED = "recorded"  # --update-baselines
     REFUSED = "refused"  # the baseline was recorded under another workload or hardware

@@ -3,6 +3,8 @@
 With `worse` the change in the bad direction, `t` the tolerance and `q*sigma` the noise:
 regressed when worse > t and worse - q*sigma > 0, improved when the mirror holds, pass when
 worse + q*sigma <= t, else inconclusive. Without noise it is the plain tolerance check.
+Under --llmperf-confirm N a regression the N - 1 sessions before did not read is `suspect`
+(`unconfirmed`), unless worse - q*sigma > 2t: a gross one fails at once.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
 from typing import Any
@@ -29,6 +31,7 @@ class Status(str, Enum):
     IMPROVED = "improved"
     REGRESSED = "regressed"
     INCONCLUSIVE = "inconclusive"
+    SUSPECT = "suspect"  # regressed tonight, not yet read by the sessions before (--llmperf-confirm)
     MISSING_BASELINE = "missing-baseline"
     NO_DATA = "no-data"
     INVALID = "invalid"
@@ -100,6 +103,36 @@ class Verdict:
             return False
         shrink = variance_shrink(self.run_share, runs, budget) if project else None
         return factor * (runs / budget if shrink is None else shrink) <= 1.0
+
+
+CONFIRMING = frozenset({Status.REGRESSED, Status.SUSPECT})  # earlier outcomes that confirm a regression
+
+
+def gross(verdict: Verdict) -> bool:
+    """A regression whose interval lies beyond twice the tolerance: no night-to-night
+    wobble of the box reads that, so it needs no confirming session."""
+    tol, change = verdict.tolerance, verdict.change
+    if verdict.status != Status.REGRESSED or tol is None or change is None:
+        return False
+    worse = -change.absolute if verdict.direction is Direction.HIGHER else change.absolute
+    clear = worse - (verdict.noise or 0.0)
+    if tol.kind == "relative":
+        return not verdict.baseline or clear / abs(verdict.baseline) > 2 * tol.limit
+    return clear > 2 * tol.limit
+
+
+def unconfirmed(verdict: Verdict, agreed: int, needed: int) -> Verdict:
+    """A regression that `agreed` of the `needed` sessions before this one did not all read:
+    suspect, with what would make it fail."""
+    return replace(
+        verdict,
+        status=Status.SUSPECT,
+        hint=(
+            f"{verdict.metric}: suspect: worse than the baseline by more than the allowed {verdict.allowed}, "
+            f"beyond the noise, but not confirmed: {agreed} of the {needed} session(s) before read it; it fails "
+            f"when {needed + 1} sessions in a row read it (--llmperf-confirm {needed + 1}; 1 fails at once)"
+        ),
+    )
 
 
 def wanting_another(

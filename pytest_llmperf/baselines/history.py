@@ -45,7 +45,9 @@ KEYS = (
 )
 REQUIRED = ("date", "server", "concurrency", "metric", "value", "outcome")
 # Outcomes whose value is a trustworthy measurement (drift detection reads only these).
-MEASURED_OUTCOMES = frozenset({"pass", "improved", "regressed", "inconclusive", "missing-baseline", "recorded"})
+MEASURED_OUTCOMES = frozenset(
+    {"pass", "improved", "regressed", "suspect", "inconclusive", "missing-baseline", "recorded"}
+)
 
 
 class HistoryError(ValueError):

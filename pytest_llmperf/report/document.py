@@ -60,6 +60,7 @@ def build_report(perf: Any) -> dict[str, Any]:
             "target": perf.options.target,
             "profile": perf.options.profile,
             "inconclusive": perf.options.inconclusive,
+            "confirm": perf.options.confirm,
             "servers_started": list(perf.pool.starts),
             "servers_attached": list(perf.pool.attached),
             "runs": [_run(run, identity(run)) for run in perf.runs.values()],
@@ -125,7 +126,7 @@ def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, 
     first = reports[workers[0]]
     assert first is not None
     merged: dict[str, Any] = {
-        **{key: first.get(key) for key in ("plugin_version", "target", "profile", "inconclusive")},
+        **{key: first.get(key) for key in ("plugin_version", "target", "profile", "inconclusive", "confirm")},
         "servers_started": [],
         "servers_attached": [],
         "runs": [],

@@ -16,6 +16,7 @@ VERDICT_WORDS: dict[str, str] = {
     Status.IMPROVED: "improved",
     Status.REGRESSED: "!! REGRESSED",
     Status.INCONCLUSIVE: "? inconclusive",
+    Status.SUSPECT: "?! suspect",
     Status.MISSING_BASELINE: "MISSING BASELINE",
     Status.NO_DATA: "NO DATA",
     Status.INVALID: "INVALID RUN",
@@ -121,7 +122,8 @@ def _counts(verdicts: Iterable[Verdict]) -> str:
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
-    order = [Status.INVALID, Status.REGRESSED, Status.NO_DATA, Status.MISSING_BASELINE, Status.INCONCLUSIVE]
+    order = [Status.INVALID, Status.REGRESSED, Status.NO_DATA, Status.MISSING_BASELINE, Status.SUSPECT]
+    order.append(Status.INCONCLUSIVE)
     order.append(Status.IMPROVED)
     order.append(Status.PASS)
     return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
@@ -144,7 +146,8 @@ def _hints(verdicts: Iterable[Verdict], faults: str | None = None) -> list[str]:
             f"faults during the run: {faults}; a change beside them may be these faults, not a "
             "slower server: fix or explain them before re-recording"
         )
-    seen += [v.hint for v in verdicts if v.status in (Status.INVALID, Status.NO_DATA, Status.INCONCLUSIVE) and v.hint]
+    undecided = (Status.INVALID, Status.NO_DATA, Status.SUSPECT, Status.INCONCLUSIVE)
+    seen += [v.hint for v in verdicts if v.status in undecided and v.hint]
     seen += [
         f"{v.metric}: {v.note}" for v in verdicts if v.note and v.status in (Status.REGRESSED, Status.INCONCLUSIVE)
     ]

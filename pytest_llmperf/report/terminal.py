@@ -197,9 +197,17 @@ def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
             )
     if by_server:
         lines += ["", format_summary_table(by_server)]
+        lines.append(_gate_line(by_server, doc.get("confirm") or 1))
     hints = _hints(gates, "improved")
     if hints:
         lines += ["", "improvements beyond tolerance:", *hints]
+    suspect = _hints(gates, "suspect")
+    if suspect:
+        lines += [
+            "",
+            "suspect: a regression the sessions before did not read (the test passed with a warning):",
+            *suspect,
+        ]
     undecided = _hints(gates, "inconclusive")
     if undecided:
         policy = doc.get("inconclusive") or "warn"
@@ -210,6 +218,18 @@ def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
     if recorded:
         lines += ["", "baselines recorded (review and commit them):", *recorded]
     return lines
+
+
+def _gate_line(by_server: dict[str, list[SummaryRow]], confirm: int) -> str:
+    """How many cells were judged, and when a regression fails."""
+    cells = sum(len(rows) for rows in by_server.values())
+    when = (
+        "a regression fails at once (--llmperf-confirm 1)"
+        if confirm <= 1
+        else f"a regression fails when {confirm} sessions in a row read it, or at once beyond twice its tolerance "
+        f"(--llmperf-confirm {confirm})"
+    )
+    return f"{cells} gated cell(s) judged; {when}"
 
 
 UNCHANGED = "outputs: unchanged for all"

@@ -27,7 +27,7 @@ def fake_session():
         published={"decode_tok_s": 97.96},
     )
     gate = GateRecord("t.py::test_a[8]", "m", 8, "baselines/sim/m.json", [REGRESSED], "fail", "table")
-    options = SimpleNamespace(target="sim", profile="smoke", inconclusive="fail")
+    options = SimpleNamespace(target="sim", profile="smoke", inconclusive="fail", confirm=1)
     return SimpleNamespace(
         options=options,
         pool=SimpleNamespace(starts=["m"], attached=[]),
@@ -46,6 +46,7 @@ def test_build_report_is_plain_json_with_the_existing_keys_and_the_counts_the_su
         "target",
         "profile",
         "inconclusive",
+        "confirm",
         "servers_started",
         "servers_attached",
         "runs",
