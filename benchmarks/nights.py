@@ -2,6 +2,7 @@
 
     python benchmarks/nights.py --nights 20
     python benchmarks/nights.py --nights 20 --double      # every noise figure doubled
+    python benchmarks/nights.py --nights 20 --confirm 1   # every regression fails at once
 
 The seed suite (tests/perf/test_seed_suite.py, its servers from the root conftest.py) at
 the `nightly` profile: its test functions are called as pytest calls them, with the
@@ -13,18 +14,22 @@ repetitions, how the noise is assembled and how each metric is judged is the ses
 
 First one recording session (`--update-baselines`, the recording night's noise) into a
 temporary rootdir; then every night is a fresh PerfSession judged against that one
-baseline, kept for all nights. A test's outcome is what pytest would make of it:
-PerfFailure (or pytest.fail) fails it, InconclusiveWarning warns.
+baseline, kept for all nights, reading and appending a history file as the plugin does,
+so --llmperf-confirm (`--confirm`; the plugin's default at this profile is 2) sees the
+night before: the unchanged nights are one series, each change's episode starts its own.
+A test's outcome is what pytest would make of it: PerfFailure (or pytest.fail) fails it,
+InconclusiveWarning and SuspectWarning warn.
 
 Noise (benchmarks/noise_params.json, each figure with its source): a spread between
 server starts per concurrency, a shift of the whole box per night, Student-t tails, an
 occasional slow start, and nights noisier than the recording night.
 
-Prints: the share of unchanged nights that are red (some test fails), the failing cells
-per red night, each cell's false-red rate; for each change (one server's decode 5 %
-slower, a 0.03 acceptance drop, a 5 % speedup drop, a whole image 5 % slower) how often
-it is flagged (a cell it touches fails) on the first night and within two; and the
-simulated GPU-minutes a night against the seeds' fixed runs.
+Prints: the share of unchanged nights that are red (some test fails) and that carry a
+suspect cell, the failing cells per red night, each cell's false-red rate; for each
+change (one server's decode 5 % slower, a 0.03 acceptance drop, a 5 % speedup drop, a
+whole image 5 % slower) how often a cell it touches is flagged (red or suspect) on the
+first night, red on the first night, and red within two; and the simulated GPU-minutes a
+night against the seeds' fixed runs.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from nightsim import StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
 
 from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
 from pytest_llmperf.ordering import order_items  # noqa: E402
-from pytest_llmperf.outcome import GateRecord, InconclusiveWarning, PerfFailure  # noqa: E402
+from pytest_llmperf.outcome import GateRecord, InconclusiveWarning, PerfFailure, SuspectWarning  # noqa: E402
 from pytest_llmperf.plugin import LlmperfFixture  # noqa: E402
 from pytest_llmperf.selection import declared_servers, resolve_server  # noqa: E402
 from pytest_llmperf.servers.endpoint import Endpoint  # noqa: E402
@@ -254,13 +259,15 @@ def count_tokens(texts: list[str]) -> list[int]:
     return [len(tokenizer.encode(t)) for t in texts]
 
 
-def night_options(update: bool = False, **cli: Any) -> LlmperfOptions:
+def night_options(update: bool = False, history: Path | None = None, confirm: int | None = None) -> LlmperfOptions:
+    """The session's options: the simulator, the nightly profile, the history at `history`
+    (None: off) and --llmperf-confirm `confirm` (None: the plugin's default)."""
     values = {
         "llmperf_sim": True,
         "llmperf_profile": PROFILE,
-        "llmperf_history": "off",
+        "llmperf_history": "off" if history is None else str(history),
         "llmperf_update_baselines": update,
-        **cli,
+        "llmperf_confirm": None if confirm is None else str(confirm),
     }
     return resolve_options(lambda dest: values.get(dest), lambda name: "")
 
@@ -278,6 +285,10 @@ class Night:
 
     def failing(self) -> list[tuple[str, str, int, str, str]]:
         """(test function, server, concurrency, metric, status) of each gated metric that fails."""
+        return [cell for cell in self.flagged() if cell[4] != "suspect"]
+
+    def flagged(self) -> list[tuple[str, str, int, str, str]]:
+        """The same for each gated metric that fails or is suspect."""
         return [
             (g.nodeid.split("::")[1].split("[")[0], g.server, g.concurrency, v.metric, v.status)
             for g in self.gates
@@ -315,12 +326,15 @@ def run_session(
     *,
     update: bool = False,
     start_s: float = 0.0,
+    history: Path | None = None,
+    confirm: int | None = None,
     log: Callable[[str], None] = lambda message: None,
 ) -> Night:
     """One pytest session of `items` against `target` through `runner`: the seed tests
     called with the plugin's fixture object over a PerfSession, caught as pytest would.
-    `start_s`: the GPU seconds a server start costs (the session's clock counts them)."""
-    options = night_options(update)
+    `start_s`: the GPU seconds a server start costs (the session's clock counts them);
+    `history`: the history file the session reads and appends to (None: none kept)."""
+    options = night_options(update, history, confirm)
     ran = runner.gpu_seconds
 
     def clock() -> float:  # the session's clock for auto repetitions' budget: simulated GPU time
@@ -344,18 +358,17 @@ def run_session(
         for item in items:
             fixture = LlmperfFixture(perf, dict(item.marker), item.nodeid, options.profile)
             with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", InconclusiveWarning)
+                warnings.simplefilter("always", UserWarning)
                 try:
                     item.function(fixture, **item.params)
                 except (PerfFailure, pytest.fail.Exception) as exc:
                     outcomes[item.nodeid] = "failed"
                     errors[item.nodeid] = str(exc)
                     continue
-            warned = any(issubclass(w.category, InconclusiveWarning) for w in caught)
+            warned = any(issubclass(w.category, (InconclusiveWarning, SuspectWarning)) for w in caught)
             outcomes[item.nodeid] = "warned" if warned else "passed"
-        if update:
-            end = perf.finish()
-            errors.update({f"finish {i}": line for i, line in enumerate(end.lines) if line.startswith("NOT")})
+        end = perf.finish()  # the baselines recorded, the history lines appended
+        errors.update({f"finish {i}": line for i, line in enumerate(end.lines) if line.startswith("NOT")})
     finally:
         perf.close()
     return Night(outcomes, perf.gates, runner.gpu_seconds - ran, sum(target.starts.values()) - starts, errors)
@@ -371,11 +384,35 @@ def night(
     *,
     changes: Mapping[str, Change] | None = None,
     update: bool = False,
+    history: Path | None = None,
+    confirm: int | None = None,
 ) -> Night:
     """One night: a fresh session of `items` on virtual servers drawing `noise` (with
-    `changes`), judged against (or, `update`, recording) the baselines under `rootdir`."""
+    `changes`), judged against (or, `update`, recording) the baselines under `rootdir`,
+    reading and appending `history` (None: none kept) under --llmperf-confirm `confirm`."""
     target = VirtualTarget(model.draw(noise, changes))
-    return run_session(rootdir, items, target, VirtualRunner(), prompts, datasets, update=update, start_s=model.start_s)
+    return run_session(
+        rootdir,
+        items,
+        target,
+        VirtualRunner(),
+        prompts,
+        datasets,
+        update=update,
+        start_s=model.start_s,
+        history=history,
+        confirm=confirm,
+    )
+
+
+def keep_last_session(history: Path, size_before: int) -> None:
+    """Trim `history` to the lines the last session appended: a confirming session reads only
+    the sessions just before it, and a file of a thousand nights would be read each night."""
+    if history.exists():
+        with history.open("rb") as f:
+            f.seek(size_before)
+            appended = f.read()
+        history.write_bytes(appended)
 
 
 # -- the changes a night must catch ---------------------------------------------------------------
@@ -458,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--double", action="store_true", help="every noise figure of the parameters file doubled")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--confirm", type=int, default=None, help="--llmperf-confirm of every night (default: the plugin's, 2 nightly)"
+    )
     parser.add_argument("--params", type=Path, default=PARAMS)
     args = parser.parse_args(argv)
     episodes = min(args.nights, 10) if args.episodes is None else args.episodes
@@ -494,14 +534,26 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         # -- unchanged nights
-        red_nights = 0
+        red_nights = suspect_nights = 0
+        history = rootdir / "history-unchanged.jsonl"
         red_cells: list[int] = []
         cell_fails: Counter[tuple[str, str, int, str]] = Counter()
         cells_seen: set[tuple[str, str, int, str]] = set()
         statuses: Counter[str] = Counter()
         night_s: list[float] = []
         for n in range(args.nights):
-            result = night(rootdir, items, model, model.night(args.seed, f"n{n}"), prompts, datasets)
+            size = history.stat().st_size if history.exists() else 0
+            result = night(
+                rootdir,
+                items,
+                model,
+                model.night(args.seed, f"n{n}"),
+                prompts,
+                datasets,
+                history=history,
+                confirm=args.confirm,
+            )
+            keep_last_session(history, size)
             for g in result.gates:
                 test = g.nodeid.split("::")[1].split("[")[0]
                 for v in g.verdicts:
@@ -510,13 +562,15 @@ def main(argv: list[str] | None = None) -> int:
             failing = result.failing()
             red = any(o == "failed" for o in result.outcomes.values())
             red_nights += red
+            suspect_nights += any(cell[4] == "suspect" for cell in result.flagged())
             if red:
                 red_cells.append(len(failing))
             cell_fails.update((t, s, c, m) for t, s, c, m, _ in failing)
             night_s.append(gpu_s(result, model.start_s, len(servers)))
+            flagged = result.flagged()
             print(
                 f"  night {n + 1}/{args.nights}: {'RED' if red else 'green'}"
-                f"{' ' + ', '.join(f'{s} @ {c} {m} {st}' for _, s, c, m, st in failing) if failing else ''}; "
+                f"{' ' + ', '.join(f'{s} @ {c} {m} {st}' for _, s, c, m, st in flagged) if flagged else ''}; "
                 f"{result.starts} starts, {night_s[-1] / 60:.1f} GPU-min ({time.monotonic() - started:.0f} s)",
                 flush=True,
             )
@@ -525,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(
             f"unchanged nights: {red_nights} of {args.nights} red ({red_nights / args.nights:.1%}); {cells} gated cells"
+            f"; {suspect_nights} with a suspect cell ({suspect_nights / args.nights:.1%})"
         )
         if red_cells:
             print(f"failing cells per red night: mean {statistics.mean(red_cells):.1f}, max {max(red_cells)}")
@@ -541,14 +596,15 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- changes
         print()
-        caught_by: dict[str, tuple[int, int]] = {}
+        caught_by: dict[str, Counter[str]] = {}
         for scenario in scenarios(servers):
             touched = scenario.models(servers)
             subset = [item for item in items if any(s.model in touched for s in item.servers)]
             changes = scenario.changes(servers)
-            first = within = 0
+            counts = Counter[str]()
             for e in range(episodes):
-                caught = []
+                seen = []  # per night: "red", "suspect" or ""
+                episode_history = rootdir / f"history-episode-{e}.jsonl"
                 for n in range(2):
                     result = night(
                         rootdir,
@@ -558,24 +614,32 @@ def main(argv: list[str] | None = None) -> int:
                         prompts,
                         datasets,
                         changes=changes,
+                        history=episode_history,
+                        confirm=args.confirm,
                     )
-                    caught.append(any(scenario.flags(s, m, t) for t, s, _, m, st in result.failing()))
-                    if caught[-1]:
+                    touched = [st for t, s, _, m, st in result.flagged() if scenario.flags(s, m, t)]
+                    seen.append("red" if any(st != "suspect" for st in touched) else "suspect" if touched else "")
+                    if seen[-1] == "red":
                         break
-                first += caught[0]
-                within += any(caught)
+                episode_history.unlink(missing_ok=True)
+                counts["flagged 1"] += bool(seen[0])
+                counts["red 1"] += seen[0] == "red"
+                counts["red 2"] += "red" in seen
                 print(
                     f"  {scenario.name}: episode {e + 1}/{episodes}: "
-                    f"{f'flagged on night {len(caught)}' if caught[-1] else 'not flagged in two nights'} "
-                    f"({time.monotonic() - started:.0f} s)",
+                    + ", ".join(f"night {i + 1} {what or 'green'}" for i, what in enumerate(seen))
+                    + f" ({time.monotonic() - started:.0f} s)",
                     flush=True,
                 )
-            caught_by[scenario.name] = (first, within)
+            caught_by[scenario.name] = counts
         print()
-        print(f"changes ({episodes} episodes each; flagged: a cell the change touches fails)")
-        print(f"{'change':<42} {'flagged night 1':>16} {'within 2 nights':>16}")
-        for name, (first, within) in caught_by.items():
-            print(f"{name:<42} {first / episodes:>15.0%} {within / episodes:>15.0%}")
+        print(f"changes ({episodes} two-night episodes each; a cell the change touches is red or suspect)")
+        print(f"{'change':<42} {'flagged night 1':>16} {'red night 1':>12} {'red within 2':>13}")
+        for name, counts in caught_by.items():
+            print(
+                f"{name:<42} {counts['flagged 1'] / episodes:>15.0%} {counts['red 1'] / episodes:>11.0%} "
+                f"{counts['red 2'] / episodes:>12.0%}"
+            )
 
         fixed = len(servers) * sum(SEED_FIXED_S.values())
         mean_s = statistics.mean(night_s)
