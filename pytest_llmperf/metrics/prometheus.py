@@ -6,6 +6,7 @@ over every label but `position`, kept as the per-position breakdown.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,9 +58,16 @@ class MetricsSnapshot:
 
 
 def parse_snapshot(text: str) -> MetricsSnapshot:
-    """Parse a Prometheus text page; ValueError if it is not one."""
+    """Parse a Prometheus text page; ValueError if it is not one. A run's pages are read
+    again at every look of the gate, so the last pages parsed are kept (a copy is returned)."""
     if not isinstance(text, str):
         raise TypeError(f"parse_snapshot expects the /metrics page as str, got {type(text).__name__}")
+    parsed = _parse_page(text)
+    return MetricsSnapshot(dict(parsed.counters), {k: dict(v) for k, v in parsed.per_position.items()})
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_page(text: str) -> MetricsSnapshot:
     snap = MetricsSnapshot()
     try:
         families = list(text_string_to_metric_families(text))

@@ -122,11 +122,11 @@ class _Side:
                 if stat == "mean":
                     resampled = np.nanmean(values, axis=1)
                 else:
-                    resampled = np.nanpercentile(values, PERCENTILES[stat], axis=1)
+                    resampled = row_percentiles(values, PERCENTILES[stat])
             return resampled
         if name == "per_stream_tok_s":
             with np.errstate(all="ignore"):
-                median_tpot: NDArray[Any] = np.nanpercentile(col["tpot_ms"][idx], 50, axis=1)
+                median_tpot: NDArray[Any] = row_percentiles(col["tpot_ms"][idx], 50)
                 return 1000.0 / median_tpot
         figure = self.figures.get(name)
         if figure is None:
@@ -153,6 +153,23 @@ class _Side:
         with np.errstate(all="ignore"):
             ratio: NDArray[Any] = (num[idx].sum(axis=1) / d) / (num.sum() / den.sum())
         return figure * ratio
+
+
+def row_percentiles(values: NDArray[Any], q: float) -> NDArray[Any]:
+    """np.nanpercentile(values, q, axis=1) (its linear method, NaN for a row of NaNs), for
+    every row at once: numpy's own walks the rows one by one, slow over thousands of resamples."""
+    ordered = np.sort(values, axis=1)  # NaNs last
+    valid = np.count_nonzero(~np.isnan(values), axis=1)
+    position = (np.maximum(valid, 1) - 1) * (q / 100.0)
+    below = np.floor(position).astype(int)
+    above = np.minimum(below + 1, np.maximum(valid - 1, 0))
+    rows = np.arange(len(values))
+    a, b = ordered[rows, below], ordered[rows, above]
+    gamma = position - below
+    with np.errstate(invalid="ignore"):
+        out: NDArray[Any] = np.where(gamma >= 0.5, b - (b - a) * (1 - gamma), a + (b - a) * gamma)
+    out[valid == 0] = np.nan
+    return out
 
 
 def paired_errors(

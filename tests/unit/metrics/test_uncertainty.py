@@ -1,5 +1,7 @@
 """Paired noise of a change from per-request figures (metrics/uncertainty.py), known inputs."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from pytest_llmperf.metrics.uncertainty import (
     independent_blocks,
     paired_errors,
     request_rows,
+    row_percentiles,
 )
 
 
@@ -160,3 +163,16 @@ def test_goodput_noise_comes_from_which_requests_met_the_slos_in_each_run():
     assert errors["request_goodput"] > 0
     same = paired_errors(base, base, figures_b, figures_b, names, concurrency=1, slos=slos)
     assert same == {"request_goodput": 0.0, "slo_attainment": 0.0}
+
+
+@pytest.mark.parametrize("q", [0, 25, 50, 90, 99, 100])
+def test_row_percentiles_are_numpys_nanpercentile_row_by_row(q):
+    rng = np.random.default_rng(q)
+    values = rng.lognormal(size=(40, 30))
+    values[rng.random(values.shape) < 0.3] = np.nan
+    values[3] = np.nan  # a row with nothing measured
+    values[4, 1:] = np.nan  # one value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy warns about the all-NaN row
+        expected = np.nanpercentile(values, q, axis=1)
+    assert np.array_equal(row_percentiles(values, q), expected, equal_nan=True)
