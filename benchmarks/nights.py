@@ -39,6 +39,7 @@ import importlib.util
 import itertools
 import json
 import math
+import multiprocessing
 import random
 import statistics
 import sys
@@ -487,7 +488,118 @@ def gpu_s(result: Night, start_s: float, servers: int) -> float:
     return result.run_s + max(0, result.starts - servers) * start_s
 
 
+@dataclass(frozen=True)
+class NightSummary:
+    """What the tables need of one judged night (picklable, from a worker process)."""
+
+    index: int
+    red: bool
+    failing: list[tuple[str, str, int, str, str]]
+    flagged: list[tuple[str, str, int, str, str]]
+    cells: list[tuple[str, str, int, str, str]]  # (test, server, concurrency, metric, status) of every verdict
+    gpu_s: float
+    starts: int
+
+
+@dataclass
+class Bench:
+    """Everything a night needs, set up once in the parent (worker processes fork from it)."""
+
+    rootdir: Path
+    items: list[Item]
+    servers: list[ServerSpec]
+    model: NoiseModel
+    prompts: SeedPrompts
+    datasets: dict[tuple[str, str | None], Any]
+    seed: int
+    confirm: int | None
+
+    def summary(self, index: int, result: Night) -> NightSummary:
+        cells = [
+            (g.nodeid.split("::")[1].split("[")[0], g.server, g.concurrency, v.metric, str(v.status))
+            for g in result.gates
+            for v in g.verdicts
+        ]
+        red = any(o == "failed" for o in result.outcomes.values())
+        spent = gpu_s(result, self.model.start_s, len(self.servers))
+        return NightSummary(index, red, result.failing(), result.flagged(), cells, spent, result.starts)
+
+    def unchanged_chain(self, nights: range) -> list[NightSummary]:
+        """Unchanged nights `nights` in order, one history between them. The night before the
+        first is run again first and not counted: a night's history lines (regressed or
+        suspect, else not) do not depend on the nights before it, so a chain continues the
+        series exactly as one process running every night would."""
+        history = self.rootdir / f"history-unchanged-{nights.start}.jsonl"
+        out = []
+        for n in range(max(nights.start - 1, 0), nights.stop):
+            size = history.stat().st_size if history.exists() else 0
+            noise = self.model.night(self.seed, f"n{n}")
+            result = night(
+                self.rootdir,
+                self.items,
+                self.model,
+                noise,
+                self.prompts,
+                self.datasets,
+                history=history,
+                confirm=self.confirm,
+            )
+            keep_last_session(history, size)
+            if n >= nights.start:
+                out.append(self.summary(n, result))
+        history.unlink(missing_ok=True)
+        return out
+
+    def episode(self, scenario: Scenario, e: int) -> list[str]:
+        """Two nights of `scenario`'s change (the second only when the first is not red), a
+        history of their own: per night "red", "suspect" or "" for the cells it touches."""
+        touched_models = scenario.models(self.servers)
+        subset = [item for item in self.items if any(s.model in touched_models for s in item.servers)]
+        changes = scenario.changes(self.servers)
+        history = self.rootdir / f"history-{scenario.name.replace(' ', '_')}-{e}.jsonl"
+        seen: list[str] = []
+        for n in range(2):
+            result = night(
+                self.rootdir,
+                subset,
+                self.model,
+                self.model.night(self.seed, f"{scenario.name}:{e}:{n}"),
+                self.prompts,
+                self.datasets,
+                changes=changes,
+                history=history,
+                confirm=self.confirm,
+            )
+            touched = [st for t, s, _, m, st in result.flagged() if scenario.flags(s, m, t)]
+            seen.append("red" if any(st != "suspect" for st in touched) else "suspect" if touched else "")
+            if seen[-1] == "red":
+                break
+        history.unlink(missing_ok=True)
+        return seen
+
+
+BENCH: Bench | None = None  # the parent's, inherited by forked workers
+
+
+def _chain(nights: range) -> list[NightSummary]:
+    assert BENCH is not None
+    return BENCH.unchanged_chain(nights)
+
+
+def _episode(job: tuple[int, int]) -> tuple[int, int, list[str]]:
+    assert BENCH is not None
+    k, e = job
+    return k, e, BENCH.episode(scenarios(BENCH.servers)[k], e)
+
+
+def chains(nights: int, jobs: int) -> list[range]:
+    """The unchanged nights cut into runs of consecutive nights, a few per worker."""
+    size = max(1, math.ceil(nights / (4 * jobs)))
+    return [range(start, min(start + size, nights)) for start in range(0, nights, size)]
+
+
 def main(argv: list[str] | None = None) -> int:
+    global BENCH
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nights", type=int, default=20, help="unchanged nights judged (default 20)")
     parser.add_argument(
@@ -498,8 +610,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--confirm", type=int, default=None, help="--llmperf-confirm of every night (default: the plugin's, 2 nightly)"
     )
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (the figures do not depend on it)")
     parser.add_argument("--params", type=Path, default=PARAMS)
+    parser.add_argument("--quiet", action="store_true", help="no line per night or episode, only the tables")
     args = parser.parse_args(argv)
+    if args.nights < 1 or args.jobs < 1 or (args.episodes is not None and args.episodes < 0):
+        parser.error("--nights and --jobs must be at least 1, --episodes at least 0")
+    if args.confirm is not None and args.confirm < 1:
+        parser.error("--confirm must be at least 1")
     episodes = min(args.nights, 10) if args.episodes is None else args.episodes
     model = NoiseModel.load(args.params, args.double)
     started = time.monotonic()
@@ -509,15 +627,21 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_dataset(options.dataset_name, options.dataset, ROOT)
     datasets = {(options.dataset_name, options.dataset): dataset}
     prompts = SeedPrompts(dataset)
+    confirm = night_options(history=Path("history.jsonl"), confirm=args.confirm).confirm
     print(
         f"nights: the seed suite ({len(items)} tests, {len(servers)} servers) at the {PROFILE} profile through "
-        f"PerfSession on the virtual clock; {args.nights} unchanged nights, {episodes} two-night episodes per change; "
-        f"noise {args.params.name}{' doubled' if args.double else ''}: start spread "
+        f"PerfSession on the virtual clock, --llmperf-confirm {confirm}; {args.nights} unchanged nights, {episodes} "
+        f"two-night episodes per change; noise {args.params.name}{' doubled' if args.double else ''}: start spread "
         f"{', '.join(f'{v:.1%} at {c}' for c, v in model.step.items())}, acceptance {model.acceptance:.1%}, "
         f"t({model.dof:g}) tails, slow starts {model.slow_share:.0%} x +{model.slow_excess:.0%}, night shift "
         f"{model.shift:.1%}, noisy nights {model.noisy_share:.0%} x{model.noisy_multiplier:g}; seed {args.seed}",
         flush=True,
     )
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(f"{line} ({time.monotonic() - started:.0f} s)", flush=True)
+
     with tempfile.TemporaryDirectory(prefix="llmperf-nights-") as tmp:
         rootdir = Path(tmp)
         recorded = night(
@@ -532,116 +656,34 @@ def main(argv: list[str] | None = None) -> int:
             f"{recorded.run_s / 60:.1f} GPU-min of runs ({time.monotonic() - started:.0f} s)",
             flush=True,
         )
-
-        # -- unchanged nights
-        red_nights = suspect_nights = 0
-        history = rootdir / "history-unchanged.jsonl"
-        red_cells: list[int] = []
-        cell_fails: Counter[tuple[str, str, int, str]] = Counter()
-        cells_seen: set[tuple[str, str, int, str]] = set()
-        statuses: Counter[str] = Counter()
-        night_s: list[float] = []
-        for n in range(args.nights):
-            size = history.stat().st_size if history.exists() else 0
-            result = night(
-                rootdir,
-                items,
-                model,
-                model.night(args.seed, f"n{n}"),
-                prompts,
-                datasets,
-                history=history,
-                confirm=args.confirm,
-            )
-            keep_last_session(history, size)
-            for g in result.gates:
-                test = g.nodeid.split("::")[1].split("[")[0]
-                for v in g.verdicts:
-                    cells_seen.add((test, g.server, g.concurrency, v.metric))
-                    statuses[v.status] += 1
-            failing = result.failing()
-            red = any(o == "failed" for o in result.outcomes.values())
-            red_nights += red
-            suspect_nights += any(cell[4] == "suspect" for cell in result.flagged())
-            if red:
-                red_cells.append(len(failing))
-            cell_fails.update((t, s, c, m) for t, s, c, m, _ in failing)
-            night_s.append(gpu_s(result, model.start_s, len(servers)))
-            flagged = result.flagged()
-            print(
-                f"  night {n + 1}/{args.nights}: {'RED' if red else 'green'}"
-                f"{' ' + ', '.join(f'{s} @ {c} {m} {st}' for _, s, c, m, st in flagged) if flagged else ''}; "
-                f"{result.starts} starts, {night_s[-1] / 60:.1f} GPU-min ({time.monotonic() - started:.0f} s)",
-                flush=True,
-            )
-        cells = len(cells_seen)
-        total = sum(statuses.values())
-        print()
-        print(
-            f"unchanged nights: {red_nights} of {args.nights} red ({red_nights / args.nights:.1%}); {cells} gated cells"
-            f"; {suspect_nights} with a suspect cell ({suspect_nights / args.nights:.1%})"
-        )
-        if red_cells:
-            print(f"failing cells per red night: mean {statistics.mean(red_cells):.1f}, max {max(red_cells)}")
-        print(
-            "verdicts over all cells and nights: "
-            + ", ".join(f"{s} {k / total:.1%}" for s, k in sorted(statuses.items(), key=lambda kv: -kv[1]))
-        )
-        print("per-cell false-red rate (cells that were ever red; the others 0):")
-        for (test, server, c, metric), k in sorted(cell_fails.items(), key=lambda kv: (-kv[1], kv[0])):
-            print(f"  {test:<32} {server:<26} {c:>3}  {metric:<20} {k / args.nights:6.1%}")
-        if not cell_fails:
-            print("  none")
-        print(f"  mean over the {cells} cells: {sum(cell_fails.values()) / max(1, cells * args.nights):.2%}")
-
-        # -- changes
-        print()
-        caught_by: dict[str, Counter[str]] = {}
-        for scenario in scenarios(servers):
-            touched = scenario.models(servers)
-            subset = [item for item in items if any(s.model in touched for s in item.servers)]
-            changes = scenario.changes(servers)
-            counts = Counter[str]()
-            for e in range(episodes):
-                seen = []  # per night: "red", "suspect" or ""
-                episode_history = rootdir / f"history-episode-{e}.jsonl"
-                for n in range(2):
-                    result = night(
-                        rootdir,
-                        subset,
-                        model,
-                        model.night(args.seed, f"{scenario.name}:{e}:{n}"),
-                        prompts,
-                        datasets,
-                        changes=changes,
-                        history=episode_history,
-                        confirm=args.confirm,
+        BENCH = Bench(rootdir, items, servers, model, prompts, datasets, args.seed, args.confirm)
+        context = multiprocessing.get_context("fork")
+        with context.Pool(args.jobs) as pool:
+            # -- unchanged nights
+            summaries: list[NightSummary] = []
+            for chain in pool.imap_unordered(_chain, chains(args.nights, args.jobs)):
+                for summary in chain:
+                    shown = ", ".join(f"{s} @ {c} {m} {st}" for _, s, c, m, st in summary.flagged)
+                    say(
+                        f"  night {summary.index + 1}/{args.nights}: {'RED' if summary.red else 'green'}"
+                        f"{' ' + shown if shown else ''}; {summary.starts} starts, {summary.gpu_s / 60:.1f} GPU-min"
                     )
-                    touched = [st for t, s, _, m, st in result.flagged() if scenario.flags(s, m, t)]
-                    seen.append("red" if any(st != "suspect" for st in touched) else "suspect" if touched else "")
-                    if seen[-1] == "red":
-                        break
-                episode_history.unlink(missing_ok=True)
-                counts["flagged 1"] += bool(seen[0])
-                counts["red 1"] += seen[0] == "red"
-                counts["red 2"] += "red" in seen
-                print(
-                    f"  {scenario.name}: episode {e + 1}/{episodes}: "
-                    + ", ".join(f"night {i + 1} {what or 'green'}" for i, what in enumerate(seen))
-                    + f" ({time.monotonic() - started:.0f} s)",
-                    flush=True,
-                )
-            caught_by[scenario.name] = counts
-        print()
-        print(f"changes ({episodes} two-night episodes each; a cell the change touches is red or suspect)")
-        print(f"{'change':<42} {'flagged night 1':>16} {'red night 1':>12} {'red within 2':>13}")
-        for name, counts in caught_by.items():
-            print(
-                f"{name:<42} {counts['flagged 1'] / episodes:>15.0%} {counts['red 1'] / episodes:>11.0%} "
-                f"{counts['red 2'] / episodes:>12.0%}"
-            )
+                summaries += chain
+            print_unchanged(sorted(summaries, key=lambda s: s.index))
+
+            # -- changes
+            print()
+            names = [scenario.name for scenario in scenarios(servers)]
+            seen: dict[int, list[list[str]]] = {k: [] for k in range(len(names))}
+            jobs = [(k, e) for k in range(len(names)) for e in range(episodes)]
+            for k, e, nights_seen in pool.imap_unordered(_episode, jobs):
+                seen[k].append(nights_seen)
+                what = ", ".join(f"night {i + 1} {w or 'green'}" for i, w in enumerate(nights_seen))
+                say(f"  {names[k]}: episode {e + 1}/{episodes}: {what}")
+        print_changes(names, seen, episodes)
 
         fixed = len(servers) * sum(SEED_FIXED_S.values())
+        night_s = [s.gpu_s for s in summaries]
         mean_s = statistics.mean(night_s)
         print()
         print(
@@ -651,6 +693,48 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
+
+
+def print_unchanged(summaries: Sequence[NightSummary]) -> None:
+    nights = len(summaries)
+    red = [s for s in summaries if s.red]
+    suspect = sum(any(cell[4] == "suspect" for cell in s.flagged) for s in summaries)
+    cells = {cell[:4] for s in summaries for cell in s.cells}
+    statuses = Counter(cell[4] for s in summaries for cell in s.cells)
+    total = sum(statuses.values())
+    fails = Counter(cell[:4] for s in summaries for cell in s.failing)
+    print()
+    print(
+        f"unchanged nights: {len(red)} of {nights} red ({len(red) / nights:.1%}); {len(cells)} gated cells; "
+        f"{suspect} with a suspect cell ({suspect / nights:.1%})"
+    )
+    if red:
+        per = [len(s.failing) for s in red]
+        print(f"failing cells per red night: mean {statistics.mean(per):.1f}, max {max(per)}")
+    print(
+        "verdicts over all cells and nights: "
+        + ", ".join(f"{s} {k / total:.1%}" for s, k in sorted(statuses.items(), key=lambda kv: -kv[1]))
+    )
+    print("per-cell false-red rate (cells that were ever red; the others 0):")
+    for (test, server, c, metric), k in sorted(fails.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {test:<32} {server:<26} {c:>3}  {metric:<20} {k / nights:6.1%}")
+    if not fails:
+        print("  none")
+    print(f"  mean over the {len(cells)} cells: {sum(fails.values()) / max(1, len(cells) * nights):.2%}")
+
+
+def print_changes(names: Sequence[str], seen: Mapping[int, Sequence[Sequence[str]]], episodes: int) -> None:
+    print()
+    print(f"changes ({episodes} two-night episodes each; a cell the change touches is red or suspect)")
+    print(f"{'change':<42} {'flagged night 1':>16} {'red night 1':>12} {'red within 2':>13}")
+    for k, name in enumerate(names):
+        runs = seen[k]
+        if not runs:
+            continue
+        flagged = sum(bool(r[0]) for r in runs) / len(runs)
+        first = sum(r[0] == "red" for r in runs) / len(runs)
+        within = sum("red" in r for r in runs) / len(runs)
+        print(f"{name:<42} {flagged:>15.0%} {first:>11.0%} {within:>12.0%}")
 
 
 if __name__ == "__main__":
