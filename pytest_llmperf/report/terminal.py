@@ -205,7 +205,7 @@ def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
     if suspect:
         lines += [
             "",
-            "suspect: a regression the sessions before did not read (the test passed with a warning):",
+            "suspect: a regression the sessions before did not read (its test passed with a warning):",
             *suspect,
         ]
     undecided = _hints(gates, "inconclusive")

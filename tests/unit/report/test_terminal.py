@@ -1,6 +1,6 @@
 """The terminal summary, rendered from plain report documents (one process or merged workers)."""
 
-from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.baselines.compare import compare, unconfirmed
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.report.document import merge_reports
 from pytest_llmperf.report.terminal import terminal_lines
@@ -190,3 +190,19 @@ def test_a_runs_checks_are_listed_once_and_unchanged_outputs_on_one_line():
         "outputs unchanged in 3 run(s) (temperature 0; canary, not gated): base @ 1, 8; mtp @ 8",
         f"base @ 1: {short}",
     ]
+
+
+def test_the_summary_says_how_many_cells_were_judged_and_when_a_regression_fails_and_lists_suspects():
+    suspect = unconfirmed(compare("decode_tok_s", 100.0, 93.0, Tolerance("relative", 0.05), "higher"), 0, 1)
+    runs = [run_entry("m", 8, 93.0), run_entry("n", 4, 130.0)]
+    gates = [gate_entry("t::a", "m", 8, [suspect], outcome="warn"), gate_entry("t::b", "n", 4, [IMPROVED])]
+    lines = terminal_lines(document(runs, gates, ["m", "n"], confirm=2))
+    assert (
+        "2 gated cell(s) judged; a regression fails when 2 sessions in a row read it, or at once beyond twice "
+        "its tolerance (--llmperf-confirm 2)"
+    ) in lines
+    start = lines.index("suspect: a regression the sessions before did not read (its test passed with a warning):")
+    assert lines[start + 1] == f"m @ 8: {suspect.hint}" and "?! suspect" in "\n".join(lines)
+    once = terminal_lines(document(runs, gates[1:], ["m", "n"]))  # a document without the option: fail at once
+    assert "1 gated cell(s) judged; a regression fails at once (--llmperf-confirm 1)" in once
+    assert not any(line.startswith("suspect:") for line in once)
