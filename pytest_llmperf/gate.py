@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_llmperf.baselines.compare import CONFIRMING, Status, compare_metrics, gross, unconfirmed
+from pytest_llmperf.baselines.compare import Status, compare_metrics, confirmed
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workload_key
 from pytest_llmperf.history_log import HistoryLog
@@ -132,11 +132,14 @@ class Gate:
             record, run, collect, merged, base, target, invalid
         )
         if self.reference.keeps_history:
-            verdicts = self._confirmed(run, target, verdicts)
-        record.verdicts = verdicts
-        if self.reference.keeps_history:
+            verdicts = confirmed(
+                verdicts,
+                self.options.confirm - 1,
+                lambda metric, count: self.history.earlier_outcomes(run, target, metric, count),
+            )
             judged = [(v.metric, v.measured, v.status, v.noise, v.baseline, v.confidence) for v in verdicts]
             self.history.append(run, target, judged)
+        record.verdicts = verdicts
         self._conclude(record, run, base, entry, target, invalid, outputs, error_budget)
 
     def _record(
@@ -206,22 +209,6 @@ class Gate:
             why = None if invalid else self.repeater.worth_another(run, verdicts, first_look=looks == 1)
             if why is None or not self.repeater.extend(run, why):
                 return verdicts, entry, invalid, outputs
-
-    def _confirmed(self, run: MeasuredRun, target: str, verdicts: list[Any]) -> list[Any]:
-        """Under --llmperf-confirm N, each regression that the N - 1 sessions before in the
-        history did not all read (regressed or suspect) made suspect, unless it is gross."""
-        needed = self.options.confirm - 1
-        if needed <= 0:
-            return verdicts
-        out = []
-        for verdict in verdicts:
-            if verdict.status == Status.REGRESSED and not gross(verdict):
-                before = self.history.earlier_outcomes(run, target, verdict.metric, needed)
-                agreed = sum(outcome in CONFIRMING for outcome in before)
-                if agreed < needed:
-                    verdict = unconfirmed(verdict, agreed, needed)
-            out.append(verdict)
-        return out
 
     def _conclude(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
@@ -133,6 +133,21 @@ def unconfirmed(verdict: Verdict, agreed: int, needed: int) -> Verdict:
             f"when {needed + 1} sessions in a row read it (--llmperf-confirm {needed + 1}; 1 fails at once)"
         ),
     )
+
+
+def confirmed(verdicts: list[Verdict], needed: int, earlier: Callable[[str, int], list[str]]) -> list[Verdict]:
+    """--llmperf-confirm: each regression, unless gross, made suspect where the `needed`
+    sessions before (`earlier(metric, needed)`: their outcomes) did not all read it."""
+    if needed <= 0:
+        return verdicts
+    out = []
+    for verdict in verdicts:
+        if verdict.status == Status.REGRESSED and not gross(verdict):
+            agreed = sum(outcome in CONFIRMING for outcome in earlier(verdict.metric, needed))
+            if agreed < needed:
+                verdict = unconfirmed(verdict, agreed, needed)
+        out.append(verdict)
+    return out
 
 
 def wanting_another(
