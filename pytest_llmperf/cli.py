@@ -1,7 +1,7 @@
 """`llmperf`: the standalone command line. `bench` runs a capped benchmark against a
 running server as `vllm bench serve` does and writes the raw result; `show` prints a saved
 result; `history` the history's trends; `compare` judges one saved result against another;
-`doctor` checks a box for a target.
+`doctor` checks a box for a target; `store` and `report` (store_cli.py) the shared store.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from pytest_llmperf import doctor
+from pytest_llmperf import doctor, store_cli
 from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE, DEFAULT_CONFIDENCE
 from pytest_llmperf.metrics.goodput import EXAMPLE, SLOError, canonical_slos
 from pytest_llmperf.report.bench import serving_result
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmperf", description="LLM serving performance tools")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for add in (_add_bench, _add_show, _add_history, _add_compare, _add_doctor):
+    for add in (_add_bench, _add_show, _add_history, _add_compare, _add_doctor, store_cli.add_commands):
         add(sub)
     return parser
 
@@ -187,6 +187,7 @@ def _add_history(sub: _Commands) -> None:
     history.add_argument(
         "--path", default="baselines", help="a history.jsonl, or a folder searched for them (default: baselines)"
     )
+    store_cli.add_store_argument(history, required=False)
     history.add_argument("--pvalue", type=float, default=None, help="change-point significance (default 0.05)")
     history.add_argument(
         "--min-change", type=float, default=None, help="smallest relative step called a change (default 0.02)"
@@ -424,19 +425,22 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from pytest_llmperf.baselines import drift
-    from pytest_llmperf.baselines.history import HistoryError, find_files, read
+    from pytest_llmperf.baselines.history import History, HistoryError, find_files, read
     from pytest_llmperf.report.history import history_text
 
-    path = Path(args.path)
-    if not path.exists():
-        raise CLIError(f"no history at {path}: give --path a history.jsonl or the baselines folder")
-    files = find_files(path)
-    if not files:
-        raise CLIError(f"no history.jsonl under {path}: gated runs append one (see --llmperf-history)")
-    try:
-        history = read(files)
-    except HistoryError as exc:
-        raise CLIError(str(exc)) from None
+    if args.store:  # the shared store's history (--llmperf-store), every shard's lines
+        history = History(records=store_cli.open_store(args).history_lines())
+    else:
+        path = Path(args.path)
+        if not path.exists():
+            raise CLIError(f"no history at {path}: give --path a history.jsonl or the baselines folder")
+        files = find_files(path)
+        if not files:
+            raise CLIError(f"no history.jsonl under {path}: gated runs append one (see --llmperf-history)")
+        try:
+            history = read(files)
+        except HistoryError as exc:
+            raise CLIError(str(exc)) from None
     pvalue = drift.PVALUE if args.pvalue is None else args.pvalue
     if not 0 < pvalue < 1:
         raise CLIError(f"--pvalue must be between 0 and 1, got {pvalue}")

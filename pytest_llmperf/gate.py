@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from pytest_llmperf.baselines.compare import Status, compare_metrics, confirmed
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
 from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workload_key
-from pytest_llmperf.history_log import HistoryLog
+from pytest_llmperf.history_log import HistoryLog, SharedLines
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget, failures, faults_note, parse_budget, stalls
@@ -61,6 +61,7 @@ class Gate:
         target_kind: str,
         ini_tolerances: Mapping[str, Tolerance] | None = None,
         rule: Rule = compare_metrics,
+        shared_history: SharedLines | None = None,
     ) -> None:
         self.options = options
         self.store = store
@@ -71,7 +72,7 @@ class Gate:
         self.target_kind = target_kind  # the baseline folder where no GPU model names one
         self.ini_tolerances = dict(ini_tolerances or {})  # llmperf_tolerances, parsed by the plugin
         self.rule = rule
-        self.history = HistoryLog(options, store.root, rootdir, identity)
+        self.history = HistoryLog(options, store.root, rootdir, identity, shared_history)
         self.records: list[GateRecord] = []
         self.folders: set[str] = set()  # the baseline folders judged or recorded in
         self.used: dict[str, set[tuple[int, str]]] = {}  # server file -> entries read or written

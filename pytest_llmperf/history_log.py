@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +21,45 @@ from pytest_llmperf.reference import Identity
 
 # (metric, value, outcome, noise, baseline, the confidence the noise is at)
 Judged = tuple[str, float | None, str, float | None, float | None, float | None]
+# A shared store's history lines of one baseline folder (target), as history.jsonl holds them.
+SharedLines = Callable[[str], list[dict[str, Any]]]
+SHARED = Path("<store>")  # where lines queued for a shared store are kept until the session's end
 
 
 class HistoryLog:
     """History lines beside the baselines (or at --llmperf-history; none when off), queued
-    during the session and appended by `flush()` at its end."""
+    during the session and appended by `flush()` at its end; with a shared store
+    (`shared`: its reader), queued for the store, which the session's end writes."""
 
-    def __init__(self, options: LlmperfOptions, baselines_root: Path, rootdir: Path, identity: Identity) -> None:
+    def __init__(
+        self,
+        options: LlmperfOptions,
+        baselines_root: Path,
+        rootdir: Path,
+        identity: Identity,
+        shared: SharedLines | None = None,
+    ) -> None:
         self.options = options
         self.baselines_root = baselines_root
         self.rootdir = rootdir
         self.identity = identity
+        self.shared = shared
         self.pending: dict[Path, list[dict[str, Any]]] = {}
         self.before: dict[Path, dict[Any, list[str]]] = {}  # each file's outcomes by series, as the session found it
 
     def path(self, target: str) -> Path | None:
         """Where runs judged in baseline folder `target` append their history:
-        --llmperf-history, else beside the baselines; None when off."""
+        --llmperf-history, else beside the baselines (SHARED/target with a store); None when off."""
         chosen = self.options.history
         if chosen is not None and chosen.strip().lower() == HISTORY_OFF:
             return None
+        if self.shared is not None:
+            return SHARED / target
         return self.rootdir / chosen if chosen else history_default_path(self.baselines_root, target)
+
+    def for_store(self) -> list[dict[str, Any]]:
+        """The lines queued for a shared store (the report document's `history`)."""
+        return [line for path, lines in self.pending.items() if path.parent == SHARED for line in lines]
 
     def append(self, run: MeasuredRun, target: str, judged: Sequence[Judged]) -> None:
         """Queue one line per judged metric with a value."""
@@ -81,8 +99,8 @@ class HistoryLog:
             return []
         if path not in self.before:
             try:
-                records = read_history([path]).records
-            except HistoryError:
+                records = self.shared(target) if self.shared is not None else read_history([path]).records
+            except (HistoryError, RuntimeError):
                 records = []  # an unreadable history confirms nothing: the regression stays suspect
             self.before[path] = {k: [str(r["outcome"]) for r in v] for k, v in history_series(records).items()}
         key = (target, run.server.name, run.concurrency, metric, history_workload_hash(self.identity(run)))
@@ -93,7 +111,8 @@ class HistoryLog:
         be, why (a history not written does not change a verdict)."""
         written = 0
         problems: list[str] = []
-        pending, self.pending = self.pending, {}
+        pending = {path: lines for path, lines in self.pending.items() if path.parent != SHARED}
+        self.pending = {path: lines for path, lines in self.pending.items() if path.parent == SHARED}
         for path, lines in pending.items():
             try:
                 append_history(path, lines)

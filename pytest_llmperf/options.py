@@ -7,6 +7,7 @@ raises `OptionError` saying the fix (plugin.py makes it a `pytest.UsageError`).
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import shlex
 import subprocess
@@ -21,6 +22,7 @@ from pytest_llmperf.kinds import KINDS, TARGET_OPTION, TargetKind, kind, registr
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.metrics.goodput import canonical_slos
 from pytest_llmperf.metrics.registry import Tolerance
+from pytest_llmperf.store.postgres import is_postgres, shown
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.util.secrets import redact_url
 from pytest_llmperf.util.values import CONFIDENCE, DURATION, POSITIVE, SWITCH, Value, one_of, or_word, whole
@@ -49,6 +51,7 @@ class Option:
     default: Any
     help: str
     const: str | None = None  # the value of the flag given alone (its value is optional)
+    env: str | None = None  # the environment variable read when neither the CLI nor the ini gives it
 
     @property
     def ini(self) -> str:
@@ -66,6 +69,19 @@ class Option:
 
 def _text(raw: Any) -> str | None:
     return str(raw).strip() or None
+
+
+def _store_url(raw: Any) -> str | None:
+    """--llmperf-store: a postgresql:// URL (the default file history needs no option)."""
+    text = str(raw).strip()
+    if not text:
+        return None
+    if not is_postgres(text):
+        raise ValueError(
+            f"expected postgresql://USER@HOST:PORT/DB, got {shown(text)!r}; without the option the history "
+            "stays beside the baselines (--llmperf-history)"
+        )
+    return text
 
 
 def _python(raw: Any) -> str | None:
@@ -276,6 +292,24 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "append one JSON line per gated server, concurrency and metric of each run to this file (default: "
         "history.jsonl beside the baselines judged in, baselines/<folder>/history.jsonl); off: keep no history",
+    ),
+    Option(
+        "llmperf_store",
+        ("--llmperf-store",),
+        _store_url,
+        None,
+        "a shared result store every shard of a night writes to: postgresql://USER@HOST:PORT/DB (or env "
+        "LLMPERF_STORE; password from PGPASSWORD, ~/.pgpass or the URL, never shown); it keeps each session, run, "
+        "verdict and the history lines (default: none, the history beside the baselines)",
+        env="LLMPERF_STORE",
+    ),
+    Option(
+        "llmperf_session_group",
+        ("--llmperf-session-group",),
+        _text,
+        None,
+        "the night this session belongs to in the store, shared by its shards (default: the CI run's id: "
+        "GITHUB_RUN_ID, BUILDKITE_BUILD_ID or CI_PIPELINE_ID; else the session's own id)",
     ),
     Option(
         "llmperf_repetitions",
@@ -546,6 +580,8 @@ class LlmperfOptions:
     profile: str = "full"
     report: str | None = None
     history: str | None = None  # a path, "off", or None: beside the baselines
+    store: str | None = None  # --llmperf-store: a postgresql:// URL; None: the history files alone
+    session_group: str | None = None  # --llmperf-session-group; None: the CI run's id
     repetitions: int | str = 1  # a count, or "auto"
     max_repetitions: int = MAX_REPETITIONS  # PAIRED_MAX_BLOCKS when paired
     same_server: bool = False  # repetitions share one server start
@@ -608,7 +644,7 @@ def _convert(opt: Option, raw: Any, source: str) -> Any:
     try:
         value = opt.parse(raw)
     except ValueError as exc:
-        where = opt.flag if source == "cli" else f"ini option {opt.ini!r}"
+        where = {"cli": opt.flag, "env": f"environment variable {opt.env}"}.get(source, f"ini option {opt.ini!r}")
         raise OptionError(f"{where}: {exc}") from None
     return opt.default if value is None else value
 
@@ -619,8 +655,9 @@ def resolve_options(
     added_kinds: Sequence[TargetKind] = (),
     *,
     gpus_here: Callable[[], tuple[str, ...]] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> LlmperfOptions:
-    """Merge CLI and ini values (CLI wins) and validate them together; `added_kinds`: the
+    """Merge CLI, ini and environment values (in that order) and validate them together; `added_kinds`: the
     target kinds the pytest_llmperf_target_kinds hook returned; `gpus_here`: this machine's GPU
     ids for --llmperf-gpus all (default: nvidia-smi's)."""
     values: dict[str, Any] = {}
@@ -631,8 +668,11 @@ def resolve_options(
             values[opt.dest], sources[opt.dest] = _convert(opt, raw_cli, "cli"), "cli"
             continue
         raw_ini = ini(opt.ini)
+        raw_env = (os.environ if environ is None else environ).get(opt.env, "") if opt.env else ""
         if raw_ini not in (None, "", []):
             values[opt.dest], sources[opt.dest] = _convert(opt, raw_ini, "ini"), "ini"
+        elif raw_env.strip():
+            values[opt.dest], sources[opt.dest] = _convert(opt, raw_env, "env"), "env"
         else:
             values[opt.dest], sources[opt.dest] = opt.default, "default"
 
@@ -665,6 +705,12 @@ def resolve_options(
         paired = values["llmperf_against_image"] is not None or values["llmperf_against_sim_args"] is not None
         values["llmperf_max_repetitions"] = PAIRED_MAX_BLOCKS if paired else MAX_REPETITIONS
     _check_gpus(values, sources, chosen_kind)
+    history = (values["llmperf_history"] or "").strip()
+    if values["llmperf_store"] and history and history.lower() != HISTORY_OFF:
+        raise OptionError(
+            f"--llmperf-history {history} and --llmperf-store: with a store the history is kept in it "
+            "(`llmperf history --store URL` reads it); drop one"
+        )
     if values["llmperf_report"] is not None:
         _check_report(values["llmperf_report"], sources["llmperf_report"])
     # Options named as LlmperfOptions fields map onto them (target booleans: `target` above).

@@ -70,6 +70,7 @@ USED_RUNS_KEY = pytest.StashKey["list[MeasuredRun]"]()
 DESELECTED_KEY = pytest.StashKey[list[pytest.Item]]()  # every test deselected (-k, -m, --llmperf-servers)
 ASKED_KEY = pytest.StashKey["Any"]()  # the baseline entries the collected tests ask for (unused.py)
 END_KEY = pytest.StashKey[list[str]]()  # what the session's end wrote and found
+STORE_KEY = pytest.StashKey["Any"]()  # --llmperf-store: this session's SharedStore (store/shared.py)
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 NO_TARGET = (
     "no llmperf target chosen: pass --llmperf-sim (the simulated server), --llmperf-gpu, --llmperf-docker, "
@@ -194,6 +195,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):  # xdist: the controller cleans and reports
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if options.store and options.target is not None and not (session.config.option.collectonly or options.plan):
+        for line in _begin_store(session.config, options):
+            if reporter is not None:
+                reporter.write_line(f"[llmperf] {line}")
     if options.cleanup:
         from pytest_llmperf.targets import cleanup_leftover_containers
 
@@ -210,6 +215,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if reporter is not None:
         for line in lines:
             reporter.write_line(f"[llmperf] {line}")
+
+
+def _begin_store(config: pytest.Config, options: Any) -> list[str]:
+    """--llmperf-store: the store reached, migrated and this session's start recorded before
+    anything is collected or started; a store that cannot be is a usage error."""
+    from pytest_llmperf.measurer import git_commit
+    from pytest_llmperf.store.postgres import PostgresStore, StoreError
+    from pytest_llmperf.store.session_info import new_session
+    from pytest_llmperf.store.shared import SharedStore
+    from pytest_llmperf.store.spool import spool_folder
+
+    rootdir = Path(config.rootpath)
+    info = new_session(
+        group=options.session_group,
+        shard=getattr(options, "shard", None),
+        target=options.target_name or options.target,
+        image=options.image,
+        git_commit=git_commit(rootdir),
+        report_dir=str((rootdir / options.report).resolve()) if options.report else None,
+    )
+    shared = SharedStore(PostgresStore(options.store), info, spool_folder(options.report, rootdir))
+    try:
+        lines = shared.begin()
+    except StoreError as exc:
+        raise pytest.UsageError(f"--llmperf-store: {exc}") from None
+    config.stash[STORE_KEY] = shared
+    return lines
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -549,6 +581,15 @@ def _perf_session(config: pytest.Config) -> Any:
             config=config, options=options, kind=options.target_kind, context=context
         )
         live = capture.global_and_fixture_disabled if capture is not None else nullcontext
+        shared_history = None
+        if options.store:  # the confirmation reads the shared history (xdist workers: their own reader)
+            from pytest_llmperf.store.postgres import PostgresStore
+
+            reader = PostgresStore(options.store)
+
+            def shared_history(target: str) -> list[dict[str, Any]]:
+                return reader.history_lines(target=target)
+
         perf = PerfSession(
             options,
             target,
@@ -557,6 +598,7 @@ def _perf_session(config: pytest.Config) -> Any:
             log=log,
             detail=log if config.get_verbosity() > 0 else lambda message: None,  # each run's own lines: -v
             live_output=live,
+            shared_history=shared_history,
         )
         config.stash[SESSION_KEY] = perf
     return perf
@@ -766,7 +808,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # written: it is noted, and the session then exits as interrupted.
     TERMINATE.defer()
     try:
-        _finish(session, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or bool(TERMINATE.received))
+        _finish(
+            session,
+            interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or bool(TERMINATE.received),
+            status=exitstatus,
+        )
     finally:
         if TERMINATE.received and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -777,7 +823,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     TERMINATE.restore()  # when the session never finished (a usage error after it started)
 
 
-def _finish(session: pytest.Session, *, interrupted: bool) -> None:
+def _finish(session: pytest.Session, *, interrupted: bool, status: int) -> None:
     config = session.config
     perf = config.stash.get(SESSION_KEY, None)
     document = None
@@ -812,10 +858,19 @@ def _finish(session: pytest.Session, *, interrupted: bool) -> None:
         from pytest_llmperf.report.folder import write_report_files
 
         config.stash[REPORT_FILES_KEY] = write_report_files(document, Path(report_path)).describe()
+    shared = config.stash.get(STORE_KEY, None)
+    if shared is not None:  # the store's rows, or a spool when it is lost (the verdicts stand)
+        lines, _ = shared.finish(document, int(session.exitstatus or status))
+        config.stash[END_KEY] = [*config.stash.get(END_KEY, []), *lines]
     if document is not None:  # once per session: here, never on an xdist worker
         from pytest_llmperf.report.ci import append_step_summary
 
         append_step_summary(document, os.environ)
+
+
+def _store_history(config: pytest.Config) -> Callable[[], list[dict[str, Any]]] | None:
+    shared = config.stash.get(STORE_KEY, None)
+    return None if shared is None else shared.store.history_lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -840,7 +895,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
     lines = [
         *terminal_lines(document, warmups=terminalreporter.verbosity > 0),
-        *summary_drift_lines(document, config.rootpath, options.history),
+        *summary_drift_lines(document, config.rootpath, options.history, _store_history(config)),
     ]
     for line in [*lines, *config.stash.get(END_KEY, [])]:
         terminalreporter.write_line(line)

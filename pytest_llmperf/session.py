@@ -20,6 +20,7 @@ from typing import Any
 from pytest_llmperf.baselines.compare import compare_metrics
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.gate import Gate, Rule
+from pytest_llmperf.history_log import SharedLines
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.measurer import HttpRunner, Measurer, Repetitions, Runner
 from pytest_llmperf.metrics.failures import ErrorBudget
@@ -58,6 +59,7 @@ class PerfSession:
         rule: Rule = compare_metrics,
         server_down: Callable[[Endpoint], str | None] = why_down,
         clock: Callable[[], float] = time.perf_counter,
+        shared_history: SharedLines | None = None,
     ) -> None:
         self.options = options
         self.target = target
@@ -96,6 +98,7 @@ class PerfSession:
             target_kind=target.name,
             ini_tolerances=options.ini_tolerances if ini_tolerances is None else ini_tolerances,
             rule=rule,
+            shared_history=shared_history,
         )
 
     @property

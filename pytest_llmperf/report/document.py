@@ -15,6 +15,8 @@ Keys (tools read them, so they are only ever added to):
                                        failed, stop_reasons, server_death, server_log,
                                        warmup, server_warmup, workload_identity (what a
                                        baseline entry is keyed by)
+    history[]                          with --llmperf-store only: the history lines the
+                                       session's gates queued for the store
     verdicts[]                         test, server, concurrency, baseline, outcome,
                                        message, verdicts (Verdict fields),
                                        baseline_figures, baseline_provenance (None without
@@ -84,6 +86,9 @@ def build_report(perf: Any) -> dict[str, Any]:
             ],
         }
     )
+    shared = perf.gate.history.for_store()
+    if shared:  # history lines for a shared store (--llmperf-store), written at the session's end
+        document["history"] = plain(shared)
     paired = perf.paired_info()
     if paired is not None:  # a paired A/B session (paired.py): OLD's runs and the start order
         against = paired.pop("against")
@@ -141,6 +146,8 @@ def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, 
         merged["servers_attached"] += doc.get("servers_attached", [])
         merged["runs"] += [{**run, "worker": worker} for run in doc.get("runs", [])]
         merged["verdicts"] += [{**gate, "worker": worker} for gate in doc.get("verdicts", [])]
+        if doc.get("history"):
+            merged.setdefault("history", []).extend(doc["history"])
         if doc.get("paired"):
             paired = merged.setdefault("paired", {**doc["paired"], "order": [], "runs": []})
             paired["order"] += [{**start, "worker": worker} for start in doc["paired"].get("order", [])]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -225,9 +225,15 @@ def drift_lines(history: History, scope: Iterable[tuple[str, int, str]] | None =
     return [f"drift: sustained shifts that passed every gate (history {where}; llmperf history shows them):", *flagged]
 
 
-def summary_drift_lines(document: Mapping[str, Any], rootdir: Path, option: str | None) -> list[str]:
+def summary_drift_lines(
+    document: Mapping[str, Any],
+    rootdir: Path,
+    option: str | None,
+    shared: Callable[[], list[dict[str, Any]]] | None = None,
+) -> list[str]:
     """The terminal summary's drift check of the series this session gated, from the history
-    its gates appended to (`option`: --llmperf-history; None: beside each baseline; "off")."""
+    its gates appended to (`option`: --llmperf-history; None: beside each baseline; "off"),
+    or from a shared store's (`shared`: its reader)."""
     from pytest_llmperf.baselines.history import HISTORY_FILE, OFF, HistoryError, read
 
     if option is not None and option.strip().lower() == OFF:
@@ -241,6 +247,6 @@ def summary_drift_lines(document: Mapping[str, Any], rootdir: Path, option: str 
     if not scope:
         return []
     try:
-        return drift_lines(read(paths), scope)
-    except HistoryError as exc:
+        return drift_lines(History(records=shared()) if shared is not None else read(paths), scope)
+    except (HistoryError, RuntimeError) as exc:  # RuntimeError: the store (StoreError) could not be read
         return [f"drift check skipped: {exc}"]
