@@ -237,6 +237,19 @@ def _starts(
     return runs, switches + runs * (fewest - 1), switches + runs * (most - 1)
 
 
+def spread(groups: Sequence[Group], count: int) -> list[list[Group]]:
+    """`groups` over `count` bins (a plan's slots, --llmperf-shard's shards): the heaviest
+    group (most runs, then most starts) first onto the least loaded bin; ties go by the
+    groups' order, then to the lower bin. Each bin's groups in the groups' order."""
+    loads = [(0, 0)] * count  # (runs, starts) given to each bin so far
+    given: list[list[int]] = [[] for _ in range(count)]
+    for i, group in sorted(enumerate(groups), key=lambda item: (-item[1].runs, -item[1].starts[0], item[0])):
+        target = min(range(count), key=lambda b: (loads[b], b))
+        given[target].append(i)
+        loads[target] = (loads[target][0] + group.runs, loads[target][1] + group.starts[0])
+    return [[groups[i] for i in sorted(held)] for held in given]
+
+
 def make_plan(
     tests: Sequence[PlannedTestLike],
     gpus: Sequence[str],
@@ -264,14 +277,7 @@ def make_plan(
         )
     per_host = len(gpus) // width
     count = min(workers, per_host * max(1, len(hosts)))
-    loads = [(0, 0)] * count  # (runs, starts) given to each slot so far
-    given: list[list[Group]] = [[] for _ in range(count)]
-    # Heaviest first onto the least loaded slot; ties keep the tests' order.
-    for _, group in sorted(enumerate(groups), key=lambda item: (-item[1].runs, -item[1].starts[0], item[0])):
-        target = min(range(count), key=lambda i: (loads[i], i))
-        given[target].append(group)
-        loads[target] = (loads[target][0] + group.runs, loads[target][1] + group.starts[0])
-    order = {id(group): i for i, group in enumerate(groups)}
+    given = spread(groups, count)
     slots = []
     for i in range(count):
         # Slots alternate between hosts, so fewer workers than slots still use every host.
@@ -280,7 +286,7 @@ def make_plan(
             Slot(
                 i,
                 tuple(gpus[position * width : (position + 1) * width]),
-                tuple(sorted(given[i], key=lambda g: order[id(g)])),
+                tuple(given[i]),
                 hosts[host] if hosts else None,
                 host,
             )
