@@ -146,6 +146,24 @@ def parse_hosts(text: str) -> tuple[str, ...]:
     return hosts
 
 
+SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """(K, N) from 'K/N': the K-th, counted from 1, of N shards; ValueError with the form to write."""
+    found = SHARD.fullmatch(text)
+    if found is None:
+        raise ValueError(f"expected K/N, shard K of N counted from 1 (2/8 in the second of 8 CI jobs), got {text!r}")
+    index, count = int(found[1]), int(found[2])
+    if count < 1:
+        raise ValueError(f"expected K/N with at least one shard (1/1 runs the whole suite), got {text!r}")
+    if not 1 <= index <= count:
+        raise ValueError(
+            f"{text!r} names no shard: of {count} shards, K runs from 1 to {count} (1/{count} to {count}/{count})"
+        )
+    return index, count
+
+
 REPETITIONS = or_word(whole(1), "auto")
 
 OPTIONS: tuple[Option, ...] = (
@@ -222,6 +240,15 @@ OPTIONS: tuple[Option, ...] = (
         (),
         "run only the tests of these servers: glob patterns on server names, comma-separated, e.g. "
         "'qwen3.6-27b*'; a speedup test runs when both its servers match, the others are deselected",
+    ),
+    Option(
+        "llmperf_shard",
+        ("--llmperf-shard",),
+        parse_shard,
+        None,
+        "run the K-th of N disjoint parts of the collected suite (K/N, e.g. 2/8 in the second of 8 CI jobs): "
+        "a model's servers and their speedup tests stay in one shard, the shards are balanced by their "
+        "planned runs, and tests of no server go to shard 1; a shard with nothing to run says so and passes",
     ),
     Option(
         "llmperf_update_baselines",
@@ -571,6 +598,7 @@ class LlmperfOptions:
     against_image: str | None = None
     against_sim_args: tuple[str, ...] | None = None
     servers: tuple[str, ...] = ()  # glob patterns on server names; () selects every server
+    shard: tuple[int, int] | None = None  # --llmperf-shard: (K, N), the K-th (from 1) of N shards
     update_baselines: bool = False
     prune: bool = False
     baselines_dir: str = "baselines"

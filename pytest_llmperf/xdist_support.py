@@ -13,6 +13,10 @@ WORKEROUTPUT_KEY = "llmperf_report"  # the worker's document as JSON text in con
 END_OUTPUT_KEY = "llmperf_end"  # what the worker's session end wrote and found (lines, as JSON)
 WORKER_END_KEY = pytest.StashKey["dict[str, list[str]]"]()
 PLAN_SHOWN_KEY = pytest.StashKey[bool]()  # xdist controller: the plan a worker sent is printed once
+# --llmperf-shard: this process's shard holds none of the collected tests (a worker says so
+# in its workeroutput), so "no tests collected" is not a failure.
+EMPTY_SHARD_KEY = pytest.StashKey[bool]()
+EMPTY_SHARD_OUTPUT = "llmperf_empty_shard"
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -21,6 +25,17 @@ def is_worker(config: pytest.Config) -> bool:
 
 def is_controller(config: pytest.Config) -> bool:
     return not is_worker(config) and config.pluginmanager.hasplugin("dsession")
+
+
+def mark_empty_shard(config: pytest.Config) -> None:
+    config.stash[EMPTY_SHARD_KEY] = True
+    if is_worker(config):
+        config.workeroutput[EMPTY_SHARD_OUTPUT] = True  # type: ignore[attr-defined]  # xdist sets it on workers
+
+
+def empty_shard(config: pytest.Config) -> bool:
+    """--llmperf-shard: this session's shard held none of the collected tests (a worker's, on the controller)."""
+    return config.stash.get(EMPTY_SHARD_KEY, False)
 
 
 def loadgroup(config: pytest.Config) -> bool:
@@ -116,6 +131,8 @@ class XdistHooks:
         end = (getattr(node, "workeroutput", None) or {}).get(END_OUTPUT_KEY)
         if end is not None:
             node.config.stash.setdefault(WORKER_END_KEY, {})[worker] = json.loads(end)
+        if (getattr(node, "workeroutput", None) or {}).get(EMPTY_SHARD_OUTPUT):
+            node.config.stash[EMPTY_SHARD_KEY] = True
         if text is not None:
             reports[worker] = json.loads(text)
         elif error is not None and reports.get(worker) is None:

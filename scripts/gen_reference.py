@@ -79,6 +79,7 @@ METAVARS = {
     "llmperf_against_image": "OLD",
     "llmperf_against_sim_args": "ARGS",
     "llmperf_servers": "PATTERNS",
+    "llmperf_shard": "K/N",
     "llmperf_baselines_dir": "DIR",
     "llmperf_target_name": "NAME",
     "llmperf_dataset_name": "NAME",
