@@ -49,3 +49,47 @@ def test_an_unreachable_store_names_the_url_without_its_password(postgres_server
         PostgresStore(url, connect_timeout=2).check()
     assert "s3cret-pw" not in str(caught.value)
     assert f"postgresql://postgres:***@127.0.0.1:{postgres_server.port + 1}/nothing" in str(caught.value)
+
+
+def test_two_shards_writing_one_group_at_once_lose_nothing(store_url: str) -> None:
+    import threading
+
+    from pytest_llmperf.store.rows import history_rows
+
+    PostgresStore(store_url).check()
+
+    def shard(k: int) -> None:
+        store = PostgresStore(store_url)
+        session = {"id": f"s{k}", "session_group": "night", "shard": k, "shards": 2, "started_at": "2026-12-04T02:00Z"}
+        store.start_session(session)
+        for i in range(40):
+            line = {
+                "date": f"2026-12-04T02:{i:02d}Z",
+                "server": f"m{k}",
+                "concurrency": 1,
+                "metric": "tpot_ms",
+                "value": 5.0 + i,
+                "outcome": "pass",
+                "target": "gpu",
+                "workload": f"w{i}",
+            }
+            store.write_batch(
+                {
+                    "session": session,
+                    "finished_at": "2026-12-04T03:00Z",
+                    "exit_status": 0,
+                    "document": {"verdicts": []},
+                    "runs": [],
+                    "verdicts": [],
+                    "history": history_rows([line]),
+                }
+            )
+
+    threads = [threading.Thread(target=shard, args=(k,)) for k in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with psycopg.connect(store_url) as conn:
+        assert conn.execute("SELECT count(*) FROM llmperf_history").fetchone()[0] == 80
+        assert conn.execute("SELECT count(*) FROM llmperf_sessions WHERE session_group = 'night'").fetchone()[0] == 2
