@@ -14,6 +14,9 @@ Reads: a store seeded with `--nights` nightly history lines for each of `--serie
 (PostgresStore.history_lines), and the whole `llmperf history --store` (every series,
 change points included) timed.
 
+Size (--size): the seed suite's main command (the simulator, smoke profile) run once
+with --llmperf-store, and what its session takes in the store, per table: rows and bytes.
+
 Without --store it starts a throwaway PostgreSQL from Debian's binaries
 (tests/postgres/server.py) and removes it after. Run it alone on the machine.
 """
@@ -225,6 +228,45 @@ def read_load(url: str, series: int, nights: int) -> None:
     )
 
 
+def size(url: str) -> None:
+    import subprocess
+
+    import psycopg
+
+    root = Path(__file__).resolve().parents[1]
+    group = f"size-{uuid.uuid4().hex[:8]}"
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/perf",
+        "--llmperf-sim",
+        "--llmperf-profile",
+        "smoke",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--llmperf-store",
+        url,
+        "--llmperf-session-group",
+        group,
+    ]
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    print(f"size: the main command with --llmperf-store: {done.stdout.strip().splitlines()[-1]}")
+    tables = ("llmperf_sessions", "llmperf_runs", "llmperf_verdicts", "llmperf_history")
+    with psycopg.connect(url) as conn:
+        (sid,) = conn.execute("SELECT id FROM llmperf_sessions WHERE session_group = %s", (group,)).fetchone()
+        total = 0
+        for table in tables:
+            key = "id" if table == "llmperf_sessions" else "session_id"
+            rows, size = conn.execute(
+                f"SELECT count(*), coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t WHERE {key} = %s", (sid,)
+            ).fetchone()
+            total += size
+            print(f"  {table}: {rows} row(s), {size / 1024:.1f} KiB")
+        print(f"  one session of the seed suite: {total / 1024:.1f} KiB of row data (indexes aside)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -234,6 +276,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--series", type=int, default=500)
     parser.add_argument("--nights", type=int, default=365)
+    parser.add_argument("--size", action="store_true", help="only the seed suite's session size (about 150 s)")
     args = parser.parse_args()
     server = None
     url = args.store
@@ -253,8 +296,11 @@ def main() -> int:
     try:
         print(f"store_load: PostgreSQL, {os.cpu_count()} CPU(s), {dt.date.today()}")
         PostgresStore(url).check()
-        write_load(url, args.writers, args.runs)
-        read_load(url, args.series, args.nights)
+        if args.size:
+            size(url)
+        else:
+            write_load(url, args.writers, args.runs)
+            read_load(url, args.series, args.nights)
     finally:
         if server is not None:
             remove_server(server)
