@@ -39,6 +39,16 @@ def add_commands(sub: Any) -> None:
     add_store_argument(report)
     report.add_argument("--session-group", required=True, help="the night (the shards' --llmperf-session-group)")
     report.set_defaults(func=cmd_report)
+    baselines = sub.add_parser(
+        "baselines",
+        help="write the baseline files a night's recording shards wrote, from the store (for a pull request)",
+    )
+    add_store_argument(baselines)
+    baselines.add_argument("--session-group", required=True, help="the recorded night (--update-baselines)")
+    baselines.add_argument(
+        "--write", required=True, metavar="DIR", help="the checkout to write them into (baselines/... under it)"
+    )
+    baselines.set_defaults(func=cmd_baselines)
 
 
 def open_store(args: argparse.Namespace) -> Any:
@@ -96,6 +106,35 @@ def night(sessions: Sequence[Mapping[str, Any]]) -> tuple[dict[int, Mapping[str,
         else:
             problems.append(f"shard {k}/{expected} is missing: no session of it reported")
     return finished, problems
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    from pytest_llmperf.util.files import atomic_write_text
+
+    store = open_store(args)
+    sessions = store.sessions(args.session_group)
+    if not sessions:
+        raise ValueError(f"store {store.shown}: no session in group {args.session_group!r}")
+    finished, problems = night(sessions)
+    root = Path(args.write)
+    files: dict[str, tuple[int, str]] = {}
+    for k, s in sorted(finished.items()):
+        for path, text in store.baseline_files(s["id"]):
+            if Path(path).is_absolute() or ".." in Path(path).parts:
+                raise ValueError(f"shard {k} wrote {path}, outside its checkout: copy it by hand")
+            if path in files and files[path][1] != text:
+                raise ValueError(f"shards {files[path][0]} and {k} both wrote {path}, differently: record them apart")
+            files[path] = (k, text)
+    if not files:
+        raise ValueError(f"no baseline file in group {args.session_group!r}: record with --update-baselines")
+    for path, (k, text) in sorted(files.items()):
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(target, text)
+        print(f"wrote {target} (shard {k})")
+    for problem in problems:
+        print(f"  {problem}: its baselines are not written")
+    return EXIT_INCOMPLETE if problems else EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:

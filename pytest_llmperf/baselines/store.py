@@ -455,6 +455,7 @@ class BaselineStore:
         self.root = Path(root)
         self.deferred = deferred
         self._pending: dict[tuple[str, str], list[Callable[[BaselineFile], None]]] = {}
+        self.written: list[Path] = []  # every file flush() wrote, in order
 
     def path_for(self, target: str, server: str) -> Path:
         target_dir = sanitize_name(target)
@@ -567,6 +568,7 @@ class BaselineStore:
                 written.append(path)
             except (OSError, BaselineError) as exc:
                 problems.append(f"{path}: not written: {exc}")
+        self.written += written
         return written, problems
 
     def pending_entries(self) -> int:

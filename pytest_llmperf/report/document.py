@@ -17,6 +17,8 @@ Keys (tools read them, so they are only ever added to):
                                        baseline entry is keyed by)
     history[]                          with --llmperf-store only: the history lines the
                                        session's gates queued for the store
+    baselines_written[]                --update-baselines: the baseline files written
+                                       (paths from the rootdir)
     verdicts[]                         test, server, concurrency, baseline, outcome,
                                        message, verdicts (Verdict fields),
                                        baseline_figures, baseline_provenance (None without
@@ -34,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import __version__
@@ -86,6 +89,9 @@ def build_report(perf: Any) -> dict[str, Any]:
             ],
         }
     )
+    written = [_relative(path, perf.rootdir) for path in perf.store.written]
+    if written:  # --update-baselines: the files written, for a shared store to keep (llmperf baselines --store)
+        document["baselines_written"] = written
     shared = perf.gate.history.for_store()
     if shared:  # history lines for a shared store (--llmperf-store), written at the session's end
         document["history"] = plain(shared)
@@ -94,6 +100,13 @@ def build_report(perf: Any) -> dict[str, Any]:
         against = paired.pop("against")
         document["paired"] = plain({**paired, "runs": [_run(run) for run in against]})
     return document
+
+
+def _relative(path: Any, root: Any) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:  # baselines outside the rootdir: the absolute path
+        return str(path)
 
 
 def _run(run: Any, identity: Any = None) -> dict[str, Any]:
@@ -146,8 +159,9 @@ def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, 
         merged["servers_attached"] += doc.get("servers_attached", [])
         merged["runs"] += [{**run, "worker": worker} for run in doc.get("runs", [])]
         merged["verdicts"] += [{**gate, "worker": worker} for gate in doc.get("verdicts", [])]
-        if doc.get("history"):
-            merged.setdefault("history", []).extend(doc["history"])
+        for key in ("history", "baselines_written"):
+            if doc.get(key):
+                merged.setdefault(key, []).extend(doc[key])
         if doc.get("paired"):
             paired = merged.setdefault("paired", {**doc["paired"], "order": [], "runs": []})
             paired["order"] += [{**start, "worker": worker} for start in doc["paired"].get("order", [])]

@@ -74,6 +74,13 @@ def _psycopg() -> Any:
     return psycopg
 
 
+# The batch's rows by table (rows.finish_batch), written in this order.
+TABLES = (
+    ("llmperf_runs", "runs"),
+    ("llmperf_verdicts", "verdicts"),
+    ("llmperf_history", "history"),
+    ("llmperf_baselines", "baselines"),
+)
 # Columns of type jsonb (the others take their values as they are).
 JSON_COLUMNS = frozenset({"workload_identity", "summary", "samples", "provenance", "line", "document"})
 
@@ -216,12 +223,8 @@ class PostgresStore:
         with self.connect("writing the session's results") as conn:
             self._insert_session(conn, batch["session"])
             with conn.cursor() as cur:
-                for table, key in (
-                    ("llmperf_runs", "runs"),
-                    ("llmperf_verdicts", "verdicts"),
-                    ("llmperf_history", "history"),
-                ):
-                    for row in batch[key]:
+                for table, key in TABLES:
+                    for row in batch.get(key, ()):
                         added += _insert(cur, table, {"session_id": sid, **row})
                 cur.execute(
                     "UPDATE llmperf_sessions SET finished_at = %s, exit_status = %s, document = %s "
@@ -232,6 +235,14 @@ class PostgresStore:
         return added
 
     # -- reads -----------------------------------------------------------------------------
+
+    def baseline_files(self, session_id: str) -> list[tuple[str, str]]:
+        """The (path, text) of each baseline file a session wrote."""
+        with self.connect("reading the recorded baselines") as conn:
+            rows = conn.execute(
+                "SELECT path, content FROM llmperf_baselines WHERE session_id = %s ORDER BY path", (session_id,)
+            ).fetchall()
+            return [(str(path), str(text)) for path, text in rows]
 
     def sessions(self, group: str) -> list[dict[str, Any]]:
         """The sessions of one group (a night's shards), with their documents, by shard."""

@@ -11,7 +11,7 @@ from typing import Any
 # The raw per-request records of a run: kept by the shard's report folder (its CI artifact).
 RAW_KEYS = ("results",)
 # Keys of the document the store keeps in tables of their own.
-TABLED_KEYS = ("history",)
+TABLED_KEYS = ("history", "baselines_written")
 
 
 def slim(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,8 +95,10 @@ def finish_batch(
     history: Sequence[Mapping[str, Any]],
     exit_status: int,
     finished_at: str,
+    baselines: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """Everything a finished session writes, as one plain batch (written in one transaction)."""
+    """Everything a finished session writes, as one plain batch (written in one transaction);
+    `baselines`: the (path, text) of each baseline file it wrote."""
     doc = slim(document) if document is not None else None
     artifact = session.get("report_dir")
     return {
@@ -107,4 +109,5 @@ def finish_batch(
         "runs": run_rows(doc, artifact) if doc else [],
         "verdicts": verdict_rows(doc) if doc else [],
         "history": history_rows(history),
+        "baselines": [{"path": path, "content": text} for path, text in baselines],
     }

@@ -44,11 +44,18 @@ class SharedStore:
         """The history lines of baseline folder `target` (the gate's confirmation reads them)."""
         return self.store.history_lines(target=target)
 
-    def finish(self, document: Mapping[str, Any] | None, exit_status: int) -> tuple[list[str], bool]:
-        """Write the session's batch; when the store is lost, spool it. The summary's lines,
-        and whether the batch was written."""
+    def finish(self, document: Mapping[str, Any] | None, exit_status: int, rootdir: Path) -> tuple[list[str], bool]:
+        """Write the session's batch (with the baseline files it wrote, read from under
+        `rootdir`); when the store is lost, spool it. The summary's lines, and whether the
+        batch was written."""
         history = list((document or {}).get("history") or [])
-        batch = finish_batch(self.info.to_dict(), document, history, exit_status, now())
+        baselines = []
+        for path in (document or {}).get("baselines_written") or []:
+            try:
+                baselines.append((str(path), (rootdir / path).read_text(encoding="utf-8")))
+            except OSError:  # gone since it was written: the store keeps the rest
+                continue
+        batch = finish_batch(self.info.to_dict(), document, history, exit_status, now(), baselines)
         try:
             added = self.store.write_batch(batch)
         except StoreError as exc:

@@ -147,3 +147,17 @@ def test_a_store_lost_mid_session_spools_its_rows_and_a_push_writes_them_once(
         count(store_url, "llmperf_verdicts"),
         count(store_url, "llmperf_history"),
     ) == rows
+
+
+def test_a_recorded_night_writes_the_baseline_files_back_from_the_store(project, store_url, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    run(project, "--update-baselines", "--llmperf-store", store_url, "--llmperf-session-group", "rec").assert_outcomes(
+        passed=3
+    )
+    written = {p.relative_to(project.path): p.read_text() for p in (project.path / "baselines").rglob("*.json")}
+    assert written
+    capsys.readouterr()
+    checkout = tmp_path / "checkout"
+    assert llmperf(["baselines", "--store", store_url, "--session-group", "rec", "--write", str(checkout)]) == 0
+    again = {p.relative_to(checkout): p.read_text() for p in checkout.rglob("*.json")}
+    assert again == written  # byte for byte, at the same paths
+    assert "(shard 1)" in capsys.readouterr().out

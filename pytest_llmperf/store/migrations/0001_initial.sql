@@ -1,5 +1,5 @@
--- pytest-llmperf result store, schema version 1: sessions, their runs and verdicts, and
--- the history lines drift detection reads. Every row has a natural key, so a row written
+-- pytest-llmperf result store, schema version 1: sessions, their runs and verdicts, the
+-- history lines drift detection reads, and the baseline files a recording session wrote. Every row has a natural key, so a row written
 -- twice (a spool pushed again, a retry) is one row.
 
 CREATE TABLE llmperf_sessions (
@@ -62,4 +62,11 @@ CREATE TABLE llmperf_history (
     outcome      text NOT NULL,
     line         jsonb NOT NULL,               -- the line as history.jsonl holds it
     PRIMARY KEY (session_id, target, server, concurrency, metric, workload)
+);
+
+CREATE TABLE llmperf_baselines (
+    session_id   text NOT NULL REFERENCES llmperf_sessions (id),
+    path         text NOT NULL,                -- from the checkout's root: baselines/<folder>/<server>.json
+    content      text NOT NULL,                -- the file as the session wrote it
+    PRIMARY KEY (session_id, path)
 );
