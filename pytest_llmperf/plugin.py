@@ -229,7 +229,7 @@ def _begin_store(config: pytest.Config, options: Any) -> list[str]:
     rootdir = Path(config.rootpath)
     info = new_session(
         group=options.session_group,
-        shard=getattr(options, "shard", None),
+        shard=options.shard,
         target=options.target_name or options.target,
         image=options.image,
         git_commit=git_commit(rootdir),
