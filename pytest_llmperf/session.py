@@ -134,6 +134,22 @@ class PerfSession:
         """`run` as test `nodeid` sees it: its assertions judged by the session's gate."""
         return self.gate.bind(run, nodeid, marker_tolerances, error_budget)
 
+    @property
+    def history_for_store(self) -> list[dict[str, Any]]:
+        """The history lines queued for a shared store (--llmperf-store)."""
+        return self.gate.history.for_store()
+
+    @property
+    def baselines_written(self) -> list[str]:
+        """The baseline files finish() wrote, from the rootdir (absolute when outside it)."""
+        out = []
+        for path in self.store.written:
+            try:
+                out.append(str(path.resolve().relative_to(self.rootdir.resolve())))
+            except ValueError:
+                out.append(str(path))
+        return out
+
     def workload_identity(self, run: MeasuredRun) -> dict[str, Any]:
         return self.book.workload_identity(run)
 

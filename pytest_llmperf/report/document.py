@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import __version__
@@ -89,24 +88,15 @@ def build_report(perf: Any) -> dict[str, Any]:
             ],
         }
     )
-    written = [_relative(path, perf.rootdir) for path in perf.store.written]
-    if written:  # --update-baselines: the files written, for a shared store to keep (llmperf baselines --store)
-        document["baselines_written"] = written
-    shared = perf.gate.history.for_store()
-    if shared:  # history lines for a shared store (--llmperf-store), written at the session's end
-        document["history"] = plain(shared)
+    if perf.baselines_written:  # --update-baselines: the files, for a shared store (llmperf baselines --store)
+        document["baselines_written"] = list(perf.baselines_written)
+    if perf.history_for_store:  # history lines for a shared store (--llmperf-store), written at the session's end
+        document["history"] = plain(perf.history_for_store)
     paired = perf.paired_info()
     if paired is not None:  # a paired A/B session (paired.py): OLD's runs and the start order
         against = paired.pop("against")
         document["paired"] = plain({**paired, "runs": [_run(run) for run in against]})
     return document
-
-
-def _relative(path: Any, root: Any) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path(root).resolve()))
-    except ValueError:  # baselines outside the rootdir: the absolute path
-        return str(path)
 
 
 def _run(run: Any, identity: Any = None) -> dict[str, Any]:

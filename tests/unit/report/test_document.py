@@ -35,6 +35,8 @@ def fake_session():
         gates=[gate],
         workload_identity=lambda run: None,
         paired_info=lambda: None,  # not a paired session
+        history_for_store=[],  # no --llmperf-store
+        baselines_written=[],  # not recording
     )
 
 
