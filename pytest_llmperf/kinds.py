@@ -31,12 +31,11 @@ XdistRule = Literal["free", "gpu-slots", "never"]
 @dataclass(frozen=True)
 class TargetContext:
     """What building a target needs beyond the options: session id, a progress line, and
-    under --llmperf-gpus each server's GPU slot and Docker engine (plan.py)."""
+    under --llmperf-gpus each server's GPU slot (plan.py)."""
 
     session_id: str
     progress: Callable[[str], None]
     gpu_slots: Mapping[str, Sequence[str]] | None = None
-    docker_hosts: Mapping[str, str] | None = None
 
 
 Factory = Callable[[LlmperfOptions, TargetContext], ServerTarget]
@@ -56,7 +55,7 @@ class TargetKind:
     starts_servers: bool = True  # False: attaches to a server someone else runs (a fresh start is not ours)
     accepts_sim_args: bool = False  # its servers are the simulator: --llmperf-sim-args and its profile lines apply
     uses_gpu_slots: bool = False  # --llmperf-gpus spreads its servers over GPU slots
-    containers: bool = False  # Docker containers: --llmperf-image, --llmperf-hosts, leftover cleanup apply
+    containers: bool = False  # Docker containers: --llmperf-image, leftover cleanup apply
     # vLLM as a local process: its interpreter (None: scripts/real_vllm_cpu.sh's build).
     local_python: Callable[[LlmperfOptions], str | None] | None = None
     xdist: XdistRule = "free"
@@ -151,7 +150,6 @@ def _containers(gpu: bool) -> Factory:
             progress=context.progress,
             cleanup_age=options.cleanup_age,
             gpu_slots=context.gpu_slots,
-            docker_hosts=context.docker_hosts,
             publish_host=options.publish_host,
         )
 

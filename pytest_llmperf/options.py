@@ -127,25 +127,6 @@ def parse_gpus(text: str) -> tuple[str, ...]:
     return ids
 
 
-def parse_hosts(text: str) -> tuple[str, ...]:
-    """DOCKER_HOST URLs from 'ssh://gpu-a,tcp://gpu-b:2376'; ValueError naming a bad one."""
-    from pytest_llmperf.servers.docker import engine_host
-
-    hosts = tuple(part.strip() for part in text.split(",") if part.strip())
-    if not hosts:
-        raise ValueError(
-            f"expected DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,tcp://gpu-b:2376), got {text!r}"
-        )
-    for host in hosts:
-        if "://" not in host:
-            raise ValueError(f"{host!r} is not a DOCKER_HOST URL: write ssh://{host} (or tcp://{host}:2376)")
-        engine_host(host)  # its scheme and host name; ValueError says which forms work
-    repeated = sorted({h for h in hosts if hosts.count(h) > 1})
-    if repeated:
-        raise ValueError(f"{', '.join(repeated)} given twice: each host's GPUs make its own slots")
-    return hosts
-
-
 SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
@@ -505,21 +486,12 @@ OPTIONS: tuple[Option, ...] = (
         "share one slot, and each pytest-xdist worker (-n, --dist loadgroup) runs one slot's servers on its GPUs",
     ),
     Option(
-        "llmperf_hosts",
-        ("--llmperf-hosts",),
-        parse_hosts,
-        (),
-        "spread the suite over several Docker engines: DOCKER_HOST URLs, comma-separated (ssh://user@gpu-a,"
-        "tcp://gpu-b:2376); each has the GPUs --llmperf-gpus lists, and each slot is one host's GPUs; "
-        "containers publish on --llmperf-publish-host",
-    ),
-    Option(
         "llmperf_publish_host",
         ("--llmperf-publish-host",),
         _text,
         "127.0.0.1",
         "the address containers publish their port on, on the engine's host (default 127.0.0.1; a remote "
-        "DOCKER_HOST or --llmperf-hosts needs one reachable from here, e.g. 0.0.0.0 or the host's address)",
+        "DOCKER_HOST needs one reachable from here, e.g. 0.0.0.0 or the host's address)",
     ),
     Option(
         "llmperf_plan",
@@ -631,7 +603,6 @@ class LlmperfOptions:
     cleanup_age: float = 24 * 3600.0  # seconds
     doctor: bool = False  # --llmperf-doctor: the doctor's checks before the first test
     gpus: tuple[str, ...] | None = None  # --llmperf-gpus: GPU ids, or ("all",) until resolved
-    hosts: tuple[str, ...] = ()  # --llmperf-hosts: DOCKER_HOST URLs, each with the GPUs of --llmperf-gpus
     publish_host: str = "127.0.0.1"  # where containers publish their port, on the engine's host
     plan: bool = False  # --llmperf-plan: print the plan, start nothing
     sources: dict[str, str] = field(default_factory=dict)  # dest -> "cli" | "ini" | "default"
@@ -852,29 +823,12 @@ def _check_paired(values: dict[str, Any], sources: dict[str, str], target: Targe
 
 def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: TargetKind | None) -> None:
     gpus = values["llmperf_gpus"]
-    hosts, publish = values["llmperf_hosts"], values["llmperf_publish_host"]
+    publish = values["llmperf_publish_host"]
     try:
         ipaddress.ip_address(publish)
     except ValueError:
         where = _where("llmperf_publish_host", "--llmperf-publish-host", sources)
         raise OptionError(f"{where}: expected an IP address such as 127.0.0.1 or 0.0.0.0, got {publish!r}") from None
-    if hosts:
-        where = _where("llmperf_hosts", "--llmperf-hosts", sources)
-        if target is not None and not target.containers:
-            raise OptionError(f"{where} names Docker engines: it needs --llmperf-gpu (or --llmperf-docker)")
-        if gpus is None or gpus == ("all",):
-            got = "all reads only this machine's nvidia-smi" if gpus else "none given"
-            raise OptionError(
-                f"{where}: give the GPU ids each host has, as its nvidia-smi numbers them (--llmperf-gpus 0,1,2,3; "
-                f"{got})"
-            )
-        from pytest_llmperf.servers.docker import endpoint_host
-
-        for host in hosts:
-            try:
-                endpoint_host(host, publish)
-            except ValueError as exc:
-                raise OptionError(f"{where}: {exc}") from None
     if values["llmperf_plan"] and gpus is None:
         where = _where("llmperf_plan", "--llmperf-plan", sources)
         raise OptionError(f"{where} prints the plan of --llmperf-gpus: give the GPUs too (--llmperf-gpus 0,1,2,3)")

@@ -89,19 +89,15 @@ class Slot:
     index: int
     gpus: tuple[str, ...]
     groups: tuple[Group, ...]
-    host: str | None = None  # --llmperf-hosts: the DOCKER_HOST whose GPUs these are
-    host_index: int = 0
 
     @property
     def group_name(self) -> str:
-        """The xdist group of the slot's tests: `llmperf-gpus-0,1` (`llmperf-host1-gpus-0,1`
-        on the second of --llmperf-hosts)."""
-        host = f"host{self.host_index}-" if self.host is not None else ""
-        return f"llmperf-{host}gpus-{','.join(self.gpus)}"
+        """The xdist group of the slot's tests: `llmperf-gpus-0,1`."""
+        return f"llmperf-gpus-{','.join(self.gpus)}"
 
     @property
     def where(self) -> str:
-        return (f"{self.host} " if self.host is not None else "") + f"GPUs {','.join(self.gpus)}"
+        return f"GPUs {','.join(self.gpus)}"
 
     @property
     def starts(self) -> tuple[int, int]:
@@ -124,22 +120,10 @@ class Plan:
     def gpus_by_server(self) -> dict[str, tuple[str, ...]]:
         return {spec.name: slot.gpus for slot in self.slots for group in slot.groups for spec in group.servers}
 
-    def hosts_by_server(self) -> dict[str, str]:
-        """--llmperf-hosts: each server's DOCKER_HOST; empty without hosts."""
-        return {
-            spec.name: slot.host
-            for slot in self.slots
-            if slot.host is not None
-            for group in slot.groups
-            for spec in group.servers
-        }
-
-    hosts: tuple[str, ...] = ()
-
     @property
     def unused_gpus(self) -> tuple[str, ...]:
-        """GPUs no slot holds (on every host alike when there are several)."""
-        used = {gpu for slot in self.slots if slot.host_index == 0 for gpu in slot.gpus}
+        """GPUs no slot holds."""
+        used = {gpu for slot in self.slots for gpu in slot.gpus}
         return tuple(gpu for gpu in self.gpus if gpu not in used)
 
     def lines(self) -> list[str]:
@@ -147,9 +131,8 @@ class Plan:
         busy = [slot for slot in self.slots if slot.groups]
         low, high = (sum(slot.starts[0] for slot in busy), sum(slot.starts[1] for slot in busy))
         starts = f"{low}" if low == high else f"{low} to {high}"
-        where = f"{len(self.hosts)} host(s) x GPUs" if self.hosts else "GPUs"
         head = (
-            f"plan: {where} {','.join(self.gpus)} in {len(self.slots)} slot(s) of {self.width} GPU(s), "
+            f"plan: GPUs {','.join(self.gpus)} in {len(self.slots)} slot(s) of {self.width} GPU(s), "
             f"{self.workers} worker(s); {sum(len(s.groups) for s in busy)} group(s) on {len(busy)} slot(s), "
             f"{starts} server start(s) in all"
         )
@@ -258,10 +241,9 @@ def make_plan(
     repetitions: int | str = 1,
     max_repetitions: int = 5,
     same_server: bool = False,
-    hosts: Sequence[str] = (),
 ) -> Plan:
-    """Slots over `gpus` (on each of `hosts`, where given) for `workers` processes, and each
-    group of `tests` on one slot. PlanError when the GPUs cannot hold the largest server."""
+    """Slots over `gpus` for `workers` processes, and each group of `tests` on one slot.
+    PlanError when the GPUs cannot hold the largest server."""
     if not gpus:
         raise PlanError("no GPUs given: --llmperf-gpus 0,1,2,3 (or all)")
     if workers < 1:
@@ -275,20 +257,7 @@ def make_plan(
             f"{len(gpus)} ({','.join(gpus)}). GPUs each server needs: {needs}. Give more GPUs, or lower "
             "the server's --tensor-parallel-size (or gpus=)"
         )
-    per_host = len(gpus) // width
-    count = min(workers, per_host * max(1, len(hosts)))
+    count = min(workers, len(gpus) // width)
     given = spread(groups, count)
-    slots = []
-    for i in range(count):
-        # Slots alternate between hosts, so fewer workers than slots still use every host.
-        host, position = (i % len(hosts), i // len(hosts)) if hosts else (0, i)
-        slots.append(
-            Slot(
-                i,
-                tuple(gpus[position * width : (position + 1) * width]),
-                tuple(given[i]),
-                hosts[host] if hosts else None,
-                host,
-            )
-        )
-    return Plan(tuple(gpus), width, workers, tuple(slots), tuple(hosts))
+    slots = tuple(Slot(i, tuple(gpus[i * width : (i + 1) * width]), tuple(given[i])) for i in range(count))
+    return Plan(tuple(gpus), width, workers, slots)

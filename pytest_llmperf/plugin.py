@@ -203,13 +203,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         from pytest_llmperf.targets import cleanup_leftover_containers
 
         try:
-            lines = cleanup_leftover_containers(options.cleanup_age, options.hosts)
+            lines = cleanup_leftover_containers(options.cleanup_age)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
     elif options.target is not None and options.target_kind.containers:  # a session that talks to Docker anyway
         from pytest_llmperf.targets import leftover_report
 
-        lines = leftover_report(options.cleanup_age, options.hosts)
+        lines = leftover_report(options.cleanup_age)
     else:
         return
     if reporter is not None:
@@ -571,7 +571,6 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
             repetitions=options.repetitions,
             max_repetitions=options.max_repetitions,
             same_server=options.same_server,
-            hosts=options.hosts,
         )
     except PlanError as exc:
         if not xdist_support.is_worker(config):
@@ -610,8 +609,8 @@ def _perf_session(config: pytest.Config) -> Any:
                 reporter.write_line(f"[llmperf] {message.removeprefix('llmperf: ')}")
 
         plan = config.stash.get(PLAN_KEY, None)
-        slots, hosts = (plan.gpus_by_server(), plan.hosts_by_server()) if plan is not None else (None, None)
-        context = TargetContext(uuid.uuid4().hex[:12], log, gpu_slots=slots, docker_hosts=hosts)
+        slots = plan.gpus_by_server() if plan is not None else None
+        context = TargetContext(uuid.uuid4().hex[:12], log, gpu_slots=slots)
         target = config.hook.pytest_llmperf_make_target(
             config=config, options=options, kind=options.target_kind, context=context
         )

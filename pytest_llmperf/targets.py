@@ -39,16 +39,15 @@ def build_target(
     session_id: str,
     progress: Callable[[str], None],
     gpu_slots: Mapping[str, Sequence[str]] | None = None,
-    docker_hosts: Mapping[str, str] | None = None,
 ) -> ServerTarget:
     """The target the options chose, built by its kind's factory (kinds.py); `gpu_slots`
     (--llmperf-gpus, plan.py): each server's slot, the GPUs a GPU container is given (a
-    label and provenance elsewhere), and `docker_hosts` (--llmperf-hosts) the engine each
-    container runs on. The plugin builds it through the pytest_llmperf_make_target hook."""
+    label and provenance elsewhere). The plugin builds it through the
+    pytest_llmperf_make_target hook."""
     chosen = options.target_kind
     if chosen is None:
         raise ValueError(f"no target chosen (got {options.target!r})")
-    return chosen.factory(options, TargetContext(session_id, progress, gpu_slots, docker_hosts))
+    return chosen.factory(options, TargetContext(session_id, progress, gpu_slots))
 
 
 def check_target(options: LlmperfOptions) -> LocalVllmTarget | None:
@@ -83,24 +82,13 @@ def sim_profile_lines(options: LlmperfOptions, specs: Sequence[ServerSpec]) -> l
     ]
 
 
-def cleanup_leftover_containers(max_age: float, hosts: Sequence[str] = ()) -> list[str]:
+def cleanup_leftover_containers(max_age: float) -> list[str]:
     """--llmperf-cleanup: remove the containers whose owning session is gone (same host:
     that process no longer runs; another host or no owner recorded: older than
-    `max_age`). The lines say what was removed and what was kept, and why. With
-    --llmperf-hosts, on each of them (a host whose engine does not answer is a line)."""
+    `max_age`). The lines say what was removed and what was kept, and why."""
     from pytest_llmperf.servers.docker import connect
     from pytest_llmperf.servers.leftovers import cleanup_leftovers, cleanup_lines
 
-    if hosts:
-        lines = []
-        for url in hosts:
-            try:
-                client = connect({**os.environ, "DOCKER_HOST": url})
-            except Exception as exc:  # noqa: BLE001 - that host is down; the others are still cleaned
-                lines.append(f"on {url}: no Docker engine answers ({type(exc).__name__}: {exc})")
-                continue
-            lines += [f"on {url}: {line}" for line in cleanup_lines(*cleanup_leftovers(client, max_age))]
-        return lines
     try:
         client = connect(os.environ)
     except Exception as exc:  # noqa: BLE001 - any cause means no engine to clean
@@ -110,20 +98,15 @@ def cleanup_leftover_containers(max_age: float, hosts: Sequence[str] = ()) -> li
     return cleanup_lines(*cleanup_leftovers(client, max_age))
 
 
-def leftover_report(max_age: float, hosts: Sequence[str] = ()) -> list[str]:
-    """A container session's first look at the engine (each of --llmperf-hosts): the
-    leftovers of sessions that are gone, with the command that removes them. Nothing when
-    there are none, or when no engine answers (the first server start says that, with the fix)."""
+def leftover_report(max_age: float) -> list[str]:
+    """A container session's first look at the engine: the leftovers of sessions that are
+    gone, with the command that removes them. Nothing when there are none, or when no
+    engine answers (the first server start says that, with the fix)."""
     from pytest_llmperf.servers.docker import connect
     from pytest_llmperf.servers.leftovers import find_leftovers, leftover_lines
 
-    lines = []
-    for url in hosts or (None,):
-        environ = os.environ if url is None else {**os.environ, "DOCKER_HOST": url}
-        try:
-            client = connect(environ, timeout=LEFTOVER_CHECK_TIMEOUT)
-            found = leftover_lines(find_leftovers(client, max_age))
-        except Exception:  # noqa: BLE001 - a notice; it must not stop a session
-            continue
-        lines += found if url is None else [f"on {url}: {line}" for line in found]
-    return lines
+    try:
+        client = connect(os.environ, timeout=LEFTOVER_CHECK_TIMEOUT)
+        return leftover_lines(find_leftovers(client, max_age))
+    except Exception:  # noqa: BLE001 - a notice; it must not stop a session
+        return []

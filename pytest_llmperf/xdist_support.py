@@ -69,13 +69,11 @@ def check_numprocesses(config: pytest.Config, options: Any) -> None:
             f"CUDA_VISIBLE_DEVICES names; run {options.target_kind.flag} without -n (containers spread over GPUs "
             "with --llmperf-gpu --llmperf-gpus)"
         )
-    hosts = max(1, len(options.hosts))
-    if options.gpus is not None and int(numprocesses) > len(options.gpus) * hosts:
-        on = f" on each of {hosts} hosts" if options.hosts else ""
+    if options.gpus is not None and int(numprocesses) > len(options.gpus):
         raise pytest.UsageError(
             f"pytest-llmperf: -n {numprocesses} workers, but --llmperf-gpus gives {len(options.gpus)} GPU(s) "
-            f"({','.join(options.gpus)}){on}; each worker owns a slot of at least one GPU: use "
-            f"-n {len(options.gpus) * hosts} or fewer"
+            f"({','.join(options.gpus)}); each worker owns a slot of at least one GPU: use "
+            f"-n {len(options.gpus)} or fewer"
         )
     if getattr(config.option, "dist", None) != "loadgroup":
         raise pytest.UsageError(

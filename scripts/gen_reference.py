@@ -104,7 +104,6 @@ METAVARS = {
     "llmperf_hf_cache": "DIR",
     "llmperf_cleanup_age": "AGE",
     "llmperf_gpus": "IDS",
-    "llmperf_hosts": "URLS",
     "llmperf_publish_host": "ADDR",
 }
 

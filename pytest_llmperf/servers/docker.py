@@ -220,7 +220,6 @@ class DockerTarget:
         gpu: bool = False,
         gpu_device_ids: Sequence[str] | None = None,
         gpu_slots: Mapping[str, Sequence[str]] | None = None,
-        docker_hosts: Mapping[str, str] | None = None,
         image_override: str | None = None,
         hf_cache: Path | str | None = DEFAULT_HF_CACHE,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
@@ -261,7 +260,6 @@ class DockerTarget:
         self.gpu_device_ids = gpu_device_ids
         # --llmperf-gpus: server name -> its slot's GPU ids (a device request only with gpu).
         self.gpu_slots = {name: [str(d) for d in ids] for name, ids in (gpu_slots or {}).items()}
-        self.docker_hosts = dict(docker_hosts or {})  # --llmperf-hosts: server name -> DOCKER_HOST
         self.image_override = image_override
         self.hf_cache = None if hf_cache is None else Path(hf_cache)
         self.ready_timeout = float(ready_timeout)
@@ -278,36 +276,26 @@ class DockerTarget:
         self._environ = os.environ if environ is None else environ
         self.cleanup_age = cleanup_age
         # A remote engine with a loopback-only port is unusable: say so before starting anything.
-        for url in {self._environ.get("DOCKER_HOST"), *self.docker_hosts.values()}:
-            endpoint_host(url, publish_host)
-        self._clients: dict[str | None, Any] = {} if client is None else {None: client}  # by DOCKER_HOST
+        endpoint_host(self._environ.get("DOCKER_HOST"), publish_host)
+        self._client = client
         self._serial = 0
 
     def _say(self, line: str, secrets: Iterable[str]) -> None:
         if self.progress is not None:
             self.progress(redact(line, secrets))
 
-    def docker_host(self, spec: ServerSpec | None = None) -> str | None:
-        """The DOCKER_HOST `spec`'s server runs on: its slot's host, else the environment's."""
-        return (self.docker_hosts.get(spec.name) if spec is not None else None) or self._environ.get("DOCKER_HOST")
-
-    def client(self, spec: ServerSpec | None = None) -> Any:
-        """The client of the engine `spec`'s server runs on, connected once."""
-        url = self.docker_hosts.get(spec.name) if spec is not None else None
-        if url not in self._clients:
-            environ = {**self._environ, "DOCKER_HOST": url} if url is not None else self._environ
+    def client(self) -> Any:
+        """The engine's client (DOCKER_HOST, else the local socket), connected once."""
+        if self._client is None:
             try:
-                self._clients[url] = connect(environ)
+                self._client = connect(self._environ)
             except Exception as exc:  # noqa: BLE001 - every cause means the same to the user
-                where = environ.get("DOCKER_HOST") or "the local socket"
-                fix = (
-                    "check that host (--llmperf-hosts)"
-                    if url
-                    else "Start dockerd (or set DOCKER_HOST to a reachable engine)."
-                )
-                message = f"no Docker engine answers at {where}: {type(exc).__name__}: {exc}. {fix}"
-                raise ServerStartError(message) from None
-        return self._clients[url]
+                where = self._environ.get("DOCKER_HOST") or "the local socket"
+                raise ServerStartError(
+                    f"no Docker engine answers at {where}: {type(exc).__name__}: {exc}. "
+                    "Start dockerd (or set DOCKER_HOST to a reachable engine)."
+                ) from None
+        return self._client
 
     def ensure_image(self, client: Any, ref: str, secrets: Secrets) -> Any:
         """The image, pulled with progress when missing; a clear error naming it otherwise."""
@@ -344,13 +332,13 @@ class DockerTarget:
         """The GPU ids `spec`'s server gets: its slot's, else gpu_device_ids; None: every GPU."""
         return self.gpu_slots.get(spec.name) or self.gpu_device_ids
 
-    def _published_url(self, container: Any, docker_host: str | None = None) -> str | None:
+    def _published_url(self, container: Any) -> str | None:
         container.reload()
         ports = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
         bindings = ports.get(f"{CONTAINER_PORT}/tcp") or []
         for binding in bindings:
             if binding.get("HostPort"):
-                host = endpoint_host(docker_host or self._environ.get("DOCKER_HOST"), self.publish_host)
+                host = endpoint_host(self._environ.get("DOCKER_HOST"), self.publish_host)
                 host = f"[{host}]" if ":" in host else host  # an IPv6 address, in a URL
                 return f"http://{host}:{binding['HostPort']}"
         return None
@@ -434,7 +422,7 @@ class DockerTarget:
                 )
             failure = redact(f"Docker engine error while starting {spec.name}: {exc}{hint}", secrets)
         except ENGINE_GONE as exc:  # the engine's host went away (requests' errors are not DockerException)
-            where = self.docker_host(spec) or "the local socket"
+            where = self._environ.get("DOCKER_HOST") or "the local socket"
             failure = redact(
                 f"the Docker engine at {where} stopped answering while starting {spec.name}: "
                 f"{type(exc).__name__}: {exc}. Check that host is up and its engine answers",
@@ -445,7 +433,7 @@ class DockerTarget:
     def _launch_steps(
         self, spec: ServerSpec, environment: RedactedEnv, secrets: Secrets, launched: list[Any]
     ) -> Endpoint:
-        client = self.client(spec)
+        client = self.client()
         gpu_ids = self.gpu_ids(spec)
         if self.gpu:
             check_gpus_free(client, gpu_ids, self.cleanup_age)
@@ -472,7 +460,7 @@ class DockerTarget:
         LIVE.add(container.id, container.name, client)
         self._say(f"llmperf: starting {spec.name} in container {container.name} ({ref})", secrets)
         container.start()
-        base_url = self._published_url(container, self.docker_hosts.get(spec.name))
+        base_url = self._published_url(container)
         if base_url is None:
             death = self._death(container, secrets) or "the engine published no port for 8000/tcp"
             raise ServerStartError(f"{spec.name} did not start: {death}")
@@ -480,8 +468,6 @@ class DockerTarget:
         provenance = container_provenance(client, image, ref, container, base_url, self.gpu, secrets)
         if gpu_ids:
             provenance["gpu_ids"] = list(gpu_ids)
-        if spec.name in self.docker_hosts:  # which engine of --llmperf-hosts ran it
-            provenance["docker_host"] = self.docker_hosts[spec.name]
         memory_sampler = None
         if self.gpu:  # the session opens one window per run: the peak is that run's
             read = functools.partial(nvidia_smi, container)

@@ -109,7 +109,7 @@ def remove_container(container: Any, stop_timeout: float = 10.0, say: Callable[[
     except docker.errors.APIError as exc:
         if not removal_in_progress(exc):
             raise
-    except ENGINE_GONE as exc:  # the host died (--llmperf-hosts)
+    except ENGINE_GONE as exc:  # the engine's host went away (a remote DOCKER_HOST)
         if say is not None:
             say(
                 f"llmperf: could not remove container {container.name}: its Docker engine does not answer "

@@ -1,7 +1,7 @@
 """A Unix-socket forwarder: `python socket_proxy.py LISTEN TARGET` forwards every
 connection on LISTEN to TARGET (this machine's Docker socket), printing "ready" once it
-listens. A test gives its URL as a second Docker host and kills the process to play that
-host's engine dying: open connections drop, new ones are refused."""
+listens. A test gives its URL as DOCKER_HOST and kills the process to play a remote
+box's engine dying: open connections drop, new ones are refused."""
 
 from __future__ import annotations
 

@@ -328,34 +328,8 @@ def test_the_plan_needs_the_gpus_it_plans():
     assert resolve(cli={"llmperf_sim": True, "llmperf_plan": True, "llmperf_gpus": "0,1"}).plan is True
 
 
-def test_hosts_are_docker_host_urls_with_the_gpus_each_has_and_a_reachable_publish_host():
-    opts = resolve(
-        cli={"llmperf_gpu": True, "llmperf_gpus": "0,1", "llmperf_hosts": "ssh://u@gpu-a, tcp://gpu-b:2376",
-             "llmperf_publish_host": "0.0.0.0"}
-    )  # fmt: skip
-    assert opts.hosts == ("ssh://u@gpu-a", "tcp://gpu-b:2376") and opts.publish_host == "0.0.0.0"
-    assert resolve().publish_host == "127.0.0.1" and resolve().hosts == ()
-
-
-@pytest.mark.parametrize(
-    ("cli", "message"),
-    [
-        ({"llmperf_hosts": "gpu-a"}, "--llmperf-hosts: 'gpu-a' is not a DOCKER_HOST URL: write ssh://gpu-a"),
-        ({"llmperf_hosts": "ftp://gpu-a"}, "unsupported scheme 'ftp'"),
-        ({"llmperf_hosts": "ssh://a,ssh://a"}, "ssh://a given twice"),
-        ({"llmperf_hosts": "ssh://a", "llmperf_gpus": None}, "give the GPU ids each host has"),
-        ({"llmperf_hosts": "ssh://a", "llmperf_gpus": "all"}, "all reads only this machine's nvidia-smi"),
-        ({"llmperf_hosts": "ssh://gpu-a", "llmperf_publish_host": "127.0.0.1"},
-         "is a remote engine: a port published on 127.0.0.1 there is not reachable from here"),
-        ({"llmperf_publish_host": "gpu-a"}, "--llmperf-publish-host: expected an IP address"),
-    ],
-)  # fmt: skip
-def test_bad_hosts_and_publish_hosts_say_what_to_write(cli, message):
-    given = {"llmperf_gpu": True, "llmperf_gpus": "0,1", "llmperf_publish_host": "0.0.0.0", **cli}
-    with pytest.raises(OptionError, match=re.escape(message)):
-        resolve(cli={k: v for k, v in given.items() if v is not None})
-
-
-def test_hosts_need_a_container_target():
-    with pytest.raises(OptionError, match="--llmperf-hosts names Docker engines: it needs --llmperf-gpu"):
-        resolve(cli={"llmperf_sim": True, "llmperf_gpus": "0", "llmperf_hosts": "ssh://a"})
+def test_containers_publish_on_an_ip_address_127_0_0_1_unless_given():
+    assert resolve().publish_host == "127.0.0.1"
+    assert resolve(cli={"llmperf_gpu": True, "llmperf_publish_host": "0.0.0.0"}).publish_host == "0.0.0.0"
+    with pytest.raises(OptionError, match=re.escape("--llmperf-publish-host: expected an IP address")):
+        resolve(cli={"llmperf_gpu": True, "llmperf_publish_host": "gpu-a"})

@@ -175,27 +175,3 @@ def test_gpus_that_cannot_hold_the_largest_server_are_refused_listing_each_need(
 def test_a_plan_without_performance_tests_has_empty_slots():
     plan = make_plan([], ["0", "1"], workers=2)
     assert [slot.groups for slot in plan.slots] == [(), ()]
-
-
-def test_several_hosts_each_have_the_gpus_given_and_slots_alternate_between_them():
-    hosts = ("ssh://gpu-a", "ssh://gpu-b")
-    tests = seed_like(base("a"), base("b"), base("c"), concurrencies=(8,))
-    plan = make_plan(tests, ["0", "1"], workers=3, hosts=hosts)
-    assert [(slot.host, slot.gpus) for slot in plan.slots] == [
-        ("ssh://gpu-a", ("0",)),
-        ("ssh://gpu-b", ("0",)),
-        ("ssh://gpu-a", ("1",)),
-    ]  # three workers: both hosts used before a host's second GPU
-    assert [slot.group_name for slot in plan.slots] == [
-        "llmperf-host0-gpus-0",
-        "llmperf-host1-gpus-0",
-        "llmperf-host0-gpus-1",
-    ]
-    assert plan.hosts_by_server() == {
-        "a": "ssh://gpu-a", "a-mtp": "ssh://gpu-a", "b": "ssh://gpu-b", "b-mtp": "ssh://gpu-b",
-        "c": "ssh://gpu-a", "c-mtp": "ssh://gpu-a",
-    }  # fmt: skip
-    lines = plan.lines()
-    assert lines[0].startswith("plan: 2 host(s) x GPUs 0,1 in 3 slot(s) of 1 GPU(s), 3 worker(s)")
-    assert "  slot 1 (ssh://gpu-b GPUs 0): 2 start(s), in this order:" in lines
-    assert make_plan(tests, ["0", "1"], workers=3).hosts_by_server() == {}  # one engine: the environment's

@@ -260,29 +260,6 @@ def test_the_baseline_folder_is_known_before_start_except_per_gpu_model():
     assert baseline_folders_before_start(LlmperfOptions(target="gpu", target_name="h200-box")) == ["h200-box"]
 
 
-def test_with_several_hosts_cleanup_and_the_notice_go_to_each_and_a_dead_one_is_a_line(monkeypatch):
-    dead = FakeContainer("llmperf-a-1", DEAD)
-    engine = FakeEngine([dead])
-    asked: list[str] = []
-
-    def from_env(**kwargs: Any) -> FakeEngine:
-        asked.append(kwargs["environment"]["DOCKER_HOST"])
-        if kwargs["environment"]["DOCKER_HOST"] == "ssh://gpu-b":
-            raise ConnectionError("gpu-b: no route to host")
-        return engine
-
-    monkeypatch.setattr(docker, "from_env", from_env)
-    notice = leftover_report(DAY, ("ssh://gpu-a", "ssh://gpu-b"))
-    assert notice[0] == (
-        "on ssh://gpu-a: 1 container(s) left by sessions that are gone; remove with pytest --llmperf-cleanup:"
-    )
-    assert not any(line.startswith("on ssh://gpu-b") for line in notice)  # a notice: quiet about a dead host
-    lines = cleanup_leftover_containers(DAY, ("ssh://gpu-a", "ssh://gpu-b"))
-    assert lines[0] == "on ssh://gpu-a: --llmperf-cleanup: removed 1 container(s), kept 0"
-    assert lines[-1] == "on ssh://gpu-b: no Docker engine answers (ConnectionError: gpu-b: no route to host)"
-    assert dead.removed and asked == ["ssh://gpu-a", "ssh://gpu-b"] * 2
-
-
 def test_all_gpus_are_the_indices_nvidia_smi_lists_and_a_failure_says_to_list_them():
     asked: list[Any] = []
 

@@ -335,41 +335,20 @@ def test_a_slot_without_gpus_is_a_label_and_no_device_request():
     assert lo.container_labels("s", SEED, gpu=True)[lo.LABEL_GPUS] == "all"
 
 
-def test_each_server_runs_on_its_hosts_engine_and_a_dead_host_fails_only_its_servers(monkeypatch):
-    """--llmperf-hosts: a client per DOCKER_HOST, the server's host from its slot; an engine
-    that does not answer fails that server's start, naming the host, and no other."""
-    import requests.exceptions
-
-    alive = FakeClient(fail_start=True)
+def test_every_server_runs_on_the_environments_engine_connected_once(monkeypatch):
     asked: list[str | None] = []
 
     def connect(environ: Any, timeout: Any = None) -> Any:
         asked.append(environ.get("DOCKER_HOST"))
-        if environ.get("DOCKER_HOST") == "ssh://gpu-b":
-            raise requests.exceptions.ConnectionError("ssh: connect to host gpu-b port 22: Connection refused")
-        return alive
+        return FakeClient(fail_start=True)
 
     monkeypatch.setattr(dk, "connect", connect)
-    other = ServerSpec(name="other", model="org/other")
-    target = dk.DockerTarget(
-        docker_hosts={SEED.name: "ssh://gpu-a", "other": "ssh://gpu-b"}, publish_host="0.0.0.0", environ={}
-    )
-    with pytest.raises(ServerStartError, match="could not start"):  # reached gpu-a's engine
-        with target.start(SEED):
-            pass
-    with pytest.raises(
-        ServerStartError, match=r"no Docker engine answers at ssh://gpu-b: ConnectionError.*--llmperf-hosts"
-    ):
-        with target.start(other):
-            pass
-    assert asked == ["ssh://gpu-a", "ssh://gpu-b"]
-    assert target.docker_host(SEED) == "ssh://gpu-a" and target.docker_host(None) is None
-    with pytest.raises(ServerStartError, match="could not start"):  # gpu-a's client kept, not asked again
-        with target.start(SEED):
-            pass
-    assert asked == ["ssh://gpu-a", "ssh://gpu-b"]
-    with pytest.raises(ValueError, match="remote engine"):  # a loopback port there is unreachable from here
-        dk.DockerTarget(docker_hosts={"x": "ssh://gpu-a"}, environ={})
+    target = dk.DockerTarget(environ={"DOCKER_HOST": "ssh://gpu-a"}, publish_host="0.0.0.0")
+    for spec in (SEED, ServerSpec(name="other", model="org/other")):
+        with pytest.raises(ServerStartError, match="could not start"):  # reached the engine
+            with target.start(spec):
+                pass
+    assert asked == ["ssh://gpu-a"]
 
 
 def test_an_engine_that_stops_answering_during_a_start_is_a_start_error_naming_its_host():
