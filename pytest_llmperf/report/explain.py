@@ -26,7 +26,7 @@ IGNORED = frozenset(
         "gpu_memory_samples",
         "gpu_error",
         "gpu_ids",  # which GPUs of the box ran it (--llmperf-gpus): any of one model may gate
-        "docker_host",  # which engine of --llmperf-hosts ran it: any host of that GPU model may gate
+        "docker_host",  # older baselines' engine, where a session drove several: not what ran
         "speedup_base",  # the speedup test's base server: its own run has its own provenance
         "server.name",  # the baseline file is the server's: the same name by construction
         "dataset.path",  # the file name; the hash below says whether the content moved

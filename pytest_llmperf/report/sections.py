@@ -28,7 +28,7 @@ PROVENANCE = (
     ("GPU count", "gpu_count"),
     ("GPU driver", "gpu_driver"),
     ("GPU ids (slot)", "gpu_ids"),  # --llmperf-gpus
-    ("Docker host", "docker_host"),  # --llmperf-hosts
+    ("Docker host", "docker_host"),  # in documents of sessions that drove several engines; none now
     ("peak GPU memory (MiB)", "peak_gpu_memory_mib"),
     ("dataset", "dataset.path"),
     ("dataset name", "dataset.name"),  # random and custom (a ShareGPT run's has none)

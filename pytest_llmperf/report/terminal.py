@@ -138,15 +138,14 @@ def _started(doc: Doc) -> list[str]:
 
 
 def _slots(doc: Doc) -> list[str]:
-    """--llmperf-gpus: which GPUs (and host, under --llmperf-hosts) each server ran on."""
+    """--llmperf-gpus: which GPUs each server ran on."""
     where: dict[str, list[str]] = {}
     for run in doc.get("runs", []):
         provenance = run.get("provenance") or {}
         if not provenance.get("gpu_ids"):
             continue
-        host = f"{provenance['docker_host']} " if provenance.get("docker_host") else ""
         worker = f" ({run['worker']})" if run.get("worker") else ""
-        slot = f"{host}GPUs {','.join(str(g) for g in provenance['gpu_ids'])}{worker}"
+        slot = f"GPUs {','.join(str(g) for g in provenance['gpu_ids'])}{worker}"
         names = where.setdefault(slot, [])
         name = run.get("server", {}).get("name", "?")
         if name not in names:

@@ -1,11 +1,12 @@
-"""The report's sections: the verdict matrix, and the provenance table (which host and which GPUs ran each server)."""
+"""The report's sections: the verdict matrix, and the provenance table (which GPUs ran each server)."""
 
 from pytest_llmperf.baselines.compare import compare
 from pytest_llmperf.report.sections import MatrixCell, provenance_table, verdict_matrix
 from tests.unit.report.documents import REGRESSED, REL5, document, gate_entry, run_entry
 
 
-def test_the_provenance_table_names_each_servers_docker_host_and_gpu_slot():
+def test_the_provenance_table_names_each_servers_gpu_slot_and_an_older_documents_docker_host():
+    # Documents of sessions that drove several Docker engines name each server's engine.
     runs = [
         run_entry("a", 8, 100.0, provenance={"target": "gpu", "gpu_ids": ["0", "1"], "docker_host": "ssh://gpu-a"}),
         run_entry("b", 8, 90.0, provenance={"target": "gpu", "gpu_ids": ["2", "3"], "docker_host": "ssh://gpu-b"}),

@@ -161,15 +161,14 @@ def test_the_output_canary_and_checks_not_run_are_listed_under_the_tables():
     assert "cross-checks against the baselines' outputs:" not in quiet
 
 
-def test_under_llmperf_gpus_the_summary_says_which_slot_and_host_ran_each_server():
-    def on(name, gpus, worker, host=None):
-        provenance = {"target": "gpu", "gpu_ids": gpus, **({"docker_host": host} if host else {})}
-        return run_entry(name, 8, 10.0, provenance=provenance, worker=worker)
+def test_under_llmperf_gpus_the_summary_says_which_slot_ran_each_server():
+    def on(name, gpus, worker):
+        return run_entry(name, 8, 10.0, provenance={"target": "gpu", "gpu_ids": gpus}, worker=worker)
 
     gw0 = document([on("a", ["0"], "gw0"), on("a-mtp", ["0"], "gw0")], [], ["a", "a-mtp"])
-    gw1 = document([on("b", ["2", "3"], "gw1", "ssh://gpu-b")], [], ["b"])
+    gw1 = document([on("b", ["2", "3"], "gw1")], [], ["b"])
     lines = terminal_lines(merge_reports({"gw0": gw0, "gw1": gw1}))
-    assert lines[1] == "GPU slots: GPUs 0 (gw0): a, a-mtp; ssh://gpu-b GPUs 2,3 (gw1): b"
+    assert lines[1] == "GPU slots: GPUs 0 (gw0): a, a-mtp; GPUs 2,3 (gw1): b"
     assert not any(
         line.startswith("GPU slots") for line in terminal_lines(document([run_entry("c", 1, 1.0)], [], ["c"]))
     )
