@@ -704,12 +704,7 @@ def resolve_options(
         paired = values["llmperf_against_image"] is not None or values["llmperf_against_sim_args"] is not None
         values["llmperf_max_repetitions"] = PAIRED_MAX_BLOCKS if paired else MAX_REPETITIONS
     _check_gpus(values, sources, chosen_kind)
-    history = (values["llmperf_history"] or "").strip()
-    if values["llmperf_store"] and history and history.lower() != HISTORY_OFF:
-        raise OptionError(
-            f"--llmperf-history {history} and --llmperf-store: with a store the history is kept in it "
-            "(`llmperf history --store URL` reads it); drop one"
-        )
+    _check_store(values)
     if values["llmperf_report"] is not None:
         _check_report(values["llmperf_report"], sources["llmperf_report"])
     # Options named as LlmperfOptions fields map onto them (target booleans: `target` above).
@@ -840,6 +835,16 @@ def _check_gpus(values: dict[str, Any], sources: dict[str, str], target: TargetK
             f"{where} spreads containers over GPU slots: it applies to --llmperf-gpu (and to --llmperf-docker "
             f"and --llmperf-sim as a rehearsal of the plan), not to {target.flag}; for a local vLLM "
             "choose its GPUs with CUDA_VISIBLE_DEVICES"
+        )
+
+
+def _check_store(values: dict[str, Any]) -> None:
+    """With --llmperf-store the history is kept in the store: a history file beside it is refused."""
+    history = (values["llmperf_history"] or "").strip()
+    if values["llmperf_store"] and history and history.lower() != HISTORY_OFF:
+        raise OptionError(
+            f"--llmperf-history {history} and --llmperf-store: with a store the history is kept in it "
+            "(`llmperf history --store URL` reads it); drop one"
         )
 
 
