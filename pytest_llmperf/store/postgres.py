@@ -227,9 +227,9 @@ class PostgresStore:
                     for row in batch.get(key, ()):
                         added += _insert(cur, table, {"session_id": sid, **row})
                 cur.execute(
-                    "UPDATE llmperf_sessions SET finished_at = %s, exit_status = %s, document = %s "
+                    "UPDATE llmperf_sessions SET finished_at = %s, exit_status = %s, document = %s, digest = %s "
                     "WHERE id = %s AND finished_at IS NULL",
-                    (batch["finished_at"], batch["exit_status"], _jsonb(batch["document"]), sid),
+                    (batch["finished_at"], batch["exit_status"], _jsonb(batch["document"]), batch.get("digest"), sid),
                 )
                 added += int(cur.rowcount)
         return added

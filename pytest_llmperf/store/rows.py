@@ -101,10 +101,12 @@ def finish_batch(
     `baselines`: the (path, text) of each baseline file it wrote."""
     doc = slim(document) if document is not None else None
     artifact = session.get("report_dir")
+    digests = [(run.get("provenance") or {}).get("image_digest") for run in (doc or {}).get("runs", [])]
     return {
         "session": dict(session),
         "finished_at": finished_at,
         "exit_status": exit_status,
+        "digest": next((d for d in digests if d), None),  # the image's, known once a server ran
         "document": doc,
         "runs": run_rows(doc, artifact) if doc else [],
         "verdicts": verdict_rows(doc) if doc else [],
