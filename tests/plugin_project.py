@@ -26,6 +26,10 @@ for _module in pkgutil.walk_packages(pytest_llmperf.__path__, "pytest_llmperf.")
         importlib.import_module(_module.name)
 for _module in ("httpcore", "docker"):
     importlib.import_module(_module)
+try:  # the report's plots (the [report] extra): a second copy of matplotlib breaks its own isinstance checks
+    importlib.import_module("matplotlib.figure")
+except ImportError:
+    pass
 
 CONFTEST = """
 import os
