@@ -148,6 +148,14 @@ def test_a_store_lost_mid_session_spools_its_rows_and_a_push_writes_them_once(
         count(store_url, "llmperf_history"),
     ) == rows
 
+    # The next session with that report folder pushes what is still spooled, before it starts anything.
+    pushed.replace(spooled[0])
+    nxt = run(project, "-k", "test_base", "--llmperf-store", store_url, "--llmperf-report", "rep")
+    nxt.assert_outcomes(passed=1)
+    assert "store: pushed 1 spooled session(s)" in nxt.stdout.str() and "(0 new row(s))" in nxt.stdout.str()
+    assert not list((project.path / "rep" / "store-spool").glob("*.json"))
+    assert count(store_url, "llmperf_sessions", "finished_at IS NOT NULL") == 2
+
 
 def test_a_recorded_night_writes_the_baseline_files_back_from_the_store(project, store_url, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     run(project, "--update-baselines", "--llmperf-store", store_url, "--llmperf-session-group", "rec").assert_outcomes(
