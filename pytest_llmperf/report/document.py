@@ -14,7 +14,8 @@ Keys (tools read them, so they are only ever added to):
                                        results (raw RunResults), completed, attempted,
                                        failed, stop_reasons, server_death, server_log,
                                        warmup, server_warmup, workload_identity (what a
-                                       baseline entry is keyed by)
+                                       baseline entry is keyed by), requests (the rows
+                                       the verdict rule pairs, as baseline files hold them)
     history[]                          with --llmperf-store only: the history lines the
                                        session's gates queued for the store
     baselines_written[]                --update-baselines: the baseline files written
@@ -41,6 +42,7 @@ from typing import Any
 from pytest_llmperf import __version__
 from pytest_llmperf.baselines.compare import Change, Verdict
 from pytest_llmperf.metrics.registry import Direction, Tolerance
+from pytest_llmperf.metrics.uncertainty import encode_rows
 
 
 def _encode(value: Any) -> Any:
@@ -118,6 +120,7 @@ def _run(run: Any, identity: Any = None) -> dict[str, Any]:
         "server_log": run.server_log,
         "warmup": run.results[0].warmup_figures() if run.results else None,
         "server_warmup": run.server_warmup,
+        "requests": encode_rows(run.rows),  # the first repetition's, one line each, as baselines keep them
     }
 
 

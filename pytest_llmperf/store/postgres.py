@@ -82,7 +82,7 @@ TABLES = (
     ("llmperf_baselines", "baselines"),
 )
 # Columns of type jsonb (the others take their values as they are).
-JSON_COLUMNS = frozenset({"workload_identity", "summary", "samples", "provenance", "line", "document"})
+JSON_COLUMNS = frozenset({"workload_identity", "summary", "samples", "requests", "provenance", "line", "document"})
 
 
 def _jsonb(value: Any) -> Any:

@@ -43,6 +43,7 @@ def run_rows(document: Mapping[str, Any], artifact: str | None) -> list[dict[str
                 "repetitions": max((len(v) for v in samples.values() if isinstance(v, list)), default=None),
                 "summary": run.get("summary"),
                 "samples": samples,
+                "requests": run.get("requests"),
                 "provenance": run.get("provenance"),
                 "artifact": artifact,
             }

@@ -67,6 +67,9 @@ def test_a_session_writes_runs_verdicts_and_history_and_no_password_anywhere(pro
     with psycopg.connect(store_url) as conn:
         (document,) = conn.execute("SELECT document FROM llmperf_sessions").fetchone()
     assert all("results" not in r for r in document["runs"])  # raw records stay in the report folder
+    with psycopg.connect(store_url) as conn:
+        stored = [r[0] for r in conn.execute("SELECT requests FROM llmperf_runs").fetchall()]
+    assert all(len(rows) == 12 for rows in stored)  # each run's 12 requests, the lines the verdict rule pairs
     assert len(json.loads((project.path / "rep" / "report.json").read_text())["runs"][0]["results"]) >= 1
 
     # A second night reads the first from the store (the drift check and the confirmation).

@@ -29,7 +29,8 @@ CREATE TABLE llmperf_runs (
     workload_identity  jsonb,
     repetitions        integer,
     summary            jsonb,                  -- median per metric
-    samples            jsonb,                  -- per repetition: what the verdict rule pairs
+    samples            jsonb,                  -- the figures per repetition
+    requests           jsonb,                  -- one line per request: what the verdict rule pairs
     provenance         jsonb,
     artifact           text,                   -- the report folder that keeps its raw records
     PRIMARY KEY (session_id, position)

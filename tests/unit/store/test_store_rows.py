@@ -42,6 +42,7 @@ def test_a_batch_keeps_summaries_verdicts_and_history_and_leaves_raw_records_out
                 "server": {"name": "m"},
                 "workload": {"concurrency": 8},
                 "samples": {"tpot_ms": [5.0, 5.1]},
+                "requests": ["0 12 48 48 0.0201 0.0052"],
                 "summary": {"tpot_ms": 5.05},
                 "provenance": {"image_digest": "sha256:ab"},
                 "results": [{"records": ["raw"]}],
@@ -90,6 +91,7 @@ def test_a_batch_keeps_summaries_verdicts_and_history_and_leaves_raw_records_out
     assert "results" not in batch["document"]["runs"][0] and "history" not in batch["document"]
     (run,) = batch["runs"]
     assert (run["server"], run["concurrency"], run["repetitions"], run["artifact"]) == ("m", 8, 2, "/artifacts/r")
+    assert run["requests"] == ["0 12 48 48 0.0201 0.0052"]  # what the rule pairs stays without the raw records
     (verdict,) = batch["verdicts"]
     assert (verdict["metric"], verdict["change"], verdict["allowed"], verdict["outcome"]) == (
         "tpot_ms",
