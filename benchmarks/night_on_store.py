@@ -26,19 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-COMMAND = [
-    sys.executable,
-    "-m",
-    "pytest",
-    "tests/perf",
-    "--llmperf-sim",
-    "--llmperf-profile",
-    "smoke",
-    "-q",
-    "-p",
-    "no:cacheprovider",
-]
+from repeat_main_command import MAIN_COMMAND as COMMAND  # noqa: E402
 
 
 def llmperf(*args: str) -> tuple[int, str]:

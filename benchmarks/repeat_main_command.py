@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The README's main command (quiet, no cache), as the benchmarks that repeat it run it from ROOT.
+MAIN_COMMAND = [sys.executable, "-m", "pytest", "tests/perf", "--llmperf-sim", "--llmperf-profile", "smoke", "-q"]
+MAIN_COMMAND += ["-p", "no:cacheprovider"]
 
 
 def _spin() -> None:  # pragma: no cover - runs in a child process
@@ -41,20 +44,7 @@ def _spin() -> None:  # pragma: no cover - runs in a child process
 
 
 def one_run(sim_args: str, report: Path) -> tuple[int, collections.Counter, list[str], list[str], float]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tests/perf",
-        "--llmperf-sim",
-        "--llmperf-profile",
-        "smoke",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--llmperf-report",
-        str(report),
-    ]
+    cmd = [*MAIN_COMMAND, "--llmperf-report", str(report)]
     if sim_args:
         cmd += ["--llmperf-sim-args", sim_args]
     started = time.monotonic()

@@ -37,6 +37,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pytest_llmperf.cli import main as llmperf  # noqa: E402
 from pytest_llmperf.store.postgres import PostgresStore  # noqa: E402
@@ -235,22 +236,9 @@ def size(url: str) -> None:
 
     root = Path(__file__).resolve().parents[1]
     group = f"size-{uuid.uuid4().hex[:8]}"
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tests/perf",
-        "--llmperf-sim",
-        "--llmperf-profile",
-        "smoke",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--llmperf-store",
-        url,
-        "--llmperf-session-group",
-        group,
-    ]
+    from repeat_main_command import MAIN_COMMAND
+
+    command = [*MAIN_COMMAND, "--llmperf-store", url, "--llmperf-session-group", group]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     print(f"size: the main command with --llmperf-store: {done.stdout.strip().splitlines()[-1]}")
     tables = ("llmperf_sessions", "llmperf_runs", "llmperf_verdicts", "llmperf_history")

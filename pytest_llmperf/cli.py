@@ -187,7 +187,7 @@ def _add_history(sub: _Commands) -> None:
     history.add_argument(
         "--path", default="baselines", help="a history.jsonl, or a folder searched for them (default: baselines)"
     )
-    store_cli.add_store_argument(history, required=False)
+    store_cli.add_store_argument(history)
     history.add_argument("--pvalue", type=float, default=None, help="change-point significance (default 0.05)")
     history.add_argument(
         "--min-change", type=float, default=None, help="smallest relative step called a change (default 0.02)"

@@ -896,7 +896,7 @@ def _finish(session: pytest.Session, *, interrupted: bool, status: int) -> None:
         config.stash[REPORT_FILES_KEY] = write_report_files(document, Path(report_path)).describe()
     shared = config.stash.get(STORE_KEY, None)
     if shared is not None:  # the store's rows, or a spool when it is lost (the verdicts stand)
-        lines, _ = shared.finish(document, int(session.exitstatus or status), Path(config.rootpath))
+        lines = shared.finish(document, int(session.exitstatus or status), Path(config.rootpath))
         config.stash[END_KEY] = [*config.stash.get(END_KEY, []), *lines]
     if document is not None:  # once per session: here, never on an xdist worker
         from pytest_llmperf.report.ci import append_step_summary

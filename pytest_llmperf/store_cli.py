@@ -14,9 +14,8 @@ EXIT_OK, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 3
 STORE_HELP = "the store: postgresql://USER@HOST:PORT/DB (default: env LLMPERF_STORE)"
 
 
-def add_store_argument(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=os.environ.get("LLMPERF_STORE") or None, help=STORE_HELP)
-    parser.set_defaults(store_required=required)
 
 
 def add_commands(sub: Any) -> None:
@@ -108,14 +107,21 @@ def night(sessions: Sequence[Mapping[str, Any]]) -> tuple[dict[int, Mapping[str,
     return finished, problems
 
 
-def cmd_baselines(args: argparse.Namespace) -> int:
-    from pytest_llmperf.util.files import atomic_write_text
-
+def read_night(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[int, Mapping[str, Any]], list[str]]:
+    """The store, the sessions of --session-group (at least one), each shard's latest
+    finished one, and a line for each shard missing or unfinished."""
     store = open_store(args)
     sessions = store.sessions(args.session_group)
     if not sessions:
         raise ValueError(f"store {store.shown}: no session in group {args.session_group!r}")
     finished, problems = night(sessions)
+    return store, sessions, finished, problems
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    from pytest_llmperf.util.files import atomic_write_text
+
+    store, _, finished, problems = read_night(args)
     root = Path(args.write)
     files: dict[str, tuple[int, str]] = {}
     for k, s in sorted(finished.items()):
@@ -141,11 +147,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pytest_llmperf.report.document import merge_reports
     from pytest_llmperf.report.folder import write_report_files
 
-    store = open_store(args)
-    sessions = store.sessions(args.session_group)
-    if not sessions:
-        raise ValueError(f"store {store.shown}: no session in group {args.session_group!r}")
-    finished, problems = night(sessions)
+    store, sessions, finished, problems = read_night(args)
     documents = {f"shard{k}": s["document"] for k, s in sorted(finished.items())}
     document = merge_reports(documents)
     expected = max(int(s["shards"]) for s in sessions)

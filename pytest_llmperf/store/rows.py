@@ -64,7 +64,7 @@ def verdict_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "concurrency": gate.get("concurrency"),
                     "baseline": _number(verdict.get("baseline")),
                     "measured": _number(verdict.get("measured")),
-                    "change": _number(change.get("relative") if change.get("relative") is not None else None),
+                    "change": _number(change.get("relative")),
                     "noise": _number(verdict.get("noise")),
                     "allowed": verdict.get("allowed"),
                     "outcome": str(verdict.get("status")),

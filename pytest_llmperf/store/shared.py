@@ -44,10 +44,9 @@ class SharedStore:
         """The history lines of baseline folder `target` (the gate's confirmation reads them)."""
         return self.store.history_lines(target=target)
 
-    def finish(self, document: Mapping[str, Any] | None, exit_status: int, rootdir: Path) -> tuple[list[str], bool]:
+    def finish(self, document: Mapping[str, Any] | None, exit_status: int, rootdir: Path) -> list[str]:
         """Write the session's batch (with the baseline files it wrote, read from under
-        `rootdir`); when the store is lost, spool it. The summary's lines, and whether the
-        batch was written."""
+        `rootdir`); when the store is lost, spool it. The summary's lines."""
         history = list((document or {}).get("history") or [])
         baselines = []
         for path in (document or {}).get("baselines_written") or []:
@@ -66,5 +65,5 @@ class SharedStore:
                 f"  {rows} row(s) of {self.label} spooled to {path}; the verdicts above stand (judged from the "
                 f"baseline files). Write them with: llmperf store push {self.spool_dir} --store URL "
                 "(or the next session against this store pushes them)",
-            ], False
-        return [f"store: {self.label}: {added} row(s) written to {self.store.shown}"], True
+            ]
+        return [f"store: {self.label}: {added} row(s) written to {self.store.shown}"]

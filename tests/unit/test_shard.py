@@ -8,7 +8,6 @@ what the function says."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +17,15 @@ from pytest_llmperf.options import OptionError, parse_shard, resolve_options
 from pytest_llmperf.plan import groups_of
 from pytest_llmperf.plugin import PLAN_KEY, SELECTION_KEY, parsed_marker
 from pytest_llmperf.preflight import PlannedTest
-from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.shard import shard_of
+from tests.unit.test_plan import T, base, seed_like
 
 ROOT = Path(__file__).resolve().parents[2]
-MTP = {"method": "mtp", "num_speculative_tokens": 3}
-
-
-@dataclass(frozen=True)
-class T:
-    nodeid: str
-    servers: tuple[ServerSpec, ...]
-    workloads: tuple[Any, ...] = ()
-
-
-def base(name: str) -> ServerSpec:
-    return ServerSpec(name=name, model=f"org/{name}")
 
 
 def model_tests(name: str, concurrencies: tuple[int, ...]) -> list[T]:
     """One model as the seed suite tests it: base, MTP, then the speedup tests."""
-    b = base(name)
-    m = b.with_speculative(MTP, name=f"{name}-mtp")
-    return (
-        [T(f"base-{name}-{c}", (b,), (c,)) for c in concurrencies]
-        + [T(f"mtp-{name}-{c}", (m,), (c,)) for c in concurrencies]
-        + [T(f"speedup-{name}-{c}", (m, b), (c,)) for c in concurrencies]
-    )
+    return seed_like(base(name), concurrencies=concurrencies)
 
 
 def ids(tests) -> list[str]:
