@@ -32,9 +32,11 @@ from pytest_llmperf.report.crosscheck import canary_failure, check_lines, output
 from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.stats.median import median_of
+from pytest_llmperf.stats.spread import Spread
 from pytest_llmperf.util.files import relative_to
 
 NO_FAILURES = ErrorBudget(0.0)
+STALLED = "no request completed, its server alive: made again on a fresh start"
 Rule = Callable[..., list[Any]]  # compare_metrics' signature: the verdicts of the gated metrics
 
 
@@ -43,7 +45,7 @@ class Repeater(Protocol):
 
     def worth_another(self, run: MeasuredRun, verdicts: list[Any], first_look: bool = False) -> str | None: ...
 
-    def extend(self, measured: MeasuredRun, why: str = "inconclusive") -> bool: ...
+    def extend(self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False) -> bool: ...
 
 
 class Gate:
@@ -130,14 +132,14 @@ class Gate:
             return
         merged = {**(marker_tolerances or {}), **(tolerances or {})}
         verdicts, entry, invalid, outputs = self._verdicts_until_decided(
-            record, run, collect, merged, base, target, invalid
+            record, run, collect, merged, base, target, invalid, error_budget
+        )
+        verdicts = confirmed(
+            verdicts,
+            self.options.confirm - 1 if self.reference.keeps_history else 0,
+            lambda metric, count: self.history.earlier_outcomes(run, target, metric, count),
         )
         if self.reference.keeps_history:
-            verdicts = confirmed(
-                verdicts,
-                self.options.confirm - 1,
-                lambda metric, count: self.history.earlier_outcomes(run, target, metric, count),
-            )
             judged = [(v.metric, v.measured, v.status, v.noise, v.baseline, v.confidence) for v in verdicts]
             self.history.append(run, target, judged)
         record.verdicts = verdicts
@@ -196,6 +198,7 @@ class Gate:
         base: MeasuredRun | None,
         target: str,
         invalid: str | None,
+        error_budget: ErrorBudget = NO_FAILURES,
     ) -> tuple[list[Any], Entry | None, str | None, OutputChange | None]:
         """The verdicts, with runs added by auto repetitions while they ask for more; the
         entry judged against, why the run is invalid (outputs included), and the outputs' change."""
@@ -207,7 +210,20 @@ class Gate:
             entry = self.reference.refresh(entry, run, base)
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
             looks += 1
-            why = None if invalid else self.repeater.worth_another(run, verdicts, first_look=looks == 1)
+            if invalid:
+                # A run that completed nothing while its server lives: once more on a fresh start.
+                if (
+                    looks > 1
+                    or run.completed
+                    or run.server_death
+                    or not self.repeater.extend(run, STALLED, stalled=True)
+                ):
+                    return verdicts, entry, invalid, outputs
+                invalid, outputs = self._check_outputs(
+                    run, entry, record, self.reference.invalid(run, base, error_budget)
+                )
+                continue
+            why = self.repeater.worth_another(run, verdicts, first_look=looks == 1)
             if why is None or not self.repeater.extend(run, why):
                 return verdicts, entry, invalid, outputs
 
@@ -302,7 +318,8 @@ class Gate:
         given, else output lengths or the EOS share moved beyond their bounds) and the change."""
         if entry is None or not run.results:
             return invalid, None
-        change = compare_outputs(entry, run.rows, output_rows(run.results[0].records))
+        first = next((r for r in run.results if r.completed), run.results[0])  # a stalled start's made again
+        change = compare_outputs(entry, run.rows, output_rows(first.records))
         record.checks = check_lines(change, "requests" in entry, "outputs" in entry, self.options.changed_outputs)
         return invalid or output_change_reason(change), change
 
@@ -342,8 +359,17 @@ class Gate:
                 self.reference.spread_pools(target, run, list(samples)) if entry else {},
                 base,
                 self.reference.base_entry(base, target) if entry and base is not None else None,
+                self._nightly(run, target, list(samples)) if entry else None,
             ),
         )
+
+    def _nightly(self, run: MeasuredRun, target: str, names: list[str]) -> dict[str, Spread]:
+        """Each metric's spread between the sessions before, from the history (a reference
+        that keeps none, such as a paired session's, has none)."""
+        if not self.reference.keeps_history:
+            return {}
+        spreads = {name: self.history.nightly_spread(run, target, name) for name in names}
+        return {name: spread for name, spread in spreads.items() if spread is not None}
 
 
 def no_data_reason(run: MeasuredRun, name: str) -> str:

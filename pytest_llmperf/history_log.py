@@ -18,11 +18,13 @@ from pytest_llmperf.baselines.history import workload_hash as history_workload_h
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.reference import Identity
+from pytest_llmperf.stats.spread import Spread, nightly_spread
 
 # (metric, value, outcome, noise, baseline, the confidence the noise is at)
 Judged = tuple[str, float | None, str, float | None, float | None, float | None]
 # A shared store's history lines of one baseline folder (target), as history.jsonl holds them.
 SharedLines = Callable[[str], list[dict[str, Any]]]
+NOT_NOISE = frozenset({"regressed", "suspect"})  # outcomes left out of a cell's nightly spread
 SHARED = Path("<store>")  # where lines queued for a shared store are kept until the session's end
 
 
@@ -45,7 +47,7 @@ class HistoryLog:
         self.identity = identity
         self.shared = shared
         self.pending: dict[Path, list[dict[str, Any]]] = {}
-        self.before: dict[Path, dict[Any, list[str]]] = {}  # each file's outcomes by series, as the session found it
+        self.before: dict[Path, dict[Any, list[dict[str, Any]]]] = {}  # each file's lines by series, as found
 
     def path(self, target: str) -> Path | None:
         """Where runs judged in baseline folder `target` append their history:
@@ -94,17 +96,35 @@ class HistoryLog:
         """The outcomes of the last `count` sessions (at most) that judged or recorded this
         run's server, concurrency, workload and `metric` in `target`, oldest first, as the
         history was before this session (its own lines are queued until flush)."""
+        if count <= 0:
+            return []
+        return [str(line["outcome"]) for line in self.earlier_lines(run, target, metric)[-count:]]
+
+    def nightly_spread(self, run: MeasuredRun, target: str, metric: str) -> Spread | None:
+        """The spread of this cell's value between the sessions before (stats.spread.nightly_spread)
+        over its lines that read no regression (a change under way is not noise); None with
+        too few."""
+        values = [
+            float(line["value"])
+            for line in self.earlier_lines(run, target, metric)
+            if str(line["outcome"]) not in NOT_NOISE
+        ]
+        return nightly_spread(values)
+
+    def earlier_lines(self, run: MeasuredRun, target: str, metric: str) -> list[dict[str, Any]]:
+        """This cell's lines in `target` (server, concurrency, workload, `metric`), oldest
+        first, as the history was before this session; none when the history is off or unreadable."""
         path = self.path(target)
-        if path is None or count <= 0:
+        if path is None:
             return []
         if path not in self.before:
             try:
                 records = self.shared(target) if self.shared is not None else read_history([path]).records
             except (HistoryError, RuntimeError):
                 records = []  # an unreadable history confirms nothing: the regression stays suspect
-            self.before[path] = {k: [str(r["outcome"]) for r in v] for k, v in history_series(records).items()}
+            self.before[path] = history_series(records)
         key = (target, run.server.name, run.concurrency, metric, history_workload_hash(self.identity(run)))
-        return self.before[path].get(key, [])[-count:]
+        return self.before[path].get(key, [])
 
     def flush(self) -> tuple[int, list[str]]:
         """Append the queued lines; how many were written and, for a history that could not

@@ -168,10 +168,12 @@ class Measurer:
             self.policy.stop_if_interrupted(measured)
         return self.runs[key]
 
-    def extend(self, measured: MeasuredRun, why: str = "inconclusive") -> bool:
+    def extend(self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False) -> bool:
         """Auto repetitions: one more run (or block) of `measured`, `why` said in the log.
-        False when the budget is spent or nothing more can be learnt."""
-        if not self.can_extend(measured):
+        False when the budget is spent or nothing more can be learnt. `stalled`: its one run
+        completed nothing while its server lives (every request ran past the cap); one more
+        run on a fresh start tells a start that came up too slow from a broken image."""
+        if not (self.can_retry(measured) if stalled else self.can_extend(measured)):
             return False
         started = self.clock()
         try:
@@ -206,6 +208,19 @@ class Measurer:
             return False
         if not finished_cleanly(measured):
             return False
+        return self.budget_left(measured)
+
+    def can_retry(self, measured: MeasuredRun) -> bool:
+        """Whether auto repetitions may make a stalled run (one run, nothing completed, its
+        server alive, not interrupted) again on a fresh start, within the session's budget."""
+        if self.options.repetitions != "auto" or len(measured.results) != 1 or self.options.max_repetitions < 2:
+            return False
+        if measured.completed or measured.server_death or measured.results[0].partial:
+            return False
+        return self.budget_left(measured)
+
+    def budget_left(self, measured: MeasuredRun) -> bool:
+        """Whether the session's --llmperf-repetition-budget has time left (a spent one is noted on the run)."""
         budget = self.options.repetition_budget
         if budget is not None and self.added_seconds >= budget:
             note = (

@@ -10,7 +10,7 @@ from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.registry import GATED_DECODE
 from pytest_llmperf.metrics.uncertainty import decode_rows, independent_blocks, paired_errors
-from pytest_llmperf.stats.error import change_error, ratio_error
+from pytest_llmperf.stats.error import change_error, ratio_error, with_nightly
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.stats.spread import Spread
 
@@ -29,9 +29,11 @@ def change_noise(
     pools: Mapping[str, Spread],
     base: MeasuredRun | None = None,
     base_entry: Entry | None = None,
+    nightly: Mapping[str, Spread] | None = None,
 ) -> dict[str, Any]:
     """compare_metrics' `errors` and `notes`; nothing without an entry. With `base` (a
-    speedup), each server's decode change against its own entry."""
+    speedup), each server's decode change against its own entry. `nightly`: each metric's
+    spread between the sessions before (the history's), which tonight's side is at least."""
     if not entry:
         return {}
     if base is None:
@@ -48,6 +50,11 @@ def change_noise(
             paired_dof=max(blocks - 1, 1),
             pool=pools.get(name),
         )
+        between = (nightly or {}).get(name)
+        widened = with_nightly(errors[name], between)
+        if between is not None and widened is not errors[name]:
+            errors[name] = widened
+            notes[name] = f"tonight's side: the spread of the last {between.dof + 1} sessions' values"
         if "requests" not in entry and errors[name] is None:
             # with a spread between repetitions known, the request lines would not be read
             notes[name] = OLD_ENTRY_NOTE

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
+from statistics import NormalDist
 from typing import Any
 
 from pytest_llmperf.baselines.tolerances import tolerance_for
@@ -75,6 +76,9 @@ class Verdict:
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
     run_share: float | None = None  # Noise.run_share: the part of the noise more measured runs shrink
     pass_noise: float | None = None  # the half-width at the pass confidence, whatever was judged
+    # With no change, the chance under this noise of reading a regression, and a gross one (rule_chances).
+    chances: tuple[float, float] | None = None
+    false_red: float | None = None  # of these, the one that fails this session (confirmed() picks)
 
     @property
     def ok(self) -> bool:
@@ -137,17 +141,34 @@ def unconfirmed(verdict: Verdict, agreed: int, needed: int) -> Verdict:
 
 def confirmed(verdicts: list[Verdict], needed: int, earlier: Callable[[str, int], list[str]]) -> list[Verdict]:
     """--llmperf-confirm: each regression, unless gross, made suspect where the `needed`
-    sessions before (`earlier(metric, needed)`: their outcomes) did not all read it."""
-    if needed <= 0:
-        return verdicts
+    sessions before (`earlier(metric, needed)`: their outcomes) did not all read it. Each
+    verdict's `false_red` is the chance (with no change) that it fails this session: a
+    regression's where the sessions before all read one (or none is needed), else a gross one's."""
     out = []
     for verdict in verdicts:
-        if verdict.status == Status.REGRESSED and not gross(verdict):
-            agreed = sum(outcome in CONFIRMING for outcome in earlier(verdict.metric, needed))
-            if agreed < needed:
-                verdict = unconfirmed(verdict, agreed, needed)
+        agreed = sum(outcome in CONFIRMING for outcome in earlier(verdict.metric, needed)) if needed > 0 else 0
+        if verdict.status == Status.REGRESSED and not gross(verdict) and agreed < needed:
+            verdict = unconfirmed(verdict, agreed, needed)
+        if verdict.chances is not None:
+            verdict = replace(verdict, false_red=verdict.chances[0 if agreed >= needed else 1])
         out.append(verdict)
     return out
+
+
+def rule_chances(amount_sigma: float, limit: float, z: float, confidence: float) -> tuple[float, float]:
+    """With no change and a noise of `amount_sigma` (in the tolerance's units), the chance of
+    reading a regression (the change beyond both `limit` and z * sigma) and a gross one (its
+    interval beyond 2 * limit). A Student quantile `z` is carried to the normal one of the
+    same `confidence`, so the tails match at the alarm level."""
+    if amount_sigma <= 0:
+        return 0.0, 0.0
+    normal = NormalDist()
+    scale = normal.inv_cdf(confidence) / z
+
+    def beyond(x: float) -> float:
+        return 1.0 - normal.cdf(x * scale)
+
+    return beyond(max(z, limit / amount_sigma)), beyond(z + 2 * limit / amount_sigma)
 
 
 def wanting_another(
@@ -277,9 +298,12 @@ def _judge_change(
     half, half_pass = z * sigma_amount, z_pass * sigma_amount
     limit = tolerance.limit
 
+    chances = rule_chances(sigma_amount, limit, z, confidence) if noise is not None else None
+
     def judged(status: Status, hint: str = "", more_data: float | None = None, at: float = confidence) -> Verdict:
         factor = z_pass if at == pass_confidence else z
         return verdict(
+            chances=chances,
             status=status,
             hint=hint,
             more_data=more_data,

@@ -6,6 +6,7 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from pytest_llmperf.stats.median import median_variance
 from pytest_llmperf.stats.spread import Spread
@@ -42,6 +43,8 @@ def change_error(
             dof += pool.dof
         if dof:
             spread = squares / dof
+            if noisier(m, spread, dof):  # tonight spreads beyond what the pool allows: its own spread
+                spread, dof = statistics.variance(m), len(m) - 1
             variance = spread * (median_variance(len(b)) + median_variance(len(m)))
             if variance <= 0:
                 return Noise(0.0)
@@ -49,6 +52,46 @@ def change_error(
     if paired is None:
         return None
     return Noise(abs(paired), paired_dof)
+
+
+NOISIER = 0.99  # the confidence at which tonight's runs are shown noisier than the pool
+
+
+def noisier(measured: list[float], spread: float, dof: int) -> bool:
+    """Whether tonight's runs (two or more) spread wider than `spread` (the pooled variance
+    on `dof` degrees of freedom, theirs included) beyond chance at NOISIER: (n - 1) s^2 /
+    spread beyond the chi-square quantile on n - 1 (Wilson-Hilferty). A noisier night is
+    then judged on its own spread, not on the quieter nights' it would borrow."""
+    own = len(measured) - 1
+    if own < 1 or dof <= own or spread <= 0:
+        return False
+    k = float(own)
+    quantile = k * (1 - 2 / (9 * k) + NormalDist().inv_cdf(NOISIER) * math.sqrt(2 / (9 * k))) ** 3
+    return own * statistics.variance(measured) / spread > quantile
+
+
+def with_nightly(noise: Noise | None, nightly: Spread | None) -> Noise | None:
+    """`noise` with tonight's side at least the cell's spread between sessions (`nightly`, in
+    the metric's units): the baseline side's variance plus the larger of tonight's measured
+    side (run_share of it; half when not known) and the nightly variance. Where the nightly
+    term is the larger, more runs tonight do not shrink it (run_share 0) and the degrees of
+    freedom are Welch-Satterthwaite's."""
+    if nightly is None:
+        return noise
+    if noise is None:
+        return Noise(math.sqrt(nightly.variance), nightly.dof, 0.0)
+    total = noise.sigma**2
+    measured = (0.5 if noise.run_share is None else noise.run_share) * total
+    if nightly.variance <= measured:
+        return noise
+    rest = total - measured
+    variance = rest + nightly.variance
+    dof: float | None = nightly.dof
+    if rest > 0 and noise.dof is not None:
+        dof = variance**2 / (rest**2 / noise.dof + nightly.variance**2 / nightly.dof)
+    elif rest > 0:
+        dof = variance**2 / (nightly.variance**2 / nightly.dof)
+    return Noise(math.sqrt(variance), dof, 0.0)
 
 
 def variance_shrink(run_share: float | None, runs: int, budget: int) -> float | None:

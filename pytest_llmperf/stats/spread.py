@@ -41,3 +41,16 @@ def spread_pools(cells: Sequence[Mapping[str, list[float | None]]], names: list[
         if spread is not None:
             pools[name] = spread
     return pools
+
+
+NIGHTS_WINDOW = 20  # the last sessions whose values give a cell's nightly spread
+MIN_NIGHTS = 5  # fewer than this many earlier sessions: no nightly term
+
+
+def nightly_spread(values: Sequence[float]) -> Spread | None:
+    """The spread of one cell's value between sessions: the sample variance (in the metric's
+    units) of the last NIGHTS_WINDOW values, on n - 1 degrees of freedom; None below MIN_NIGHTS."""
+    recent = list(values)[-NIGHTS_WINDOW:]
+    if len(recent) < MIN_NIGHTS:
+        return None
+    return Spread(statistics.variance(recent), len(recent) - 1)

@@ -1252,3 +1252,52 @@ def test_a_ttft_median_over_too_few_requests_is_not_judged(tmp_path, n, status):
     assert verdict.change is not None and verdict.change.relative == pytest.approx(1.0)
     if status == "inconclusive":
         assert "a statistic over 4 requests a run is not judged (it needs 10" in verdict.hint
+
+
+def stalled_result(n=4, cap=60.0):
+    """n requests in flight, every one cut by the time cap before it finished: nothing completed."""
+    records = [
+        RequestRecord(index=i, send_time=0.0, chunk_times=[1.0], end_time=cap, cut_at_cap=True, error="time cap")
+        for i in range(n)
+    ]
+    return RunResult(config={}, records=records, duration=cap, attempted=n, stop_reason="time cap")
+
+
+def test_auto_makes_a_run_that_completed_nothing_again_once_on_a_fresh_start(tmp_path):
+    """A start too slow to finish one request in the cap, its server alive, reads like a broken
+    image; auto makes it again once on a fresh start and judges the runs that completed."""
+    workload = resolve_workload({"num_prompts": 4}, 8)
+    recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
+    recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    recorder.finish()
+    recorder.close()
+
+    results = iter([stalled_result(), make_result(100.0)])
+    perf, target, _ = make_session(tmp_path, [], llmperf_repetitions="auto")
+    perf.measurer.runner.measure_with = lambda *args: next(results)
+    logged: list[str] = []
+    perf.measurer.log = logged.append
+    perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert perf.gates[-1].outcome == "pass" and perf.gates[-1].verdicts[0].measured == pytest.approx(100.0)
+    assert any(
+        "no request completed, its server alive: made again on a fresh start, repetition 2" in line for line in logged
+    )
+    perf.close()
+    assert target.events == [("start", "m"), ("stop", "m")] * 2
+
+    # stalled twice: the image is broken, not the start; invalid, and no third run
+    results = iter([stalled_result(), stalled_result(), make_result(100.0)])
+    broken, _, _ = make_session(tmp_path, [], llmperf_repetitions="auto")
+    broken.measurer.runner.measure_with = lambda *args: next(results)
+    with pytest.raises(PerfFailure, match="no request completed"):
+        broken.bind(broken.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    assert len(broken.gates[-1].verdicts) == 1 and broken.gates[-1].verdicts[0].status == "invalid"
+    assert next(results).completed == 4  # the third was never asked for
+    broken.close()
+
+    # a fixed number of repetitions is what was asked: no run is added
+    once, _, _ = make_session(tmp_path, [], llmperf_repetitions="1")
+    once.measurer.runner.measure_with = lambda *args: stalled_result()
+    with pytest.raises(PerfFailure, match="no request completed"):
+        once.bind(once.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    once.close()

@@ -137,3 +137,14 @@ def verdict(measured, noise, kind="relative", limit=0.05, direction=Direction.HI
 )
 def test_gross_is_an_interval_clear_of_twice_the_tolerance(measured, noise, direction, expected):
     assert gross(verdict(measured, noise, direction=direction)) is expected
+
+
+def test_a_cell_whose_level_moves_between_sessions_is_judged_with_that_spread(tmp_path):
+    record(tmp_path)
+    for speed in (100.0, 97.0, 103.0, 98.0, 102.0):  # five sessions within the tolerance, 2.5 apart
+        assert session(tmp_path, speed)[0].verdicts[0].status == Status.PASS
+    gate, failed, suspect = session(tmp_path, 93.0)  # read as a regression with no history (above)
+    verdict = gate.verdicts[0]
+    assert verdict.status == Status.INCONCLUSIVE and not failed and not suspect
+    assert verdict.note == "tonight's side: the spread of the last 6 sessions' values"
+    assert verdict.noise > 7.0  # wider than the change: the nights alone move the cell that much

@@ -1,10 +1,11 @@
 """The noise-aware verdict rule at its edges (baselines/compare.py, docs/verdicts.md)."""
 
 import dataclasses
+from statistics import NormalDist
 
 import pytest
 
-from pytest_llmperf.baselines.compare import compare, compare_metrics, wanting_another
+from pytest_llmperf.baselines.compare import compare, compare_metrics, confirmed, rule_chances, wanting_another
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.stats.error import Noise, change_error
 from pytest_llmperf.stats.spread import Spread
@@ -244,3 +245,30 @@ def test_too_few_requests_do_not_hide_an_invalid_run_or_a_missing_baseline():
     assert one(None) == "missing-baseline"
     assert one({"ttft_ms_median": {"value": 100.0}}) == "inconclusive"
     assert compare_metrics(["ttft_ms_median"], {}, {"ttft_ms_median": None}, requests=4)[0].status == "no-data"
+
+
+def test_rule_chances_are_the_alarm_level_or_less_where_the_tolerance_is_the_wider_bar():
+    # noise far wider than the tolerance: a regression is read whenever the change clears the
+    # noise, 1 % of the time at 99 %; a gross one needs z + 2 * 3 % / 10 % sigmas
+    z = 2.3263478740408408
+    regress, gross = rule_chances(0.10, 0.03, z, 0.99)
+    assert regress == pytest.approx(0.01)
+    assert gross == pytest.approx(1 - NormalDist().cdf(z + 0.6))
+    # a tolerance six sigmas wide: the tolerance bars a false alarm, not the interval
+    regress, gross = rule_chances(0.005, 0.03, z, 0.99)
+    assert regress == pytest.approx(1 - NormalDist().cdf(6.0)) and gross < 1e-30
+    # Student quantiles are carried to the normal one at the alarm level
+    assert rule_chances(0.10, 0.03, 3.747, 0.99)[0] == pytest.approx(0.01)
+    assert rule_chances(0.0, 0.03, z, 0.99) == (0.0, 0.0)
+
+
+def test_a_verdicts_false_red_is_a_gross_ones_chance_until_the_sessions_before_read_it():
+    tol = Tolerance("relative", 0.05)
+    judged = compare("decode_tok_s", 100.0, 99.0, tol, "higher", error=2.0, confidence=0.99)
+    regress, gross = judged.chances
+    assert 0 < gross < regress <= 0.01
+    assert confirmed([judged], 0, lambda metric, count: [])[0].false_red == regress  # fails at once
+    assert confirmed([judged], 1, lambda metric, count: ["pass"])[0].false_red == gross
+    assert confirmed([judged], 1, lambda metric, count: ["suspect"])[0].false_red == regress
+    plain = compare("decode_tok_s", 100.0, 99.0, tol, "higher")  # no noise: no chance stated
+    assert plain.chances is None and confirmed([plain], 1, lambda metric, count: [])[0].false_red is None

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from pytest_llmperf.stats.error import change_error, ratio_error, variance_shrink
+from pytest_llmperf.stats.error import Noise, change_error, noisier, ratio_error, variance_shrink, with_nightly
+from pytest_llmperf.stats.median import median_variance
 from pytest_llmperf.stats.spread import Spread
 
 
@@ -69,3 +70,29 @@ def test_a_ratios_relative_error_is_its_parts_added_in_quadrature():
     # 3 % and 4 % relative errors: 5 % of the ratio
     assert ratio_error(2.0, (3.0, 100.0), (2.0, 50.0)) == pytest.approx(2.0 * 0.05)
     assert ratio_error(1.5, (0.0, 10.0), (0.0, 20.0)) == 0.0
+
+
+def test_with_nightly_replaces_tonights_side_by_the_spread_between_sessions_when_larger():
+    noise = Noise(sigma=2.0, dof=10, run_share=0.5)  # 2 units^2 each side
+    wider = with_nightly(noise, Spread(variance=8.0, dof=9))
+    assert wider.sigma == pytest.approx(math.sqrt(2.0 + 8.0))
+    assert wider.run_share == 0.0  # more runs tonight do not shrink the nights' spread
+    assert wider.dof == pytest.approx(100.0 / (4.0 / 10 + 64.0 / 9))  # Welch-Satterthwaite
+    # a quieter history leaves the noise as it was
+    assert with_nightly(noise, Spread(variance=1.5, dof=9)) is noise
+    assert with_nightly(noise, None) is noise
+    # no share known: half of it counts as tonight's
+    assert with_nightly(Noise(sigma=2.0), Spread(variance=8.0, dof=4)).sigma == pytest.approx(math.sqrt(10.0))
+    # no noise at all: the nights' spread alone
+    assert with_nightly(None, Spread(variance=9.0, dof=4)) == Noise(3.0, 4, 0.0)
+
+
+def test_a_night_whose_runs_spread_beyond_the_pool_is_judged_on_its_own_spread():
+    pool = Spread(variance=0.0001, dof=30)  # the recording's 1 % between starts
+    assert not noisier([100.0, 101.0], 1.0, 31)  # within the pool's 1 unit: borrowed as before
+    assert noisier([100.0, 80.0], 1.0, 31)  # 20 apart: not 1 % starts
+    assert not noisier([100.0, 80.0], 1.0, 1)  # nothing to borrow from
+    quiet = change_error(None, [100.0, 101.0, 99.0], [95.0, 96.0], pool=pool)
+    noisy = change_error(None, [100.0, 101.0, 99.0], [95.0, 75.0], pool=pool)
+    assert quiet.dof == 33 and noisy.dof == 1
+    assert noisy.sigma == pytest.approx(math.sqrt(200.0 * (median_variance(3) + median_variance(2))))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_llmperf.stats.spread import Spread, pooled_spread, spread_pools
+from pytest_llmperf.stats.spread import MIN_NIGHTS, NIGHTS_WINDOW, Spread, nightly_spread, pooled_spread, spread_pools
 
 
 def test_pooled_spread_is_the_relative_variance_over_cells_with_two_or_more_runs():
@@ -18,3 +18,12 @@ def test_spread_pools_pool_each_metric_over_the_cells_that_have_it():
     assert pools["a"] == pooled_spread([[100.0, 102.0, 98.0], [9.8, 10.2]])
     assert pools["b"] == pooled_spread([[1.0, 1.1]])
     assert "c" not in pools  # no cell has it
+
+
+def test_nightly_spread_is_the_variance_of_the_last_sessions_values():
+    assert nightly_spread([100.0, 102.0, 98.0, 101.0][: MIN_NIGHTS - 1]) is None
+    assert nightly_spread([100.0, 102.0, 98.0, 101.0, 99.0]) == Spread(pytest.approx(2.5), 4)
+    # only the last NIGHTS_WINDOW count: an old level is forgotten
+    values = [50.0] * 30 + [100.0, 102.0] * (NIGHTS_WINDOW // 2)
+    spread = nightly_spread(values)
+    assert spread.dof == NIGHTS_WINDOW - 1 and spread.variance == pytest.approx(NIGHTS_WINDOW / (NIGHTS_WINDOW - 1))
