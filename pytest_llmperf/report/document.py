@@ -172,4 +172,6 @@ def verdict_from_dict(data: Mapping[str, Any]) -> Verdict:
     fields["change"] = Change(**change) if change else None
     fields["tolerance"] = Tolerance(**tolerance) if tolerance else None
     fields["direction"] = Direction.parse(fields.get("direction", Direction.HIGHER))
+    if fields.get("chances") is not None:
+        fields["chances"] = tuple(fields["chances"])
     return Verdict(**fields)

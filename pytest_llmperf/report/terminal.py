@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmperf.metrics.registry import format_value
+from pytest_llmperf.report.box import box_lines
 from pytest_llmperf.report.document import verdict_from_dict
 from pytest_llmperf.report.series import concurrency_of, server_name
 from pytest_llmperf.report.table import PUBLISHED_HEADER, SummaryRow, format_summary_table, render_columns
@@ -197,6 +198,9 @@ def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
     if by_server:
         lines += ["", format_summary_table(by_server)]
         lines.append(_gate_line(by_server, doc.get("confirm") or 1))
+        lines += box_lines(
+            [(server, row.concurrency, row.verdict) for server, rows in by_server.items() for row in rows]
+        )
     hints = _hints(gates, "improved")
     if hints:
         lines += ["", "improvements beyond tolerance:", *hints]
@@ -220,17 +224,33 @@ def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
 
 
 def _gate_line(by_server: dict[str, list[SummaryRow]], confirm: int) -> str:
-    """How many cells were judged, and when a regression fails."""
-    cells = sum(len(rows) for rows in by_server.values())
+    """How many cells were judged, the chance of a false red this session (each judged
+    cell's false_red summed: a union bound), and when a regression fails."""
+    rows = [row for rows in by_server.values() for row in rows]
+    judged = [row.verdict.false_red for row in rows if row.verdict.status not in UNJUDGED]
+    chances = [chance for chance in judged if chance is not None]
+    alone = len(judged) - len(chances)
+    if chances:
+        bound = f"chance of a false red this session <= {_percent(sum(chances))}"
+        bound += f" ({alone} judged on the tolerance alone not counted)" if alone else ""
+    else:
+        bound = "judged on the tolerance alone: no chance of a false red stated"
     when = (
         "a regression fails at once (--llmperf-confirm 1)"
         if confirm <= 1
         else f"a regression fails when {confirm} sessions in a row read it, or at once beyond twice its tolerance "
         f"(--llmperf-confirm {confirm})"
     )
-    return f"{cells} gated cell(s) judged; {when}"
+    return f"{len(rows)} gated cell(s); {bound}; {when}"
 
 
+def _percent(chance: float) -> str:
+    """A chance as a percentage to two significant figures (at least 0.01 %)."""
+    return f"{max(chance, 1e-4) * 100:.2g} %"
+
+
+# Verdicts no noise judged: they fail for their own reasons, not as a false alarm.
+UNJUDGED = frozenset({"invalid", "no-data", "missing-baseline"})
 UNCHANGED = "outputs: unchanged for all"
 
 

@@ -1,5 +1,7 @@
 """The terminal summary, rendered from plain report documents (one process or merged workers)."""
 
+import dataclasses
+
 from pytest_llmperf.baselines.compare import compare, unconfirmed
 from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.report.document import merge_reports
@@ -197,11 +199,24 @@ def test_the_summary_says_how_many_cells_were_judged_and_when_a_regression_fails
     gates = [gate_entry("t::a", "m", 8, [suspect], outcome="warn"), gate_entry("t::b", "n", 4, [IMPROVED])]
     lines = terminal_lines(document(runs, gates, ["m", "n"], confirm=2))
     assert (
-        "2 gated cell(s) judged; a regression fails when 2 sessions in a row read it, or at once beyond twice "
-        "its tolerance (--llmperf-confirm 2)"
+        "2 gated cell(s); judged on the tolerance alone: no chance of a false red stated; a regression fails "
+        "when 2 sessions in a row read it, or at once beyond twice its tolerance (--llmperf-confirm 2)"
     ) in lines
     start = lines.index("suspect: a regression the sessions before did not read (its test passed with a warning):")
     assert lines[start + 1] == f"m @ 8: {suspect.hint}" and "?! suspect" in "\n".join(lines)
     once = terminal_lines(document(runs, gates[1:], ["m", "n"]))  # a document without the option: fail at once
-    assert "1 gated cell(s) judged; a regression fails at once (--llmperf-confirm 1)" in once
+    assert any(
+        line.startswith("1 gated cell(s); ") and line.endswith("fails at once (--llmperf-confirm 1)") for line in once
+    )
     assert not any(line.startswith("suspect:") for line in once)
+
+
+def test_the_summary_bounds_a_false_red_by_the_judged_cells_chances_summed():
+    noisy = dataclasses.replace(
+        compare("decode_tok_s", 100.0, 99.0, Tolerance("relative", 0.05), "higher"), false_red=0.012
+    )
+    quiet = dataclasses.replace(IMPROVED, false_red=0.0005)
+    missing = compare("decode_tok_s", None, 99.0, Tolerance("relative", 0.05), "higher")  # fails for itself
+    gates = [gate_entry("t::a", "m", 8, [noisy, missing]), gate_entry("t::b", "n", 4, [quiet])]
+    lines = terminal_lines(document([run_entry("m", 8, 99.0)], gates, ["m", "n"], confirm=2))
+    assert any(line.startswith("3 gated cell(s); chance of a false red this session <= 1.2 %; ") for line in lines)
