@@ -14,9 +14,11 @@ repetitions, how the noise is assembled and how each metric is judged is the ses
 
 First one recording session (`--update-baselines`, the recording night's noise) into a
 temporary rootdir; then every night is a fresh PerfSession judged against that one
-baseline, kept for all nights, reading and appending a history file as the plugin does,
-so --llmperf-confirm (`--confirm`; the plugin's default at this profile is 2) sees the
-night before: the unchanged nights are one series, each change's episode starts its own.
+baseline, kept for all nights, reading and appending a history file as the plugin does:
+--llmperf-confirm (`--confirm`; the plugin's default at this profile is 2) sees the night
+before, and each cell's spread between sessions comes from the last nights' values. The
+unchanged nights are one series; each change's two-night episode starts from the history of
+a window of those unchanged nights, as a change arrives after weeks of unchanged nights.
 A test's outcome is what pytest would make of it: PerfFailure (or pytest.fail) fails it,
 InconclusiveWarning and SuspectWarning warn.
 
@@ -69,6 +71,7 @@ from pytest_llmperf.servers.endpoint import Endpoint  # noqa: E402
 from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
 from pytest_llmperf.session import PerfSession  # noqa: E402
 from pytest_llmperf.sim import tokenizer  # noqa: E402
+from pytest_llmperf.stats.spread import NIGHTS_WINDOW  # noqa: E402
 from pytest_llmperf.workload.prompts import load_dataset, sample_prompts  # noqa: E402
 from pytest_llmperf.workload.requests import SampledRequest  # noqa: E402
 from pytest_llmperf.workload.workload import Workload  # noqa: E402
@@ -406,14 +409,27 @@ def night(
     )
 
 
-def keep_last_session(history: Path, size_before: int) -> None:
-    """Trim `history` to the lines the last session appended: a confirming session reads only
-    the sessions just before it, and a file of a thousand nights would be read each night."""
-    if history.exists():
-        with history.open("rb") as f:
-            f.seek(size_before)
-            appended = f.read()
-        history.write_bytes(appended)
+class HistoryWindow:
+    """The history file a series of nights reads and appends to, cut to the last `keep`
+    sessions' lines (all the session reads: the nightly spread's window and the nights
+    --llmperf-confirm looks back on); a file of a thousand nights would be read each night."""
+
+    def __init__(self, path: Path, keep: int = NIGHTS_WINDOW, prior: Sequence[bytes] = ()) -> None:
+        self.path = path
+        self.keep = keep
+        self.sessions: list[bytes] = list(prior)[-keep:]
+        path.write_bytes(b"".join(self.sessions))
+
+    def after_session(self) -> bytes:
+        """Take in the lines the last session appended (returned) and cut the file to the window."""
+        size = sum(len(chunk) for chunk in self.sessions)
+        appended = self.path.read_bytes()[size:] if self.path.exists() else b""
+        self.sessions = [*self.sessions, appended][-self.keep :]
+        self.path.write_bytes(b"".join(self.sessions))
+        return appended
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 # -- the changes a night must catch ---------------------------------------------------------------
@@ -499,6 +515,7 @@ class NightSummary:
     cells: list[tuple[str, str, int, str, str]]  # (test, server, concurrency, metric, status) of every verdict
     gpu_s: float
     starts: int
+    lines: bytes = b""  # the history lines the night appended
 
 
 @dataclass
@@ -514,7 +531,7 @@ class Bench:
     seed: int
     confirm: int | None
 
-    def summary(self, index: int, result: Night) -> NightSummary:
+    def summary(self, index: int, result: Night, lines: bytes = b"") -> NightSummary:
         cells = [
             (g.nodeid.split("::")[1].split("[")[0], g.server, g.concurrency, v.metric, str(v.status))
             for g in result.gates
@@ -522,17 +539,17 @@ class Bench:
         ]
         red = any(o == "failed" for o in result.outcomes.values())
         spent = gpu_s(result, self.model.start_s, len(self.servers))
-        return NightSummary(index, red, result.failing(), result.flagged(), cells, spent, result.starts)
+        return NightSummary(index, red, result.failing(), result.flagged(), cells, spent, result.starts, lines)
 
     def unchanged_chain(self, nights: range) -> list[NightSummary]:
-        """Unchanged nights `nights` in order, one history between them. The night before the
-        first is run again first and not counted: a night's history lines (regressed or
-        suspect, else not) do not depend on the nights before it, so a chain continues the
-        series exactly as one process running every night would."""
-        history = self.rootdir / f"history-unchanged-{nights.start}.jsonl"
+        """Unchanged nights `nights` in order, one history between them. The NIGHTS_WINDOW
+        nights before the first are run first and not counted, so the first counted night reads
+        the window of values (and the night before) that one process running every night
+        would have given it; only a warm-up night's own outcome can differ, as its window was
+        shorter."""
+        window = HistoryWindow(self.rootdir / f"history-unchanged-{nights.start}.jsonl")
         out = []
-        for n in range(max(nights.start - 1, 0), nights.stop):
-            size = history.stat().st_size if history.exists() else 0
+        for n in range(max(nights.start - NIGHTS_WINDOW, 0), nights.stop):
             noise = self.model.night(self.seed, f"n{n}")
             result = night(
                 self.rootdir,
@@ -541,22 +558,24 @@ class Bench:
                 noise,
                 self.prompts,
                 self.datasets,
-                history=history,
+                history=window.path,
                 confirm=self.confirm,
             )
-            keep_last_session(history, size)
+            lines = window.after_session()
             if n >= nights.start:
-                out.append(self.summary(n, result))
-        history.unlink(missing_ok=True)
+                out.append(self.summary(n, result, lines))
+        window.close()
         return out
 
-    def episode(self, scenario: Scenario, e: int) -> list[str]:
-        """Two nights of `scenario`'s change (the second only when the first is not red), a
-        history of their own: per night "red", "suspect" or "" for the cells it touches."""
+    def episode(self, scenario: Scenario, e: int, prior: Sequence[bytes]) -> list[str]:
+        """Two nights of `scenario`'s change (the second only when the first is not red), after
+        the unchanged nights whose history lines are `prior`: per night "red", "suspect" or ""
+        for the cells it touches."""
         touched_models = scenario.models(self.servers)
         subset = [item for item in self.items if any(s.model in touched_models for s in item.servers)]
         changes = scenario.changes(self.servers)
-        history = self.rootdir / f"history-{scenario.name.replace(' ', '_')}-{e}.jsonl"
+        window = HistoryWindow(self.rootdir / f"history-{scenario.name.replace(' ', '_')}-{e}.jsonl", prior=prior)
+        history = window.path
         seen: list[str] = []
         for n in range(2):
             result = night(
@@ -570,11 +589,12 @@ class Bench:
                 history=history,
                 confirm=self.confirm,
             )
+            window.after_session()
             touched = [st for t, s, _, m, st in result.flagged() if scenario.flags(s, m, t)]
             seen.append("red" if any(st != "suspect" for st in touched) else "suspect" if touched else "")
             if seen[-1] == "red":
                 break
-        history.unlink(missing_ok=True)
+        window.close()
         return seen
 
 
@@ -586,16 +606,25 @@ def _chain(nights: range) -> list[NightSummary]:
     return BENCH.unchanged_chain(nights)
 
 
-def _episode(job: tuple[int, int]) -> tuple[int, int, list[str]]:
+def _episode(job: tuple[int, int, list[bytes]]) -> tuple[int, int, list[str]]:
     assert BENCH is not None
-    k, e = job
-    return k, e, BENCH.episode(scenarios(BENCH.servers)[k], e)
+    k, e, prior = job
+    return k, e, BENCH.episode(scenarios(BENCH.servers)[k], e, prior)
 
 
 def chains(nights: int, jobs: int) -> list[range]:
-    """The unchanged nights cut into runs of consecutive nights, a few per worker."""
-    size = max(1, math.ceil(nights / (4 * jobs)))
+    """The unchanged nights cut into one run of consecutive nights per worker (each run
+    starts with NIGHTS_WINDOW nights of warm-up)."""
+    size = max(1, math.ceil(nights / jobs))
     return [range(start, min(start + size, nights)) for start in range(0, nights, size)]
+
+
+def priors(lines: Sequence[bytes], count: int) -> list[list[bytes]]:
+    """For `count` episodes, the history lines of NIGHTS_WINDOW consecutive unchanged nights
+    each, the windows spread over the nights judged (fewer nights: what there is)."""
+    span = max(len(lines) - NIGHTS_WINDOW, 0)
+    starts = [span * i // max(count, 1) for i in range(count)]
+    return [list(lines[start : start + NIGHTS_WINDOW]) for start in starts]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -675,7 +704,8 @@ def main(argv: list[str] | None = None) -> int:
             print()
             names = [scenario.name for scenario in scenarios(servers)]
             seen: dict[int, list[list[str]]] = {k: [] for k in range(len(names))}
-            jobs = [(k, e) for k in range(len(names)) for e in range(episodes)]
+            windows = priors([s.lines for s in sorted(summaries, key=lambda s: s.index)], episodes)
+            jobs = [(k, e, windows[e]) for k in range(len(names)) for e in range(episodes)]
             for k, e, nights_seen in pool.imap_unordered(_episode, jobs):
                 seen[k].append(nights_seen)
                 what = ", ".join(f"night {i + 1} {w or 'green'}" for i, w in enumerate(nights_seen))
