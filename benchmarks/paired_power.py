@@ -15,10 +15,11 @@ within its tolerance by `--max-blocks` (the paired session's rule: by the noise 
 the change as read; default 8 blocks, as the plugin's paired default). NEW is judged
 against OLD by the plugin's own rule exactly as the paired gate does it: OLD's runs are
 the baseline (their median, per-repetition samples and the first run's request lines),
-with the default tolerances and confidences. The judging is benchmarks/verdict_power.py's
-`judge` (the session's rule), with OLD in the baseline's place; the runs are its `one_run`
-(the nightly workload, noise from the public figures: step time exp(N(0, s)) per start,
-s = 7 % at 1, 1 % at 8 and 32; acceptance 1 + N(0, 1 %)).
+with the default tolerances and confidences. The judging is this file's `judge`, the
+session's rule (baselines/compare.py with stats/error.py) assembled here, with OLD in the
+baseline's place; the runs are its `one_run` (the nightly workload on the virtual clock,
+noise from the public figures: step time exp(N(0, s)) per start, s = 7 % at 1, 1 % at 8
+and 32; acceptance 1 + N(0, 1 %)).
 
 Scenarios (NEW against OLD, both servers of NEW changed alike, as a new image would):
 no change (OLD == NEW), NEW 5 % slower (decode x 0.95: steps x 1/0.95), NEW's steps x
@@ -27,7 +28,7 @@ no change (OLD == NEW), NEW 5 % slower (decode x 0.95: steps x 1/0.95), NEW's st
 trial runs its steps x (1 + X k), which the alternating order spreads over both sides.
 
 Prints per scenario and metric the share of trials regressed / inconclusive / pass, the
-MTP test's outcome (its gated metrics, verdict_power.py's GATED: any regressed, the test
+MTP test's outcome (its gated metrics, GATED below: any regressed, the test
 fails; else any inconclusive, it warns), and the mean blocks used. The issue's targets:
 NEW 5 % slower at concurrency 32 `regressed`; OLD == NEW `pass` in at least 99 of 100
 trials. The gated decode figure's default tolerance is 3 % (steady_decode_tok_s), so a
@@ -38,25 +39,45 @@ gate's.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from verdict_power import GATED, METRICS, Run, judge, one_run, worth_another  # noqa: E402
-
-from pytest_llmperf.baselines.compare import DEFAULT_ALARM_CONFIDENCE  # noqa: E402
-from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides  # noqa: E402
+from pytest_llmperf.baselines.compare import (  # noqa: E402
+    DEFAULT_ALARM_CONFIDENCE,
+    DEFAULT_CONFIDENCE,
+    compare,
+    wanting_another,
+)
+from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
+from pytest_llmperf.metrics import registry  # noqa: E402
 from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
+from pytest_llmperf.metrics.steady import steady_tok_s  # noqa: E402
+from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors  # noqa: E402
 from pytest_llmperf.options import PAIRED_MAX_BLOCKS  # noqa: E402
 from pytest_llmperf.paired import PairedBlocks  # noqa: E402
-from pytest_llmperf.sim.calibration import synthetic_prompt_lens  # noqa: E402
+from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
+from pytest_llmperf.sim.config import SimConfig  # noqa: E402
+from pytest_llmperf.sim.virtual import VirtualResult, run_virtual  # noqa: E402
+from pytest_llmperf.stats.error import change_error, ratio_error  # noqa: E402
+from pytest_llmperf.stats.spread import pooled_spread  # noqa: E402
+from pytest_llmperf.workload.config import GRACE_SECONDS  # noqa: E402
+from pytest_llmperf.workload.workload import profile_scale  # noqa: E402
 
+MODEL = "Qwen/Qwen3.6-27B-FP8"
+STEP_NOISE = {1: 0.07, 8: 0.01, 32: 0.01}
+ACCEPTANCE_NOISE = 0.01
+MAX_TOKENS = 256
+METRICS = ("decode_tok_s", GATED_DECODE, "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
+GATED = (GATED_DECODE, "acceptance_rate", "acceptance_length", "tpot_ms_median")  # the seed MTP test
 SCENARIOS = {
     "OLD == NEW": 1.0,
     "NEW 5% slower": 1 / 0.95,
@@ -64,6 +85,156 @@ SCENARIOS = {
     "NEW 10% slower": 1 / 0.90,
 }
 OUTCOMES = ("regressed", "inconclusive", "pass")
+
+
+@dataclass
+class Run:
+    result: VirtualResult
+    figures: dict[str, float]
+
+
+def one_run(c: int, speculative: bool, lens: list[int], rng: random.Random, step_scale: float = 1.0) -> Run:
+    """One server start's run of the nightly workload at concurrency `c` on the virtual
+    clock, with its own draw of the noise between starts, and its gated figures. Requests
+    still running GRACE_SECONDS after the nightly profile's cap are cut, as the plugin's
+    runner cuts them on a GPU, and left out of the figures as the plugin leaves them out."""
+    step = step_scale * pow(math.e, rng.gauss(0.0, STEP_NOISE[c]))
+    acc = max(0.0, 1.0 + rng.gauss(0.0, ACCEPTANCE_NOISE)) if speculative else 1.0
+    cfg = SimConfig(
+        model=MODEL,
+        max_num_seqs=32,
+        max_model_len=65536,
+        speculative_config=dict(MTP3) if speculative else None,
+        step_time_scale=step,
+        acceptance_scale=min(acc, 10.0),
+    )
+    per_stream, minimum, cap = profile_scale("nightly", c)
+    r = run_virtual(
+        cfg,
+        lens,
+        c,
+        MAX_TOKENS,
+        num_prompts=max(per_stream * c, minimum),
+        max_seconds=cap,
+        grace_seconds=GRACE_SECONDS,
+    )
+    figures = {
+        "decode_tok_s": r.decode_tok_s,
+        GATED_DECODE: steady_tok_s(r.spans, c) or 0.0,
+        "tpot_ms_median": r.tpot_median * 1000.0,
+    }
+    if r.drafts:
+        figures["acceptance_length"] = 1.0 + r.accepted / r.drafts
+        figures["acceptance_rate"] = r.accepted / r.draft_tokens
+    return Run(r, figures)
+
+
+def median_of(runs: list[Run], name: str) -> float:
+    return statistics.median(run.figures[name] for run in runs)
+
+
+def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
+    """The speedup's repetitions as the session pairs them (MeasuredRun.speedup_samples):
+    repetition by repetition when both servers ran as many, else each MTP repetition over
+    the base server's median."""
+    if len(mtp) == len(base):
+        return [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(mtp, base)]
+    level = median_of(base, GATED_DECODE)
+    return [m.figures[GATED_DECODE] / level for m in mtp]
+
+
+def fewest_requests(*sides: list[Run]) -> int:
+    """The fewest requests a run completed (the session's `requests` for compare)."""
+    return min(run.result.completed for side in sides for run in side)
+
+
+def judge(
+    c: int,
+    base_b: list[Run],
+    base_m: list[Run],
+    mtp_b: list[Run],
+    mtp_m: list[Run],
+    confidence: float = DEFAULT_ALARM_CONFIDENCE,
+    tolerances: dict | None = None,
+    others: list[list[Run]] = (),
+    other_speedups: list[list[float]] = (),
+) -> dict:
+    """The rule's verdict on each metric of the MTP server (METRICS), `mtp_m` against
+    `mtp_b`, its speedup over the base server's `base_m` against `base_b`; `others`: the
+    other cells' repetitions at this concurrency (the session pools their spread between
+    starts), `other_speedups` their speedup entries'."""
+    out = {}
+    rows_b, rows_m = mtp_b[0].result.rows, mtp_m[0].result.rows
+    fig_b = {k: median_of(mtp_b, k) for k in mtp_b[0].figures}
+    fig_m = {k: median_of(mtp_m, k) for k in mtp_m[0].figures}
+    paired = paired_errors(rows_b, rows_m, fig_b, fig_m, METRICS, concurrency=c)
+    blocks = independent_blocks(rows_b, rows_m, c)
+    base_paired = paired_errors(
+        base_b[0].result.rows,
+        base_m[0].result.rows,
+        {GATED_DECODE: median_of(base_b, GATED_DECODE)},
+        {GATED_DECODE: median_of(base_m, GATED_DECODE)},
+        [GATED_DECODE],
+        concurrency=c,
+    )
+    blocks = min(blocks, independent_blocks(base_b[0].result.rows, base_m[0].result.rows, c))
+    speed_b, speed_m = speedups(mtp_b, base_b), speedups(mtp_m, base_m)
+    sp_b, sp_m = statistics.median(speed_b), statistics.median(speed_m)
+    if GATED_DECODE in paired and GATED_DECODE in base_paired:
+        paired["mtp_speedup"] = ratio_error(
+            sp_m,
+            (paired[GATED_DECODE], fig_m[GATED_DECODE]),
+            (base_paired[GATED_DECODE], median_of(base_m, GATED_DECODE)),
+        )
+    for name in METRICS:
+        if name == "mtp_speedup":
+            b, m, sb, sm = sp_b, sp_m, speed_b, speed_m
+            pool = pooled_spread(other_speedups)
+        else:
+            b, m = fig_b.get(name), fig_m.get(name)
+            sb = [r.figures.get(name) for r in mtp_b]
+            sm = [r.figures.get(name) for r in mtp_m]
+            pool = pooled_spread([r.figures.get(name) for r in cell] for cell in [base_b, *others])
+        noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1), pool=pool)
+        out[name] = compare(
+            name,
+            b,
+            m,
+            tolerance_for(name, tolerances),
+            registry.metric(name).direction,
+            error=noise,
+            confidence=confidence,
+            pass_confidence=DEFAULT_CONFIDENCE,
+            requests=fewest_requests(mtp_b, mtp_m),
+            min_requests=registry.metric(name).min_requests,
+        )
+    return out
+
+
+def worth_another(
+    runs: int,
+    budget: int,
+    verdicts: dict,
+    stop_on_change: bool = True,
+    project: bool = True,
+    first_look: bool = False,
+    confirm: bool = True,
+) -> list[str]:
+    """The session's rule (compare.wanting_another): go on while some inconclusive gated
+    verdict could be decided within the budget (Verdict.decidable), or, with `confirm`,
+    one is regressed at the `first_look` (a regression is read again before it is
+    reported); from the second run on by the change as read, unless `stop_on_change` is
+    False (a paired session's rule: by the noise alone); `project`: by the part of the
+    noise more measured runs take off, else as if all of it fell with the square root of
+    the runs. The metrics that ask for another run (empty: stop)."""
+    return wanting_another(
+        [v for name, v in verdicts.items() if name in GATED],
+        runs,
+        budget,
+        by_change=stop_on_change and runs >= 2,
+        project=project,
+        confirm=confirm and first_look,
+    )
 
 
 class Box:
