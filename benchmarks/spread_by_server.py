@@ -22,8 +22,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from paired_power import stored  # noqa: E402
-from verdict_power import GATED_DECODE  # noqa: E402
 
+from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
 from pytest_llmperf.sim.calibration import synthetic_prompt_lens  # noqa: E402
 
 SERVERS = ("27B base", "27B MTP", "35B base stand-in", "35B MTP stand-in")

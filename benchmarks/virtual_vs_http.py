@@ -3,7 +3,7 @@
     python benchmarks/virtual_vs_http.py                      # nightly workload, c = 1, 8, 32
     python benchmarks/virtual_vs_http.py --concurrency 8 --scale 1.05
 
-benchmarks/verdict_power.py and paired_power.py judge thousands of runs made on the
+benchmarks/nights.py and paired_power.py judge thousands of runs made on the
 simulator's virtual clock (sim/virtual.py: the engine stepped without a server, a client
 or a clock). They say something about the plugin only if a run over HTTP, with the
 plugin's own client, sampler and metrics, measures the same figures on the same prompts.
