@@ -76,8 +76,9 @@ class Verdict:
     more_data: float | None = None  # inconclusive: about this many times the data would decide it
     run_share: float | None = None  # Noise.run_share: the part of the noise more measured runs shrink
     pass_noise: float | None = None  # the half-width at the pass confidence, whatever was judged
-    # With no change, the chance under this noise of reading a regression, and a gross one (rule_chances).
-    chances: tuple[float, float] | None = None
+    # With no change, the chance under this noise of reading a regression, a gross one, and one
+    # confirmed at the pass confidence (rule_chances).
+    chances: tuple[float, float, float] | None = None
     false_red: float | None = None  # of these, the one that fails this session (confirmed() picks)
 
     @property
@@ -141,34 +142,67 @@ def unconfirmed(verdict: Verdict, agreed: int, needed: int) -> Verdict:
 
 def confirmed(verdicts: list[Verdict], needed: int, earlier: Callable[[str, int], list[str]]) -> list[Verdict]:
     """--llmperf-confirm: each regression, unless gross, made suspect where the `needed`
-    sessions before (`earlier(metric, needed)`: their outcomes) did not all read it. Each
-    verdict's `false_red` is the chance (with no change) that it fails this session: a
-    regression's where the sessions before all read one (or none is needed), else a gross one's."""
+    sessions before (`earlier(metric, needed)`: their outcomes) did not all read it. Where
+    they all did, tonight confirms it at the pass confidence (a change beyond the tolerance
+    whose interval at that confidence excludes none): a second look at a flagged cell asks
+    less than the first. Each verdict's `false_red` is the chance, with no change, that it
+    fails this session (Verdict.chances: at once, gross, or confirming)."""
     out = []
     for verdict in verdicts:
         agreed = sum(outcome in CONFIRMING for outcome in earlier(verdict.metric, needed)) if needed > 0 else 0
         if verdict.status == Status.REGRESSED and not gross(verdict) and agreed < needed:
             verdict = unconfirmed(verdict, agreed, needed)
+        elif needed > 0 and agreed >= needed and verdict.status == Status.INCONCLUSIVE and _clears_at_pass(verdict):
+            verdict = replace(
+                verdict,
+                status=Status.REGRESSED,
+                noise=verdict.pass_noise,
+                hint=(
+                    f"{verdict.metric}: worse than the baseline by more than the allowed {verdict.allowed}, beyond "
+                    f"the noise at the pass confidence, and the {needed} session(s) before read it too; if that is "
+                    f"expected and accepted, re-record with: {verdict.command}"
+                ),
+            )
         if verdict.chances is not None:
-            verdict = replace(verdict, false_red=verdict.chances[0 if agreed >= needed else 1])
+            verdict = replace(verdict, false_red=verdict.chances[0 if needed <= 0 else 2 if agreed >= needed else 1])
         out.append(verdict)
     return out
 
 
-def rule_chances(amount_sigma: float, limit: float, z: float, confidence: float) -> tuple[float, float]:
+def _clears_at_pass(verdict: Verdict) -> bool:
+    """A change beyond its tolerance whose interval at the pass confidence excludes no change."""
+    tol, change, half = verdict.tolerance, verdict.change, verdict.pass_noise
+    if tol is None or change is None or half is None:
+        return False
+    worse = -change.absolute if verdict.direction is Direction.HIGHER else change.absolute
+    if tol.kind == "relative":
+        if not verdict.baseline:
+            return False
+        worse, half = worse / abs(verdict.baseline), half / abs(verdict.baseline)
+    return _beyond(worse, tol.limit) and worse - half > 0
+
+
+def rule_chances(
+    amount_sigma: float, limit: float, z: float, confidence: float, z_pass: float, pass_confidence: float
+) -> tuple[float, float, float]:
     """With no change and a noise of `amount_sigma` (in the tolerance's units), the chance of
-    reading a regression (the change beyond both `limit` and z * sigma) and a gross one (its
-    interval beyond 2 * limit). A Student quantile `z` is carried to the normal one of the
-    same `confidence`, so the tails match at the alarm level."""
+    reading a regression (the change beyond both `limit` and z * sigma), a gross one (its
+    interval beyond 2 * limit), and one confirmed at the pass confidence (beyond `limit` and
+    z_pass * sigma). A Student quantile is carried to the normal one of the same confidence,
+    so the tails match at each level."""
     if amount_sigma <= 0:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     normal = NormalDist()
-    scale = normal.inv_cdf(confidence) / z
 
-    def beyond(x: float) -> float:
-        return 1.0 - normal.cdf(x * scale)
+    def beyond(x: float, q: float, level: float) -> float:
+        return 1.0 - normal.cdf(x * normal.inv_cdf(level) / q)
 
-    return beyond(max(z, limit / amount_sigma)), beyond(z + 2 * limit / amount_sigma)
+    bar = limit / amount_sigma
+    return (
+        beyond(max(z, bar), z, confidence),
+        beyond(z + 2 * bar, z, confidence),
+        beyond(max(z_pass, bar), z_pass, pass_confidence),
+    )
 
 
 def wanting_another(
@@ -298,7 +332,7 @@ def _judge_change(
     half, half_pass = z * sigma_amount, z_pass * sigma_amount
     limit = tolerance.limit
 
-    chances = rule_chances(sigma_amount, limit, z, confidence) if noise is not None else None
+    chances = rule_chances(sigma_amount, limit, z, confidence, z_pass, pass_confidence) if noise is not None else None
 
     def judged(status: Status, hint: str = "", more_data: float | None = None, at: float = confidence) -> Verdict:
         factor = z_pass if at == pass_confidence else z

@@ -49,7 +49,8 @@ MIN_NIGHTS = 5  # fewer than this many earlier sessions: no nightly term
 
 def nightly_spread(values: Sequence[float]) -> Spread | None:
     """The spread of one cell's value between sessions: the sample variance (in the metric's
-    units) of the last NIGHTS_WINDOW values, on n - 1 degrees of freedom; None below MIN_NIGHTS."""
+    units) of the last NIGHTS_WINDOW values, on n - 1 degrees of freedom; None below
+    MIN_NIGHTS. Noisier nights among them count: tonight may be one."""
     recent = list(values)[-NIGHTS_WINDOW:]
     if len(recent) < MIN_NIGHTS:
         return None

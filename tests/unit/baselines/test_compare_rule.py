@@ -249,26 +249,41 @@ def test_too_few_requests_do_not_hide_an_invalid_run_or_a_missing_baseline():
 
 def test_rule_chances_are_the_alarm_level_or_less_where_the_tolerance_is_the_wider_bar():
     # noise far wider than the tolerance: a regression is read whenever the change clears the
-    # noise, 1 % of the time at 99 %; a gross one needs z + 2 * 3 % / 10 % sigmas
-    z = 2.3263478740408408
-    regress, gross = rule_chances(0.10, 0.03, z, 0.99)
-    assert regress == pytest.approx(0.01)
+    # noise, 1 % of the time at 99 % (5 % at the pass confidence, a confirming night's bar);
+    # a gross one needs z + 2 * 3 % / 10 % sigmas
+    z, z_pass = 2.3263478740408408, 1.6448536269514722
+    regress, gross, confirm = rule_chances(0.10, 0.03, z, 0.99, z_pass, 0.95)
+    assert regress == pytest.approx(0.01) and confirm == pytest.approx(0.05)
     assert gross == pytest.approx(1 - NormalDist().cdf(z + 0.6))
     # a tolerance six sigmas wide: the tolerance bars a false alarm, not the interval
-    regress, gross = rule_chances(0.005, 0.03, z, 0.99)
-    assert regress == pytest.approx(1 - NormalDist().cdf(6.0)) and gross < 1e-30
-    # Student quantiles are carried to the normal one at the alarm level
-    assert rule_chances(0.10, 0.03, 3.747, 0.99)[0] == pytest.approx(0.01)
-    assert rule_chances(0.0, 0.03, z, 0.99) == (0.0, 0.0)
+    regress, gross, confirm = rule_chances(0.005, 0.03, z, 0.99, z_pass, 0.95)
+    assert regress == confirm == pytest.approx(1 - NormalDist().cdf(6.0)) and gross < 1e-30
+    # Student quantiles are carried to the normal one at each level
+    assert rule_chances(0.10, 0.03, 3.747, 0.99, 2.132, 0.95)[::2] == pytest.approx((0.01, 0.05))
+    assert rule_chances(0.0, 0.03, z, 0.99, z_pass, 0.95) == (0.0, 0.0, 0.0)
 
 
-def test_a_verdicts_false_red_is_a_gross_ones_chance_until_the_sessions_before_read_it():
+def test_a_verdicts_false_red_is_a_gross_ones_until_the_sessions_before_read_it_then_a_confirming_ones():
     tol = Tolerance("relative", 0.05)
-    judged = compare("decode_tok_s", 100.0, 99.0, tol, "higher", error=2.0, confidence=0.99)
-    regress, gross = judged.chances
-    assert 0 < gross < regress <= 0.01
+    judged = compare("decode_tok_s", 100.0, 99.0, tol, "higher", error=4.0, confidence=0.99, pass_confidence=0.95)
+    regress, gross, confirm = judged.chances
+    assert 0 < gross < regress < confirm == pytest.approx(0.05)
     assert confirmed([judged], 0, lambda metric, count: [])[0].false_red == regress  # fails at once
     assert confirmed([judged], 1, lambda metric, count: ["pass"])[0].false_red == gross
-    assert confirmed([judged], 1, lambda metric, count: ["suspect"])[0].false_red == regress
+    assert confirmed([judged], 1, lambda metric, count: ["suspect"])[0].false_red == confirm
     plain = compare("decode_tok_s", 100.0, 99.0, tol, "higher")  # no noise: no chance stated
     assert plain.chances is None and confirmed([plain], 1, lambda metric, count: [])[0].false_red is None
+
+
+def test_the_session_after_a_suspect_one_confirms_a_regression_at_the_pass_confidence():
+    tol = Tolerance("relative", 0.05)
+    # 5.5 % worse, sigma 2.5: beyond 99 % needs 5.8, beyond 95 % 4.1: inconclusive at the alarm level
+    judged = compare("decode_tok_s", 100.0, 94.5, tol, "higher", error=2.5, confidence=0.99, pass_confidence=0.95)
+    assert judged.status == "inconclusive"
+    after = confirmed([judged], 1, lambda metric, count: ["suspect"])[0]
+    assert after.status == "regressed" and after.noise == judged.pass_noise
+    assert "the 1 session(s) before read it too" in after.hint
+    assert confirmed([judged], 1, lambda metric, count: ["pass"])[0].status == "inconclusive"
+    assert confirmed([judged], 0, lambda metric, count: ["suspect"])[0].status == "inconclusive"  # confirm 1
+    within = compare("decode_tok_s", 100.0, 96.0, tol, "higher", error=2.5, confidence=0.99, pass_confidence=0.95)
+    assert confirmed([within], 1, lambda metric, count: ["suspect"])[0].status == within.status  # inside 5 %

@@ -2,7 +2,14 @@
 
 import pytest
 
-from pytest_llmperf.stats.spread import MIN_NIGHTS, NIGHTS_WINDOW, Spread, nightly_spread, pooled_spread, spread_pools
+from pytest_llmperf.stats.spread import (
+    MIN_NIGHTS,
+    NIGHTS_WINDOW,
+    Spread,
+    nightly_spread,
+    pooled_spread,
+    spread_pools,
+)
 
 
 def test_pooled_spread_is_the_relative_variance_over_cells_with_two_or_more_runs():
