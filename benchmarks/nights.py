@@ -240,6 +240,30 @@ class Change:
     acceptance: float = 1.0
 
 
+# -- a design to compare ------------------------------------------------------------------
+
+TWO_STAGE_RUNS = 3
+
+
+class TwoStage:
+    """A fixed two-stage design in place of the session's adaptive auto repetitions (the
+    gate's Repeater seam): one run; if any gated metric of the test does not pass, two more
+    on fresh starts, and the rule judges once over the three. The first stage only passes
+    (at the pass confidence), so a regression is claimed once, at the alarm confidence."""
+
+    def __init__(self, measurer: Any) -> None:
+        self.measurer = measurer
+
+    def worth_another(self, run: Any, verdicts: list[Any], first_look: bool = False) -> str | None:
+        runs = len(run.results)
+        if runs >= TWO_STAGE_RUNS or (runs == 1 and all(v.ok for v in verdicts)):
+            return None
+        return "two-stage: the second stage"
+
+    def extend(self, measured: Any, why: str = "inconclusive", *, stalled: bool = False) -> bool:
+        return bool(self.measurer.extend(measured, why, stalled=stalled))
+
+
 # -- one session ---------------------------------------------------------------------------------
 
 
@@ -332,12 +356,14 @@ def run_session(
     start_s: float = 0.0,
     history: Path | None = None,
     confirm: int | None = None,
+    design: str = "adaptive",
     log: Callable[[str], None] = lambda message: None,
 ) -> Night:
     """One pytest session of `items` against `target` through `runner`: the seed tests
     called with the plugin's fixture object over a PerfSession, caught as pytest would.
     `start_s`: the GPU seconds a server start costs (the session's clock counts them);
-    `history`: the history file the session reads and appends to (None: none kept)."""
+    `history`: the history file the session reads and appends to (None: none kept);
+    `design`: the session's auto repetitions ("adaptive") or TwoStage's."""
     options = night_options(update, history, confirm)
     ran = runner.gpu_seconds
 
@@ -355,6 +381,8 @@ def run_session(
         clock=clock,
         log=log,
     )
+    if design == "two-stage":
+        perf.gate.repeater = TwoStage(perf.measurer)
     starts = sum(target.starts.values())
     outcomes: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -390,6 +418,7 @@ def night(
     update: bool = False,
     history: Path | None = None,
     confirm: int | None = None,
+    design: str = "adaptive",
 ) -> Night:
     """One night: a fresh session of `items` on virtual servers drawing `noise` (with
     `changes`), judged against (or, `update`, recording) the baselines under `rootdir`,
@@ -406,6 +435,7 @@ def night(
         start_s=model.start_s,
         history=history,
         confirm=confirm,
+        design=design,
     )
 
 
@@ -530,6 +560,7 @@ class Bench:
     datasets: dict[tuple[str, str | None], Any]
     seed: int
     confirm: int | None
+    design: str = "adaptive"
 
     def summary(self, index: int, result: Night, lines: bytes = b"") -> NightSummary:
         cells = [
@@ -560,6 +591,7 @@ class Bench:
                 self.datasets,
                 history=window.path,
                 confirm=self.confirm,
+                design=self.design,
             )
             lines = window.after_session()
             if n >= nights.start:
@@ -588,6 +620,7 @@ class Bench:
                 changes=changes,
                 history=history,
                 confirm=self.confirm,
+                design=self.design,
             )
             window.after_session()
             touched = [st for t, s, _, m, st in result.flagged() if scenario.flags(s, m, t)]
@@ -639,6 +672,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--confirm", type=int, default=None, help="--llmperf-confirm of every night (default: the plugin's, 2 nightly)"
     )
+    parser.add_argument(
+        "--design",
+        choices=("adaptive", "two-stage"),
+        default="adaptive",
+        help="the session's auto repetitions (adaptive), or a fixed two-stage design (TwoStage) to compare",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the figures do not depend on it)")
     parser.add_argument("--params", type=Path, default=PARAMS)
     parser.add_argument("--quiet", action="store_true", help="no line per night or episode, only the tables")
@@ -663,7 +702,8 @@ def main(argv: list[str] | None = None) -> int:
         f"two-night episodes per change; noise {args.params.name}{' doubled' if args.double else ''}: start spread "
         f"{', '.join(f'{v:.1%} at {c}' for c, v in model.step.items())}, acceptance {model.acceptance:.1%}, "
         f"t({model.dof:g}) tails, slow starts {model.slow_share:.0%} x +{model.slow_excess:.0%}, night shift "
-        f"{model.shift:.1%}, noisy nights {model.noisy_share:.0%} x{model.noisy_multiplier:g}; seed {args.seed}",
+        f"{model.shift:.1%}, noisy nights {model.noisy_share:.0%} x{model.noisy_multiplier:g}; seed {args.seed}"
+        + (f"; {args.design} design" if args.design != "adaptive" else ""),
         flush=True,
     )
 
@@ -685,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{recorded.run_s / 60:.1f} GPU-min of runs ({time.monotonic() - started:.0f} s)",
             flush=True,
         )
-        BENCH = Bench(rootdir, items, servers, model, prompts, datasets, args.seed, args.confirm)
+        BENCH = Bench(rootdir, items, servers, model, prompts, datasets, args.seed, args.confirm, args.design)
         context = multiprocessing.get_context("fork")
         with context.Pool(args.jobs) as pool:
             # -- unchanged nights
