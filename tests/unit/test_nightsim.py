@@ -126,8 +126,9 @@ CELLS = [
 def test_a_night_of_nights_py_is_the_pytest_session_of_the_seed_suite(pytester, tmp_path):
     """The same night (noise draw, a 5 % slower MTP server, a noisier night than the
     recording's) judged by pytest running the seed suite with the plugin, and by
-    nights.night: the same verdicts, figure for figure, and the same test outcomes. Both keep
-    a history, so the nightly profile's --llmperf-confirm 2 reads the change as suspect."""
+    nights.night: the same verdicts, figure for figure, and the same test outcomes. Both read
+    one history of earlier sessions, so the nightly profile's --llmperf-confirm 2 reads the
+    change as suspect and the spread between sessions widens the noise alike."""
     pytester.makeconftest((ROOT / "conftest.py").read_text() + CONFTEST.format(benchmarks=str(ROOT / "benchmarks")))
     suite = pytester.path / "tests" / "perf"
     suite.mkdir(parents=True)
@@ -151,9 +152,17 @@ def test_a_night_of_nights_py_is_the_pytest_session_of_the_seed_suite(pytester, 
     night_file(model.night(7, "record", recording=True), {})
     recorded = pytester.runpytest_inprocess(*flags, "--update-baselines", *CELLS)
     recorded.assert_outcomes(passed=3)
+    # Six earlier sessions 1 % either side of the recording, so the spread between sessions counts.
+    recording = (pytester.path / "history.jsonl").read_text().splitlines()
+    earlier = [
+        json.dumps({**line, "outcome": "pass", "value": line["value"] * (1 + 0.01 * (-1) ** k)})
+        for k in range(6)
+        for line in map(json.loads, recording)
+    ]
+    (pytester.path / "history.jsonl").write_text("\n".join([*recording, *earlier]) + "\n")
     baselines = tmp_path / "judged"
     shutil.copytree(pytester.path / "baselines", baselines / "baselines")
-    shutil.copy(pytester.path / "history.jsonl", baselines / "history.jsonl")  # the recording's lines
+    shutil.copy(pytester.path / "history.jsonl", baselines / "history.jsonl")  # the same history
 
     noise = nights.NightNoise("7:n0", shift=1.004, scale=3.0)
     changes = {"qwen3.6-27b-fp8-mtp": nights.Change(step=1 / 0.95)}
@@ -178,6 +187,8 @@ def test_a_night_of_nights_py_is_the_pytest_session_of_the_seed_suite(pytester, 
     assert json.loads(json.dumps(nights.verdict_rows(night.gates))) == by_pytest
     statuses = {row[4] for row in by_pytest}
     assert "suspect" in statuses  # the change was seen: the comparison is not of passes only
+    notes = {v.note for g in night.gates for v in g.verdicts}
+    assert "tonight's side: the spread of the last 7 sessions' values" in notes  # the history's spread judged
     outcomes = judged.parseoutcomes()
     assert outcomes.get("failed", 0) == sum(o == "failed" for o in night.outcomes.values())
     assert outcomes.get("passed", 0) == sum(o != "failed" for o in night.outcomes.values())
