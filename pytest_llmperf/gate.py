@@ -32,7 +32,6 @@ from pytest_llmperf.report.crosscheck import canary_failure, check_lines, output
 from pytest_llmperf.report.explain import explanation
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
 from pytest_llmperf.stats.median import median_of
-from pytest_llmperf.stats.spread import Spread
 from pytest_llmperf.util.files import relative_to
 
 NO_FAILURES = ErrorBudget(0.0)
@@ -256,7 +255,7 @@ class Gate:
             if not v.ok and v.status != Status.SUSPECT and (v.status != Status.INCONCLUSIVE or policy == "fail")
         ]
         if entry is not None:
-            self._explain(
+            explain_record(
                 record,
                 run,
                 entry,
@@ -293,23 +292,6 @@ class Gate:
             message = "inconclusive: the noise was too wide to tell (the llmperf summary has its table, without -q)"
             warnings.warn(InconclusiveWarning(message), stacklevel=4)
 
-    @staticmethod
-    def _explain(record: GateRecord, run: MeasuredRun, entry: Entry, *, explain: bool, valid: bool) -> None:
-        """The baseline's figures on the record; under a failing or improved table, what
-        changed between the baseline's provenance and the run's (report/explain.py)."""
-        record.baseline_figures = {name: m["value"] for name, m in entry["metrics"].items()}
-        record.baseline_provenance = dict(entry["provenance"])
-        if not explain:
-            return
-        # An invalid run's figures explain nothing; what changed may (a new image that crashes).
-        speculative = run.server.is_speculative and valid
-        lines, changes, attribution = explanation(
-            entry["provenance"], run.provenance, record.baseline_figures, run.figures, speculative
-        )
-        record.explanation = lines
-        record.changes = [change.describe() for change in changes]
-        record.attribution = attribution.to_dict() if attribution is not None else None
-
     def _check_outputs(
         self, run: MeasuredRun, entry: Entry | None, record: GateRecord, invalid: str | None
     ) -> tuple[str | None, OutputChange | None]:
@@ -336,6 +318,9 @@ class Gate:
     ) -> list[Any]:
         measured = {name: median_of(values) for name, values in samples.items()}
         no_data = {name: no_data_reason(run, name) for name in samples if measured.get(name) is None}
+        # The spread between the sessions before, where the reference keeps a history (a paired session's does not).
+        keeps = entry and self.reference.keeps_history
+        nightly = self.history.nightly_spreads(run, target, list(samples)) if keeps else None
         # The fewest requests a run on either side completed: statistics over requests from
         # fewer than the registry's min_requests are not judged.
         counts = [r.completed for r in run.results]
@@ -359,17 +344,26 @@ class Gate:
                 self.reference.spread_pools(target, run, list(samples)) if entry else {},
                 base,
                 self.reference.base_entry(base, target) if entry and base is not None else None,
-                self._nightly(run, target, list(samples)) if entry else None,
+                nightly,
             ),
         )
 
-    def _nightly(self, run: MeasuredRun, target: str, names: list[str]) -> dict[str, Spread]:
-        """Each metric's spread between the sessions before, from the history (a reference
-        that keeps none, such as a paired session's, has none)."""
-        if not self.reference.keeps_history:
-            return {}
-        spreads = {name: self.history.nightly_spread(run, target, name) for name in names}
-        return {name: spread for name, spread in spreads.items() if spread is not None}
+
+def explain_record(record: GateRecord, run: MeasuredRun, entry: Entry, *, explain: bool, valid: bool) -> None:
+    """The baseline's figures on the record; under a failing or improved table, what
+    changed between the baseline's provenance and the run's (report/explain.py)."""
+    record.baseline_figures = {name: m["value"] for name, m in entry["metrics"].items()}
+    record.baseline_provenance = dict(entry["provenance"])
+    if not explain:
+        return
+    # An invalid run's figures explain nothing; what changed may (a new image that crashes).
+    speculative = run.server.is_speculative and valid
+    lines, changes, attribution = explanation(
+        entry["provenance"], run.provenance, record.baseline_figures, run.figures, speculative
+    )
+    record.explanation = lines
+    record.changes = [change.describe() for change in changes]
+    record.attribution = attribution.to_dict() if attribution is not None else None
 
 
 def no_data_reason(run: MeasuredRun, name: str) -> str:

@@ -111,6 +111,11 @@ class HistoryLog:
         ]
         return nightly_spread(values)
 
+    def nightly_spreads(self, run: MeasuredRun, target: str, names: list[str]) -> dict[str, Spread]:
+        """Each of `names`' spread between the sessions before (those with one)."""
+        spreads = {name: self.nightly_spread(run, target, name) for name in names}
+        return {name: spread for name, spread in spreads.items() if spread is not None}
+
     def earlier_lines(self, run: MeasuredRun, target: str, metric: str) -> list[dict[str, Any]]:
         """This cell's lines in `target` (server, concurrency, workload, `metric`), oldest
         first, as the history was before this session; none when the history is off or unreadable."""
