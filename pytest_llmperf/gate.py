@@ -210,13 +210,9 @@ class Gate:
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
             looks += 1
             if invalid:
-                # A run that completed nothing while its server lives: once more on a fresh start.
-                if (
-                    looks > 1
-                    or run.completed
-                    or run.server_death
-                    or not self.repeater.extend(run, STALLED, stalled=True)
-                ):
+                # A run that completed nothing while its server lives: once more on a fresh start
+                # (the repeater says whether this one is such a run: Measurer.can_retry).
+                if looks > 1 or not self.repeater.extend(run, STALLED, stalled=True):
                     return verdicts, entry, invalid, outputs
                 invalid, outputs = self._check_outputs(
                     run, entry, record, self.reference.invalid(run, base, error_budget)

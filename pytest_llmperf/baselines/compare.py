@@ -116,14 +116,12 @@ CONFIRMING = frozenset({Status.REGRESSED, Status.SUSPECT})  # earlier outcomes t
 def gross(verdict: Verdict) -> bool:
     """A regression whose interval lies beyond twice the tolerance: no night-to-night
     wobble of the box reads that, so it needs no confirming session."""
-    tol, change = verdict.tolerance, verdict.change
-    if verdict.status != Status.REGRESSED or tol is None or change is None:
+    if verdict.status != Status.REGRESSED or verdict.tolerance is None:
         return False
-    worse = -change.absolute if verdict.direction is Direction.HIGHER else change.absolute
-    clear = worse - (verdict.noise or 0.0)
-    if tol.kind == "relative":
-        return not verdict.baseline or clear / abs(verdict.baseline) > 2 * tol.limit
-    return clear > 2 * tol.limit
+    if verdict.tolerance.kind == "relative" and verdict.change is not None and not verdict.baseline:
+        return True  # every move away from a baseline of 0 is infinitely large in relative terms
+    amounts = _in_tolerance_units(verdict, verdict.noise or 0.0)
+    return amounts is not None and amounts[0] - amounts[1] > 2 * verdict.tolerance.limit
 
 
 def unconfirmed(verdict: Verdict, agreed: int, needed: int) -> Verdict:
@@ -171,15 +169,25 @@ def confirmed(verdicts: list[Verdict], needed: int, earlier: Callable[[str, int]
 
 def _clears_at_pass(verdict: Verdict) -> bool:
     """A change beyond its tolerance whose interval at the pass confidence excludes no change."""
-    tol, change, half = verdict.tolerance, verdict.change, verdict.pass_noise
-    if tol is None or change is None or half is None:
+    if verdict.tolerance is None or verdict.pass_noise is None:
         return False
+    amounts = _in_tolerance_units(verdict, verdict.pass_noise)
+    return amounts is not None and _beyond(amounts[0], verdict.tolerance.limit) and amounts[0] - amounts[1] > 0
+
+
+def _in_tolerance_units(verdict: Verdict, half: float) -> tuple[float, float] | None:
+    """The verdict's change in its bad direction and the half-width `half`, both in its
+    tolerance's units (relative to the baseline for a relative one); None without a change,
+    a tolerance, or (relative) a baseline other than 0."""
+    tol, change = verdict.tolerance, verdict.change
+    if tol is None or change is None:
+        return None
     worse = -change.absolute if verdict.direction is Direction.HIGHER else change.absolute
-    if tol.kind == "relative":
-        if not verdict.baseline:
-            return False
-        worse, half = worse / abs(verdict.baseline), half / abs(verdict.baseline)
-    return _beyond(worse, tol.limit) and worse - half > 0
+    if tol.kind != "relative":
+        return worse, half
+    if not verdict.baseline:
+        return None
+    return worse / abs(verdict.baseline), half / abs(verdict.baseline)
 
 
 def rule_chances(
