@@ -599,22 +599,25 @@ class Bench:
         window.close()
         return out
 
-    def episode(self, scenario: Scenario, e: int, prior: Sequence[bytes]) -> list[str]:
+    def episode(self, scenario: Scenario, e: int, prior: Sequence[bytes]) -> tuple[list[str], bool]:
         """Two nights of `scenario`'s change (the second only when the first is not red), after
         the unchanged nights whose history lines are `prior`: per night "red", "suspect" or ""
-        for the cells it touches."""
+        for the cells it touches, and whether the first night was a noisy one."""
         touched_models = scenario.models(self.servers)
         subset = [item for item in self.items if any(s.model in touched_models for s in item.servers)]
         changes = scenario.changes(self.servers)
         window = HistoryWindow(self.rootdir / f"history-{scenario.name.replace(' ', '_')}-{e}.jsonl", prior=prior)
         history = window.path
         seen: list[str] = []
+        noisy = []
         for n in range(2):
+            noise = self.model.night(self.seed, f"{scenario.name}:{e}:{n}")
+            noisy.append(noise.scale > 1.0)
             result = night(
                 self.rootdir,
                 subset,
                 self.model,
-                self.model.night(self.seed, f"{scenario.name}:{e}:{n}"),
+                noise,
                 self.prompts,
                 self.datasets,
                 changes=changes,
@@ -628,7 +631,7 @@ class Bench:
             if seen[-1] == "red":
                 break
         window.close()
-        return seen
+        return seen, noisy[0]
 
 
 BENCH: Bench | None = None  # the parent's, inherited by forked workers
@@ -639,7 +642,7 @@ def _chain(nights: range) -> list[NightSummary]:
     return BENCH.unchanged_chain(nights)
 
 
-def _episode(job: tuple[int, int, list[bytes]]) -> tuple[int, int, list[str]]:
+def _episode(job: tuple[int, int, list[bytes]]) -> tuple[int, int, tuple[list[str], bool]]:
     assert BENCH is not None
     k, e, prior = job
     return k, e, BENCH.episode(scenarios(BENCH.servers)[k], e, prior)
@@ -743,11 +746,11 @@ def main(argv: list[str] | None = None) -> int:
             # -- changes
             print()
             names = [scenario.name for scenario in scenarios(servers)]
-            seen: dict[int, list[list[str]]] = {k: [] for k in range(len(names))}
+            seen: dict[int, list[tuple[list[str], bool]]] = {k: [] for k in range(len(names))}
             windows = priors([s.lines for s in sorted(summaries, key=lambda s: s.index)], episodes)
             jobs = [(k, e, windows[e]) for k in range(len(names)) for e in range(episodes)]
-            for k, e, nights_seen in pool.imap_unordered(_episode, jobs):
-                seen[k].append(nights_seen)
+            for k, e, (nights_seen, noisy_first) in pool.imap_unordered(_episode, jobs):
+                seen[k].append((nights_seen, noisy_first))
                 what = ", ".join(f"night {i + 1} {w or 'green'}" for i, w in enumerate(nights_seen))
                 say(f"  {names[k]}: episode {e + 1}/{episodes}: {what}")
         print_changes(names, seen, episodes)
@@ -793,18 +796,32 @@ def print_unchanged(summaries: Sequence[NightSummary]) -> None:
     print(f"  mean over the {len(cells)} cells: {sum(fails.values()) / max(1, len(cells) * nights):.2%}")
 
 
-def print_changes(names: Sequence[str], seen: Mapping[int, Sequence[Sequence[str]]], episodes: int) -> None:
+def print_changes(
+    names: Sequence[str], seen: Mapping[int, Sequence[tuple[Sequence[str], bool]]], episodes: int
+) -> None:
+    """The table of changes, and the first night's flags split by whether that night was a
+    noisy one (the noise model's `noisy_night`): what the noisy nights cost the detection."""
     print()
     print(f"changes ({episodes} two-night episodes each; a cell the change touches is red or suspect)")
-    print(f"{'change':<42} {'flagged night 1':>16} {'red night 1':>12} {'red within 2':>13}")
+    print(
+        f"{'change':<42} {'flagged night 1':>16} {'red night 1':>12} {'red within 2':>13}"
+        f"   {'flagged night 1: quiet / noisy first nights':>44}"
+    )
+
+    def share(hits: int, of: int) -> str:
+        return f"{hits / of:.0%} of {of}" if of else "none"
+
     for k, name in enumerate(names):
         runs = seen[k]
         if not runs:
             continue
-        flagged = sum(bool(r[0]) for r in runs) / len(runs)
-        first = sum(r[0] == "red" for r in runs) / len(runs)
-        within = sum("red" in r for r in runs) / len(runs)
-        print(f"{name:<42} {flagged:>15.0%} {first:>11.0%} {within:>12.0%}")
+        flagged = sum(bool(r[0]) for r, _ in runs) / len(runs)
+        first = sum(r[0] == "red" for r, _ in runs) / len(runs)
+        within = sum("red" in r for r, _ in runs) / len(runs)
+        quiet = [bool(r[0]) for r, noisy in runs if not noisy]
+        loud = [bool(r[0]) for r, noisy in runs if noisy]
+        split = f"{share(sum(quiet), len(quiet))} / {share(sum(loud), len(loud))}"
+        print(f"{name:<42} {flagged:>15.0%} {first:>11.0%} {within:>12.0%}   {split:>44}")
 
 
 if __name__ == "__main__":
