@@ -287,17 +287,26 @@ def count_tokens(texts: list[str]) -> list[int]:
     return [len(tokenizer.encode(t)) for t in texts]
 
 
-def night_options(update: bool = False, history: Path | None = None, confirm: int | None = None) -> LlmperfOptions:
+def night_options(
+    update: bool = False,
+    history: Path | None = None,
+    confirm: int | None = None,
+    flags: Mapping[str, Any] | None = None,
+    ini: Mapping[str, Any] | None = None,
+) -> LlmperfOptions:
     """The session's options: the simulator, the nightly profile, the history at `history`
-    (None: off) and --llmperf-confirm `confirm` (None: the plugin's default)."""
+    (None: off) and --llmperf-confirm `confirm` (None: the plugin's default); `flags`: more
+    command-line values by option dest (e.g. {"llmperf_sim_args": "--sim-step-time-scale 1.05"}),
+    `ini`: ini values by name (e.g. {"llmperf_tolerances": ["steady_decode_tok_s = 3%"]})."""
     values = {
         "llmperf_sim": True,
         "llmperf_profile": PROFILE,
         "llmperf_history": "off" if history is None else str(history),
         "llmperf_update_baselines": update,
         "llmperf_confirm": None if confirm is None else str(confirm),
+        **(flags or {}),
     }
-    return resolve_options(lambda dest: values.get(dest), lambda name: "")
+    return resolve_options(lambda dest: values.get(dest), lambda name: (ini or {}).get(name, ""))
 
 
 @dataclass
@@ -358,13 +367,17 @@ def run_session(
     confirm: int | None = None,
     design: str = "adaptive",
     log: Callable[[str], None] = lambda message: None,
+    options: LlmperfOptions | None = None,
 ) -> Night:
     """One pytest session of `items` against `target` through `runner`: the seed tests
     called with the plugin's fixture object over a PerfSession, caught as pytest would.
     `start_s`: the GPU seconds a server start costs (the session's clock counts them);
     `history`: the history file the session reads and appends to (None: none kept);
-    `design`: the session's auto repetitions ("adaptive") or TwoStage's."""
-    options = night_options(update, history, confirm)
+    `design`: the session's auto repetitions ("adaptive") or TwoStage's; `options`: the
+    session's options as resolved (night_options), in place of `update`, `history` and
+    `confirm`'s."""
+    if options is None:
+        options = night_options(update, history, confirm)
     ran = runner.gpu_seconds
 
     def clock() -> float:  # the session's clock for auto repetitions' budget: simulated GPU time

@@ -2,7 +2,9 @@
 
 `VirtualTarget` is a ServerTarget whose endpoints run nothing: each start of a server
 draws its noise (a `StartNoise`, from a callable the caller gives) and puts it in the
-endpoint's provenance with the server's `vllm serve` argv. `VirtualRunner` is a Runner:
+endpoint's provenance with the server's `vllm serve` argv and its simulator flags (the
+spec's sim_args, as the simulated target passes them: a paired session's OLD and NEW
+flags travel there). `VirtualRunner` is a Runner:
 for each measured run it builds the simulator's SimConfig from that argv (exactly as the
 simulated target does, at speed 1), applies the start's noise for the run's concurrency,
 steps the simulator's engine on its virtual clock (sim/virtual.run_virtual: the closed-loop
@@ -71,7 +73,8 @@ Draw = Callable[[ServerSpec, int], StartNoise]
 
 class VirtualTarget:
     """A ServerTarget whose servers are virtual: a start costs nothing and says, in its
-    endpoint's provenance, the server's argv and the noise `draw` gave that start."""
+    endpoint's provenance, the server's argv (its sim_args included) and the noise `draw`
+    gave that start."""
 
     name = "sim"
     starts_servers = True
@@ -90,8 +93,9 @@ class VirtualTarget:
         provenance = {
             "vllm_version": "virtual",
             "simulator": True,
-            ARGV_KEY: spec.vllm_args(host="127.0.0.1", port=0),
+            ARGV_KEY: [*spec.vllm_args(host="127.0.0.1", port=0), *spec.sim_args],
             NOISE_KEY: noise.to_dict(),
+            "sim_args": list(spec.sim_args),
         }
         try:
             yield Endpoint(f"virtual://{spec.name}/{count}", spec.model_id, self.name, provenance)
