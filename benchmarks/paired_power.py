@@ -1,83 +1,84 @@
-"""How often is a paired A/B verdict right? NEW judged against OLD on the same box, on the
-simulator's virtual clock, with noise between server starts.
+"""How often is a paired A/B verdict right? NEW judged against OLD on the same box, by the
+plugin's own paired session, on the virtual clock, with noise between server starts.
 
-    python benchmarks/paired_power.py --trials 100                  # the issue's figures
+    python benchmarks/paired_power.py --trials 100
     python benchmarks/paired_power.py --trials 3                    # a quick smoke
     python benchmarks/paired_power.py --trials 100 --tolerances 'steady_decode_tok_s = 3%'
 
-Each trial is one paired session as the plugin runs it (pytest_llmperf/paired.py): for the
-seed suite's Qwen3.6-27B base and MTP servers at one concurrency, OLD and NEW each run
-once per block, blocks alternating A B, B A, ... (every run its own server start, so its
-own draw of the noise between starts), two blocks up front (A B, B A), then (auto, the
-nightly default) one more block while a gated metric of the MTP test (steady decode,
-acceptance rate and length, TPOT) is inconclusive and an unchanged value could be shown
-within its tolerance by `--max-blocks` (the paired session's rule: by the noise alone, not
-the change as read; default 8 blocks, as the plugin's paired default). NEW is judged
-against OLD by the plugin's own rule exactly as the paired gate does it: OLD's runs are
-the baseline (their median, per-repetition samples and the first run's request lines),
-with the default tolerances and confidences. The judging is this file's `judge`, the
-session's rule (baselines/compare.py with stats/error.py) assembled here, with OLD in the
-baseline's place; the runs are its `one_run` (the nightly workload on the virtual clock,
-noise from the public figures: step time exp(N(0, s)) per start, s = 7 % at 1, 1 % at 8
-and 32; acceptance 1 + N(0, 1 %)).
+Each trial is one paired pytest session of the seed suite's Qwen3.6-27B tests at one
+concurrency (tests/perf/test_seed_suite.py: the base server's test, the MTP server's test
+and the speedup test, in the order the plugin runs them), as `pytest --llmperf-sim
+--llmperf-profile nightly --llmperf-against-sim-args=OLD --llmperf-sim-args=NEW` runs it:
+the plugin's `llmperf` fixture object over a real PerfSession (benchmarks/nights.py's
+run_session), whose target and runner are benchmarks/nightsim.py's (virtual servers, the
+simulator's engine on its virtual clock). OLD is the simulator's defaults; NEW is OLD
+with `--sim-step-time-scale` set by the scenario (both servers changed alike, as a new
+image would change them). What runs, in which order, how many blocks auto adds and how
+each metric is judged is the session's (pytest_llmperf/paired.py); the benchmark only
+counts the verdicts.
 
-Scenarios (NEW against OLD, both servers of NEW changed alike, as a new image would):
-no change (OLD == NEW), NEW 5 % slower (decode x 0.95: steps x 1/0.95), NEW's steps x
-1.05 (docs/judging.md's example; decode -4.8 %, inside a 5 % tolerance), and NEW 10 % slower.
-`--drift X` adds a slow drift of the box over the session: the k-th server start of a
-trial runs its steps x (1 + X k), which the alternating order spreads over both sides.
+Before its sessions, each trial records a baselines folder (`--update-baselines`, the
+seed suite's four servers at the concurrency, auto's repetitions), as a user's folder
+recorded on an earlier day: a paired session judges nothing against it but pools its
+spread between starts. The scenarios of a trial share its folder and its noise draws.
 
-Prints per scenario and metric the share of trials regressed / inconclusive / pass, the
-MTP test's outcome (its gated metrics, GATED below: any regressed, the test
-fails; else any inconclusive, it warns), and the mean blocks used. The issue's targets:
-NEW 5 % slower at concurrency 32 `regressed`; OLD == NEW `pass` in at least 99 of 100
-trials. The gated decode figure's default tolerance is 3 % (steady_decode_tok_s), so a
-5 % drop lies beyond it and NEW's steps x 1.05 (-4.8 %) too; `--tolerances` shows another
-gate's.
+Noise (benchmarks/noise_params.json, as nights.py draws it, each figure with its source):
+a spread between server starts per concurrency with Student-t tails, an occasional slow
+start, acceptance rates per start, a shift of the whole box per trial (shared by OLD and
+NEW) and noisier boxes than the recording's. `--drift X` adds a slow drift of the box over
+the session: the k-th server start of a trial runs its steps x (1 + X k), which the
+alternating block order spreads over both sides.
+
+Scenarios (NEW against OLD): no change (OLD == NEW), NEW 5 % slower (steps x 1/0.95),
+NEW's steps x 1.05 (docs/judging.md's example: decode -4.8 %) and NEW 10 % slower.
+
+Prints per scenario and metric of the MTP server (its test's gated metrics and the
+speedup test's mtp_speedup) the share of trials regressed / inconclusive / pass / other
+(improved, invalid, no-data), then the MTP test's outcome as pytest would have it (fails
+in the regressed column, warns in the inconclusive one, passes in pass) and the MTP
+server's blocks (its server starts over two). What to read: an OLD == NEW session should
+pass, and a NEW 5 % slower one at concurrency 32 be read regressed (the gated decode
+figure's default tolerance is 3 %, so NEW's steps x 1.05 lies beyond it too);
+`--tolerances` judges with other tolerances, as the ini's llmperf_tolerances.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import random
+import itertools
 import statistics
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from pytest_llmperf.baselines.compare import (  # noqa: E402
-    DEFAULT_ALARM_CONFIDENCE,
-    DEFAULT_CONFIDENCE,
-    compare,
-    wanting_another,
+from nights import (  # noqa: E402
+    PARAMS,
+    Item,
+    NoiseModel,
+    SeedPrompts,
+    night_options,
+    run_session,
+    seed_items,
 )
-from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides, tolerance_for  # noqa: E402
-from pytest_llmperf.metrics import registry  # noqa: E402
-from pytest_llmperf.metrics.registry import GATED_DECODE  # noqa: E402
-from pytest_llmperf.metrics.steady import steady_tok_s  # noqa: E402
-from pytest_llmperf.metrics.uncertainty import independent_blocks, paired_errors  # noqa: E402
-from pytest_llmperf.options import PAIRED_MAX_BLOCKS  # noqa: E402
-from pytest_llmperf.paired import PairedBlocks  # noqa: E402
-from pytest_llmperf.sim.calibration import MTP3, synthetic_prompt_lens  # noqa: E402
-from pytest_llmperf.sim.config import SimConfig  # noqa: E402
-from pytest_llmperf.sim.virtual import VirtualResult, run_virtual  # noqa: E402
-from pytest_llmperf.stats.error import change_error, ratio_error  # noqa: E402
-from pytest_llmperf.stats.spread import pooled_spread  # noqa: E402
-from pytest_llmperf.workload.config import GRACE_SECONDS  # noqa: E402
-from pytest_llmperf.workload.workload import profile_scale  # noqa: E402
+from nightsim import Draw, StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
 
-MODEL = "Qwen/Qwen3.6-27B-FP8"
-STEP_NOISE = {1: 0.07, 8: 0.01, 32: 0.01}
-ACCEPTANCE_NOISE = 0.01
-MAX_TOKENS = 256
-METRICS = ("decode_tok_s", GATED_DECODE, "tpot_ms_median", "acceptance_rate", "acceptance_length", "mtp_speedup")
-GATED = (GATED_DECODE, "acceptance_rate", "acceptance_length", "tpot_ms_median")  # the seed MTP test
+from pytest_llmperf.baselines.compare import Verdict  # noqa: E402
+from pytest_llmperf.baselines.store import BaselineStore  # noqa: E402
+from pytest_llmperf.options import LlmperfOptions  # noqa: E402
+from pytest_llmperf.outcome import GateRecord  # noqa: E402
+from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
+from pytest_llmperf.workload.prompts import load_dataset  # noqa: E402
+
+MODEL = "qwen3.6-27b-fp8"  # the paired tests' base server; its MTP variant is MODEL-mtp
+MTP_TEST, SPEEDUP_TEST = "test_mtp_decode_and_acceptance", "test_mtp_speedup"
 SCENARIOS = {
     "OLD == NEW": 1.0,
     "NEW 5% slower": 1 / 0.95,
@@ -85,340 +86,247 @@ SCENARIOS = {
     "NEW 10% slower": 1 / 0.90,
 }
 OUTCOMES = ("regressed", "inconclusive", "pass")
+TEST_OUTCOMES = {"failed": "regressed", "warned": "inconclusive", "passed": "pass"}  # the table's columns
+
+
+def new_flags(step_scale: float) -> str:
+    """NEW's simulator flags (--llmperf-sim-args) for a scenario's step factor."""
+    return "" if step_scale == 1.0 else f"--sim-step-time-scale {step_scale!r}"
+
+
+def drifting(draw: Draw, drift: float) -> Draw:
+    """`draw` with the box drifting: the k-th start (from 0) of the target, whatever its
+    server, has every step cost times 1 + drift k."""
+    if not drift:
+        return draw
+    starts = itertools.count()
+
+    def start(spec: ServerSpec, count: int) -> StartNoise:
+        noise = draw(spec, count)
+        factor = 1.0 + drift * next(starts)
+        return StartNoise({c: f * factor for c, f in noise.step.items()}, noise.acceptance)
+
+    return start
 
 
 @dataclass
-class Run:
-    result: VirtualResult
-    figures: dict[str, float]
+class Trial:
+    """One paired session's gate records, test outcomes (passed, failed, warned) and the
+    MTP server's blocks."""
+
+    gates: list[GateRecord]
+    outcomes: dict[str, str]
+    blocks: int
+
+    def verdicts(self) -> dict[str, Verdict]:
+        """The MTP server's verdicts by metric: its test's gated metrics, then the speedup's."""
+        out: dict[str, Verdict] = {}
+        for test in (MTP_TEST, SPEEDUP_TEST):
+            for gate in self.gates:
+                if function_of(gate.nodeid) == test:
+                    out.update({v.metric: v for v in gate.verdicts})
+        return out
+
+    def mtp_test(self) -> str:
+        """The MTP test's outcome as pytest would have it: passed, failed or warned."""
+        return next(o for nodeid, o in self.outcomes.items() if function_of(nodeid) == MTP_TEST)
 
 
-def one_run(c: int, speculative: bool, lens: list[int], rng: random.Random, step_scale: float = 1.0) -> Run:
-    """One server start's run of the nightly workload at concurrency `c` on the virtual
-    clock, with its own draw of the noise between starts, and its gated figures. Requests
-    still running GRACE_SECONDS after the nightly profile's cap are cut, as the plugin's
-    runner cuts them on a GPU, and left out of the figures as the plugin leaves them out."""
-    step = step_scale * pow(math.e, rng.gauss(0.0, STEP_NOISE[c]))
-    acc = max(0.0, 1.0 + rng.gauss(0.0, ACCEPTANCE_NOISE)) if speculative else 1.0
-    cfg = SimConfig(
-        model=MODEL,
-        max_num_seqs=32,
-        max_model_len=65536,
-        speculative_config=dict(MTP3) if speculative else None,
-        step_time_scale=step,
-        acceptance_scale=min(acc, 10.0),
-    )
-    per_stream, minimum, cap = profile_scale("nightly", c)
-    r = run_virtual(
-        cfg,
-        lens,
-        c,
-        MAX_TOKENS,
-        num_prompts=max(per_stream * c, minimum),
-        max_seconds=cap,
-        grace_seconds=GRACE_SECONDS,
-    )
-    figures = {
-        "decode_tok_s": r.decode_tok_s,
-        GATED_DECODE: steady_tok_s(r.spans, c) or 0.0,
-        "tpot_ms_median": r.tpot_median * 1000.0,
-    }
-    if r.drafts:
-        figures["acceptance_length"] = 1.0 + r.accepted / r.drafts
-        figures["acceptance_rate"] = r.accepted / r.draft_tokens
-    return Run(r, figures)
+def function_of(nodeid: str) -> str:
+    """A node id's test function: test_mtp_speedup of 'tests/...::test_mtp_speedup[qwen...-32]'."""
+    return nodeid.split("::")[1].split("[")[0]
 
 
-def median_of(runs: list[Run], name: str) -> float:
-    return statistics.median(run.figures[name] for run in runs)
+@dataclass
+class PairedBench:
+    """What every trial shares: the suite, the noise model, the prompts, and where the
+    trials' baselines folders live. `flags`: more command-line values of the paired
+    sessions by option dest (--llmperf-repetitions, --llmperf-max-repetitions); `ini`:
+    their ini values (llmperf_tolerances); `stored_reps`: the recording sessions'
+    --llmperf-repetitions (None: auto's, 0: no folder is recorded)."""
 
+    rootdir: Path
+    items: list[Item]
+    model: NoiseModel
+    prompts: SeedPrompts
+    datasets: Mapping[tuple[str, str | None], Any]
+    seed: int = 0
+    drift: float = 0.0
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    ini: Mapping[str, Any] = field(default_factory=dict)
+    stored_reps: int | None = None
+    folders: dict[tuple[int, int], Path] = field(default_factory=dict)
 
-def speedups(mtp: list[Run], base: list[Run]) -> list[float]:
-    """The speedup's repetitions as the session pairs them (MeasuredRun.speedup_samples):
-    repetition by repetition when both servers ran as many, else each MTP repetition over
-    the base server's median."""
-    if len(mtp) == len(base):
-        return [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(mtp, base)]
-    level = median_of(base, GATED_DECODE)
-    return [m.figures[GATED_DECODE] / level for m in mtp]
+    @classmethod
+    def load(cls, rootdir: Path, params: Path = PARAMS, **kwargs: Any) -> PairedBench:
+        """The seed suite's tests, the noise of `params` and the nightly prompts."""
+        options = night_options()
+        dataset = load_dataset(options.dataset_name, options.dataset, HERE.parent)
+        datasets = {(options.dataset_name, options.dataset): dataset}
+        return cls(rootdir, seed_items(), NoiseModel.load(params), SeedPrompts(dataset), datasets, **kwargs)
 
+    def at(self, concurrency: int) -> list[Item]:
+        """The suite's tests at `concurrency` (all four servers), in the plugin's order."""
+        return [item for item in self.items if item.params.get("concurrency") == concurrency]
 
-def fewest_requests(*sides: list[Run]) -> int:
-    """The fewest requests a run completed (the session's `requests` for compare)."""
-    return min(run.result.completed for side in sides for run in side)
+    def paired_items(self, concurrency: int) -> list[Item]:
+        """MODEL's three tests at `concurrency`: base, MTP, speedup."""
+        return [item for item in self.at(concurrency) if item.marker["server"].name in (MODEL, f"{MODEL}-mtp")]
 
+    def options(self, step_scale: float) -> LlmperfOptions:
+        """The paired session's options: OLD the simulator's defaults, NEW `step_scale`'s flags."""
+        flags = {"llmperf_against_sim_args": "", "llmperf_sim_args": new_flags(step_scale), **self.flags}
+        return night_options(flags=flags, ini=self.ini)
 
-def judge(
-    c: int,
-    base_b: list[Run],
-    base_m: list[Run],
-    mtp_b: list[Run],
-    mtp_m: list[Run],
-    confidence: float = DEFAULT_ALARM_CONFIDENCE,
-    tolerances: dict | None = None,
-    others: list[list[Run]] = (),
-    other_speedups: list[list[float]] = (),
-) -> dict:
-    """The rule's verdict on each metric of the MTP server (METRICS), `mtp_m` against
-    `mtp_b`, its speedup over the base server's `base_m` against `base_b`; `others`: the
-    other cells' repetitions at this concurrency (the session pools their spread between
-    starts), `other_speedups` their speedup entries'."""
-    out = {}
-    rows_b, rows_m = mtp_b[0].result.rows, mtp_m[0].result.rows
-    fig_b = {k: median_of(mtp_b, k) for k in mtp_b[0].figures}
-    fig_m = {k: median_of(mtp_m, k) for k in mtp_m[0].figures}
-    paired = paired_errors(rows_b, rows_m, fig_b, fig_m, METRICS, concurrency=c)
-    blocks = independent_blocks(rows_b, rows_m, c)
-    base_paired = paired_errors(
-        base_b[0].result.rows,
-        base_m[0].result.rows,
-        {GATED_DECODE: median_of(base_b, GATED_DECODE)},
-        {GATED_DECODE: median_of(base_m, GATED_DECODE)},
-        [GATED_DECODE],
-        concurrency=c,
-    )
-    blocks = min(blocks, independent_blocks(base_b[0].result.rows, base_m[0].result.rows, c))
-    speed_b, speed_m = speedups(mtp_b, base_b), speedups(mtp_m, base_m)
-    sp_b, sp_m = statistics.median(speed_b), statistics.median(speed_m)
-    if GATED_DECODE in paired and GATED_DECODE in base_paired:
-        paired["mtp_speedup"] = ratio_error(
-            sp_m,
-            (paired[GATED_DECODE], fig_m[GATED_DECODE]),
-            (base_paired[GATED_DECODE], median_of(base_m, GATED_DECODE)),
+    def folder(self, concurrency: int, index: int) -> Path:
+        """Trial `index`'s rootdir at `concurrency`, its baselines folder recorded there the
+        first time it is asked for (a recording session of the suite's tests there)."""
+        key = (concurrency, index)
+        if key in self.folders:
+            return self.folders[key]
+        rootdir = self.rootdir / f"trial-{concurrency}-{index}"
+        rootdir.mkdir(parents=True)
+        if self.stored_reps != 0:
+            reps = {} if self.stored_reps is None else {"llmperf_repetitions": str(self.stored_reps)}
+            noise = self.model.night(self.seed, f"paired-record:{concurrency}:{index}", recording=True)
+            recorded = run_session(
+                rootdir,
+                self.at(concurrency),
+                VirtualTarget(self.model.draw(noise)),
+                VirtualRunner(),
+                self.prompts,
+                self.datasets,
+                start_s=self.model.start_s,
+                options=night_options(update=True, flags=reps),
+            )
+            bad = {k: v for k, v in recorded.outcomes.items() if v != "passed"}
+            if bad or recorded.errors:
+                raise RuntimeError(f"recording trial {index}'s baselines failed: {bad} {recorded.errors}")
+        self.folders[key] = rootdir
+        return rootdir
+
+    def trial(self, concurrency: int, step_scale: float, index: int) -> Trial:
+        """Trial `index` of a scenario: one paired session of MODEL's tests at `concurrency`,
+        NEW's steps times `step_scale`, in the trial's rootdir (folder())."""
+        rootdir = self.folder(concurrency, index)
+        noise = self.model.night(self.seed, f"paired:{concurrency}:{index}")
+        target = VirtualTarget(drifting(self.model.draw(noise), self.drift))
+        night = run_session(
+            rootdir,
+            self.paired_items(concurrency),
+            target,
+            VirtualRunner(),
+            self.prompts,
+            self.datasets,
+            start_s=self.model.start_s,
+            options=self.options(step_scale),
         )
-    for name in METRICS:
-        if name == "mtp_speedup":
-            b, m, sb, sm = sp_b, sp_m, speed_b, speed_m
-            pool = pooled_spread(other_speedups)
-        else:
-            b, m = fig_b.get(name), fig_m.get(name)
-            sb = [r.figures.get(name) for r in mtp_b]
-            sm = [r.figures.get(name) for r in mtp_m]
-            pool = pooled_spread([r.figures.get(name) for r in cell] for cell in [base_b, *others])
-        noise = change_error(paired.get(name), sb, sm, paired_dof=max(blocks - 1, 1), pool=pool)
-        out[name] = compare(
-            name,
-            b,
-            m,
-            tolerance_for(name, tolerances),
-            registry.metric(name).direction,
-            error=noise,
-            confidence=confidence,
-            pass_confidence=DEFAULT_CONFIDENCE,
-            requests=fewest_requests(mtp_b, mtp_m),
-            min_requests=registry.metric(name).min_requests,
-        )
+        if night.errors.keys() - night.outcomes.keys():  # a failing test's message is an error too
+            raise RuntimeError(f"trial {index}: the session did not finish cleanly: {night.errors}")
+        return Trial(night.gates, night.outcomes, target.starts.get(f"{MODEL}-mtp", 0) // 2)
+
+
+def stored_samples(rootdir: Path, concurrency: int, metric: str) -> dict[str, list[float]]:
+    """A trial's recorded baselines folder at `concurrency`: each server's per-repetition
+    samples of `metric`, as the store reads them."""
+    store = BaselineStore(rootdir / night_options().baselines_dir)
+    out: dict[str, list[float]] = {}
+    for server, _, entry in store.entries_at(VirtualTarget.name, concurrency):
+        samples = entry["metrics"].get(metric, {}).get("samples") or []
+        out[server] = [v for v in samples if v is not None]
     return out
 
 
-def worth_another(
-    runs: int,
-    budget: int,
-    verdicts: dict,
-    stop_on_change: bool = True,
-    project: bool = True,
-    first_look: bool = False,
-    confirm: bool = True,
-) -> list[str]:
-    """The session's rule (compare.wanting_another): go on while some inconclusive gated
-    verdict could be decided within the budget (Verdict.decidable), or, with `confirm`,
-    one is regressed at the `first_look` (a regression is read again before it is
-    reported); from the second run on by the change as read, unless `stop_on_change` is
-    False (a paired session's rule: by the noise alone); `project`: by the part of the
-    noise more measured runs take off, else as if all of it fell with the square root of
-    the runs. The metrics that ask for another run (empty: stop)."""
-    return wanting_another(
-        [v for name, v in verdicts.items() if name in GATED],
-        runs,
-        budget,
-        by_change=stop_on_change and runs >= 2,
-        project=project,
-        confirm=confirm and first_look,
-    )
-
-
-class Box:
-    """One trial's machine: counts server starts, for the drift."""
-
-    def __init__(self, c: int, lens: list[int], rng: random.Random, drift: float) -> None:
-        self.c, self.lens, self.rng, self.drift, self.starts = c, lens, rng, drift, 0
-
-    def start(self, speculative: bool, step_scale: float) -> Run:
-        drift = 1.0 + self.drift * self.starts
-        self.starts += 1
-        return one_run(self.c, speculative, self.lens, self.rng, step_scale=step_scale * drift)
-
-
-def block(box: Box, speculative: bool, old: list[Run], new: list[Run], new_scale: float) -> None:
-    """A B when an even number of blocks ran before, else B A (paired.PairedBlocks._block)."""
-    first = len(new) % 2 == 0
-    for side in ("old", "new") if first else ("new", "old"):
-        if side == "old":
-            old.append(box.start(speculative, 1.0))
-        else:
-            new.append(box.start(speculative, new_scale))
-
-
-def stored(c: int, lens: list[int], reps: int, seed: str) -> tuple[list[list[Run]], list[list[float]]]:
-    """The target's baseline folder at concurrency `c`, recorded in an earlier session (so
-    without the trial's drift): the seed suite's four servers (the 27B base and MTP, and
-    stand-ins of the 35B pair: the same profiles, starts of their own), `reps` repetitions
-    each as auto records them; and the two speedup entries' per-repetition speedups. Drawn
-    once per trial index, shared by the scenarios (none of them changes OLD)."""
-    if reps <= 0:
-        return [], []
-    rng = random.Random(f"stored:{seed}")
-    cells = [[one_run(c, speculative, lens, rng) for _ in range(reps)] for speculative in (False, True, False, True)]
-    speedups = [
-        [m.figures[GATED_DECODE] / b.figures[GATED_DECODE] for m, b in zip(cells[i + 1], cells[i])] for i in (0, 2)
-    ]
-    return cells, speedups
-
-
-def more(runs: int, budget: int, verdicts: dict, rule: str, first_look: bool = False, confirm: bool = True) -> bool:
-    """Whether auto adds a block: `noise` is the paired session's rule
-    (PairedBlocks.stop_on_change False: an unchanged value could pass within the budget),
-    `change` the baseline gate's (from the second run on, by the change as read),
-    `inconclusive` any gated metric inconclusive, whatever the noise. Both sides grow with
-    every block, so the noise is taken to fall as the square root of the blocks
-    (PairedBlocks.project_noise False). With `confirm`, a gated metric regressed at the
-    `first_look` (the blocks made up front) asks for one more (compare.wanting_another)."""
-    if rule == "inconclusive":
-        if runs < budget and any(verdicts[name].status == "inconclusive" for name in GATED):
-            return True
-        rule = "noise"  # for the confirmation alone: inconclusive verdicts were asked above
-    return bool(
-        worth_another(
-            runs,
-            budget,
-            verdicts,
-            stop_on_change=rule == "change",
-            project=False,
-            first_look=first_look,
-            confirm=confirm,
-        )
-    )
-
-
-def trial(
-    c: int,
-    lens: list[int],
-    rng: random.Random,
-    args: argparse.Namespace,
-    new_scale: float,
-    tolerances: dict,
-    folder: tuple[list[list[Run]], list[list[float]]] = ([], []),
-):
-    """One paired session of the base and MTP servers at concurrency `c`: the verdicts and
-    the MTP server's blocks. `folder`: the target's stored baselines (stored())."""
-    auto = args.blocks == "auto"
-    first = min(2, args.max_blocks) if auto else int(args.blocks)  # paired.first_blocks: A B, B A
-    most = args.max_blocks if auto else first
-    confidence = DEFAULT_ALARM_CONFIDENCE  # a claimed change's, at every look (the session's)
-    box = Box(c, lens, rng, args.drift)
-    base_old: list[Run] = []
-    base_new: list[Run] = []
-    mtp_old: list[Run] = []
-    mtp_new: list[Run] = []
-    for _ in range(first):  # the base server's tests come first
-        block(box, False, base_old, base_new, new_scale)
-    for _ in range(first):
-        block(box, True, mtp_old, mtp_new, new_scale)
-    # The spread between starts pooled as the paired gate pools it (PairedReference.spread_pools):
-    # the session's other cells (the base server's OLD, judge's base_b, and NEW) and every
-    # entry of the target's baseline folder at this concurrency (the MTP server's own too).
-    cells, speedups = folder
-    pooled = {"others": [base_new, *cells], "other_speedups": speedups}
-    verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
-    while len(mtp_new) < most and more(
-        len(mtp_new), most, verdicts, args.add_blocks, len(mtp_new) == first, args.confirm
-    ):
-        block(box, True, mtp_old, mtp_new, new_scale)
-        verdicts = judge(c, base_old, base_new, mtp_old, mtp_new, confidence, tolerances, **pooled)
-    return verdicts, len(mtp_new)
+def tally(trials: Sequence[Trial]) -> tuple[dict[str, dict[str, int]], list[int]]:
+    """Per metric of the MTP server and for the MTP test: trials by outcome; and the blocks."""
+    counts: dict[str, dict[str, int]] = {}
+    for t in trials:
+        for name, verdict in t.verdicts().items():
+            status = str(getattr(verdict.status, "value", verdict.status))
+            counts.setdefault(name, {})[status] = counts.setdefault(name, {}).get(status, 0) + 1
+    test = counts.setdefault("MTP test", {})
+    for t in trials:
+        column = TEST_OUTCOMES[t.mtp_test()]
+        test[column] = test.get(column, 0) + 1
+    return counts, [t.blocks for t in trials]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=100)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[32])
-    parser.add_argument("--blocks", default="auto", help="blocks per run: a count, or auto (the default)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[32], choices=[1, 8, 32])
+    parser.add_argument("--blocks", default="auto", help="--llmperf-repetitions: blocks a count, or auto (default)")
     parser.add_argument(
-        "--max-blocks", type=int, default=PAIRED_MAX_BLOCKS, help="auto's budget (--llmperf-max-repetitions)"
-    )
-    parser.add_argument(
-        "--add-blocks",
-        choices=("noise", "change", "inconclusive"),
-        default="noise" if not PairedBlocks.stop_on_change else "change",
-        help="when auto adds a block: noise (the plugin's paired rule), change (the baseline gate's), "
-        "inconclusive (whenever a gated metric is)",
-    )
-    parser.add_argument(
-        "--no-confirm",
-        dest="confirm",
-        action="store_false",
-        help="a regression read at the first look is reported as it is, not read again with another block",
+        "--max-blocks", type=int, default=None, help="--llmperf-max-repetitions: auto's budget (default: the plugin's)"
     )
     parser.add_argument("--drift", type=float, default=0.0, help="step-time drift per server start (0.002: 0.2%%)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--stored-reps",
         type=int,
-        default=5,
-        help="repetitions of each of the seed suite's four servers in the target's baseline folder, whose "
-        "spread between starts the paired gate pools (default 5, as auto records; 0: no baselines recorded)",
+        default=None,
+        help="--llmperf-repetitions of each trial's recording session (default: auto's; 0: no baselines recorded)",
     )
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS), metavar="S")
     parser.add_argument(
         "--tolerances", default="", help="overrides as the ini's llmperf_tolerances: 'steady_decode_tok_s = 3%%, ...'"
     )
+    parser.add_argument("--params", type=Path, default=PARAMS)
     parser.add_argument(
         "--show-alarms",
         action="store_true",
-        help="print each false alarm (OLD == NEW read regressed): the trial, its blocks, and each regressed "
-        "metric's change and noise at the last look",
+        help="print each false alarm (OLD == NEW read regressed): the trial, its blocks, and the metric's change "
+        "and noise",
     )
     args = parser.parse_args(argv)
-    tolerances = parse_tolerance_overrides(args.tolerances.replace(",", "\n"))
+    if args.trials < 1:
+        parser.error("--trials must be at least 1")
+    flags = {"llmperf_repetitions": args.blocks}
+    if args.max_blocks is not None:
+        flags["llmperf_max_repetitions"] = str(args.max_blocks)
+    lines = [line.strip() for line in args.tolerances.split(",") if line.strip()]
+    ini = {"llmperf_tolerances": lines} if lines else {}
     started = time.monotonic()
-    print(
-        f"paired power: {args.trials} trials per scenario, blocks {args.blocks} (max {args.max_blocks}, added by "
-        f"{args.add_blocks}{'; a first look regressed read again' if args.confirm else ''}), "
-        f"drift {args.drift:g} per start; stored baselines {args.stored_reps} rep(s) x 4 servers; "
-        f"nightly workload, Qwen/Qwen3.6-27B-FP8 base and MTP; "
-        f"tolerances: {args.tolerances or 'defaults'}"
-    )
-    print(f"{'conc':>4}  {'scenario':<16} {'metric':<20} " + " ".join(f"{o:>12}" for o in OUTCOMES))
-    lens = synthetic_prompt_lens(max(max(16 * c, 64) for c in args.concurrency) + 16)
-    for c in args.concurrency:
-        folders: dict[int, tuple] = {}
-        for scenario in args.scenarios:
-            counts: dict[str, dict[str, int]] = {m: {} for m in [*METRICS, "MTP test"]}
-            blocks = []
-            for i in range(args.trials):
-                if i not in folders:
-                    folders[i] = stored(c, lens, args.stored_reps, f"{args.seed}:{c}:{i}")
-                # each trial its own seed: a rule that adds a block changes only the trials where it does
-                rng = random.Random(f"{args.seed}:{c}:{scenario}:{i}")
-                verdicts, used = trial(c, lens, rng, args, SCENARIOS[scenario], tolerances, folders[i])
-                blocks.append(used)
-                if args.show_alarms and SCENARIOS[scenario] == 1.0:
-                    for name in GATED:
-                        v = verdicts[name]
-                        if v.status == "regressed" and v.change is not None:
-                            print(
-                                f"      trial {i}: {name} regressed at {used} blocks, change "
-                                f"{v.change.relative:+.2%} ({v.change.absolute:+.4g}), noise +/-{v.noise:.4g}"
-                            )
-                for name, verdict in verdicts.items():
-                    counts[name][verdict.status] = counts[name].get(verdict.status, 0) + 1
-                gated = [verdicts[name].status for name in GATED]
-                test = next((o for o in ("regressed", "inconclusive") if o in gated), "pass")
-                counts["MTP test"][test] = counts["MTP test"].get(test, 0) + 1
-            for name, got in counts.items():
-                cells = " ".join(f"{100 * got.get(o, 0) / args.trials:11.1f}%" for o in OUTCOMES)
-                print(f"{c:>4}  {scenario:<16} {name:<20} {cells}")
-            print(f"{c:>4}  {scenario:<16} MTP blocks: mean {statistics.mean(blocks):.2f}, max {max(blocks)}")
+    with tempfile.TemporaryDirectory(prefix="llmperf-paired-") as tmp:
+        bench = PairedBench.load(
+            Path(tmp),
+            args.params,
+            seed=args.seed,
+            drift=args.drift,
+            flags=flags,
+            ini=ini,
+            stored_reps=args.stored_reps,
+        )
+        options = bench.options(1.0)  # the flags are checked here, before any trial
+        print(
+            f"paired power: {args.trials} trials per scenario through the plugin's paired session "
+            f"(--llmperf-against-sim-args, nightly profile), {MODEL} and {MODEL}-mtp; blocks "
+            f"{options.repetitions} (max {options.max_repetitions}); drift {args.drift:g} per start; "
+            f"baselines folder per trial: {args.stored_reps if args.stored_reps is not None else 'auto'} "
+            f"rep(s) x 4 servers; noise {args.params.name}; tolerances: {args.tolerances or 'defaults'}",
+            flush=True,
+        )
+        print(f"{'conc':>4}  {'scenario':<16} {'metric':<20} " + " ".join(f"{o:>12}" for o in (*OUTCOMES, "other")))
+        for c in args.concurrency:
+            for scenario in args.scenarios:
+                trials = []
+                for i in range(args.trials):
+                    trial = bench.trial(c, SCENARIOS[scenario], i)
+                    trials.append(trial)
+                    if args.show_alarms and SCENARIOS[scenario] == 1.0:
+                        for name, v in trial.verdicts().items():
+                            if v.status == "regressed" and v.change is not None:
+                                print(
+                                    f"      trial {i}: {name} regressed at {trial.blocks} blocks, change "
+                                    f"{v.change.relative:+.2%} ({v.change.absolute:+.4g}), noise +/-{v.noise:.4g}"
+                                )
+                counts, blocks = tally(trials)
+                for name, got in counts.items():
+                    other = args.trials - sum(got.get(o, 0) for o in OUTCOMES)
+                    cells = " ".join(f"{100 * k / args.trials:11.1f}%" for k in [*(got.get(o, 0) for o in OUTCOMES)])
+                    print(f"{c:>4}  {scenario:<16} {name:<20} {cells} {100 * other / args.trials:11.1f}%")
+                print(f"{c:>4}  {scenario:<16} MTP blocks: mean {statistics.mean(blocks):.2f}, max {max(blocks)}")
+                sys.stdout.flush()
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 

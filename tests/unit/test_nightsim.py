@@ -192,3 +192,51 @@ def test_a_night_of_nights_py_is_the_pytest_session_of_the_seed_suite(pytester, 
     outcomes = judged.parseoutcomes()
     assert outcomes.get("failed", 0) == sum(o == "failed" for o in night.outcomes.values())
     assert outcomes.get("passed", 0) == sum(o != "failed" for o in night.outcomes.values())
+
+
+# paired_power.py's trial at concurrency 8: the 27B model's three tests (base, MTP, speedup).
+PAIRED_CELLS = CELLS
+
+
+@pytest.mark.filterwarnings("ignore::pytest_llmperf.workload.dataset.DatasetTruncatedWarning")
+def test_a_trial_of_paired_power_py_is_the_plugins_paired_session(pytester, tmp_path):
+    """One trial of benchmarks/paired_power.py (NEW 5 % slower, at most 4 blocks) and pytest
+    running the same three seed tests with the plugin in paired mode
+    (--llmperf-against-sim-args with --llmperf-sim-args), on the same virtual servers and
+    noise, beside the same recorded baselines folder: the same verdicts, figure for figure,
+    and the same test outcomes; and NEW ran slower than OLD, so the flags reached its servers."""
+    import paired_power
+
+    bench = paired_power.PairedBench.load(tmp_path / "bench", stored_reps=2, flags={"llmperf_max_repetitions": "4"})
+    scale = paired_power.SCENARIOS["NEW 5% slower"]
+    trial = bench.trial(8, scale, 0)
+    assert [item.nodeid for item in bench.paired_items(8)] == PAIRED_CELLS
+    assert 2 <= trial.blocks <= 4  # A B, B A, then what auto added
+
+    pytester.makeconftest((ROOT / "conftest.py").read_text() + CONFTEST.format(benchmarks=str(ROOT / "benchmarks")))
+    suite = pytester.path / "tests" / "perf"
+    suite.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "perf" / "test_seed_suite.py", suite / "test_seed_suite.py")
+    shutil.copytree(bench.folder(8, 0) / "baselines", pytester.path / "baselines")
+    noise = bench.model.night(bench.seed, "paired:8:0")  # the trial's
+    (pytester.path / "night.json").write_text(json.dumps({"noise": noise.__dict__, "changes": {}}))
+    result = pytester.runpytest_inprocess(
+        "--llmperf-sim",
+        "--llmperf-profile=nightly",
+        "--llmperf-history=off",
+        "--llmperf-max-repetitions=4",
+        "--llmperf-against-sim-args=defaults",
+        f"--llmperf-sim-args=--sim-step-time-scale {scale!r}",
+        "-p",
+        "no:randomly",
+        "--import-mode=importlib",
+        *PAIRED_CELLS,
+    )
+    by_pytest = json.loads((pytester.path / "gates.json").read_text())
+    assert json.loads(json.dumps(nights.verdict_rows(trial.gates))) == by_pytest
+    assert len(by_pytest) == 8  # base 3, MTP 4, speedup 1
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == sum(o == "failed" for o in trial.outcomes.values())
+    assert outcomes.get("passed", 0) == sum(o != "failed" for o in trial.outcomes.values())
+    decode = trial.verdicts()["steady_decode_tok_s"]
+    assert -0.15 < decode.change.relative < -0.02  # NEW's servers ran with its flags (OLD's unchanged)
