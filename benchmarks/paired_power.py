@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[32], choices=[1, 8, 32])
-    parser.add_argument("--blocks", default="auto", help="--llmperf-repetitions: blocks a count, or auto (default)")
+    parser.add_argument("--blocks", default="auto", help="--llmperf-repetitions: a count of blocks, or auto (default)")
     parser.add_argument(
         "--max-blocks", type=int, default=None, help="--llmperf-max-repetitions: auto's budget (default: the plugin's)"
     )
