@@ -3,12 +3,14 @@
 import pytest
 
 from pytest_llmperf.stats.spread import (
+    EVENT,
     MIN_NIGHTS,
     NIGHTS_WINDOW,
     Spread,
     nightly_spread,
     pooled_spread,
     spread_pools,
+    without_events,
 )
 
 
@@ -34,3 +36,21 @@ def test_nightly_spread_is_the_variance_of_the_last_sessions_values():
     values = [50.0] * 30 + [100.0, 102.0] * (NIGHTS_WINDOW // 2)
     spread = nightly_spread(values)
     assert spread.dof == NIGHTS_WINDOW - 1 and spread.variance == pytest.approx(NIGHTS_WINDOW / (NIGHTS_WINDOW - 1))
+
+
+def test_a_session_far_from_the_others_is_an_event_not_the_cells_nightly_noise():
+    # 19 sessions within +/-1 % and one start that came up 8 % slow
+    steady = [100.0 + (k % 5 - 2) * 0.5 for k in range(NIGHTS_WINDOW - 1)]
+    spread = nightly_spread([*steady, 92.0])
+    assert spread == nightly_spread(steady)  # the slow start left out: the spread of the 19 others
+    assert spread is not None and spread.dof == NIGHTS_WINDOW - 2
+    # the rule is the median +/- EVENT robust standard deviations (1.4826 MAD)
+    values = [10.0, 11.0, 9.0, 10.0, 12.0, 8.0, 10.0]  # median 10, MAD 1: robust sd 1.4826
+    edge = 10.0 + EVENT * 1.4826
+    assert without_events([*values, edge - 0.01]) == [*values, edge - 0.01]
+    assert without_events([*values, edge + 0.01]) == values
+    # a window whose values are all equal but one keeps them all (no spread to measure by)
+    assert without_events([5.0] * 6 + [6.0]) == [5.0] * 6 + [6.0]
+    # never below MIN_NIGHTS values
+    few = [1.0, 1.0, 1.1, 50.0, 60.0]
+    assert without_events(few) == few
