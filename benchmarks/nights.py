@@ -622,9 +622,8 @@ class Bench:
         window = HistoryWindow(self.rootdir / f"history-{scenario.name.replace(' ', '_')}-{e}.jsonl", prior=prior)
         history = window.path
         seen: list[str] = []
-        noisy_first = self.model.night(self.seed, f"{scenario.name}:{e}:0").scale > 1.0
-        for n in range(2):
-            noise = self.model.night(self.seed, f"{scenario.name}:{e}:{n}")
+        noises = [self.model.night(self.seed, f"{scenario.name}:{e}:{n}") for n in range(2)]
+        for noise in noises:
             result = night(
                 self.rootdir,
                 subset,
@@ -643,7 +642,7 @@ class Bench:
             if seen[-1] == "red":
                 break
         window.close()
-        return seen, noisy_first
+        return seen, noises[0].scale > 1.0
 
 
 BENCH: Bench | None = None  # the parent's, inherited by forked workers
