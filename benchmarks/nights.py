@@ -49,7 +49,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -254,7 +254,7 @@ class TwoStage:
     def __init__(self, measurer: Any) -> None:
         self.measurer = measurer
 
-    def worth_another(self, run: Any, verdicts: list[Any], first_look: bool = False) -> str | None:
+    def worth_another(self, run: Any, verdicts: list[Any], read_before: Collection[str] = ()) -> str | None:
         runs = len(run.results)
         if runs >= TWO_STAGE_RUNS or (runs == 1 and all(v.ok for v in verdicts)):
             return None

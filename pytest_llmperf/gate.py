@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,7 +42,7 @@ Rule = Callable[..., list[Any]]  # compare_metrics' signature: the verdicts of t
 class Repeater(Protocol):
     """What the gate asks for more runs: the Measurer."""
 
-    def worth_another(self, run: MeasuredRun, verdicts: list[Any], first_look: bool = False) -> str | None: ...
+    def worth_another(self, run: MeasuredRun, verdicts: list[Any], read_before: Collection[str] = ()) -> str | None: ...
 
     def extend(self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False) -> bool: ...
 
@@ -205,6 +205,7 @@ class Gate:
         invalid, outputs = self._check_outputs(run, entry, record, invalid)
         command = self.reference.update_command(record.nodeid)
         looks = 0
+        read_before: list[str] = []  # the metrics the look before read `regressed`
         while True:
             entry = self.reference.refresh(entry, run, base)
             verdicts = self._verdicts(run, entry, collect(), tolerances, command, base, target, invalid)
@@ -218,9 +219,10 @@ class Gate:
                     run, entry, record, self.reference.invalid(run, base, error_budget)
                 )
                 continue
-            why = self.repeater.worth_another(run, verdicts, first_look=looks == 1)
+            why = self.repeater.worth_another(run, verdicts, read_before=read_before)
             if why is None or not self.repeater.extend(run, why):
                 return verdicts, entry, invalid, outputs
+            read_before = [v.metric for v in verdicts if v.status == Status.REGRESSED]
 
     def _conclude(
         self,

@@ -11,7 +11,7 @@ import datetime as dt
 import functools
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
@@ -181,9 +181,11 @@ class Measurer:
         finally:
             self.added_seconds += self.clock() - started
 
-    def worth_another(self, run: MeasuredRun, verdicts: list[Any], first_look: bool = False) -> str | None:
+    def worth_another(self, run: MeasuredRun, verdicts: list[Any], read_before: Collection[str] = ()) -> str | None:
         """Why auto repetitions add a run (for the log), or None to stop: a verdict is decidable
-        within the budget, or regressed at `first_look` (docs/verdicts.md)."""
+        within the budget, or regressed where the look before (`read_before`: the metrics it
+        read `regressed`) did not: read again on a fresh start before it is reported
+        (docs/verdicts.md)."""
         if self.options.repetitions != "auto":
             return None
         runs, budget = len(run.results), self.options.max_repetitions
@@ -193,12 +195,12 @@ class Measurer:
             budget,
             by_change=self.policy.stop_on_change and runs >= 2,
             project=self.policy.project_noise,
-            confirm=first_look,
+            read_before=read_before,
         )
         if not asking:
             return None
         regressed = [v.metric for v in verdicts if v.metric in asking and v.status == Status.REGRESSED]
-        return f"{', '.join(regressed)} regressed at the first look, read again" if regressed else "inconclusive"
+        return f"{', '.join(regressed)} regressed, read again" if regressed else "inconclusive"
 
     def can_extend(self, measured: MeasuredRun) -> bool:
         """Whether auto repetitions may add a run to `measured`: within --llmperf-max-repetitions

@@ -325,8 +325,8 @@ OPTIONS: tuple[Option, ...] = (
         REPETITIONS,
         None,
         "runs per test and concurrency, or auto: one run, then more while a gated metric is "
-        "inconclusive and more runs could decide it, and one more where the first look reads a regression "
-        "(read again before it is reported), up to --llmperf-max-repetitions (default: auto for "
+        "inconclusive and more runs could decide it, and one more where a look reads a regression the look "
+        "before did not (read again before it is reported), up to --llmperf-max-repetitions (default: auto for "
         "the nightly and full profiles, 1 for smoke); each repetition after the first starts its server afresh (see "
         "--llmperf-same-server); baselines keep the median and the spread",
     ),

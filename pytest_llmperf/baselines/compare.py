@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import partial
@@ -214,18 +214,25 @@ def rule_chances(
 
 
 def wanting_another(
-    verdicts: Iterable[Verdict], runs: int, budget: int, *, by_change: bool, project: bool = True, confirm: bool = False
+    verdicts: Iterable[Verdict],
+    runs: int,
+    budget: int,
+    *,
+    by_change: bool,
+    project: bool = True,
+    read_before: Collection[str] | None = None,
 ) -> list[str]:
     """The metrics that ask for another measured run: an inconclusive one more runs could
-    decide, and under `confirm` (the first look) a regressed one, since a host that ran slow
-    once reads as a regression the next start does not repeat. Empty: stop."""
+    decide, and a regressed one the look before did not read `regressed` (`read_before`:
+    the metrics it did; None: no reading again), since a host that ran slow for one start
+    reads as a regression the next start does not repeat. Empty: stop."""
     if runs >= budget:
         return []
     return [
         v.metric
         for v in verdicts
         if (v.status == Status.INCONCLUSIVE and v.decidable(runs, budget, by_change=by_change, project=project))
-        or (confirm and v.status == Status.REGRESSED)
+        or (read_before is not None and v.status == Status.REGRESSED and v.metric not in read_before)
     ]
 
 

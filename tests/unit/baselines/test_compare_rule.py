@@ -101,23 +101,28 @@ def test_auto_adds_a_run_only_where_the_noise_it_can_take_off_could_decide():
     assert not v.decidable(5, 5, by_change=False)
 
 
-def test_a_regression_at_the_first_look_asks_for_one_more_run_and_only_there():
+def test_a_regression_the_look_before_did_not_read_asks_for_one_more_run_and_only_then():
     tol = Tolerance("relative", 0.10)
     regressed = compare("decode_tok_s", 100.0, 80.0, tol, "higher", error=2.0)
     passed = compare("tpot_ms_median", 10.0, 10.0, tol, "lower", error=0.1)
     hopeful = compare("ttft_ms_median", 100.0, 100.0, tol, "lower", error=Noise(10.0, run_share=0.95))
     assert (regressed.status, passed.status, hopeful.status) == ("regressed", "pass", "inconclusive")
-    assert wanting_another([regressed, passed], 1, 5, by_change=False, confirm=True) == ["decode_tok_s"]
-    # after the first look a regression is reported as read; a pass never asks
-    assert wanting_another([regressed, passed], 2, 5, by_change=True) == []
-    # an inconclusive verdict asks by Verdict.decidable, beside a confirmation or not
-    assert wanting_another([hopeful, regressed], 1, 5, by_change=False, confirm=True) == [
+    # the first look (the look before read nothing), or a look after one that did not read it
+    assert wanting_another([regressed, passed], 1, 5, by_change=False, read_before=()) == ["decode_tok_s"]
+    assert wanting_another([regressed, passed], 3, 5, by_change=True, read_before=["tpot_ms_median"]) == [
+        "decode_tok_s"
+    ]
+    # read by the look before too: reported as read; a pass never asks; None reads nothing again
+    assert wanting_another([regressed, passed], 2, 5, by_change=True, read_before=["decode_tok_s"]) == []
+    assert wanting_another([regressed, passed], 1, 5, by_change=False) == []
+    # an inconclusive verdict asks by Verdict.decidable, beside a reading again or not
+    assert wanting_another([hopeful, regressed], 1, 5, by_change=False, read_before=()) == [
         "ttft_ms_median",
         "decode_tok_s",
     ]
     assert wanting_another([hopeful], 1, 5, by_change=False) == ["ttft_ms_median"]
     # a spent budget asks for nothing
-    assert wanting_another([hopeful, regressed], 5, 5, by_change=False, confirm=True) == []
+    assert wanting_another([hopeful, regressed], 5, 5, by_change=False, read_before=()) == []
 
 
 def test_a_pooled_spread_turns_an_inconclusive_drop_into_a_decided_one():
