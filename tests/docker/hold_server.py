@@ -8,6 +8,7 @@ line, so the signal arrives while DockerTarget waits for the model.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 
@@ -16,6 +17,9 @@ from pytest_llmperf.servers.spec import ServerSpec
 
 
 def main() -> None:
+    # A job started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and Python then keeps it so: restore Ctrl-C's KeyboardInterrupt, which the tests send.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     image, session = sys.argv[1], sys.argv[2]
     loading = sys.argv[3:] == ["loading"]
     args = ("--sim-slow-start-seconds", "600") if loading else ("--sim-speed", "50")
