@@ -4,6 +4,7 @@ on SIGTERM (then whatever handled SIGTERM before runs) and at interpreter exit."
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import signal
 import threading
@@ -100,7 +101,9 @@ def remove_container(container: Any, stop_timeout: float = 10.0, say: Callable[[
 
     try:
         try:
-            container.stop(timeout=stop_timeout)
+            # The Engine API takes whole seconds and refuses "t=10.0": stopped on a float, the
+            # container would get remove(force)'s SIGKILL without its graceful stop.
+            container.stop(timeout=math.ceil(stop_timeout))
         except docker.errors.APIError:
             pass  # already stopped or gone; remove(force) below settles it
         container.remove(force=True, v=True)

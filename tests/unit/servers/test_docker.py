@@ -370,6 +370,23 @@ def test_an_engine_that_stops_answering_during_a_start_is_a_start_error_naming_i
     )
 
 
+def test_a_container_is_stopped_in_whole_seconds_before_it_is_removed():
+    """Docker's Engine API refuses a fractional stop timeout ("t=10.0": 400), so a float
+    would skip the graceful stop and leave the container to remove(force)'s SIGKILL."""
+    stops: list[object] = []
+
+    class Recording(FakeContainer):
+        def stop(self, timeout: float = 10) -> None:
+            stops.append(timeout)
+
+    for seconds, sent in ((10.0, 10), (2.5, 3), (5, 5)):
+        client = FakeClient()
+        container = Recording(client, "c", {}, fail_start=False)
+        client.containers.items.append(container)
+        remove_container(container, seconds)
+        assert stops[-1] == sent and type(stops[-1]) is int and container.removed
+
+
 def test_a_container_whose_engine_went_away_is_reported_not_raised():
     import requests.exceptions
 
