@@ -220,11 +220,11 @@ def wanting_another(
     *,
     by_change: bool,
     project: bool = True,
-    read_before: Collection[str] | None = None,
+    read_before: Collection[str] = (),
 ) -> list[str]:
     """The metrics that ask for another measured run: an inconclusive one more runs could
     decide, and a regressed one the look before did not read `regressed` (`read_before`:
-    the metrics it did; None: no reading again), since a host that ran slow for one start
+    the metrics it did; none at the first look), since a host that ran slow for one start
     reads as a regression the next start does not repeat. Empty: stop."""
     if runs >= budget:
         return []
@@ -232,7 +232,7 @@ def wanting_another(
         v.metric
         for v in verdicts
         if (v.status == Status.INCONCLUSIVE and v.decidable(runs, budget, by_change=by_change, project=project))
-        or (read_before is not None and v.status == Status.REGRESSED and v.metric not in read_before)
+        or (v.status == Status.REGRESSED and v.metric not in read_before)
     ]
 
 
