@@ -1,7 +1,7 @@
 """GPU slots and the scheduling plan of a session spread over GPUs (--llmperf-gpus, -n).
 The GPUs are cut into slots as wide as the largest server needs; each model's group of
 servers (a speedup compares runs on the same GPUs) goes whole to one slot, heaviest first
-onto the least loaded. Under xdist each slot is one `xdist_group`. A plain value: every
+onto the least loaded. Under xdist each slot is one xdist group. A plain value: every
 process that collected the same tests computes the same plan.
 """
 

@@ -362,11 +362,12 @@ def planned_workloads(item: pytest.Item, kwargs: Mapping[str, Any]) -> list[Work
         raise pytest.UsageError(f"{item.nodeid}{where}: {exc}") from None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups _plan_slots gives
+@pytest.hookimpl(tryfirst=True)  # the plugin's order first; other plugins may reorder after it
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = order_items(items, marker_kwargs)
     _select_servers(config, items)
     _select_shard(config, items)
+    _group_by_model(config, items)
     _plan_slots(config, items)
 
 
@@ -530,19 +531,15 @@ def _doctor(config: pytest.Config, options: Any, specs: list[ServerSpec]) -> Non
             reporter.write_line(f"[llmperf] doctor: {line}")
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
+def _group_by_model(config: pytest.Config, items: list[pytest.Item]) -> None:
     """--dist loadgroup: a model's tests form one xdist group, so its servers start on one
-    worker, one at a time. Here rather than in the ordering hook: the groups are read on
-    the workers (xdist's own collection hook, which may run before ours, and with -n
-    cleared there), and each item passes here before any collection hook sees it."""
-    if not xdist_support.loadgroup(item.config) or item.config.stash[OPTIONS_KEY].gpus is not None:
-        return  # --llmperf-gpus: the slot's group, once every test is collected (_plan_slots)
-    try:
-        server = marker_servers(item).get("server")
-    except pytest.UsageError:  # reported by the ordering hook
+    worker, one at a time (--llmperf-gpus: the slot's group instead, from _plan_slots)."""
+    if not xdist_support.loadgroup(config) or config.stash[OPTIONS_KEY].gpus is not None:
         return
-    if server is not None:
-        item.add_marker(pytest.mark.xdist_group(f"llmperf-{server.model}"))
+    for item in items:
+        server = marker_servers(item).get("server")
+        if server is not None:
+            item.stash[xdist_support.GROUP_KEY] = f"llmperf-{server.model}"
 
 
 def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -588,7 +585,7 @@ def _plan_slots(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item, test in marked:
         slot = plan.slot_of(test.servers[0].name) if test.servers else None
         if slot is not None:
-            item.add_marker(pytest.mark.xdist_group(slot.group_name))
+            item.stash[xdist_support.GROUP_KEY] = slot.group_name
 
 
 def _perf_session(config: pytest.Config) -> Any:

@@ -4,6 +4,10 @@ documents workers send the controller. `XdistHooks` is registered only with xdis
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,10 @@ PLAN_SHOWN_KEY = pytest.StashKey[bool]()  # xdist controller: the plan a worker 
 # in its workeroutput), so "no tests collected" is not a failure.
 EMPTY_SHARD_KEY = pytest.StashKey[bool]()
 EMPTY_SHARD_OUTPUT = "llmperf_empty_shard"
+# --dist loadgroup: the group the plugin gives a test (its model's, or its GPU slot's), and the
+# workerinput key naming the folder where each worker writes its tests' groups for the controller.
+GROUP_KEY = pytest.StashKey[str]()
+GROUPS_DIR_INPUT = "llmperf_groups_dir"
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -44,7 +52,8 @@ def loadgroup(config: pytest.Config) -> bool:
 
 
 def plain_nodeid(item: pytest.Item) -> str:
-    """The test's id as a command line takes it: --dist loadgroup appends "@<group>"."""
+    """The test's id as a command line takes it: before pytest 9.2, --dist loadgroup appends
+    "@<group>" to a test the user marked `xdist_group`."""
     marker = item.get_closest_marker("xdist_group")
     group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
     suffix = f"@{group}" if group else ""
@@ -82,16 +91,59 @@ def check_numprocesses(config: pytest.Config, options: Any) -> None:
         )
 
 
+def item_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test under --dist loadgroup: the plugin's (a model's, or a GPU
+    slot's) and any `xdist_group` marks of the user's, joined as xdist joins them."""
+    names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    ours = item.stash.get(GROUP_KEY, None)
+    if ours is not None:
+        names.add(ours)
+    return "_".join(sorted(names)) or None
+
+
+def write_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A worker's side of the group channel: each collected test's group, by the node id
+    the controller will schedule, in the folder the controller named in the workerinput."""
+    folder = getattr(config, "workerinput", {}).get(GROUPS_DIR_INPUT)
+    if folder is None:
+        return
+    groups = {item.nodeid: group for item in items if (group := item_group(item)) is not None}
+    path = Path(folder) / f"{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]  # xdist sets it
+    partial = path.with_suffix(".part")
+    partial.write_text(json.dumps(groups))
+    partial.replace(path)
+
+
+def read_groups(folder: str) -> dict[str, str]:
+    """The controller's side: every worker's groups (they collected the same tests)."""
+    groups: dict[str, str] = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        groups.update(json.loads(path.read_text()))
+    return groups
+
+
 def is_slot_scope(scope: str) -> bool:
     return scope.startswith("llmperf-") and ("gpus-" in scope)
 
 
-def slot_scheduling() -> Any:
-    """xdist's loadgroup, but a worker with a GPU slot's group gets no second slot while a
-    worker without one could take it."""
-    from xdist.scheduler import LoadGroupScheduling
+def group_scheduling() -> Any:
+    """--dist loadgroup as the plugin schedules it: a group's tests go to one worker, the
+    groups read from what the workers wrote, not from their node ids (pytest 9.2 no longer
+    lets xdist append "@group" to them); and a worker holding a GPU slot's group gets no
+    second slot while a worker without one could take it."""
+    from xdist.scheduler import LoadScopeScheduling
 
-    class SlotScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no stubs for it
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no stubs for it
+        def __init__(self, config: Any, log: Any, groups: Callable[[], dict[str, str]]) -> None:
+            super().__init__(config, log)
+            self._read_groups = groups
+            self._groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:  # first asked once every worker has collected
+                self._groups = self._read_groups()
+            return self._groups.get(nodeid, nodeid)
+
         def _holds_slot(self, node: Any) -> bool:
             return any(is_slot_scope(scope) for scope in self.assigned_work.get(node, {}))
 
@@ -104,22 +156,40 @@ def slot_scheduling() -> Any:
                     return  # only slots left, and a worker without one will take the next
             super()._assign_work_unit(node)
 
-    return SlotScheduling
+    return GroupScheduling
 
 
 class XdistHooks:
-    """The controller's side: the GPU-slot scheduler under --llmperf-gpus, and each
-    worker's report document kept as the worker goes down."""
+    """Registered only with xdist. The controller's side: the group scheduler under --dist
+    loadgroup, fed by the workers' groups, and each worker's report document kept as the
+    worker goes down. The worker's side: its groups written once collection is done."""
 
     def __init__(self, options: Any) -> None:
         self.options = options
+        self.groups_dir: str | None = None
 
-    @pytest.hookimpl(tryfirst=True)  # firstresult: before xdist's own loadgroup
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.groups_dir is None:
+            self.groups_dir = tempfile.mkdtemp(prefix="llmperf-xdist-groups-")
+        node.workerinput[GROUPS_DIR_INPUT] = self.groups_dir
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's own hook sends the collection to the controller
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        write_groups(session.config, session.items)
+
+    @pytest.hookimpl(tryfirst=True, optionalhook=True)  # firstresult: before xdist's own loadgroup
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        if self.options.gpus is None or not loadgroup(config):
+        if not loadgroup(config):
             return None
-        return slot_scheduling()(config, log)
+        folder = self.groups_dir
+        return group_scheduling()(config, log, lambda: read_groups(folder) if folder is not None else {})
 
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.groups_dir is not None:
+            shutil.rmtree(self.groups_dir, ignore_errors=True)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """Keep the report document (and the session end's lines) a worker sent in its workeroutput. A worker that went
         down with an error and no document is remembered as lost."""

@@ -249,14 +249,16 @@ def test_xdist_loadgroup_keeps_a_models_servers_on_one_worker(project):
     pytest.importorskip("xdist")
     result = run(project, "-n", "2", "--dist", "loadgroup", "--update-baselines", "-v")
     result.assert_outcomes(passed=3)
-    # "[gw1] [ 33%] PASSED test_suite.py::test_base[4]@llmperf-org/tiny": the model's group, on one worker.
-    ran = re.findall(r"\[(gw\d+)\].*PASSED (\S+)", result.stdout.str())
+    # "[gw1] [ 33%] PASSED test_suite.py::test_base[4]": the model's three tests, on one worker.
+    ran = re.findall(r"\[(gw\d+)\].*PASSED (test_suite\.py::[^\s@]+)", result.stdout.str())
     assert sorted(test for _, test in ran) == [
-        "test_suite.py::test_base[4]@llmperf-org/tiny",
-        "test_suite.py::test_mtp[4]@llmperf-org/tiny",
-        "test_suite.py::test_speedup[4]@llmperf-org/tiny",
+        "test_suite.py::test_base[4]",
+        "test_suite.py::test_mtp[4]",
+        "test_suite.py::test_speedup[4]",
     ]
     assert len({worker for worker, _ in ran}) == 1
+    summary = result.stdout.str()[result.stdout.str().index("llmperf summary") :]
+    assert re.search(r"servers started \(one at a time[^)]*\): tiny, tiny-mtp$", summary, re.MULTILINE)
     doc = json.loads((project.path / "baselines" / "sim" / "tiny-mtp.json").read_text())
     (entry,) = doc["concurrency"]["4"].values()
     assert "mtp_speedup" in entry["metrics"]  # speedup found both runs cached
@@ -305,7 +307,8 @@ def test_xdist_workers_send_their_runs_to_the_controller_for_one_summary_and_one
     out = result.stdout.str()
     assert "no workload ran" not in out
     summary = out[out.index("llmperf summary") :]
-    assert "servers started (one at a time on each of 2 xdist workers)" in summary
+    (started,) = re.findall(r"servers started \(one at a time on each of 2 xdist workers\): (.*)", summary)
+    assert sorted(started.split(", ")) == ["other", "tiny", "tiny-mtp"]  # each model's servers on one worker, once
     for name, concurrency in runs:
         assert re.search(rf"^{re.escape(name)}\s+{concurrency}\s+\d+/\d+", summary, re.M), (name, concurrency)
     result.stdout.fnmatch_lines(["*baselines recorded (review and commit them)*", "*other @ 2: recorded*"])

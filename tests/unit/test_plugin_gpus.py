@@ -218,11 +218,11 @@ def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has
         getvalue=lambda name: ["popen", "popen"] if name == "tx" else None,
         option=types.SimpleNamespace(loadscopereorder=False),
     )
-    ids = ["t.py::u1", "t.py::u2", "t.py::u3", "t.py::u4", "t.py::a@llmperf-gpus-0"]
-    ids += [f"t.py::b{i}@llmperf-gpus-1" for i in range(3)]
+    groups = {"t.py::a": "llmperf-gpus-0", **{f"t.py::b{i}": "llmperf-gpus-1" for i in range(3)}}
+    ids = ["t.py::u1", "t.py::u2", "t.py::u3", "t.py::u4", *groups]
 
-    def schedule(scheduling):
-        sched = scheduling(config, None)
+    def schedule():
+        sched = xdist_support.group_scheduling()(config, None, lambda: groups)
         gw0, gw1 = _Node("gw0"), _Node("gw1")
         for node in (gw0, gw1):
             sched.add_node(node)
@@ -233,7 +233,4 @@ def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has
         sched.mark_test_complete(gw1, ids.index("t.py::u2"))
         return {node.name: [scope for scope in sched.assigned_work[node] if "gpus" in scope] for node in (gw0, gw1)}
 
-    from xdist.scheduler import LoadGroupScheduling
-
-    assert schedule(LoadGroupScheduling) == {"gw0": ["llmperf-gpus-0", "llmperf-gpus-1"], "gw1": []}
-    assert schedule(xdist_support.slot_scheduling()) == {"gw0": ["llmperf-gpus-0"], "gw1": ["llmperf-gpus-1"]}
+    assert schedule() == {"gw0": ["llmperf-gpus-0"], "gw1": ["llmperf-gpus-1"]}

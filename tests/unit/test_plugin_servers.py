@@ -95,8 +95,10 @@ def test_an_unknown_name_is_a_usage_error_listing_the_servers_declared_above_the
 
 def test_a_named_servers_model_is_its_xdist_group(project):
     pytest.importorskip("xdist")
+    from pytest_llmperf import xdist_support
+
     items, _ = project.inline_genitems("-p", "no:cacheprovider", "-p", "no:benchmark", "--dist", "loadgroup")
-    groups = {item.name: item.get_closest_marker("xdist_group").args[0] for item in items}
+    groups = {item.name: xdist_support.item_group(item) for item in items}
     assert groups == {name: "llmperf-org/tiny" for name in ("test_base[4]", "test_mtp[4]", "test_speedup[4]")}
 
 
