@@ -17,8 +17,8 @@ def bound_run(judged):
         results=[],
         samples={"decode_tok_s": [100.0], "steady_decode_tok_s": [100.0], "ttft_ms_median": [50.0]},
         provenance={},
+        judge=lambda run, collect, tolerances, base: judged.append((collect(), dict(tolerances))),
     )
-    run.judge = lambda run, collect, tolerances, base: judged.append((collect(), dict(tolerances)))
     return run
 
 

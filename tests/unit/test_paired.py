@@ -10,7 +10,6 @@ from pytest_llmperf.paired import cost_line, count_starts
 from pytest_llmperf.preflight import PlannedTest
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.plugin_project import INI, make_project, run
-from tests.session_fakes import FakeRunner
 from tests.unit.test_options import resolve
 
 # The simulator in real time (the project runs it at x4): steps four times as long, so a
@@ -177,20 +176,15 @@ def test_a_broken_old_makes_new_invalid_naming_old_never_a_verdict(project):
     assert "REGRESSED" not in result.stdout.str()
 
 
-def paired_session(root, speeds, **cli):
+def paired_session(root, speeds, rule=None, **cli):
     """A PairedSession on test_session's fake target: the n-th run (A B, B A, ...) gets the
-    n-th decode speed."""
-    from pytest_llmperf.options import resolve_options
-    from pytest_llmperf.session import PerfSession
-    from tests.unit.test_session import FakeTarget, make_result
+    n-th decode speed; `rule`, when given, is its verdict rule."""
+    from tests.unit.test_session import fake_session, make_result
 
     cli = {"llmperf_sim": True, "llmperf_repetitions": "2", "llmperf_against_sim_args": "", **cli}
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), root, runner=FakeRunner())
-    perf.measurer.prompts = lambda endpoint, workload: []
-    perf.measurer.server_down = lambda endpoint: None
     runs = iter(speeds)
-    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(next(runs))
-    return perf
+    seams = {} if rule is None else {"rule": rule}
+    return fake_session(root, cli, measure=lambda *args: make_result(next(runs)), **seams)
 
 
 def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_baselines(tmp_path):
@@ -242,8 +236,13 @@ def test_auto_adds_blocks_while_an_unchanged_value_could_pass_within_eight_where
     workload = resolve_workload({"num_prompts": 4}, 8)
 
     def blocks(verdict, **cli):
-        perf = paired_session(tmp_path / str(len(cli)), [100.0] * 40, llmperf_repetitions="auto", **cli)
-        perf.gate.rule = lambda *args, **kwargs: [verdict]
+        perf = paired_session(
+            tmp_path / str(len(cli)),
+            [100.0] * 40,
+            rule=lambda *args, **kwargs: [verdict],
+            llmperf_repetitions="auto",
+            **cli,
+        )
         with pytest.warns(UserWarning, match="inconclusive"):
             perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
         return perf, len(perf.runs[(BASE, workload)].results)

@@ -65,21 +65,42 @@ def make_result(decode_tok_s, n=4, tokens=100):
     return RunResult(config={}, records=records, duration=duration, attempted=n, stop_reason="completed")
 
 
-def make_session(tmp_path, speeds, vllm_version="0.32.0", **cli):
-    cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}  # one run per speed given
+SEAMS = ("rule", "log", "detail", "clock")  # the PerfSession arguments a test may pass on
+
+
+def fake_session(tmp_path, cli, target=None, *, measure=None, warmup=None, prompts=None, server_down=None, **seams):
+    """A PerfSession on `cli`'s options and a FakeTarget, built through its constructor:
+    runs and server warm-ups are `measure(endpoint, requests, workload, speed)` and
+    `warmup(endpoint, prompts, config)`, no prompts are sampled and the fake server lives
+    through every fault unless `prompts` and `server_down` say otherwise; `seams` (SEAMS)
+    go to the constructor as given."""
+    assert set(seams) <= set(SEAMS), seams
     options = resolve_options(lambda d: cli.get(d), lambda n: "")
-    target = FakeTarget(vllm_version)
-    perf = PerfSession(options, target, tmp_path, runner=FakeRunner())
-    perf.measurer.prompts = lambda endpoint, workload: []
-    perf.measurer.server_down = lambda endpoint: None  # the fake server lives through every fault
+    return PerfSession(
+        options,
+        target or FakeTarget(),
+        tmp_path,
+        runner=FakeRunner(measure, warmup),
+        prompts=prompts or (lambda endpoint, workload: []),
+        server_down=server_down or (lambda endpoint: None),
+        **seams,
+    )
+
+
+def make_session(tmp_path, speeds, vllm_version="0.32.0", **given):
+    """`given`: options (llmperf_*), and fake_session's arguments; without `measure`, the
+    n-th run gets the n-th decode speed of `speeds` (`calls`: the model of each run)."""
+    cli = {"llmperf_sim": True, "llmperf_repetitions": "1"}  # one run per speed given
+    cli.update({k: v for k, v in given.items() if k.startswith("llmperf_")})
     calls = []
 
     def execute(endpoint, requests, workload, speed):
         calls.append(endpoint.model)
-        return make_result(speeds[len(calls) - 1])  # the n-th run gets the n-th decode speed
+        return make_result(speeds[len(calls) - 1])
 
-    perf.measurer.runner.measure_with = execute
-    return perf, target, calls
+    seams = {"measure": execute, **{k: v for k, v in given.items() if not k.startswith("llmperf_")}}
+    target = FakeTarget(vllm_version)
+    return fake_session(tmp_path, cli, target, **seams), target, calls
 
 
 def test_runs_are_cached_and_servers_start_once_one_at_a_time(tmp_path):
@@ -96,9 +117,8 @@ def test_runs_are_cached_and_servers_start_once_one_at_a_time(tmp_path):
 
 def test_the_run_log_names_the_server_not_its_model(tmp_path):
     """A base and an MTP server serve one model: the log line (-v) says which one runs."""
-    perf, _, _ = make_session(tmp_path, [100.0, 150.0])
     lines: list[str] = []
-    perf.measurer.detail = lines.append
+    perf, _, _ = make_session(tmp_path, [100.0, 150.0], detail=lines.append)
     workload = resolve_workload({"num_prompts": 4}, 8)
     perf.run(BASE, workload)
     perf.run(MTP, workload)
@@ -330,10 +350,9 @@ def test_acceptance_without_counters_is_no_data_not_zero(tmp_path):
 
 
 def test_ctrl_c_keeps_the_partial_run_and_stops_the_session(tmp_path):
-    perf, _, _ = make_session(tmp_path, [100.0], llmperf_repetitions="3")
     partial = make_result(100.0)
     partial.stop_reason = "interrupted"
-    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: partial
+    perf, _, _ = make_session(tmp_path, [], llmperf_repetitions="3", measure=lambda *args: partial)
     workload = resolve_workload({"num_prompts": 4}, 8)
     with pytest.raises(KeyboardInterrupt, match="interrupted during m @ concurrency 8"):
         perf.run(BASE, workload)
@@ -362,13 +381,12 @@ def jittered_result(ttfts, tokens=20):
     )
 
 
-def ttft_session(tmp_path, ttfts, **cli):
-    cli = {"llmperf_sim": True, **cli}
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path, runner=FakeRunner())
-    perf.measurer.prompts = lambda endpoint, workload: []
-    perf.measurer.server_down = lambda endpoint: None
-    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: jittered_result(ttfts)
-    return perf
+def ttft_session(tmp_path, ttfts, *, measure=None, **given):
+    """Runs of `jittered_result(ttfts)` unless `measure` says; `given`: options (llmperf_*)
+    and fake_session's seams."""
+    cli = {"llmperf_sim": True, **{k: v for k, v in given.items() if k.startswith("llmperf_")}}
+    seams = {k: v for k, v in given.items() if not k.startswith("llmperf_")}
+    return fake_session(tmp_path, cli, measure=measure or (lambda *args: jittered_result(ttfts)), **seams)
 
 
 # Ten requests: a median over fewer is not judged (registry min_requests).
@@ -396,9 +414,8 @@ def spread_starts(ttfts):
 def record_ttft_baseline(tmp_path, workload, *, spread=False, **cli):
     """The TTFT baseline, of five runs unless `cli` says; `spread`: their starts differ
     (START_SCALES)."""
-    recorder = ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True, **cli)
-    if spread:
-        recorder.measurer.runner.measure_with = spread_starts(BASE_TTFTS)
+    measure = spread_starts(BASE_TTFTS) if spread else None
+    recorder = ttft_session(tmp_path, BASE_TTFTS, measure=measure, llmperf_update_baselines=True, **cli)
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     recorder.finish()
 
@@ -461,23 +478,23 @@ def test_an_older_baseline_without_request_lines_compares_on_the_tolerance_with_
 INCONCLUSIVE = compare("ttft_ms_median", 100.0, 100.0, Tolerance("relative", 0.1), "lower", error=10.0)
 
 
-def counting_ttft_session(tmp_path, ttfts, **cli):
-    perf = ttft_session(tmp_path, ttfts, **cli)
+def counting_ttft_session(tmp_path, ttfts, *, measure=None, **given):
+    """ttft_session, and the concurrency of each run it made."""
     calls = []
+    runs = measure or (lambda *args: jittered_result(ttfts))
 
     def execute(endpoint, requests, workload, speed):
         calls.append(workload.concurrency)
-        return jittered_result(ttfts)
+        return runs(endpoint, requests, workload, speed)
 
-    perf.measurer.runner.measure_with = execute
-    return perf, calls
+    return ttft_session(tmp_path, ttfts, measure=execute, **given), calls
 
 
 def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
-    recorder, recorded = counting_ttft_session(tmp_path, BASE_TTFTS, llmperf_update_baselines=True)
-    spread = spread_starts(BASE_TTFTS)
-    recorder.measurer.runner.measure_with = lambda *args: recorded.append(1) or spread(*args)
+    recorder, recorded = counting_ttft_session(
+        tmp_path, BASE_TTFTS, measure=spread_starts(BASE_TTFTS), llmperf_update_baselines=True
+    )
     recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("ttft_ms_median", "decode_tok_s")
     assert len(recorded) == 5  # the baseline knows the spread between runs
     recorder.finish()
@@ -489,14 +506,19 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
 
     # Inconclusive, and about 1.5x the data would decide it: one more run, then decided.
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
-    hopeful, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
-    hopeful.gate.rule = lambda *args, **kwargs: next(steps)
+    hopeful, calls = counting_ttft_session(
+        tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4", rule=lambda *args, **kwargs: next(steps)
+    )
     hopeful.bind(hopeful.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2 and "(2 repetitions)" in hopeful.gates[-1].message
 
     # Still inconclusive each time: runs are added while runs x 1.5 stays within the budget of 4.
-    stuck, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
-    stuck.gate.rule = lambda *args, **kwargs: [replace(INCONCLUSIVE, more_data=1.5)]
+    stuck, calls = counting_ttft_session(
+        tmp_path,
+        NOISY_TTFTS,
+        llmperf_max_repetitions="4",
+        rule=lambda *args, **kwargs: [replace(INCONCLUSIVE, more_data=1.5)],
+    )
     with pytest.warns(UserWarning, match="inconclusive"):
         stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 3
@@ -512,8 +534,7 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     # One run's change far from passing (more_data beyond the budget) but a noise that more
     # runs can narrow below the tolerance: a second run, then judged on more_data.
     steps = iter([[replace(INCONCLUSIVE, more_data=50.0)], [replace(INCONCLUSIVE, more_data=50.0)]])
-    moved, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
-    moved.gate.rule = lambda *args, **kwargs: next(steps)
+    moved, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, rule=lambda *args, **kwargs: next(steps))
     assert INCONCLUSIVE.resolution == pytest.approx(1.645**2, rel=1e-3)  # 10 % noise (95 %) on a 10 % tolerance
     with pytest.warns(UserWarning, match="inconclusive"):
         moved.bind(moved.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
@@ -525,8 +546,7 @@ def test_auto_repetitions_record_five_runs_and_add_runs_only_while_inconclusive(
     # none.
     firm_verdict = replace(INCONCLUSIVE, run_share=0.2)
     assert firm_verdict.decidable(1, 5, by_change=False, project=False)
-    firm, calls = counting_ttft_session(tmp_path, NOISY_TTFTS)
-    firm.gate.rule = lambda *args, **kwargs: [firm_verdict]
+    firm, calls = counting_ttft_session(tmp_path, NOISY_TTFTS, rule=lambda *args, **kwargs: [firm_verdict])
     with pytest.warns(UserWarning, match="inconclusive"):
         firm.bind(firm.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 1
@@ -547,10 +567,10 @@ def test_auto_reads_a_regression_again_before_reporting_it(tmp_path):
 
     # One slow start, then the verdict over both runs passes: reported as a pass.
     steps = iter([[REGRESSED_AT_ONCE], [replace(INCONCLUSIVE, status="pass")]])
-    transient, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
     logged: list[str] = []
-    transient.measurer.log = logged.append
-    transient.gate.rule = lambda *args, **kwargs: next(steps)
+    transient, calls = counting_ttft_session(
+        tmp_path, BASE_TTFTS, rule=lambda *args, **kwargs: next(steps), log=logged.append
+    )
     transient.bind(transient.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2 and transient.gates[-1].outcome == "pass"
     assert "m @ concurrency 1: ttft_ms_median regressed, read again, repetition 2 of at most 5" in logged
@@ -566,15 +586,13 @@ def test_auto_reads_a_regression_again_before_reporting_it(tmp_path):
     # A regression first read after an inconclusive look is read again too: reported where
     # the next start repeats it, a pass where it does not.
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [REGRESSED_AT_ONCE], [REGRESSED_AT_ONCE]])
-    later, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
-    later.gate.rule = lambda *args, **kwargs: next(steps)
+    later, calls = counting_ttft_session(tmp_path, BASE_TTFTS, rule=lambda *args, **kwargs: next(steps))
     with pytest.raises(PerfFailure):
         later.bind(later.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 3
 
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [REGRESSED_AT_ONCE], [replace(INCONCLUSIVE, status="pass")]])
-    spell, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
-    spell.gate.rule = lambda *args, **kwargs: next(steps)
+    spell, calls = counting_ttft_session(tmp_path, BASE_TTFTS, rule=lambda *args, **kwargs: next(steps))
     spell.bind(spell.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 3 and spell.gates[-1].outcome == "pass"
 
@@ -584,8 +602,7 @@ def test_auto_reads_a_regression_again_before_reporting_it(tmp_path):
         [[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")], [REGRESSED_AT_ONCE]]
         + [[replace(INCONCLUSIVE, status="pass")]]
     )
-    shared, calls = counting_ttft_session(tmp_path, BASE_TTFTS)
-    shared.gate.rule = lambda *args, **kwargs: next(steps)
+    shared, calls = counting_ttft_session(tmp_path, BASE_TTFTS, rule=lambda *args, **kwargs: next(steps))
     bound = shared.bind(shared.run(BASE, workload), "t")
     bound.assert_no_regression("ttft_ms_median")
     assert len(calls) == 2
@@ -594,8 +611,9 @@ def test_auto_reads_a_regression_again_before_reporting_it(tmp_path):
 
     # Not with fixed repetitions, nor where the budget allows no other run.
     for cli in ({"llmperf_repetitions": "1"}, {"llmperf_max_repetitions": "1"}):
-        fixed, calls = counting_ttft_session(tmp_path, BASE_TTFTS, **cli)
-        fixed.gate.rule = lambda *args, **kwargs: [REGRESSED_AT_ONCE]
+        fixed, calls = counting_ttft_session(
+            tmp_path, BASE_TTFTS, **cli, rule=lambda *args, **kwargs: [REGRESSED_AT_ONCE]
+        )
         with pytest.raises(PerfFailure):
             fixed.bind(fixed.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
         assert len(calls) == 1, cli
@@ -613,8 +631,9 @@ def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
     # an auto repetition added while inconclusive starts the server again too
     steps = iter([[replace(INCONCLUSIVE, more_data=1.5)], [replace(INCONCLUSIVE, status="pass")]])
     recorder.finish()
-    added, _ = counting_ttft_session(tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4")
-    added.gate.rule = lambda *args, **kwargs: next(steps)
+    added, _ = counting_ttft_session(
+        tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4", rule=lambda *args, **kwargs: next(steps)
+    )
     added.bind(added.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     added.close()
     assert added.pool.target.events == [("start", "m"), ("stop", "m")] * 2
@@ -631,12 +650,15 @@ def test_each_repetition_after_the_first_runs_on_a_fresh_server_start(tmp_path):
 def test_auto_repetitions_stop_when_the_sessions_time_budget_is_spent(tmp_path):
     workload = resolve_workload({"num_prompts": 10}, 1)
     record_ttft_baseline(tmp_path, workload)
-    stuck, calls = counting_ttft_session(
-        tmp_path, NOISY_TTFTS, llmperf_max_repetitions="4", llmperf_repetition_budget="90"
-    )
-    stuck.gate.rule = lambda *args, **kwargs: [replace(INCONCLUSIVE, more_data=1.5)]
     clock = iter([1000.0, 1100.0])  # the first added repetition takes 100 s of the 90 s budget
-    stuck.measurer.clock = lambda: next(clock)
+    stuck, calls = counting_ttft_session(
+        tmp_path,
+        NOISY_TTFTS,
+        llmperf_max_repetitions="4",
+        llmperf_repetition_budget="90",
+        rule=lambda *args, **kwargs: [replace(INCONCLUSIVE, more_data=1.5)],
+        clock=lambda: next(clock),
+    )
     with pytest.warns(UserWarning, match="inconclusive"):
         stuck.bind(stuck.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     assert len(calls) == 2  # one added within the budget; none after (4 would be allowed otherwise)
@@ -660,10 +682,9 @@ ENGINE_PAGE = '# TYPE vllm:generation_tokens_total counter\nvllm:generation_toke
 
 def test_a_base_server_carries_no_not_speculative_note_and_a_speculative_one_does(tmp_path):
     """Which notes a run keeps is decided by the spec-decode status, not by their text."""
-    perf, _, _ = make_session(tmp_path, [100.0, 150.0])
-    plain = lambda result: replace(result, metrics_before=ENGINE_PAGE, metrics_after=ENGINE_PAGE)  # noqa: E731
-    execute = perf.measurer.runner.measure_with
-    perf.measurer.runner.measure_with = lambda *args: plain(execute(*args))
+    speeds = iter([100.0, 150.0])
+    plain = lambda: replace(make_result(next(speeds)), metrics_before=ENGINE_PAGE, metrics_after=ENGINE_PAGE)  # noqa: E731
+    perf, _, _ = make_session(tmp_path, [], measure=lambda *args: plain())
     workload = resolve_workload({"num_prompts": 4}, 8)
     assert perf.run(BASE, workload).notes == []
     (note,) = perf.run(MTP, workload).notes
@@ -679,8 +700,9 @@ def failing_result(decode_tok_s, failed, n=4):
 
 def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passed(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
-    recorder, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    recorder.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=1)
+    recorder, _, _ = make_session(
+        tmp_path, [], llmperf_update_baselines=True, measure=lambda *args: failing_result(100.0, failed=1)
+    )
     with pytest.raises(PerfFailure, match=r"not recorded: invalid run: 1 of 4 failed: 1x HTTP 500: EngineCore"):
         recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     recorder.finish()
@@ -690,8 +712,9 @@ def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passe
     recorder.finish()
     assert (tmp_path / "baselines" / "sim" / "m.json").exists()  # within a budget of one in four: judged
 
-    broken, _, _ = make_session(tmp_path, [100.0], llmperf_error_budget="1")
-    broken.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=2)
+    broken, _, _ = make_session(
+        tmp_path, [], llmperf_error_budget="1", measure=lambda *args: failing_result(100.0, failed=2)
+    )
     with pytest.raises(PerfFailure) as failure:
         broken.bind(broken.run(BASE, workload), "t").assert_no_regression("decode_tok_s", "tpot_ms_median")
     assert [v.status for v in broken.gates[-1].verdicts] == ["invalid", "invalid"]
@@ -701,8 +724,9 @@ def test_a_run_beyond_its_error_budget_is_invalid_never_recorded_and_never_passe
 
 def test_a_run_where_nothing_completed_is_invalid_whatever_the_budget(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
-    perf, _, _ = make_session(tmp_path, [100.0], llmperf_error_budget="100%")
-    perf.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=4)
+    perf, _, _ = make_session(
+        tmp_path, [], llmperf_error_budget="100%", measure=lambda *args: failing_result(100.0, failed=4)
+    )
     with pytest.raises(PerfFailure, match="invalid run: no request completed"):
         perf.bind(perf.run(MTP, workload), "t").assert_no_regression("acceptance_rate")
 
@@ -718,11 +742,13 @@ def lagging_result(decode_tok_s, lag):
 
 def test_a_simulated_run_whose_engine_fell_behind_is_invalid_and_says_to_free_the_cores(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
-    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
-    perf.measurer.runner.measure_with = lambda *args: lagging_result(100.0, lag=0.8)
+
+    def execute(endpoint, requests, workload, speed):  # at concurrency 4 within the bound: recorded
+        return lagging_result(100.0, lag=0.8 if workload.concurrency == 8 else 0.2)
+
+    perf, _, _ = make_session(tmp_path, [], llmperf_update_baselines=True, measure=execute)
     with pytest.raises(PerfFailure, match=r"invalid run: the simulator's engine loop ran 80% of a step behind"):
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
-    perf.measurer.runner.measure_with = lambda *args: lagging_result(100.0, lag=0.2)  # within the bound: recorded
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     perf.finish()
 
@@ -731,11 +757,17 @@ def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_
     """An engine (or client) that fell behind measured the host, not the server: the run is
     made once more and the verdict reads that one, with a note; spoiled twice, invalid."""
     workload = resolve_workload({"num_prompts": 4}, 8)
-    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     lines: list[str] = []
-    perf.measurer.log = lines.append
-    made = iter([lagging_result(100.0, lag=0.8), lagging_result(90.0, lag=0.2)])
-    perf.measurer.runner.measure_with = lambda *args: next(made)
+    made = iter([lagging_result(100.0, lag=0.8), lagging_result(90.0, lag=0.2)])  # at concurrency 8
+    calls = []  # at concurrency 4: spoiled every time
+
+    def execute(endpoint, requests, workload, speed):
+        if workload.concurrency == 8:
+            return next(made)
+        calls.append(1)
+        return lagging_result(100.0, lag=0.8)
+
+    perf, _, _ = make_session(tmp_path, [], llmperf_update_baselines=True, log=lines.append, measure=execute)
     run = perf.run(BASE, workload)
     perf.bind(run, "t").assert_no_regression("decode_tok_s")  # recorded: a valid run
     assert [r.engine_lag() for r in run.results] == [pytest.approx(0.2)]
@@ -745,8 +777,6 @@ def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_
     )
     assert any("its host fell behind, the run is made again" in line for line in lines)
 
-    calls = []
-    perf.measurer.runner.measure_with = lambda *args: calls.append(1) or lagging_result(100.0, lag=0.8)
     with pytest.raises(PerfFailure, match=r"invalid run: the simulator's engine loop ran 80% of a step behind"):
         perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     assert len(calls) == 2  # once again, not more
@@ -755,40 +785,39 @@ def test_a_run_its_host_spoiled_is_made_again_once_and_judged_on_the_second(tmp_
 
 def test_a_run_whose_client_fell_behind_its_streams_is_invalid(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
-    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     behind = make_result(100.0)  # chunks 40 ms apart
     # a result recorded before the trimmed mean: judged on the plain mean
     behind.client_lag = {"probes": 40, "mean_s": 0.028, "p99_s": 0.05, "max_s": 0.06}
     assert behind.client_lag_share() == pytest.approx(0.7)
-    perf.measurer.runner.measure_with = lambda *args: behind
-    with pytest.raises(
-        PerfFailure, match=r"invalid run: the measuring client's event loop ran on average 70% of a gap"
-    ):
-        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     fine = make_result(100.0)
     fine.client_lag = {"probes": 40, "mean_s": 0.0005, "p99_s": 0.002, "max_s": 0.003}
-    perf.measurer.runner.measure_with = lambda *args: fine
-    perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     # one stall of 1 s among 40 probes: a mean of 63 % of a gap, but the latest probes
     # aside the loop kept up (LagProbe.TRIM_SHARE): judged
     stalled = make_result(100.0)
     stalled.client_lag = {"probes": 40, "mean_s": 0.025, "trimmed_mean_s": 0.0005, "p99_s": 1.0, "max_s": 1.0}
     assert stalled.client_lag_share() == pytest.approx(0.0125)
-    perf.measurer.runner.measure_with = lambda *args: stalled
+    by_concurrency = {8: behind, 4: fine, 2: stalled}
+    perf, _, _ = make_session(
+        tmp_path,
+        [],
+        llmperf_update_baselines=True,
+        measure=lambda endpoint, requests, workload, speed: by_concurrency[workload.concurrency],
+    )
+    with pytest.raises(
+        PerfFailure, match=r"invalid run: the measuring client's event loop ran on average 70% of a gap"
+    ):
+        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+    perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 2)), "t").assert_no_regression("decode_tok_s")
     perf.finish()
 
 
 def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
-    perf, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
     bursty = make_result(100.0)
     for record in bursty.records:  # read two at a time: every other gap is 0
         record.chunk_times = [t for t in record.chunk_times[1::2] for _ in (0, 1)]
     assert bursty.burst_share() == pytest.approx(0.5, abs=0.02)
-    perf.measurer.runner.measure_with = lambda *args: bursty
-    with pytest.raises(PerfFailure, match=r"invalid run: 49% of the gaps between chunks were 0 \(bound 25%\)"):
-        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     # a first gap of 0 (chat's role chunk with the first token) and a last one (the final chunk) are no burst
     edges = make_result(100.0)
     edges.config = {"endpoint": "chat"}  # a role chunk before the first token's: one chunk more than tokens
@@ -796,7 +825,15 @@ def test_a_run_whose_chunks_came_in_bursts_of_buffered_data_is_invalid(tmp_path)
         t = record.chunk_times
         record.chunk_times = [t[0], *t[:-1], t[-2]]
     assert edges.burst_share() == 0.0
-    perf.measurer.runner.measure_with = lambda *args: edges
+    by_concurrency = {8: bursty, 4: edges}
+    perf, _, _ = make_session(
+        tmp_path,
+        [],
+        llmperf_update_baselines=True,
+        measure=lambda endpoint, requests, workload, speed: by_concurrency[workload.concurrency],
+    )
+    with pytest.raises(PerfFailure, match=r"invalid run: 49% of the gaps between chunks were 0 \(bound 25%\)"):
+        perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 4)), "t").assert_no_regression("decode_tok_s")
     perf.finish()
 
@@ -970,7 +1007,7 @@ ERROR EngineCore died: CUDA error: an illegal memory access (auth Bearer abcdefg
 
 
 class DyingTarget(FakeTarget):
-    """Its server's log holds secrets; `server_down` (set by the test) says it died."""
+    """Its server's log holds secrets; `server_down` (the test's) says it died."""
 
     @contextmanager
     def start(self, spec):
@@ -987,10 +1024,13 @@ def test_a_server_that_died_says_so_with_its_last_log_lines_redacted_and_is_not_
 
     cli = {"llmperf_sim": True, "llmperf_repetitions": "3", "llmperf_error_budget": "100%"}
     target = DyingTarget()
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path, runner=FakeRunner())
-    perf.measurer.prompts = lambda endpoint, workload: []
-    perf.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=3)
-    perf.measurer.server_down = lambda endpoint: "container m-1 exited with code 137 (killed: out of memory)"
+    perf = fake_session(
+        tmp_path,
+        cli,
+        target,
+        measure=lambda *args: failing_result(100.0, failed=3),
+        server_down=lambda endpoint: "container m-1 exited with code 137 (killed: out of memory)",
+    )
     workload = resolve_workload({"num_prompts": 4}, 8)
 
     run = perf.run(SECRET_SPEC, workload)
@@ -1023,26 +1063,35 @@ def test_a_server_that_died_says_so_with_its_last_log_lines_redacted_and_is_not_
 
 
 def test_failed_requests_on_a_server_that_still_serves_are_no_death(tmp_path):
-    perf, target, _ = make_session(tmp_path, [100.0], llmperf_error_budget="100%", llmperf_inconclusive="pass")
     asked = []
-    perf.measurer.server_down = lambda endpoint: asked.append(endpoint.model)  # None: it answers
-    perf.measurer.runner.measure_with = lambda *args: failing_result(100.0, failed=1)
+    perf, target, _ = make_session(
+        tmp_path,
+        [],
+        llmperf_error_budget="100%",
+        llmperf_inconclusive="pass",
+        server_down=lambda endpoint: asked.append(endpoint.model),  # None: it answers
+        measure=lambda *args: failing_result(100.0, failed=1),
+    )
     run = perf.run(BASE, resolve_workload({"num_prompts": 4}, 8))
     assert asked == ["org/m"] and run.server_death is None and run.server_log == []
     assert invalid_reason(run, parse_budget("100%")) is None
 
 
 def test_a_fresh_server_is_warmed_up_once_before_its_first_run(tmp_path):
-    perf, target, calls = make_session(tmp_path, [100.0, 100.0, 100.0], llmperf_server_warmup="6")
     prompts = [object() for _ in range(7)]  # 4 measured, 3 of their own for warm-ups
-    perf.measurer.prompts = lambda endpoint, workload: prompts
     sent = []
 
     def send_warmup(endpoint, given, config):
         sent.append((endpoint.model, calls[:], given, config.concurrency, config.num_prompts, config.max_tokens))
         return {"requests": 6, "completed": 6, "failed": 0, "output_tokens": 600, "duration": 2.0}
 
-    perf.measurer.runner.warmup_with = send_warmup
+    perf, target, calls = make_session(
+        tmp_path,
+        [100.0, 100.0, 100.0],
+        llmperf_server_warmup="6",
+        prompts=lambda endpoint, workload: prompts,
+        warmup=send_warmup,
+    )
     four, eight = resolve_workload({"num_prompts": 4, "warmup": 3}, 4), resolve_workload({"num_prompts": 4}, 8)
     first, second = perf.run(BASE, four), perf.run(BASE, eight)
     other = perf.run(MTP, four)
@@ -1065,17 +1114,20 @@ def test_a_fresh_server_is_warmed_up_once_before_its_first_run(tmp_path):
 
 
 def test_each_fresh_start_of_a_repetition_is_warmed_up_too(tmp_path):
-    perf, target, calls = make_session(
-        tmp_path, [100.0, 101.0, 99.0], llmperf_server_warmup="2", llmperf_repetitions="3"
-    )
-    perf.measurer.prompts = lambda endpoint, workload: [object() for _ in range(6)]
     warmed = []
 
     def send_warmup(endpoint, given, config):
         warmed.append(len(calls))  # how many measured runs came before it
         return {"requests": 2, "completed": 2, "failed": 0, "output_tokens": 200, "duration": 1.0}
 
-    perf.measurer.runner.warmup_with = send_warmup
+    perf, target, calls = make_session(
+        tmp_path,
+        [100.0, 101.0, 99.0],
+        llmperf_server_warmup="2",
+        llmperf_repetitions="3",
+        prompts=lambda endpoint, workload: [object() for _ in range(6)],
+        warmup=send_warmup,
+    )
     perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))
     perf.close()
     assert target.events == [("start", "m"), ("stop", "m")] * 3
@@ -1083,15 +1135,16 @@ def test_each_fresh_start_of_a_repetition_is_warmed_up_too(tmp_path):
 
 
 def test_a_server_that_dies_during_a_repetitions_warm_up_ends_the_repetitions(tmp_path):
-    perf, target, calls = make_session(
-        tmp_path, [100.0, 101.0, 99.0], llmperf_server_warmup="2", llmperf_repetitions="3"
-    )
-    perf.measurer.prompts = lambda endpoint, workload: [object() for _ in range(6)]
     answers = iter([{"requests": 2, "completed": 2, "failed": 0, "output_tokens": 200, "duration": 1.0}])
-    perf.measurer.runner.warmup_with = lambda *args: next(
-        answers, {"requests": 2, "completed": 0, "failed": 2, "duration": 1.0}
+    perf, target, calls = make_session(
+        tmp_path,
+        [100.0, 101.0, 99.0],
+        llmperf_server_warmup="2",
+        llmperf_repetitions="3",
+        prompts=lambda endpoint, workload: [object() for _ in range(6)],
+        warmup=lambda *args: next(answers, {"requests": 2, "completed": 0, "failed": 2, "duration": 1.0}),
+        server_down=lambda endpoint: "/health answers 503",
     )
-    perf.measurer.server_down = lambda endpoint: "/health answers 503"
     run = perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))
     assert len(calls) == 1 and len(run.results) == 1
     assert run.server_death == "server died during its warm-up (2 of 2 failed): /health answers 503"
@@ -1099,10 +1152,13 @@ def test_a_server_that_dies_during_a_repetitions_warm_up_ends_the_repetitions(tm
 
 
 def test_the_default_server_warmup_is_two_waves_of_the_specs_max_num_seqs(tmp_path):
-    perf, _, _ = make_session(tmp_path, [100.0, 100.0])
-    perf.measurer.prompts = lambda endpoint, workload: [object() for _ in range(80)]
     sent = []
-    perf.measurer.runner.warmup_with = lambda endpoint, given, config: sent.append((len(given), config.concurrency))
+    perf, _, _ = make_session(
+        tmp_path,
+        [100.0, 100.0],
+        prompts=lambda endpoint, workload: [object() for _ in range(80)],
+        warmup=lambda endpoint, given, config: sent.append((len(given), config.concurrency)),
+    )
     small = ServerSpec(name="small", model="org/small", args=("--max-num-seqs", "8", "--enforce-eager"))
     perf.run(small, resolve_workload({"num_prompts": 4}, 4))
     perf.run(BASE, resolve_workload({"num_prompts": 4}, 4))  # no --max-num-seqs: the profile's 64
@@ -1110,8 +1166,12 @@ def test_the_default_server_warmup_is_two_waves_of_the_specs_max_num_seqs(tmp_pa
 
 
 def test_server_warmup_zero_sends_nothing(tmp_path):
-    perf, _, _ = make_session(tmp_path, [100.0], llmperf_server_warmup="0")
-    perf.measurer.runner.warmup_with = lambda *args: pytest.fail("no server warm-up was asked for")
+    perf, _, _ = make_session(
+        tmp_path,
+        [100.0],
+        llmperf_server_warmup="0",
+        warmup=lambda *args: pytest.fail("no server warm-up was asked for"),
+    )
     assert perf.run(BASE, resolve_workload({"num_prompts": 4}, 8)).server_warmup is None
 
 
@@ -1129,28 +1189,21 @@ def test_a_run_whose_server_never_reached_the_concurrency_is_invalid_and_not_rec
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
     updater.finish()
-    capped, _, _ = make_session(tmp_path, [200.0])
-    capped.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
-        200.0, peak=4, waiting=4
-    )
+    capped, _, _ = make_session(tmp_path, [], measure=lambda *args: capped_result(200.0, peak=4, waiting=4))
     with pytest.raises(PerfFailure) as failure:
         capped.bind(capped.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     message = str(failure.value)
     assert "INVALID RUN" in message
     assert "at most 4 requests running at once" in message and "--max-num-seqs >= 8" in message
 
-    recorder, _, _ = make_session(tmp_path, [200.0], llmperf_update_baselines=True)
-    recorder.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
-        200.0, peak=4, waiting=4
+    recorder, _, _ = make_session(
+        tmp_path, [], measure=lambda *args: capped_result(200.0, peak=4, waiting=4), llmperf_update_baselines=True
     )
     with pytest.raises(PerfFailure, match="not recorded: invalid run: the server never ran the run's concurrency"):
         recorder.bind(recorder.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
 
     recorder.finish()
-    full, _, _ = make_session(tmp_path, [100.0])
-    full.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: capped_result(
-        100.0, peak=8, waiting=0
-    )
+    full, _, _ = make_session(tmp_path, [], measure=lambda *args: capped_result(100.0, peak=8, waiting=0))
     full.bind(full.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert full.gates[-1].outcome == "pass"
 
@@ -1176,14 +1229,13 @@ def test_a_missing_reasoning_figure_says_why(samples, name, reason):
 
 def goodput_session(tmp_path, ttfts, **cli):
     """A session whose runs are `jittered_result(ttfts)` with the workload's config (its SLOs)."""
-    perf, _, _ = make_session(tmp_path, [100.0], **cli)
 
     def execute(endpoint, requests, workload, speed):
         result = jittered_result(ttfts)
         result.config = workload.run_config().as_dict()  # as run_benchmark records it
         return result
 
-    perf.measurer.runner.measure_with = execute
+    perf, _, _ = make_session(tmp_path, [], measure=execute, **cli)
     return perf
 
 
@@ -1242,14 +1294,12 @@ def test_a_ttft_median_over_too_few_requests_is_not_judged(tmp_path, n, status):
     """The fewest requests a run on either side completed reach compare: a median of four
     requests reads inconclusive whatever it moved (and auto would add no run for it)."""
     workload = resolve_workload({"num_prompts": n}, 8)
-    updater, _, _ = make_session(tmp_path, [], llmperf_update_baselines=True)
-    updater.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(100.0, n=n)
+    updater, _, _ = make_session(
+        tmp_path, [], llmperf_update_baselines=True, measure=lambda *args: make_result(100.0, n=n)
+    )
     updater.bind(updater.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     updater.finish()
-    perf, _, _ = make_session(tmp_path, [])
-    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: make_result(
-        50.0, n=n
-    )  # TTFT doubled
+    perf, _, _ = make_session(tmp_path, [], measure=lambda *args: make_result(50.0, n=n))  # TTFT doubled
     try:
         perf.bind(perf.run(BASE, workload), "t").assert_no_regression("ttft_ms_median")
     except PerfFailure:
@@ -1280,10 +1330,10 @@ def test_auto_makes_a_run_that_completed_nothing_again_once_on_a_fresh_start(tmp
     recorder.close()
 
     results = iter([stalled_result(), make_result(100.0)])
-    perf, target, _ = make_session(tmp_path, [], llmperf_repetitions="auto")
-    perf.measurer.runner.measure_with = lambda *args: next(results)
     logged: list[str] = []
-    perf.measurer.log = logged.append
+    perf, target, _ = make_session(
+        tmp_path, [], llmperf_repetitions="auto", measure=lambda *args: next(results), log=logged.append
+    )
     perf.bind(perf.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert perf.gates[-1].outcome == "pass" and perf.gates[-1].verdicts[0].measured == pytest.approx(100.0)
     assert any(
@@ -1294,8 +1344,7 @@ def test_auto_makes_a_run_that_completed_nothing_again_once_on_a_fresh_start(tmp
 
     # stalled twice: the image is broken, not the start; invalid, and no third run
     results = iter([stalled_result(), stalled_result(), make_result(100.0)])
-    broken, _, _ = make_session(tmp_path, [], llmperf_repetitions="auto")
-    broken.measurer.runner.measure_with = lambda *args: next(results)
+    broken, _, _ = make_session(tmp_path, [], llmperf_repetitions="auto", measure=lambda *args: next(results))
     with pytest.raises(PerfFailure, match="no request completed"):
         broken.bind(broken.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     assert len(broken.gates[-1].verdicts) == 1 and broken.gates[-1].verdicts[0].status == "invalid"
@@ -1303,8 +1352,7 @@ def test_auto_makes_a_run_that_completed_nothing_again_once_on_a_fresh_start(tmp
     broken.close()
 
     # a fixed number of repetitions is what was asked: no run is added
-    once, _, _ = make_session(tmp_path, [], llmperf_repetitions="1")
-    once.measurer.runner.measure_with = lambda *args: stalled_result()
+    once, _, _ = make_session(tmp_path, [], llmperf_repetitions="1", measure=lambda *args: stalled_result())
     with pytest.raises(PerfFailure, match="no request completed"):
         once.bind(once.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
     once.close()

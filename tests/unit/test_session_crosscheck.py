@@ -7,13 +7,10 @@ import json
 import pytest
 
 from pytest_llmperf.metrics.records import RequestRecord
-from pytest_llmperf.options import resolve_options
 from pytest_llmperf.outcome import PerfFailure
-from pytest_llmperf.session import PerfSession
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import resolve_workload
-from tests.session_fakes import FakeRunner
-from tests.unit.test_session import BASE, FakeTarget
+from tests.unit.test_session import BASE, fake_session
 
 N = 12
 WORKLOAD = resolve_workload({"num_prompts": N, "max_tokens": 100}, 4)
@@ -57,11 +54,7 @@ def result(lengths=None, finishes=None, texts=None, counter=None, usage_offset=0
 
 def session(tmp_path, run, **cli):
     cli = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), FakeTarget(), tmp_path, runner=FakeRunner())
-    perf.measurer.prompts = lambda endpoint, workload: []
-    perf.measurer.server_down = lambda endpoint: None
-    perf.measurer.runner.measure_with = lambda endpoint, requests, workload, speed: run
-    return perf
+    return fake_session(tmp_path, cli, measure=lambda *args: run)
 
 
 def judge(tmp_path, run, **cli):

@@ -467,9 +467,12 @@ class GpuContainer(FakeContainer):
         return 0, self.memory.encode()
 
 
-def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: str, memory_per_run: list[str]):
-    """A PerfSession on a --llmperf-gpu DockerTarget over the fake engine; the n-th run
-    makes the container's nvidia-smi read memory_per_run[n] until the next run."""
+def gpu_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: str, memory_per_run: list[str], gpu: bool = True
+):
+    """A PerfSession on a --llmperf-gpu DockerTarget over the fake engine (`gpu` False: a
+    target with no GPUs to watch); the n-th run makes the container's nvidia-smi read
+    memory_per_run[n] until the next run."""
     from pytest_llmperf.options import resolve_options
     from pytest_llmperf.session import PerfSession
     from tests.unit.test_session import make_result
@@ -483,10 +486,8 @@ def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: st
     client = FakeClient(fail_start=False)
     client.container_class = GpuContainer
     # A long interval: each run's window samples at its start and once more as it closes.
-    target = dk.DockerTarget(client=client, gpu=True, environ={}, gpu_sample_interval=3600)
+    target = dk.DockerTarget(client=client, gpu=gpu, environ={}, gpu_sample_interval=3600)
     cli = {"llmperf_gpu": True, "llmperf_repetitions": repetitions, "llmperf_update_baselines": True}
-    perf = PerfSession(resolve_options(lambda d: cli.get(d), lambda n: ""), target, tmp_path, runner=FakeRunner())
-    perf.measurer.prompts = lambda endpoint, workload: []
     runs = iter(memory_per_run)
 
     def execute(endpoint, requests, workload, speed):
@@ -494,7 +495,13 @@ def gpu_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repetitions: st
         container.memory = next(runs)  # the load this run puts on the GPUs
         return make_result(100.0)
 
-    perf.measurer.runner.measure_with = execute
+    perf = PerfSession(
+        resolve_options(lambda d: cli.get(d), lambda n: ""),
+        target,
+        tmp_path,
+        runner=FakeRunner(execute),
+        prompts=lambda endpoint, workload: [],
+    )
     return perf, client
 
 
@@ -524,8 +531,7 @@ def test_peak_gpu_memory_of_each_run_reaches_the_run_and_its_baseline(tmp_path, 
 def test_without_gpus_no_peak_is_sampled(tmp_path, monkeypatch):
     from pytest_llmperf.workload.workload import resolve_workload
 
-    perf, _ = gpu_session(tmp_path, monkeypatch, "1", [LOADED])
-    perf.target.gpu = False  # plain --llmperf-docker: no GPUs to watch
+    perf, _ = gpu_session(tmp_path, monkeypatch, "1", [LOADED], gpu=False)  # plain --llmperf-docker
     run = perf.run(SEED, resolve_workload({"num_prompts": 4}, 8))
     perf.close()
     assert not any(key.startswith(("peak_gpu", "gpu_memory")) for key in run.provenance)
