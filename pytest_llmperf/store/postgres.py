@@ -16,16 +16,13 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pytest_llmperf.store.protocol import StoreError as StoreError  # raised here, imported from here too
 from pytest_llmperf.util.secrets import REDACTED
 
 SCHEMES = ("postgresql://", "postgres://")
 # pg_advisory_xact_lock's key: one migrating session at a time, the others wait for it.
 MIGRATION_LOCK = 0x6C6C6D70  # "llmp"
 CONNECT_TIMEOUT_S = 10
-
-
-class StoreError(RuntimeError):
-    """The store cannot be reached, read or written; the message shows the masked URL."""
 
 
 def is_postgres(url: str | None) -> bool:

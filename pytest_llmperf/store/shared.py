@@ -1,6 +1,6 @@
-"""One session's use of a shared store: checked, migrated and its start recorded before any
-server starts; its runs, verdicts and history written at its end in one transaction, or,
-when the store is lost, spooled beside the report for `llmperf store push`."""
+"""One session's use of a shared store (any protocol.ResultStore): checked, set up and its
+start recorded before any server starts; its runs, verdicts and history written at its end
+in one batch, or, when the store is lost, spooled beside the report for `llmperf store push`."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.store.postgres import PostgresStore, StoreError
+from pytest_llmperf.store.protocol import ResultStore, StoreError
 from pytest_llmperf.store.rows import finish_batch
 from pytest_llmperf.store.session_info import SessionInfo, now
 from pytest_llmperf.store.spool import push, spool
 
 
 class SharedStore:
-    def __init__(self, store: PostgresStore, info: SessionInfo, spool_dir: Path) -> None:
+    def __init__(self, store: ResultStore, info: SessionInfo, spool_dir: Path) -> None:
         self.store = store
         self.info = info
         self.spool_dir = spool_dir
