@@ -25,13 +25,12 @@ Judged = tuple[str, float | None, str, float | None, float | None, float | None]
 # A shared store's history lines of one baseline folder (target), as history.jsonl holds them.
 SharedLines = Callable[[str], list[dict[str, Any]]]
 NOT_NOISE = frozenset({"regressed", "suspect"})  # outcomes left out of a cell's nightly spread
-SHARED = Path("<store>")  # where lines queued for a shared store are kept until the session's end
 
 
 class HistoryLog:
     """History lines beside the baselines (or at --llmperf-history; none when off), queued
     during the session and appended by `flush()` at its end; with a shared store
-    (`shared`: its reader), queued for the store, which the session's end writes."""
+    (`shared`: its reader), queued in `store_lines`, which the session's end writes to it."""
 
     def __init__(
         self,
@@ -46,27 +45,32 @@ class HistoryLog:
         self.rootdir = rootdir
         self.identity = identity
         self.shared = shared
-        self.pending: dict[Path, list[dict[str, Any]]] = {}
-        self.before: dict[Path, dict[Any, list[dict[str, Any]]]] = {}  # each file's lines by series, as found
+        self.pending: dict[Path, list[dict[str, Any]]] = {}  # each history file's lines, appended by flush()
+        self.store_lines: list[dict[str, Any]] = []  # the shared store's lines, written at the session's end
+        # The lines by series as found, of each history file, or of each target in the shared store.
+        self.before: dict[Path | str, dict[Any, list[dict[str, Any]]]] = {}
+
+    @property
+    def off(self) -> bool:
+        """--llmperf-history off: no history is read or kept."""
+        chosen = self.options.history
+        return chosen is not None and chosen.strip().lower() == HISTORY_OFF
 
     def path(self, target: str) -> Path | None:
-        """Where runs judged in baseline folder `target` append their history:
-        --llmperf-history, else beside the baselines (SHARED/target with a store); None when off."""
-        chosen = self.options.history
-        if chosen is not None and chosen.strip().lower() == HISTORY_OFF:
+        """The history file runs judged in baseline folder `target` append to:
+        --llmperf-history, else beside the baselines; None when off or kept in a shared store."""
+        if self.off or self.shared is not None:
             return None
-        if self.shared is not None:
-            return SHARED / target
+        chosen = self.options.history
         return self.rootdir / chosen if chosen else history_default_path(self.baselines_root, target)
 
     def for_store(self) -> list[dict[str, Any]]:
         """The lines queued for a shared store (the report document's `history`)."""
-        return [line for path, lines in self.pending.items() if path.parent == SHARED for line in lines]
+        return list(self.store_lines)
 
     def append(self, run: MeasuredRun, target: str, judged: Sequence[Judged]) -> None:
         """Queue one line per judged metric with a value."""
-        path = self.path(target)
-        if path is None:
+        if self.off:
             return
         reps = max((len(v) for v in run.samples.values()), default=0) or None
         key = history_workload_hash(self.identity(run))
@@ -90,7 +94,11 @@ class HistoryLog:
                 )
             )
         ]
-        self.pending.setdefault(path, []).extend(lines)
+        path = self.path(target)
+        if path is None:
+            self.store_lines.extend(lines)
+        else:
+            self.pending.setdefault(path, []).extend(lines)
 
     def earlier_outcomes(self, run: MeasuredRun, target: str, metric: str, count: int) -> list[str]:
         """The outcomes of the last `count` sessions (at most) that judged or recorded this
@@ -119,25 +127,26 @@ class HistoryLog:
     def earlier_lines(self, run: MeasuredRun, target: str, metric: str) -> list[dict[str, Any]]:
         """This cell's lines in `target` (server, concurrency, workload, `metric`), oldest
         first, as the history was before this session; none when the history is off or unreadable."""
-        path = self.path(target)
-        if path is None:
+        if self.off:
             return []
-        if path not in self.before:
+        path = self.path(target)
+        where = target if path is None else path
+        if where not in self.before:
             try:
-                records = self.shared(target) if self.shared is not None else read_history([path]).records
+                records = self.shared(target) if self.shared is not None else read_history([where]).records
             except (HistoryError, RuntimeError):
                 records = []  # an unreadable history confirms nothing: the regression stays suspect
-            self.before[path] = history_series(records)
+            self.before[where] = history_series(records)
         key = (target, run.server.name, run.concurrency, metric, history_workload_hash(self.identity(run)))
-        return self.before[path].get(key, [])
+        return self.before[where].get(key, [])
 
     def flush(self) -> tuple[int, list[str]]:
-        """Append the queued lines; how many were written and, for a history that could not
-        be, why (a history not written does not change a verdict)."""
+        """Append the queued history files' lines (a shared store's stay for the session's
+        end); how many were written and, for a history that could not be, why (a history
+        not written does not change a verdict)."""
         written = 0
         problems: list[str] = []
-        pending = {path: lines for path, lines in self.pending.items() if path.parent != SHARED}
-        self.pending = {path: lines for path, lines in self.pending.items() if path.parent == SHARED}
+        pending, self.pending = self.pending, {}
         for path, lines in pending.items():
             try:
                 append_history(path, lines)
