@@ -22,7 +22,7 @@ from pytest_llmperf.kinds import KINDS, TARGET_OPTION, TargetKind, kind, registr
 from pytest_llmperf.metrics.failures import ErrorBudget, parse_budget
 from pytest_llmperf.metrics.goodput import canonical_slos
 from pytest_llmperf.metrics.registry import Tolerance
-from pytest_llmperf.store.postgres import is_postgres, shown
+from pytest_llmperf.store.scheme import check_url
 from pytest_llmperf.util.http import server_root
 from pytest_llmperf.util.secrets import redact_url
 from pytest_llmperf.util.values import CONFIDENCE, DURATION, POSITIVE, SWITCH, Value, one_of, or_word, whole
@@ -72,16 +72,17 @@ def _text(raw: Any) -> str | None:
 
 
 def _store_url(raw: Any) -> str | None:
-    """--llmperf-store: a postgresql:// URL (the default file history needs no option)."""
+    """--llmperf-store: a URL whose scheme store/scheme.py knows (the default file history
+    needs no option)."""
     text = str(raw).strip()
     if not text:
         return None
-    if not is_postgres(text):
+    try:
+        return check_url(text)
+    except ValueError as exc:
         raise ValueError(
-            f"expected postgresql://USER@HOST:PORT/DB, got {shown(text)!r}; without the option the history "
-            "stays beside the baselines (--llmperf-history)"
-        )
-    return text
+            f"{exc}; without the option the history stays beside the baselines (--llmperf-history)"
+        ) from None
 
 
 def _python(raw: Any) -> str | None:
@@ -306,9 +307,11 @@ OPTIONS: tuple[Option, ...] = (
         ("--llmperf-store",),
         _store_url,
         None,
-        "a shared result store every shard of a night writes to: postgresql://USER@HOST:PORT/DB (or env "
-        "LLMPERF_STORE; password from PGPASSWORD, ~/.pgpass or the URL, never shown); it keeps each session, run, "
-        "verdict and the history lines (default: none, the history beside the baselines)",
+        "a shared result store every shard of a night writes to, chosen by its URL's scheme: "
+        "postgresql://USER@HOST:PORT/DB or postgres://... (password from PGPASSWORD, ~/.pgpass or the URL, never "
+        "shown), or file:///PATH or a plain PATH (a folder, or a history file ending in .jsonl; relative to the "
+        "rootdir); or env LLMPERF_STORE. It keeps each session, run, verdict and the history lines (a .jsonl file: "
+        "the history lines alone) (default: none, the history beside the baselines)",
         env="LLMPERF_STORE",
     ),
     Option(
@@ -580,7 +583,7 @@ class LlmperfOptions:
     profile: str = "full"
     report: str | None = None
     history: str | None = None  # a path, "off", or None: beside the baselines
-    store: str | None = None  # --llmperf-store: a postgresql:// URL; None: the history files alone
+    store: str | None = None  # --llmperf-store: a store's URL (store/scheme.py); None: the history files alone
     session_group: str | None = None  # --llmperf-session-group; None: the CI run's id
     repetitions: int | str = 1  # a count, or "auto"
     max_repetitions: int = MAX_REPETITIONS  # PAIRED_MAX_BLOCKS when paired

@@ -8,10 +8,16 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_llmperf.store.protocol import ResultStore
 
 EXIT_OK, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 3
-STORE_HELP = "the store: postgresql://USER@HOST:PORT/DB (default: env LLMPERF_STORE)"
+STORE_HELP = (
+    "the store: postgresql://USER@HOST:PORT/DB (or postgres://), file:///PATH or a plain PATH (a folder, or a "
+    "history file ending in .jsonl) (default: env LLMPERF_STORE)"
+)
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
@@ -50,14 +56,16 @@ def add_commands(sub: Any) -> None:
     baselines.set_defaults(func=cmd_baselines)
 
 
-def open_store(args: argparse.Namespace) -> Any:
-    from pytest_llmperf.store.postgres import PostgresStore, is_postgres, shown
+def open_store(args: argparse.Namespace) -> ResultStore:
+    """The store --store names, by its scheme (a relative path: under the current folder)."""
+    from pytest_llmperf.store import scheme
 
     if not args.store:
-        raise ValueError("no store given: --store postgresql://USER@HOST:PORT/DB (or env LLMPERF_STORE)")
-    if not is_postgres(args.store):
-        raise ValueError(f"--store: expected postgresql://USER@HOST:PORT/DB, got {shown(args.store)!r}")
-    return PostgresStore(args.store)
+        raise ValueError(f"no store given: --store URL, one of {scheme.KNOWN} (or env LLMPERF_STORE)")
+    try:
+        return scheme.open_store(args.store)
+    except ValueError as exc:
+        raise ValueError(f"--store: {exc}") from None
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -107,7 +115,9 @@ def night(sessions: Sequence[Mapping[str, Any]]) -> tuple[dict[int, Mapping[str,
     return finished, problems
 
 
-def read_night(args: argparse.Namespace) -> tuple[Any, list[dict[str, Any]], dict[int, Mapping[str, Any]], list[str]]:
+def read_night(
+    args: argparse.Namespace,
+) -> tuple[ResultStore, list[dict[str, Any]], dict[int, Mapping[str, Any]], list[str]]:
     """The store, the sessions of --session-group (at least one), each shard's latest
     finished one, and a line for each shard missing or unfinished."""
     store = open_store(args)
