@@ -91,6 +91,14 @@ def check_numprocesses(config: pytest.Config, options: Any) -> None:
         )
 
 
+def send_plan(config: pytest.Config, report: pytest.TestReport, plan: Any) -> None:
+    """A worker's plan rides on its first report (xdist carries report attributes): the
+    controller, which collected nothing, prints it once (`WorkersPlan`)."""
+    if not config.stash.get(PLAN_SHOWN_KEY, False):
+        report.llmperf_plan = plan.lines()  # type: ignore[attr-defined]  # xdist carries report attributes
+        config.stash[PLAN_SHOWN_KEY] = True
+
+
 def item_group(item: pytest.Item) -> str | None:
     """The xdist group of a test under --dist loadgroup: the plugin's (a model's, or a GPU
     slot's) and any `xdist_group` marks of the user's, joined as xdist joins them."""

@@ -77,7 +77,7 @@ sys.path.insert(0, {benchmarks!r})
 
 import nights
 from nightsim import VirtualRunner, VirtualTarget
-from pytest_llmperf.plugin import DATASET_KEY, OPTIONS_KEY, SESSION_KEY
+from pytest_llmperf.plugin import state_of
 from pytest_llmperf.session import PerfSession
 
 
@@ -89,14 +89,15 @@ def pytest_collection_finish(session):
     changes = {{name: nights.Change(**c) for name, c in given["changes"].items()}}
     target = VirtualTarget(model.draw(nights.NightNoise(**given["noise"]), changes))
     runner = VirtualRunner()
-    options = config.stash[OPTIONS_KEY]
+    state = state_of(config)
+    options = state.options
     # the plugin's loaded datasets where it loaded them before the session, else loaded as its book would
-    datasets = config.stash.get(DATASET_KEY, None) or {{
+    datasets = state.datasets or {{
         (options.dataset_name, options.dataset): nights.load_dataset(
             options.dataset_name, options.dataset, Path(config.rootpath)
         )
     }}
-    config.stash[SESSION_KEY] = PerfSession(
+    state.session = PerfSession(
         options,
         target,
         Path(config.rootpath),
@@ -109,7 +110,7 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session):
-    perf = session.config.stash[SESSION_KEY]
+    perf = state_of(session.config).session
     Path(session.config.rootpath, "gates.json").write_text(json.dumps(nights.verdict_rows(perf.gates)))
 '''
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from pytest_llmperf.collecting.marker import parsed_marker
 from pytest_llmperf.options import OptionError, parse_shard, resolve_options
 from pytest_llmperf.plan import groups_of
-from pytest_llmperf.plugin import PLAN_KEY, SELECTION_KEY, parsed_marker
+from pytest_llmperf.plugin import state_of
 from pytest_llmperf.preflight import PlannedTest
 from pytest_llmperf.shard import shard_of
 from tests.unit.test_plan import T, base, seed_like
@@ -182,8 +183,8 @@ class Collected:
             kwargs = parsed.kwargs if parsed is not None else {}
             servers = tuple(s for s in (kwargs.get("server"), kwargs.get("base")) if s is not None)
             self.tests.append(PlannedTest(item.nodeid, servers, parsed.workloads if parsed is not None else ()))
-        self.lines = list(session.config.stash.get(SELECTION_KEY, []))
-        self.plan = session.config.stash.get(PLAN_KEY, None)
+        self.lines = list(state_of(session.config).selection_lines)
+        self.plan = state_of(session.config).plan
 
 
 def collect(*args: str) -> tuple[int, Collected]:
