@@ -42,6 +42,8 @@ naming the nearest ones. How each figure is measured: [How figures are measured]
 - **default tolerance**: how far worse a metric may go and still pass, signed the way it
   may worsen (`-5%` of the baseline for a throughput, `+10%` for a latency, `-0.03`
   absolute for a ratio). `(give one)`: no default; a test that gates it gives one.
+- **gated by default**: the runs whose `assert_no_regression()` without names gates it
+  (and `llmperf compare` without `--metric`).
 """
 
 OPTIONS_INTRO = """\

@@ -1,96 +1,77 @@
-"""The metric registry: every figure a run can be judged on, with its direction, unit,
-default tolerance, time scaling, decimals and meaning. Nothing else infers a metric's
-nature from its name. `acceptance_pos<i>` stands for every draft position.
+"""The metric registry: every figure a run can be judged on, one row each. A row holds
+the figure's direction, unit, default tolerance, time scaling, decimals and meaning; how
+the paired bootstrap recomputes it on resampled requests (its noise estimator); what it
+needs besides a completed request, each need with its own reason when the figure has no
+data; whether a run gates it by default; and its role in tables and reports (a column of
+the measured table, a key figure of the JUnit properties). The summary
+(metrics/summary.py) fills each row's field, or a row derives its figure from the
+others. Nothing else infers a metric's nature from its name: code that needs one figure
+in particular takes its name from the constants below. `acceptance_pos<i>` stands for
+every draft position.
+
+The module's functions read the registry in force: `REGISTRY`, or within
+`using(registry)` another one (`REGISTRY.with_rows(...)`: a copy with rows added).
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+from pytest_llmperf.metrics.row import (
+    PLANNED,
+    Derive,
+    Direction,
+    Estimator,
+    Metric,
+    Needs,
+    OverRequests,
+    ScaledRatio,
+    Scaling,
+    Tolerance,
+    UnknownMetric,
+)
 
-class Direction(str, Enum):
-    HIGHER = "higher"  # higher is better (throughput, acceptance)
-    LOWER = "lower"  # lower is better (latency)
+__all__ = [
+    "PLANNED",
+    "Derive",
+    "Direction",
+    "Estimator",
+    "Metric",
+    "Needs",
+    "OverRequests",
+    "Registry",
+    "Scaling",
+    "ScaledRatio",
+    "Tolerance",
+    "UnknownMetric",
+]
 
-    @classmethod
-    def parse(cls, value: Direction | str) -> Direction:
-        if isinstance(value, Direction):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"direction must be 'higher' or 'lower', got {value!r}") from None
-
-
-class Scaling(str, Enum):
-    """How a figure measured on a clock `speed` times faster reads in real time."""
-
-    DURATION = "duration"  # x speed: latencies, durations
-    RATE = "rate"  # / speed: throughputs
-    NONE = "none"  # ratios and counts
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    kind: str  # "relative" (limit is a fraction: 0.05 = 5%) or "absolute" (metric units)
-    limit: float  # non-negative magnitude
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("relative", "absolute"):
-            raise ValueError(f"tolerance kind must be 'relative' or 'absolute', got {self.kind!r}")
-        if isinstance(self.limit, bool) or not isinstance(self.limit, (int, float)):
-            raise ValueError(f"tolerance limit must be a number, got {self.limit!r}")
-        if not math.isfinite(self.limit) or self.limit < 0:
-            raise ValueError(f"tolerance limit must be a finite number >= 0, got {self.limit!r}")
-        object.__setattr__(self, "limit", float(self.limit))
-
-    def allowed(self, direction: Direction | str) -> str:
-        """Human form with the sign of the allowed (worse) move: "-5%", "+10%", "-0.03"."""
-        sign = "-" if Direction.parse(direction) is Direction.HIGHER else "+"
-        if self.kind == "relative":
-            return f"{sign}{_trim(self.limit * 100)}%"
-        return f"{sign}{_trim(self.limit)}"
-
-    def __str__(self) -> str:
-        return f"{_trim(self.limit * 100)}%" if self.kind == "relative" else _trim(self.limit)
-
-
-def _trim(x: float) -> str:
-    """Shortest readable form: 5.0 -> "5", 0.030000000000000002 -> "0.03"."""
-    return f"{x:.6g}"
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    direction: Direction
-    unit: str
-    scaling: Scaling
-    decimals: int
-    meaning: str
-    tolerance: Tolerance | None = None  # None: no default, a test or the project gives one
-    min_requests: int | None = None  # a statistic over requests is judged from this many a run
-
-
-class UnknownMetric(ValueError):
-    """A metric name the registry does not know; the message lists the nearest names."""
-
+# Names code takes from the rows where it needs one figure in particular.
+DECODE = "decode_tok_s"
+GATED_DECODE = "steady_decode_tok_s"  # what an MTP speedup divides and the default gate judges
+SPEEDUP = "mtp_speedup"
+ACCEPTANCE_RATE, ACCEPTANCE_LENGTH = "acceptance_rate", "acceptance_length"
+TPOT_MEAN, TPOT_MEDIAN = "tpot_ms_mean", "tpot_ms_median"
+COMPLETED, FAILED, DURATION = "completed", "failed", "duration_s"
+ANSWERED = "answered"
+PER_POSITION = "acceptance_per_position"  # the summary's list, flattened to acceptance_pos1..k
 
 _H, _L = Direction.HIGHER, Direction.LOWER
 _REL5, _REL10 = Tolerance("relative", 0.05), Tolerance("relative", 0.10)
 _REL3 = Tolerance("relative", 0.03)
+_SPEC, _SLOS, _REASONING = (Needs.SPEC_DECODE,), (Needs.SLOS,), (Needs.REASONING,)
 _LATENCY = {
     "ttft": "time to first token: first token chunk (any chunk with choices) minus send time",
     "tpot": "time per output token: (E2EL - TTFT) / (output tokens - 1), per request",
     "itl": "inter-chunk latency, pooled over every chunk gap (per chunk, not per token)",
     "e2el": "end-to-end latency: last token chunk minus send time",
 }
+_COLUMNS = {"ttft_ms_median": "TTFT p50 ms", "tpot_ms_median": "TPOT p50 ms", "ttfa_ms_median": "TTFA p50 ms"}
 _TTFA = (
     "time to first answer token (reasoning runs): first chunk with answer text (`content`, after the "
     "reasoning) minus send time, over the requests that answered"
@@ -106,20 +87,70 @@ _MIN_REQUESTS = {
     "p99": 100 * MIN_EACH_SIDE,
 }
 
+
+def _rate(*tokens: str) -> ScaledRatio:
+    """A throughput's estimator: its tokens (none: requests) per second of request time."""
+    return ScaledRatio(tokens, "e2el_ms")
+
+
+_ACCEPTED = ScaledRatio(("accepted",), "drafts")  # each decode step streams one chunk of 1 + accepted tokens
+
 _TABLE: tuple[Metric, ...] = (
-    Metric("decode_tok_s", _H, "tok/s", Scaling.RATE, 1, "sum of output tokens (from `usage`) / wall duration", _REL5),
     Metric(
-        "steady_decode_tok_s",
+        DECODE,
+        _H,
+        "tok/s",
+        Scaling.RATE,
+        1,
+        "sum of output tokens (from `usage`) / wall duration",
+        _REL5,
+        estimator=_rate("output_tokens"),
+        column="decode tok/s",
+        key=True,
+    ),
+    Metric(
+        GATED_DECODE,
         _H,
         "tok/s",
         Scaling.RATE,
         1,
         "output tokens / s while >= 90% of the concurrency was in flight (no ramp-down tail)",
         _REL3,  # the gated decode figure: 3 % catches a 5 % drop
+        estimator=_rate("output_tokens"),
+        gated=True,
+        column="steady tok/s",
     ),
-    Metric("prefill_tok_s", _H, "tok/s", Scaling.RATE, 1, "sum of prompt tokens / wall duration", _REL5),
-    Metric("total_tok_s", _H, "tok/s", Scaling.RATE, 1, "prompt and output tokens / wall duration"),
-    Metric("request_throughput", _H, "req/s", Scaling.RATE, 3, "completed requests / wall duration", _REL5),
+    Metric(
+        "prefill_tok_s",
+        _H,
+        "tok/s",
+        Scaling.RATE,
+        1,
+        "sum of prompt tokens / wall duration",
+        _REL5,
+        estimator=_rate("prompt_tokens"),
+        column="prefill tok/s",
+        key=True,
+    ),
+    Metric(
+        "total_tok_s",
+        _H,
+        "tok/s",
+        Scaling.RATE,
+        1,
+        "prompt and output tokens / wall duration",
+        estimator=_rate("output_tokens", "prompt_tokens"),
+    ),
+    Metric(
+        "request_throughput",
+        _H,
+        "req/s",
+        Scaling.RATE,
+        3,
+        "completed requests / wall duration",
+        _REL5,
+        estimator=_rate(),
+    ),
     Metric(
         "request_goodput",
         _H,
@@ -129,6 +160,11 @@ _TABLE: tuple[Metric, ...] = (
         "completed requests meeting every SLO (TTFT, TPOT, E2EL <= the marker's `slos=` or --llmperf-slos, ms) "
         "/ wall duration, as `vllm bench serve --goodput`; none without SLOs",
         _REL5,
+        estimator=_rate("good"),
+        needs=_SLOS,
+        gated=True,
+        column="goodput req/s",
+        key=True,
     ),
     Metric(
         "slo_attainment",
@@ -138,8 +174,21 @@ _TABLE: tuple[Metric, ...] = (
         3,
         "share of completed requests meeting every SLO; none without SLOs",
         Tolerance("absolute", 0.05),
+        estimator=ScaledRatio(("good",), None),
+        needs=_SLOS,
+        gated=True,
+        column="SLO met",
+        key=True,
     ),
-    Metric("per_stream_tok_s", _H, "tok/s", Scaling.RATE, 1, "1 / median TPOT: the decode speed one stream sees"),
+    Metric(
+        "per_stream_tok_s",
+        _H,
+        "tok/s",
+        Scaling.RATE,
+        1,
+        "1 / median TPOT: the decode speed one stream sees",
+        estimator=OverRequests("tpot_ms", "median", inverse=1000.0),
+    ),
     *(
         Metric(
             f"{kind}_ms_{stat}",
@@ -150,6 +199,9 @@ _TABLE: tuple[Metric, ...] = (
             f"{_STATS[stat]} {meaning}",
             _REL10 if stat == "median" else None,
             None if kind == "itl" else _MIN_REQUESTS[stat],  # ITL: over chunk gaps, not requests
+            estimator=None if kind == "itl" else OverRequests(f"{kind}_ms", stat),
+            column=_COLUMNS.get(f"{kind}_ms_{stat}", ""),
+            key=f"{kind}_ms_{stat}" in _COLUMNS,
         )
         for kind, meaning in _LATENCY.items()
         for stat in _STATS
@@ -164,16 +216,20 @@ _TABLE: tuple[Metric, ...] = (
             f"{_STATS[stat]} {_TTFA}",
             _REL10 if stat == "median" else None,
             _MIN_REQUESTS[stat],
+            needs=(Needs.REASONING, Needs.ANSWER),
+            column=_COLUMNS.get(f"ttfa_ms_{stat}", ""),
+            key=f"ttfa_ms_{stat}" in _COLUMNS,
         )
         for stat in _STATS
     ),
     Metric(
-        "answered",
+        ANSWERED,
         _H,
         "requests",
         Scaling.NONE,
         0,
         "reasoning runs: completed requests whose reply got past its reasoning to answer text",
+        needs=_REASONING,
     ),
     Metric(
         "total_reasoning_tokens",
@@ -182,6 +238,7 @@ _TABLE: tuple[Metric, ...] = (
         Scaling.NONE,
         0,
         "reasoning runs: reasoning tokens of completed requests (usage `completion_tokens_details.reasoning_tokens`)",
+        needs=_REASONING,
     ),
     Metric(
         "total_answer_tokens",
@@ -190,6 +247,7 @@ _TABLE: tuple[Metric, ...] = (
         Scaling.NONE,
         0,
         "reasoning runs: output tokens that are not reasoning (the answer, `</think>` and EOS included)",
+        needs=_REASONING,
     ),
     Metric(
         "reasoning_share",
@@ -198,63 +256,209 @@ _TABLE: tuple[Metric, ...] = (
         Scaling.NONE,
         3,
         "reasoning runs: reasoning tokens / output tokens, over completed requests",
+        needs=_REASONING,
+        column="reasoning share",
     ),
     Metric(
-        "acceptance_rate",
+        ACCEPTANCE_RATE,
         _H,
         "ratio",
         Scaling.NONE,
         3,
         "Δaccepted / Δdraft tokens (vLLM's spec-decode counters over the run)",
         Tolerance("absolute", 0.02),  # the gated acceptance figure: 0.02 catches a 0.03 drop
+        estimator=_ACCEPTED,
+        needs=_SPEC,
+        gated=True,
+        column="accept rate",
+        key=True,
     ),
-    Metric("acceptance_length", _H, "tokens", Scaling.NONE, 2, "1 + Δaccepted / Δdrafts", _REL5),
-    Metric("acceptance_pos<i>", _H, "ratio", Scaling.NONE, 3, "Δaccepted at draft position i / Δdrafts"),
-    Metric("mtp_speedup", _H, "x", Scaling.NONE, 3, "MTP steady decode tok/s / base's, same workload", _REL5),
-    Metric("completed", _H, "requests", Scaling.NONE, 0, "requests that finished without error"),
-    Metric("failed", _L, "requests", Scaling.NONE, 0, "requests that ended in an error"),
+    Metric(
+        ACCEPTANCE_LENGTH,
+        _H,
+        "tokens",
+        Scaling.NONE,
+        2,
+        "1 + Δaccepted / Δdrafts",
+        _REL5,
+        estimator=ScaledRatio(("accepted",), "drafts", offset=1.0),
+        needs=_SPEC,  # gated beside the rate: the rate alone can rise while the length falls
+        gated=True,
+        column="accept len",
+        key=True,
+    ),
+    Metric(
+        "acceptance_pos<i>",
+        _H,
+        "ratio",
+        Scaling.NONE,
+        3,
+        "Δaccepted at draft position i / Δdrafts",
+        estimator=_ACCEPTED,
+        needs=_SPEC,
+    ),
+    Metric(
+        SPEEDUP,
+        _H,
+        "x",
+        Scaling.NONE,
+        3,
+        "MTP steady decode tok/s / base's, same workload",
+        _REL5,
+        needs=(Needs.BASE_RUN,),
+    ),
+    Metric(COMPLETED, _H, "requests", Scaling.NONE, 0, "requests that finished without error"),
+    Metric(FAILED, _L, "requests", Scaling.NONE, 0, "requests that ended in an error"),
     Metric("total_prompt_tokens", _H, "tokens", Scaling.NONE, 0, "prompt tokens of completed requests"),
     Metric("total_output_tokens", _H, "tokens", Scaling.NONE, 0, "output tokens of completed requests"),
-    Metric("duration_s", _L, "s", Scaling.DURATION, 2, "first dispatch to last completion, warm-up excluded"),
+    Metric(DURATION, _L, "s", Scaling.DURATION, 2, "first dispatch to last completion, warm-up excluded"),
 )
 
-METRICS: dict[str, Metric] = {m.name: m for m in _TABLE}
+
+def _trim_family(name: str) -> tuple[str, str] | None:
+    """A family row's name around its `<i>` (acceptance_pos<i>: ("acceptance_pos", "")), else None."""
+    before, marker, after = name.partition("<i>")
+    return (before, after) if marker else None
+
+
+class Registry:
+    """Metric rows by name, and what the rest of the package asks of them."""
+
+    def __init__(self, rows: Iterable[Metric]) -> None:
+        self.rows = tuple(rows)
+        self.by_name = {m.name: m for m in self.rows}
+        if len(self.by_name) != len(self.rows):
+            raise ValueError("a metric registry holds each name once")
+        self.families = [
+            (re.compile(re.escape(parts[0]) + "([1-9][0-9]*)" + re.escape(parts[1])), m)
+            for m in self.rows
+            if (parts := _trim_family(m.name)) is not None
+        ]
+
+    def with_rows(self, *rows: Metric) -> Registry:
+        """A copy with `rows` added (a row of a known name replaces it)."""
+        added = {m.name: m for m in rows}
+        kept = [added.pop(m.name, m) for m in self.rows]
+        return Registry([*kept, *added.values()])
+
+    def metric(self, name: str) -> Metric:
+        """The row of `name`; UnknownMetric (with the nearest names) otherwise."""
+        found = self.by_name.get(name) if "<" not in name else None
+        if found is not None:
+            return found
+        for pattern, family in self.families:
+            if isinstance(name, str) and pattern.fullmatch(name):
+                return family
+        raise UnknownMetric(self.unknown_message(name))
+
+    def is_known(self, name: str) -> bool:
+        try:
+            self.metric(name)
+        except UnknownMetric:
+            return False
+        return True
+
+    def unknown_message(self, name: Any, where: str = "") -> str:
+        names = [n.replace("<i>", "1") for n in self.by_name]
+        close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known metrics: {', '.join(sorted(self.by_name))}"
+        return f"{where}unknown metric {name!r}; {hint}"
+
+    def needing(self, need: Needs) -> tuple[str, ...]:
+        """The names of the rows that need `need`."""
+        return tuple(m.name for m in self.rows if need in m.needs)
+
+    def gated(self, *, speculative: bool, slos: bool) -> tuple[str, ...]:
+        """What a run gates by default: the gated rows whose needs it plans (the spec-decode
+        counters of a speculative server, SLOs), by group, then in the table's order."""
+        planned = {Needs.SPEC_DECODE: speculative, Needs.SLOS: slos}
+        rows = [m for m in self.rows if m.gated and all(planned.get(n, False) for n in m.needs)]
+        return tuple(m.name for m in sorted(rows, key=lambda m: m.group))
+
+    def columns(self) -> tuple[Metric, ...]:
+        """The measured table's columns, by group, then in the table's order."""
+        return tuple(sorted((m for m in self.rows if m.column), key=lambda m: m.group))
+
+    def key_figures(self) -> tuple[str, ...]:
+        """The key figures (JUnit properties of each run), by group, then in the table's order."""
+        return tuple(m.name for m in sorted((m for m in self.rows if m.key), key=lambda m: m.group))
+
+    def flatten(self, summary: Mapping[str, Any]) -> dict[str, float | None]:
+        """A summary's known scalar figures by name, the per-position list as acceptance_pos1..k,
+        then the figures rows derive from those."""
+        flat: dict[str, float | None] = {}
+        for key, value in summary.items():
+            if key == PER_POSITION:
+                for i, v in enumerate(value or (), start=1):
+                    flat[f"acceptance_pos{i}"] = v
+            elif self.is_known(key) and (
+                value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+            ):
+                flat[key] = value
+        for m in self.rows:
+            if m.derive is not None and m.name not in flat:
+                flat[m.name] = m.derive(flat)
+        return flat
+
+    def to_real_time(self, figures: Mapping[str, Any], clock_speed: float) -> dict[str, Any]:
+        out = dict(figures)
+        if clock_speed == 1.0:
+            return out
+        for name, value in figures.items():
+            if value is None or not self.is_known(name):
+                continue
+            scaling = self.metric(name).scaling
+            if scaling is Scaling.DURATION:
+                out[name] = value * clock_speed
+            elif scaling is Scaling.RATE:
+                out[name] = value / clock_speed
+        return out
+
+    def markdown_table(self) -> str:
+        lines = [
+            "| metric | unit | better | default tolerance | gated by default | meaning |",
+            "|---|---|---|---|---|---|",
+        ]
+        for m in self.rows:
+            tolerance = m.tolerance.allowed(m.direction) if m.tolerance else "(give one)"
+            lines.append(f"| `{m.name}` | {m.unit} | {m.direction.value} | {tolerance} | {m.gated_on} | {m.meaning} |")
+        return "\n".join(lines)
+
+
+REGISTRY = Registry(_TABLE)
+METRICS: dict[str, Metric] = REGISTRY.by_name
 # None (absent from tables, reports and baselines) unless a run's replies carried reasoning.
-REASONING_METRICS = (
-    *(f"ttfa_ms_{stat}" for stat in _STATS),
-    "answered",
-    "total_reasoning_tokens",
-    "total_answer_tokens",
-    "reasoning_share",
-)
-GATED_DECODE = "steady_decode_tok_s"  # what an MTP speedup divides and the default gate judges
-_FAMILIES = {re.compile(r"acceptance_pos([1-9][0-9]*)"): METRICS["acceptance_pos<i>"]}
+REASONING_METRICS = REGISTRY.needing(Needs.REASONING)
+_ACTIVE: ContextVar[Registry] = ContextVar("llmperf_metric_registry", default=REGISTRY)
+
+
+def active() -> Registry:
+    """The registry in force: REGISTRY, or the one `using` put in force."""
+    return _ACTIVE.get()
+
+
+@contextmanager
+def using(registry: Registry) -> Iterator[Registry]:
+    """Within the block, every lookup (judging, summaries, tables, reports) reads `registry`:
+    a copy with rows added (`REGISTRY.with_rows(...)`)."""
+    token = _ACTIVE.set(registry)
+    try:
+        yield registry
+    finally:
+        _ACTIVE.reset(token)
 
 
 def metric(name: str) -> Metric:
     """The registry entry for `name`; UnknownMetric (with the nearest names) otherwise."""
-    found = METRICS.get(name) if "<" not in name else None
-    if found is not None:
-        return found
-    for pattern, family in _FAMILIES.items():
-        if isinstance(name, str) and pattern.fullmatch(name):
-            return family
-    raise UnknownMetric(unknown_message(name))
+    return active().metric(name)
 
 
 def is_known(name: str) -> bool:
-    try:
-        metric(name)
-    except UnknownMetric:
-        return False
-    return True
+    return active().is_known(name)
 
 
 def unknown_message(name: Any, where: str = "") -> str:
-    names = [n for n in METRICS if "<" not in n] + ["acceptance_pos1"]
-    close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(close)}?" if close else f"known metrics: {', '.join(sorted(METRICS))}"
-    return f"{where}unknown metric {name!r}; {hint}"
+    return active().unknown_message(name, where)
 
 
 def check_names(names: Iterable[str], where: str = "") -> None:
@@ -266,30 +470,12 @@ def check_names(names: Iterable[str], where: str = "") -> None:
 
 def flatten(summary: Mapping[str, Any]) -> dict[str, float | None]:
     """A summary's known scalar figures by name, the per-position list as acceptance_pos1..k."""
-    flat: dict[str, float | None] = {}
-    for key, value in summary.items():
-        if key == "acceptance_per_position":
-            for i, v in enumerate(value or (), start=1):
-                flat[f"acceptance_pos{i}"] = v
-        elif is_known(key) and (value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))):
-            flat[key] = value
-    return flat
+    return active().flatten(summary)
 
 
 def to_real_time(figures: Mapping[str, Any], clock_speed: float) -> dict[str, Any]:
     """Figures from a clock `clock_speed` times faster, in real time: durations longer, rates lower."""
-    out = dict(figures)
-    if clock_speed == 1.0:
-        return out
-    for name, value in figures.items():
-        if value is None or not is_known(name):
-            continue
-        scaling = metric(name).scaling
-        if scaling is Scaling.DURATION:
-            out[name] = value * clock_speed
-        elif scaling is Scaling.RATE:
-            out[name] = value / clock_speed
-    return out
+    return active().to_real_time(figures, clock_speed)
 
 
 def format_value(name: str, value: float | None) -> str:
@@ -301,8 +487,4 @@ def format_value(name: str, value: float | None) -> str:
 
 def markdown_table() -> str:
     """The metric table of docs/reference/metrics.md, generated from the registry (a test keeps them equal)."""
-    lines = ["| metric | unit | better | default tolerance | meaning |", "|---|---|---|---|---|"]
-    for m in _TABLE:
-        tolerance = m.tolerance.allowed(m.direction) if m.tolerance else "(give one)"
-        lines.append(f"| `{m.name}` | {m.unit} | {m.direction.value} | {tolerance} | {m.meaning} |")
-    return "\n".join(lines)
+    return active().markdown_table()

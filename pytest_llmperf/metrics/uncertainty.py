@@ -14,21 +14,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pytest_llmperf.metrics.records import RequestRecord
-from pytest_llmperf.metrics.summary import PERCENTILES, STATS
+from pytest_llmperf.metrics.registry import OverRequests, ScaledRatio, is_known, metric
+from pytest_llmperf.metrics.summary import PERCENTILES
 from pytest_llmperf.stats.bootstrap import RESAMPLES, SEED, block_count, block_indices, block_length
 
 ROW_FIELDS = ("index", "prompt_tokens", "output_tokens", "chunks", "ttft_ms", "e2el_ms")
-
-# Throughputs: a resample scales the run's figure by its tokens per second of request time.
-_RATE_NUMERATORS = {
-    "decode_tok_s": ("output_tokens",),
-    "steady_decode_tok_s": ("output_tokens",),
-    "prefill_tok_s": ("prompt_tokens",),
-    "total_tok_s": ("output_tokens", "prompt_tokens"),
-    "request_throughput": (),
-}
-
-_GOOD = ("request_goodput", "slo_attainment")  # with SLOs (paired_errors' slos)
 
 Row = tuple[int, int, int, int, float, float]
 
@@ -112,38 +102,37 @@ class _Side:
         self.figures = figures
 
     def statistic(self, name: str, idx: NDArray[Any]) -> NDArray[Any] | None:
-        """`name` recomputed on every resample (rows of `idx`); None when it has no estimator."""
-        col = self.col
-        prefix, _, stat = name.rpartition("_")
-        if prefix in ("ttft_ms", "e2el_ms", "tpot_ms") and stat in STATS:
-            values = col[prefix][idx]
+        """`name` recomputed on every resample (rows of `idx`) by its registry row's
+        estimator; None when it has none, or lacks the run's figure or a column."""
+        estimator = metric(name).estimator if is_known(name) else None
+        if isinstance(estimator, OverRequests):
+            values = self.col[estimator.column][idx]
             resampled: NDArray[Any]
             with np.errstate(all="ignore"):
-                if stat == "mean":
+                if estimator.stat == "mean":
                     resampled = np.nanmean(values, axis=1)
                 else:
-                    resampled = row_percentiles(values, PERCENTILES[stat])
+                    resampled = row_percentiles(values, PERCENTILES[estimator.stat])
+                if estimator.inverse is not None:
+                    resampled = estimator.inverse / resampled
             return resampled
-        if name == "per_stream_tok_s":
-            with np.errstate(all="ignore"):
-                median_tpot: NDArray[Any] = row_percentiles(col["tpot_ms"][idx], 50)
-                return 1000.0 / median_tpot
         figure = self.figures.get(name)
-        if figure is None:
+        if not isinstance(estimator, ScaledRatio) or figure is None:
             return None
-        if name in _RATE_NUMERATORS:
-            parts = _RATE_NUMERATORS[name]
-            num = sum((col[p] for p in parts), np.zeros(len(col["index"]))) if parts else np.ones(len(col["index"]))
-            return self._scaled(figure, num, col["e2el_ms"], idx)
-        if name in _GOOD and "good" in col:
-            den = col["e2el_ms"] if name == "request_goodput" else np.ones(len(col["index"]))
-            return self._scaled(figure, col["good"], den, idx)
-        if name == "acceptance_length":
-            scaled = self._scaled(figure - 1.0, col["accepted"], col["drafts"], idx)
-            return None if scaled is None else 1.0 + scaled
-        if name == "acceptance_rate" or name.startswith("acceptance_pos"):
-            return self._scaled(figure, col["accepted"], col["drafts"], idx)
-        return None
+        return self._ratio(figure, estimator, idx)
+
+    def _ratio(self, figure: float, estimator: ScaledRatio, idx: NDArray[Any]) -> NDArray[Any] | None:
+        """A ScaledRatio's resamples; None without one of its columns (`good`: without SLOs)."""
+        col, count = self.col, len(self.col["index"])
+        if any(c not in col for c in (*estimator.numerator, estimator.denominator or "index")):
+            return None
+        parts = estimator.numerator
+        num = sum((col[p] for p in parts), np.zeros(count)) if parts else np.ones(count)
+        den = col[estimator.denominator] if estimator.denominator else np.ones(count)
+        if not estimator.offset:
+            return self._scaled(figure, num, den, idx)
+        scaled = self._scaled(figure - estimator.offset, num, den, idx)
+        return None if scaled is None else estimator.offset + scaled
 
     @staticmethod
     def _scaled(figure: float, num: NDArray[Any], den: NDArray[Any], idx: NDArray[Any]) -> NDArray[Any] | None:
