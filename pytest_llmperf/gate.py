@@ -22,7 +22,7 @@ from pytest_llmperf.history_log import HistoryLog, SharedLines
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget, failures, faults_note, parse_budget, stalls
-from pytest_llmperf.metrics.registry import REASONING_METRICS, Tolerance, metric
+from pytest_llmperf.metrics.registry import Tolerance
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.noise import change_noise
 from pytest_llmperf.options import LlmperfOptions
@@ -365,23 +365,5 @@ def explain_record(record: GateRecord, run: MeasuredRun, entry: Entry, *, explai
 
 
 def no_data_reason(run: MeasuredRun, name: str) -> str:
-    """Why this metric in particular has no value: each its own reason."""
-    if not run.completed:
-        return "no request completed"
-    if metric(name).name.startswith("acceptance"):
-        return run.spec_note or "the server's spec-decode counters gave no figure"
-    if name == "mtp_speedup":
-        return "decode tok/s is missing on this run or on its base run"
-    if name in REASONING_METRICS and run.value("answered") is None:
-        return (
-            "no reply carried reasoning: it needs a chat run (endpoint='chat') of a server that streams "
-            "reasoning (vLLM with --reasoning-parser)"
-        )
-    if name.startswith("ttfa_ms") and not run.value("answered"):
-        return "no reply got past its reasoning to answer text: raise max_tokens"
-    if name in ("request_goodput", "slo_attainment") and not run.workload.slos:
-        return (
-            "no SLOs were given, so there is no goodput: set slos='ttft:500 tpot:50' (ms) in the llmperf "
-            "marker or --llmperf-slos for the session"
-        )
-    return "; ".join(run.notes) or f"the run produced no value for {name}"
+    """Why this metric in particular has no value: each its own reason (its registry row's)."""
+    return run.no_data_reason(name)

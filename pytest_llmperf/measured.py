@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from pytest_llmperf.baselines.tolerances import parse_tolerance, parse_tolerances
-from pytest_llmperf.metrics.registry import GATED_DECODE, check_names
+from pytest_llmperf.metrics.registry import ANSWERED, GATED_DECODE, SPEEDUP, Needs, active, check_names, metric
 from pytest_llmperf.metrics.uncertainty import Row
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.stats.median import median_of
@@ -80,9 +80,10 @@ class MeasuredRun:
         return median_of(self.speedup_samples(base))
 
     def assert_no_regression(self, *metrics: str, tolerances: Mapping[str, str] | None = None) -> None:
-        """Compare the named metrics (default: steady decode tok/s, acceptance for a speculative
-        server, goodput and SLO attainment for a workload with SLOs) with the baseline; fail
-        with a table on a regression; record under --update-baselines."""
+        """Compare the named metrics (default: those the metric registry gates on this run:
+        steady decode tok/s, acceptance for a speculative server, goodput and SLO attainment
+        for a workload with SLOs) with the baseline; fail with a table on a regression;
+        record under --update-baselines."""
         names = self._metrics(metrics)
         check_names(names, "assert_no_regression: ")
         # Checked before judging: a typo or a wrong sign must not be skipped silently.
@@ -96,15 +97,15 @@ class MeasuredRun:
         self._judge(lambda: {m: self.samples.get(m, [None]) for m in names}, tolerances or {}, None)
 
     def assert_speedup_over(self, base: MeasuredRun, tolerance: str | None = None) -> None:
-        """Gate `mtp_speedup` (this run's decode tok/s / the base run's) against the baseline."""
+        """Gate `mtp_speedup` (this run's steady decode tok/s / the base run's) against the baseline."""
         self.speedup_samples(base)  # refuses a different workload or model before anything is judged
         if tolerance:
             try:
-                parse_tolerance(tolerance, "mtp_speedup")
+                parse_tolerance(tolerance, SPEEDUP)
             except ValueError as exc:
                 raise ValueError(f"assert_speedup_over: tolerance: {exc}") from None
-        tolerances = {"mtp_speedup": tolerance} if tolerance else {}
-        self._judge(lambda: {"mtp_speedup": self.speedup_samples(base)}, tolerances, base)
+        tolerances = {SPEEDUP: tolerance} if tolerance else {}
+        self._judge(lambda: {SPEEDUP: self.speedup_samples(base)}, tolerances, base)
 
     def _judge(self, collect: Callable[[], Samples], tolerances: Mapping[str, str], base: MeasuredRun | None) -> None:
         if self.judge is None:
@@ -112,12 +113,28 @@ class MeasuredRun:
         self.judge(self, collect, tolerances, base)
 
     def _metrics(self, metrics: tuple[str, ...]) -> tuple[str, ...]:
+        """The names asked, else the registry's gated by default on this run."""
         if metrics:
             return metrics
-        # Speculative: the length too (the rate alone can rise while the length falls).
-        names: tuple[str, ...] = (GATED_DECODE,)
-        if self.server.is_speculative:
-            names += ("acceptance_rate", "acceptance_length")
-        if self.workload.slos:  # SLOs given: what they are for is judged too
-            names += ("request_goodput", "slo_attainment")
-        return names
+        return active().gated(speculative=self.server.is_speculative, slos=bool(self.workload.slos))
+
+    def has(self, need: Needs) -> bool:
+        """Whether the run has what a figure needs (registry rows' `needs`). The spec-decode
+        counters and a base run are read from the figure itself: asked, they are missing."""
+        if need is Needs.REASONING:
+            return self.value(ANSWERED) is not None
+        if need is Needs.ANSWER:
+            return bool(self.value(ANSWERED))
+        if need is Needs.SLOS:
+            return bool(self.workload.slos)
+        return False
+
+    def no_data_reason(self, name: str) -> str:
+        """Why metric `name` has no value on this run: the first of its row's needs the run
+        lacks, each with its own reason (the spec-decode counters: the run's own note first)."""
+        if not self.completed:
+            return "no request completed"
+        for need in metric(name).needs:
+            if not self.has(need):
+                return (self.spec_note if need is Needs.SPEC_DECODE else None) or need.reason
+        return "; ".join(self.notes) or f"the run produced no value for {name}"
