@@ -13,6 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_llmperf.doctor_checks.sets import (
+    CONTAINERS,
+    EXTERNAL_SERVER,
+    GPU_CONTAINERS,
+    LOCAL_VLLM,
+    NO_CHECKS,
+    SIMULATOR,
+    DoctorChecks,
+)
 from pytest_llmperf.servers.base import ServerStartError, ServerTarget
 
 if TYPE_CHECKING:
@@ -59,7 +68,7 @@ class TargetKind:
     # vLLM as a local process: its interpreter (None: scripts/real_vllm_cpu.sh's build).
     local_python: Callable[[LlmperfOptions], str | None] | None = None
     xdist: XdistRule = "free"
-    doctor: str = "none"  # the doctor's checks (doctor.CHECK_SETS): sim, external, local, gpu, docker, none
+    doctor: DoctorChecks = NO_CHECKS  # what `llmperf doctor` and --llmperf-doctor check for it (doctor_checks/)
     no_sim_args: str = ""  # why --llmperf-sim-args does not apply, with the fix
     # Checks (and completes) its settings as options resolve; ValueError names the fix.
     check: Callable[[LlmperfOptions], LlmperfOptions] | None = None
@@ -178,7 +187,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         baseline_folder="sim",
         accepts_sim_args=True,
         uses_gpu_slots=True,  # the slot as a label: a rehearsal of the plan on a box without GPUs
-        doctor="sim",
+        doctor=SIMULATOR,
         check=_check_sim,
     ),
     TargetKind(
@@ -191,7 +200,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         uses_gpu_slots=True,
         containers=True,
         xdist="gpu-slots",
-        doctor="gpu",
+        doctor=GPU_CONTAINERS,
         no_sim_args="--llmperf-gpu runs vLLM images, which take no --sim-* flags; drop it",
         check=_check_engine,
     ),
@@ -205,7 +214,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         uses_gpu_slots=True,  # the slot as a label
         containers=True,
         xdist="gpu-slots",
-        doctor="docker",
+        doctor=CONTAINERS,
         no_sim_args="--llmperf-docker runs the image's own server, which takes no --sim-* flags; drop it, and "
         "give a simulator image its flags in the ServerSpec's args",
         check=_check_engine,
@@ -218,7 +227,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         "llmperf_base_url",
         baseline_folder="external",
         starts_servers=False,
-        doctor="external",
+        doctor=EXTERNAL_SERVER,
         no_sim_args="--llmperf-base-url attaches to a server someone else runs; drop it",
     ),
     TargetKind(
@@ -229,7 +238,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         "llmperf_real_cpu",
         baseline_folder="local-vllm",
         local_python=lambda options: None,  # the prepared CPU build
-        doctor="local",
+        doctor=LOCAL_VLLM,
         no_sim_args="--llmperf-real-cpu runs a real vLLM, which takes no --sim-* flags; drop it",
     ),
     TargetKind(
@@ -241,7 +250,7 @@ BUILTIN: tuple[TargetKind, ...] = (
         baseline_folder="local-vllm",  # or the GPU model's, once a server runs on one
         local_python=lambda options: options.local,
         xdist="never",  # several vLLM processes on the GPUs CUDA_VISIBLE_DEVICES names
-        doctor="local",
+        doctor=LOCAL_VLLM,
         no_sim_args="--llmperf-local runs a real vLLM, which takes no --sim-* flags; drop it",
     ),
 )

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import doctor as dr
+from pytest_llmperf.kinds import KINDS
 from pytest_llmperf.servers import leftovers as lo
 from tests.docker.images import build_with_script
 
@@ -103,7 +104,13 @@ def test_a_fake_nvidia_smi_in_the_image_passes_the_gpu_line_with_its_gpus(docker
     since = time.time() - 1
     environ = dict(os.environ, HF_TOKEN=TOKEN)
     checks = dr.run_doctor(
-        dr.DoctorConfig(target="gpu", images=(fake_gpu_image,), hf_cache=str(cache), gpu_request=False, environ=environ)
+        dr.DoctorConfig(
+            checks=KINDS["gpu"].doctor,
+            images=(fake_gpu_image,),
+            hf_cache=str(cache),
+            gpu_request=False,
+            environ=environ,
+        )
     )
     assert not dr.failed(checks), dr.format_checks(checks)
     gpus = {c.name: c for c in checks}[f"GPUs in {fake_gpu_image}"]
@@ -127,7 +134,11 @@ def test_a_fake_nvidia_smi_in_the_image_passes_the_gpu_line_with_its_gpus(docker
 def test_an_image_without_nvidia_smi_fails_the_gpu_line_and_its_container_is_removed(sim_image, cache):
     checks = dr.run_doctor(
         dr.DoctorConfig(
-            target="gpu", images=(sim_image,), hf_cache=str(cache), gpu_request=False, environ={"HF_TOKEN": TOKEN}
+            checks=KINDS["gpu"].doctor,
+            images=(sim_image,),
+            hf_cache=str(cache),
+            gpu_request=False,
+            environ={"HF_TOKEN": TOKEN},
         )
     )
     (bad,) = dr.failed(checks)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import shutil
 import stat
 import sys
 import threading
@@ -18,6 +19,7 @@ import pytest
 
 from pytest_llmperf import cli
 from pytest_llmperf import doctor as dr
+from pytest_llmperf.kinds import KINDS
 from pytest_llmperf.options import resolve_options
 from pytest_llmperf.servers import docker as dk
 from pytest_llmperf.servers import leftovers as lo
@@ -290,7 +292,10 @@ def test_a_missing_image_fails_with_the_pull_fix_or_warns_when_the_registry_has_
 def test_the_docker_target_has_no_gpu_lines(monkeypatch, cache):
     engine = FakeEngine(runtimes=("runc",), images=("pytest-llmperf/sim-vllm:local",))
     engine_is(monkeypatch, engine)
-    checks = dr.run_doctor(config(cache, target="docker", images=("pytest-llmperf/sim-vllm:local",), models=("o/m",)))
+    docker_checks = KINDS["docker"].doctor
+    checks = dr.run_doctor(
+        config(cache, checks=docker_checks, images=("pytest-llmperf/sim-vllm:local",), models=("o/m",))
+    )
     assert [c.name for c in checks] == [
         "Docker Engine",
         "image pytest-llmperf/sim-vllm:local",
@@ -369,7 +374,7 @@ def test_an_interrupted_download_fails_and_too_little_space_warns(cache, monkeyp
     assert line.failed and "2 snapshot file(s) point at missing blobs" in line.detail
 
     add_model(cache, "Org/Big", {"model.safetensors": 4096})
-    monkeypatch.setattr(dr.shutil, "disk_usage", lambda path: type("U", (), {"free": 100})())
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: type("U", (), {"free": 100})())
     line = by_name(dr.check_hf_cache(str(cache), ("Org/Big",), {}))["model Org/Big"]
     assert line.status == dr.WARN and "less free space than the model's size" in line.detail
 
@@ -543,16 +548,30 @@ def test_the_plugins_config_reads_the_target_and_the_servers():
     a = ServerSpec(name="a", model="Org/A", image="vllm/vllm-openai:v1", env={"HF_TOKEN": None})
     b = ServerSpec(name="b", model="Org/B", image="vllm/vllm-openai:v1", env={"OTHER": "given"})
     cfg = dr.config_from_options(options(gpu=True, hf_cache="/data/hf"), [a, b, a], environ={})
-    assert (cfg.target, cfg.images, cfg.models, cfg.tokens) == (
-        "gpu",
+    assert (cfg.checks, cfg.images, cfg.models, cfg.tokens) == (
+        KINDS["gpu"].doctor,
         ("vllm/vllm-openai:v1",),
         ("Org/A", "Org/B"),
         ("HF_TOKEN",),
     )
     assert cfg.hf_cache == "/data/hf"
     assert dr.config_from_options(options(gpu=True, image="x/nightly"), [a, b]).images == ("x/nightly",)
-    assert dr.config_from_options(options(sim=True), [a]).target == "sim"
+    assert dr.config_from_options(options(sim=True), [a]).checks is KINDS["sim"].doctor
     assert dr.config_from_options(options(base_url="http://h:1"), [a]).base_url == "http://h:1"
+
+
+def test_the_checks_are_the_chosen_kinds_own_an_added_kind_too():
+    from pytest_llmperf.doctor_checks.sets import DoctorChecks
+    from pytest_llmperf.kinds import TargetKind
+
+    def booked(config: dr.DoctorConfig) -> list[dr.Check]:
+        return [dr.Check("pool", dr.OK, f"{len(config.models)} model(s) booked")]
+
+    lab = TargetKind("lab", KINDS["sim"].factory, doctor=DoctorChecks("a lab's pool", booked, lambda config: ""))
+    chosen = resolve_options(lambda dest: {"llmperf_target": "lab"}.get(dest), lambda name: "", [lab])
+    cfg = dr.config_from_options(chosen, [ServerSpec(name="a", model="Org/A")], environ={})
+    assert cfg.checks is lab.doctor
+    assert dr.format_checks(dr.run_doctor(cfg)) == ["✓ pool: 1 model(s) booked"]
 
 
 CONFTEST = """

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from pytest_llmperf.doctor import CHECK_SETS
+from pytest_llmperf.doctor_checks.sets import NO_CHECKS
 from pytest_llmperf.kinds import KINDS, TargetContext, TargetKind, kind, registry
 from pytest_llmperf.options import OPTIONS, LlmperfOptions, OptionError, resolve_options
 from pytest_llmperf.servers.sim_target import SimTarget
@@ -41,7 +41,14 @@ def test_the_builtin_kinds_and_what_each_is():
         "local": "never",
     }
     assert KINDS["gpu"].baseline_folder is None  # judged per GPU model, once a server runs
-    assert all(k.doctor in CHECK_SETS for k in KINDS.values())
+    assert {k.name: k.doctor.words for k in KINDS.values()} == {  # the doctor's checks each carries
+        "sim": "the simulated server",
+        "gpu": "vLLM containers on GPUs",
+        "docker": "containers without GPUs",
+        "external": "an external server",
+        "real-cpu": "vLLM as a local process",
+        "local": "vLLM as a local process",
+    }
 
 
 def test_an_unknown_kind_is_an_error_listing_the_known_ones_and_the_hook():
@@ -57,7 +64,7 @@ def test_an_added_kind_is_chosen_by_name_and_replaces_a_builtin_of_its_name():
     assert LAB.no_sim_args == ""  # it takes them
     plain = TargetKind("pool", _sim)
     assert plain.no_sim_args == "--llmperf-target pool takes no --sim-* flags; drop it"
-    assert plain.doctor == "none" and plain.starts_servers and plain.xdist == "free"
+    assert plain.doctor is NO_CHECKS and plain.starts_servers and plain.xdist == "free"
     assert plain.baseline_folder == "pool"  # judged in baselines/pool/
     mine = dataclasses.replace(KINDS["sim"], description="my simulator")
     assert registry([mine])["sim"] is mine and list(registry([LAB])) == [*KINDS, "lab"]
