@@ -3,7 +3,6 @@ import os
 
 import pytest
 
-from pytest_llmperf.baselines import store as store_mod
 from pytest_llmperf.baselines.store import (
     BaselineError,
     BaselineStore,
@@ -282,7 +281,7 @@ def test_failed_write_leaves_the_old_file_and_no_temp_files(store, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store_mod.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
         record(store, concurrency=32)
     assert path.read_bytes() == before
@@ -296,10 +295,10 @@ def test_failure_mid_write_leaves_no_partial_file(store, monkeypatch):
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store_mod.os, "fsync", interrupted)
+    monkeypatch.setattr(os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         record(store)
-    monkeypatch.setattr(store_mod.os, "fsync", real_fsync)
+    monkeypatch.setattr(os, "fsync", real_fsync)
     assert not path.exists()
     assert list(path.parent.iterdir()) == []
 
