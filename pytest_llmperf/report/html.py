@@ -1,7 +1,11 @@
 """report.html: one self-contained page, opened from disk with no network.
 
-Inline CSS and SVG, no JavaScript or fetched resource. The verdict matrix, the plots, then
-the details (failing tests first and open); readable on a phone.
+Inline CSS and SVG, no JavaScript or fetched resource. In reading order: a red or green
+banner with the counts, the verdict matrix, the verdict tables (failing tests first and
+open), then the plots, the measured figures, notes and one provenance block per server.
+Every table fits a 1280 px window; under 640 px each table row becomes a block of its own
+(a verdict table's row: the metric and its verdict on the first line, the figures under
+them), so a phone reads it without scrolling sideways.
 """
 
 from __future__ import annotations
@@ -11,22 +15,33 @@ from html import escape
 from typing import Any
 
 from pytest_llmperf.report import sections
-from pytest_llmperf.report.markdown import OUTCOME_MARK, outcome_line
+from pytest_llmperf.report.markdown import OUTCOME_MARK
 from pytest_llmperf.report.plots import Plot, PlotError
 from pytest_llmperf.report.table import PUBLISHED_HEADER
 
 Doc = Mapping[str, Any]
+
+# Below this width every table row becomes a block (NARROW in the CSS).
+NARROW_PX = 640
 
 CSS = """
 :root { --fail: #b3261e; --warn: #8a6d00; --ok: #1e6b32; --muted: #5f6368; --line: #dadce0; }
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; color: #202124;
        background: #fff; overflow-wrap: anywhere; }
-header, main, footer { max-width: 1180px; margin: 0 auto; padding: 0 16px; }
-header { padding-top: 16px; }
-h1 { font-size: 1.5em; margin: 0.2em 0; }
+header, main, footer { max-width: 1240px; margin: 0 auto; padding: 0 16px; }
+header { padding-top: 12px; }
+h1 { font-size: 1.1em; margin: 0.2em 0 0.5em; color: var(--muted); font-weight: 600; }
 h2 { font-size: 1.2em; border-bottom: 1px solid var(--line); padding-bottom: 4px; margin-top: 1.6em; }
-.outcome { font-size: 1.05em; }
+h3 { font-size: 1em; margin: 0 0 4px; }
+.banner { border-radius: 8px; padding: 10px 16px; color: #fff; background: var(--muted); }
+.banner.fail { background: var(--fail); }
+.banner.pass { background: var(--ok); }
+.banner p { margin: 2px 0; }
+.banner .headline { font-size: 1.35em; font-weight: 700; }
+.banner .headline b { letter-spacing: 0.04em; margin-right: 0.4em; }
+.banner .counts span { display: inline-block; margin-right: 1.1em; }
+.banner .meta { opacity: 0.92; font-size: 0.9em; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; font-size: 0.85em;
          color: #fff; background: var(--muted); }
 .badge.fail, .badge.refused { background: var(--fail); }
@@ -38,14 +53,16 @@ details.gate > summary { cursor: pointer; font-weight: 600; padding: 4px 0; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 6px 0; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); text-align: left; white-space: nowrap; }
+th { vertical-align: bottom; }
 td.num, th.num { text-align: right; }
+table.wrap th { white-space: normal; overflow-wrap: normal; }
 tr.regressed td, tr.invalid td, tr.no-data td, tr.missing-baseline td { color: var(--fail); font-weight: 600; }
 tr.improved td { color: var(--ok); font-weight: 600; }
-tr.inconclusive td { color: var(--warn); }
+tr.inconclusive td, tr.suspect td { color: var(--warn); }
 tr.published td { color: var(--muted); font-style: italic; }
-table.matrix th[scope=row] { position: sticky; left: 0; background: #fff; overflow-wrap: normal; }
-@media (max-width: 600px) { table.matrix th[scope=row] { white-space: normal; min-width: 7em; } }
-table.matrix thead th { white-space: normal; overflow-wrap: normal; vertical-align: bottom; text-align: right; }
+table.matrix tbody th { white-space: nowrap; vertical-align: middle; }
+.at { display: none; font-weight: 400; }
+table.matrix thead th { white-space: normal; overflow-wrap: normal; text-align: right; }
 table.matrix thead th:first-child { text-align: left; }
 table.matrix td.v { padding: 0; text-align: right; }
 td.v a { display: block; padding: 3px 10px; color: inherit; text-decoration: none; }
@@ -64,34 +81,102 @@ figure svg { max-width: 100%; height: auto; }
 figcaption { color: var(--muted); font-size: 0.9em; }
 figcaption b { color: #202124; }
 .missing { background: #fef7e0; padding: 8px 12px; border-radius: 6px; }
+.provenance { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 380px), 1fr)); gap: 12px; }
+.provenance > div { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
+.provenance dl { display: grid; grid-template-columns: minmax(6em, max-content) minmax(0, 1fr); gap: 2px 12px;
+                 margin: 0; font-size: 0.92em; }
+.provenance dt { color: var(--muted); }
+.provenance dd { margin: 0; }
 footer { color: var(--muted); font-size: 0.85em; padding: 24px 16px; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.92em; }
-"""
+@media (max-width: NARROWpx) {
+  header, main, footer { padding: 0 10px; }
+  table.stack, table.stack tbody, table.stack td, table.stack th { display: block; }
+  table.stack { width: 100%; }
+  table.stack thead { display: none; }
+  table.stack tr { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 2px 8px;
+                   border-bottom: 1px solid var(--line); padding: 6px 0; }
+  table.stack td, table.stack th { border: 0; padding: 0 4px; white-space: normal; text-align: left; }
+  table.stack td:empty { display: none; }
+  table.stack [data-label]::before { content: attr(data-label); display: block; color: var(--muted);
+                                     font-weight: 400; font-style: normal; font-size: 0.78em; }
+  table.stack .key { grid-column: 1 / -1; font-weight: 600; }
+  table.verdict .key { grid-column: 1 / 3; }
+  table.verdict tr { grid-template-columns: minmax(0, 1fr) minmax(0, 1fr) max-content; }
+  table.verdict .first { grid-column: 3; grid-row: 1; text-align: right; white-space: nowrap; }
+  table.matrix tr { grid-template-columns: repeat(auto-fill, minmax(8.5em, 1fr)); }
+  table.matrix th[scope=row] { grid-column: 1 / -1; white-space: normal; }
+  table.stack .at { display: inline; }
+  table.stack .conc { display: none; }
+  table.matrix td.v { padding: 0; text-align: left; }
+  table.matrix td.v::before { padding: 2px 8px 0; font-size: 0.72em; }
+  table.matrix td.v a { padding: 0 8px 3px; }
+}
+""".replace("NARROW", str(NARROW_PX))
+
+
+def _attrs(classes: Sequence[str], label: str | None = None) -> str:
+    cls = " ".join(c for c in classes if c)
+    out = f' class="{escape(cls)}"' if cls else ""
+    return out + (f' data-label="{escape(label)}"' if label else "")
 
 
 def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = (), classes: Sequence[str] = ()
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    right: Sequence[int] = (),
+    classes: Sequence[str] = (),
+    first: int | None = None,
+    at: int | None = None,
+    kind: str = "",
 ) -> str:
-    def cells(tag: str, row: Sequence[str]) -> str:
-        return "".join(
-            f"<{tag}{' class=num' if i in right else ''}>{escape(str(c))}</{tag}>" for i, c in enumerate(row)
-        )
-
+    """A table that stacks on a narrow screen: column 0 is each row's key, column `first`
+    (the verdict) goes beside it, column `at` (a concurrency) joins the key as "@ 8", and
+    every other cell is labelled with its header there."""
+    head = "".join(f"<th{_attrs(['num' if i in right else ''])}>{escape(str(h))}</th>" for i, h in enumerate(header))
     body = []
     for j, row in enumerate(rows):
+        cells = []
+        for i, c in enumerate(row):
+            role = "key" if i == 0 else "first" if i == first else "conc" if i == at else "more"
+            label = None if role != "more" or not str(c) else str(header[i])
+            text = escape(str(c))
+            if i == 0 and at is not None and str(row[at]):
+                text += f'<span class="at"> @ {escape(str(row[at]))}</span>'
+            cells.append(f"<td{_attrs(['num' if i in right else '', role], label)}>{text}</td>")
         cls = classes[j] if j < len(classes) and classes[j] else ""
-        body.append(f'<tr class="{escape(cls)}">{cells("td", row)}</tr>' if cls else f"<tr>{cells('td', row)}</tr>")
+        body.append(f"<tr{_attrs([cls])}>{''.join(cells)}</tr>")
     return (
-        f'<div class="scroll"><table><thead><tr>{cells("th", header)}</tr></thead>'
+        f'<div class="scroll"><table{_attrs(["stack wrap", kind])}><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
-def _cell(c: sections.MatrixCell | None) -> str:
+def _banner(doc: Doc) -> str:
+    b = sections.banner(doc)
+    tests = "".join(f"<span>{n} {escape(o)}</span>" for o, n in b.tests)
+    cells = sum(n for _, n in b.cells)
+    cell_counts = ", ".join(f"{n} {escape(s)}" for s, n in b.cells)
+    servers = len(dict.fromkeys(str(g["server"]) for g in doc.get("verdicts", [])))
+    meta = [f"target {escape(str(doc.get('target') or '?'))}", f"profile {escape(str(doc.get('profile')))}"]
+    if servers:
+        meta.append(f"{servers} server{'s' if servers != 1 else ''}")
+    if cells:
+        meta.append(f"{cells} gated cell{'s' if cells != 1 else ''}: {cell_counts}")
+    meta.append(f"plugin {escape(str(doc.get('plugin_version', '')))}")
+    return (
+        f'<div id="banner" class="banner {b.state}" role="status">'
+        f'<p class="headline"><b>{escape(b.word)}</b> {escape(b.headline)}</p>'
+        + (f'<p class="counts">{tests}</p>' if b.tests else "")
+        + f'<p class="meta">{" · ".join(meta)}</p></div>'
+    )
+
+
+def _cell(c: sections.MatrixCell | None, metric: str) -> str:
     if c is None:
         return "<td></td>"
     words = f"{escape(c.text)}<small>{escape(c.status)}</small>"
-    return f'<td class="v {escape(c.status)}"><a href="#{c.anchor}">{words}</a></td>'
+    return f'<td class="v {escape(c.status)}" data-label="{escape(metric)}"><a href="#{c.anchor}">{words}</a></td>'
 
 
 def _matrix(doc: Doc) -> str:
@@ -100,15 +185,15 @@ def _matrix(doc: Doc) -> str:
         return ""
     head = "".join(f"<th>{escape(m).replace('_', '_<wbr>')}</th>" for m in metrics)  # wraps at _
     body = "".join(
-        f"<tr><th scope=row>{escape(server)}</th><td class=num>{escape(str(concurrency))}</td>"
-        + "".join(_cell(cells.get(m)) for m in metrics)
-        + "</tr>"
+        f'<tr><th scope=row>{escape(server)}<span class="at"> @ {escape(str(concurrency))}</span></th>'
+        f'<td class="num conc">'
+        f"{escape(str(concurrency))}</td>" + "".join(_cell(cells.get(m), m) for m in metrics) + "</tr>"
         for server, concurrency, cells in rows
     )
     return (
         '<section id="matrix"><h2>Verdict matrix</h2><p class="hints">Each gated metric per server and '
         "concurrency: its change against the baseline and its verdict, failing rows and columns first; a cell "
-        'links to its test\'s table.</p><div class="scroll"><table class="matrix"><thead><tr><th>server</th>'
+        'links to its test\'s table.</p><div class="scroll"><table class="matrix stack"><thead><tr><th>server</th>'
         f"<th class=num>conc</th>{head}</tr></thead><tbody>{body}</tbody></table></div></section>"
     )
 
@@ -123,7 +208,17 @@ def _gate(section: sections.GateSection) -> str:
     if section.message and not section.rows:
         parts.append(f"<p>{escape(section.message)}</p>")
     if section.rows:
-        parts.append(_table(sections.VERDICT_HEADER, section.rows, right=(1, 2, 3, 4, 5), classes=section.statuses))
+        header = sections.VERDICT_HEADER
+        parts.append(
+            _table(
+                header,
+                section.rows,
+                right=(1, 2, 3, 4, 5),
+                classes=section.statuses,
+                first=len(header) - 1,
+                kind="verdict",
+            )
+        )
     if section.explanation:
         lines = "".join(
             f'<p class="detail">{escape(line.strip())}</p>' if line.startswith(" ") else f"<p>{escape(line)}</p>"
@@ -152,11 +247,22 @@ def _plots(plots: Sequence[Plot], errors: Sequence[PlotError], missing: str | No
     return "".join(parts)
 
 
+def _provenance(doc: Doc) -> str:
+    blocks = sections.provenance_blocks(doc)
+    if not blocks:
+        return ""
+    parts = ['<section id="provenance"><h2>Provenance</h2><div class="provenance">']
+    for block in blocks:
+        rows = "".join(f"<dt>{escape(label)}</dt><dd>{escape(value)}</dd>" for label, value in block.rows)
+        parts.append(f"<div><h3>{escape(block.title)}</h3><dl>{rows}</dl></div>")
+    parts.append("</div></section>")
+    return "".join(parts)
+
+
 def html_report(
     doc: Doc, plots: Sequence[Plot] = (), errors: Sequence[PlotError] = (), plots_missing: str | None = None
 ) -> str:
     """The page. `plots_missing`: what to say in place of the plots (matplotlib absent)."""
-    outcome = escape(outcome_line(doc)).replace("**", "").replace("`", "")
     head = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -164,17 +270,17 @@ def html_report(
         f"<title>pytest-llmperf report: {escape(str(doc.get('target') or ''))}</title>"
         f"<style>{CSS}</style></head><body>"
     )
-    body = [f'<header><h1>pytest-llmperf report</h1><p class="outcome">{outcome}</p></header><main>', _matrix(doc)]
-    body.append(_plots(plots, errors, plots_missing))
+    body = [f"<header><h1>pytest-llmperf report</h1>{_banner(doc)}</header><main>", _matrix(doc)]
     gates = sections.gate_sections(doc)
     if gates:
         body.append('<section id="verdicts"><h2>Verdicts</h2>' + "".join(_gate(s) for s in gates) + "</section>")
+    body.append(_plots(plots, errors, plots_missing))
     header, rows = sections.measured_table(doc)
     if rows:
         classes = ["published" if r[0].strip().startswith("published") else "" for r in rows]
         body.append(
             '<section id="measured"><h2>Measured</h2>'
-            + _table(header, rows, right=range(1, len(header)), classes=classes)
+            + _table(header, rows, right=range(1, len(header)), classes=classes, at=1, kind="measured")
             + f"<p class=hints>{escape(PUBLISHED_HEADER)}: figures from a published run, shown for "
             "context, never gating.</p></section>"
         )
@@ -182,9 +288,7 @@ def html_report(
     if notes:
         body.append('<section id="notes"><h2>Notes</h2><ul>' + "".join(f"<li>{escape(n)}</li>" for n in notes))
         body.append("</ul></section>")
-    header, rows = sections.provenance_table(doc)
-    if rows:
-        body.append('<section id="provenance"><h2>Provenance</h2>' + _table(header, rows) + "</section>")
+    body.append(_provenance(doc))
     body.append(
         "</main><footer>pytest-llmperf "
         f"{escape(str(doc.get('plugin_version', '')))}: every figure is recomputable from "

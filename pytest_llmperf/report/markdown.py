@@ -1,7 +1,8 @@
 """summary.md: the report document as GitHub-flavoured Markdown.
 
-Text only (a CI step summary cannot show images): outcome, verdict tables (failing first)
-with explanations, measured and published figures, provenance, where the plots are.
+Text only (a CI step summary cannot show images), in report.html's order: the outcome in
+one line, the verdict matrix, the verdict tables (failing first) with explanations, where
+the plots are, measured and published figures, provenance.
 """
 
 from __future__ import annotations
@@ -41,6 +42,32 @@ def outcome_line(doc: Doc) -> str:
     )
 
 
+def banner_line(doc: Doc) -> str:
+    """ "**FAIL**: 10 of 18 tests failed; target **sim**, profile `smoke`, plugin 0.1.0: 10 fail, 5 warn, 3 pass"."""
+    b = sections.banner(doc)
+    return f"**{b.word}**: {b.headline}; {outcome_line(doc)}"
+
+
+def matrix(doc: Doc) -> list[str]:
+    """The verdict matrix: a row per server and concurrency, a column per gated metric,
+    each cell the change and its verdict (bold when failing), failing rows and columns first."""
+    metrics, rows = sections.verdict_matrix(doc)
+    if not rows:
+        return []
+    body = []
+    for server, concurrency, cells in rows:
+        texts = []
+        for metric in metrics:
+            cell = cells.get(metric)
+            if cell is None:
+                texts.append("")
+                continue
+            status = STATUS_MARK.get(cell.status, f"**{cell.status}**" if cell.rank == 0 else cell.status)
+            texts.append(status if cell.text == cell.status else f"{cell.text} {status}")
+        body.append([server, str(concurrency), *texts])
+    return table(["server", "conc", *metrics], body, right=range(1, len(metrics) + 2))
+
+
 def _gate(section: sections.GateSection) -> list[str]:
     lines = [f"### {OUTCOME_MARK.get(section.outcome, section.outcome)}: {section.title}", ""]
     if section.message and not section.rows:
@@ -59,14 +86,24 @@ def _gate(section: sections.GateSection) -> list[str]:
 def markdown_summary(doc: Doc, plots: Sequence[str] = (), plots_note: str | None = None) -> str:
     """The summary of a report document. `plots`: the plot files' paths relative to the
     Markdown file; `plots_note`: said instead when there are none (e.g. how to get them)."""
-    lines = ["# pytest-llmperf report", "", outcome_line(doc), ""]
+    lines = ["# pytest-llmperf report", "", banner_line(doc), ""]
     if doc.get("servers_started"):
         lines += [f"servers started, one at a time: {', '.join(doc['servers_started'])}", ""]
+    grid = matrix(doc)
+    if grid:
+        lines += ["## Verdict matrix", "", *grid, ""]
     gates = sections.gate_sections(doc)
     if gates:
         lines += ["## Verdicts", ""]
         for section in gates:
             lines += _gate(section)
+    lines += ["## Plots", ""]
+    if plots:
+        lines += [f"- [{path}]({path})" for path in plots]
+        lines += ["", "report.html shows them inline, with the tables."]
+    else:
+        lines.append(plots_note or "no plots")
+    lines.append("")
     header, rows = sections.measured_table(doc)
     if rows:
         lines += ["## Measured", ""]
@@ -80,10 +117,4 @@ def markdown_summary(doc: Doc, plots: Sequence[str] = (), plots_note: str | None
     header, rows = sections.provenance_table(doc)
     if rows:
         lines += ["## Provenance", "", *table(header, rows), ""]
-    lines += ["## Plots", ""]
-    if plots:
-        lines += [f"- [{path}]({path})" for path in plots]
-        lines += ["", "report.html shows them inline, with the tables above."]
-    else:
-        lines.append(plots_note or "no plots")
     return "\n".join(lines).rstrip() + "\n"

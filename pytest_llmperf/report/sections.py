@@ -20,6 +20,7 @@ Doc = Mapping[str, Any]
 
 # Provenance shown per server, in this order: (row label, key; dotted for nested).
 PROVENANCE = (
+    ("model", "server.model"),
     ("image", "image"),
     ("image digest", "image_digest"),
     ("image id", "image_id"),
@@ -141,6 +142,45 @@ def outcome_counts(doc: Doc) -> dict[str, int]:
     return counts
 
 
+# A test's outcomes in the order the banner counts them; the first two fail the session.
+OUTCOME_ORDER = ("fail", "refused", "warn", "pass", "recorded")
+FAILING_OUTCOMES = {"fail", "refused"}
+
+
+@dataclass(frozen=True)
+class Banner:
+    """The report's first line: red when a test failed, green otherwise, grey when
+    nothing was judged; the tests by outcome and the matrix's cells by verdict."""
+
+    state: str  # fail, pass, none
+    word: str  # FAIL, PASS, RECORDED, NOTHING JUDGED
+    headline: str  # "10 of 18 tests failed"
+    tests: list[tuple[str, int]]  # (outcome, count), in OUTCOME_ORDER
+    cells: list[tuple[str, int]]  # (verdict, count) of the matrix's cells, failing first
+
+
+def banner(doc: Doc) -> Banner:
+    counts = outcome_counts(doc)
+    total = sum(counts.values())
+    tests = [(o, counts[o]) for o in (*OUTCOME_ORDER, *sorted(set(counts) - set(OUTCOME_ORDER))) if o in counts]
+    cells: dict[str, int] = {}
+    for _, _, row in verdict_matrix(doc)[1]:
+        for cell in row.values():
+            cells[cell.status] = cells.get(cell.status, 0) + 1
+    by_rank = sorted(cells.items(), key=lambda item: (_RANK.get(item[0], 3), -item[1]))
+    failed = sum(n for o, n in counts.items() if o in FAILING_OUTCOMES)
+    plural = "s" if total != 1 else ""
+    if not total:
+        return Banner("none", "NOTHING JUDGED", "no performance assertion was judged", tests, by_rank)
+    if failed:
+        return Banner("fail", "FAIL", f"{failed} of {total} test{plural} failed", tests, by_rank)
+    if counts.get("recorded") == total:
+        return Banner("pass", "RECORDED", f"baselines recorded by {total} test{plural}", tests, by_rank)
+    warned = counts.get("warn", 0)
+    with_warnings = f", {warned} with warnings" if warned else ""
+    return Banner("pass", "PASS", f"{total} of {total} test{plural} passed{with_warnings}", tests, by_rank)
+
+
 def measured_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
     return measured_rows(list(doc.get("runs", [])))
 
@@ -182,6 +222,29 @@ def provenance_table(doc: Doc) -> tuple[list[str], list[list[str]]]:
         if any(cells):
             rows.append([label, *cells])
     return header, rows
+
+
+@dataclass(frozen=True)
+class ProvenanceBlock:
+    """The provenance one server's runs carry ("all servers": what every server shares)."""
+
+    title: str
+    rows: list[tuple[str, str]]
+
+
+def provenance_blocks(doc: Doc) -> list[ProvenanceBlock]:
+    """One block per server, in run order; with several servers, what they all share comes
+    first in a block of its own, and each server's block holds what is its own."""
+    header, rows = provenance_table(doc)
+    servers = header[1:]
+    if len(servers) < 2:
+        return [ProvenanceBlock(s, [(r[0], r[1]) for r in rows if r[1]]) for s in servers]
+    shared = [row for row in rows if len(set(row[1:])) == 1]
+    own = [row for row in rows if len(set(row[1:])) > 1]
+    blocks = [ProvenanceBlock(f"all {len(servers)} servers", [(row[0], row[1]) for row in shared])] if shared else []
+    for i, server in enumerate(servers, start=1):
+        blocks.append(ProvenanceBlock(server, [(row[0], row[i]) for row in own if row[i]]))
+    return blocks
 
 
 def notes(doc: Doc) -> list[str]:

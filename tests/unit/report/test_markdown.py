@@ -8,7 +8,7 @@ def test_the_outcome_line_then_failing_tables_first_with_their_explanation():
     text = markdown_summary(sample_document(), ["plots/a.svg"])
     lines = text.splitlines()
     assert lines[0] == "# pytest-llmperf report"
-    assert lines[2] == "target **sim**, profile `smoke`, plugin 0.1.0: 2 fail, 1 pass"
+    assert lines[2] == "**FAIL**: 2 of 3 tests failed; target **sim**, profile `smoke`, plugin 0.1.0: 2 fail, 1 pass"
     headings = [line for line in lines if line.startswith("### ")]
     assert headings == [
         "### FAIL: qwen3.6-27b-fp8-mtp @ 8: tests/perf/test_seed.py::test_mtp[8]",
@@ -20,6 +20,19 @@ def test_the_outcome_line_then_failing_tables_first_with_their_explanation():
     assert "| mtp_speedup | 1.600 | 1.430 | -10.6% (-0.170) | +/-4.1% | -5% | **regressed** |" in lines
     table_end = lines.index("| acceptance_rate | 0.670 | 0.660 | -0.010 (-1.5%) | +/-0.008 | -0.03 | pass |")
     assert lines[table_end + 2 : table_end + 4] == [f"> {line}  " for line in REGRESSION_EXPLAINED]
+
+
+def test_it_opens_with_the_verdict_matrix_as_report_html_does():
+    lines = markdown_summary(sample_document(), ["plots/a.svg"]).splitlines()
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings == ["## Verdict matrix", "## Verdicts", "## Plots", "## Measured", "## Provenance"]
+    start = lines.index("## Verdict matrix") + 2
+    assert lines[start : start + 4] == [
+        "| server | conc | decode_tok_s | mtp_speedup | acceptance_rate |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        "| qwen3.6-27b-fp8-mtp | 8 | -13.1% **regressed** | -10.6% **regressed** | -0.010 pass |",
+        "| qwen3.6-27b-fp8 | 1 | -2.3% inconclusive |  |  |",
+    ]
 
 
 def test_measured_rows_with_the_published_figures_provenance_and_plot_links():
@@ -37,7 +50,7 @@ def test_without_plots_it_says_how_to_get_them_and_pipes_in_cells_are_escaped():
     doc = sample_document()
     doc["runs"][0]["server"]["name"] = "a|b"
     text = markdown_summary(doc, [], "plots need matplotlib: pip install 'pytest-llmperf[report]'")
-    assert text.rstrip().endswith("plots need matplotlib: pip install 'pytest-llmperf[report]'")
+    assert "## Plots\n\nplots need matplotlib: pip install 'pytest-llmperf[report]'\n" in text
     assert "| a\\|b | 1 | 16/16 |" in text
 
 

@@ -16,7 +16,7 @@ def test_the_provenance_table_names_each_servers_gpu_slot_and_an_older_documents
     assert ["GPU ids (slot)", "0,1", "2,3"] in rows
     assert ["Docker host", "ssh://gpu-a", "ssh://gpu-b"] in rows
     _, plain = provenance_table(document([run_entry("c", 8, 80.0)], [], ["c"]))
-    assert [row[0] for row in plain] == ["target"]  # one engine, no slot: no such rows
+    assert [row[0] for row in plain] == ["model", "target"]  # one engine, no slot: no such rows
 
 
 def test_the_matrix_keeps_the_worse_of_two_tests_cells_and_shows_a_gate_without_verdicts():
