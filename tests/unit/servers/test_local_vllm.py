@@ -191,8 +191,9 @@ def test_a_cpu_build_records_no_gpu_and_calls_no_nvidia_smi(smi):
 
 def test_a_started_server_on_a_gpu_build_samples_peak_memory_of_its_gpus(tmp_path, smi, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
-    target = local_target(str(fake_python(tmp_path / "python")), ready_timeout=60.0, log_dir=tmp_path / "logs")
-    target.gpu_sample_interval = 0.05
+    target = local_target(
+        str(fake_python(tmp_path / "python")), ready_timeout=60.0, log_dir=tmp_path / "logs", gpu_sample_interval=0.05
+    )
     with target.start(SPEC) as endpoint:
         assert endpoint.target == "local-vllm"
         assert endpoint.provenance["gpu_name"] == "NVIDIA H200" and endpoint.provenance["gpu_count"] == 1
