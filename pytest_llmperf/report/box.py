@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pytest_llmperf.baselines.compare import Verdict
 from pytest_llmperf.metrics.registry import GATED_DECODE, Direction
+from pytest_llmperf.stats.median import median_variance
 
 BOX_METRICS = frozenset({GATED_DECODE, "tpot_ms_median"})  # a box's speed moves them all; ratios cancel it
 MIN_CELLS = 6  # fewer decode cells say nothing about the box
@@ -23,7 +24,7 @@ class BoxMove:
     cells: int  # decode cells judged
     together: int  # of them, moved the way the median did
     worse: float  # the median cell's change in the bad direction (0.04: 4 % worse)
-    noise: float  # the median's standard error (1.2533 * sd / sqrt(n))
+    noise: float  # the median's standard error: sd times the square root of median_variance(n)
 
 
 def worse_share(verdict: Verdict) -> float | None:
@@ -44,7 +45,8 @@ def box_move(verdicts: Sequence[tuple[str, int, Verdict]]) -> BoxMove | None:
     together = sum(1 for w in moves if w * middle > 0)
     if middle == 0 or together < TOGETHER * len(moves):
         return None
-    return BoxMove(len(moves), together, middle, 1.2533 * statistics.stdev(moves) / math.sqrt(len(moves)))
+    noise = statistics.stdev(moves) * math.sqrt(median_variance(len(moves)))
+    return BoxMove(len(moves), together, middle, noise)
 
 
 def box_lines(verdicts: Sequence[tuple[str, int, Verdict]]) -> list[str]:

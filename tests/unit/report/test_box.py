@@ -1,6 +1,8 @@
 """The box check: most decode cells moving together is named as the box's move."""
 
 import dataclasses
+import math
+import statistics
 
 import pytest
 
@@ -27,6 +29,9 @@ def test_most_decode_cells_slower_together_is_the_box_moving_and_flagged_cells_a
     move = box_move(cells)
     assert (move.cells, move.together) == (8, 8)  # the speedup is a ratio: not a box's cell
     assert move.worse == pytest.approx(0.0425)  # the median of 4, 5, 3.5, 4.5, 10, 4, 4, 5 % slower
+    # the median's standard error as stats/median gives it: sd x sqrt(pi / 2n) for n >= 3
+    worse = [0.04, 0.05, 0.035, 0.045, 0.10, 0.04, 0.04, 0.05]
+    assert move.noise == pytest.approx(statistics.stdev(worse) * math.sqrt(math.pi / (2 * 8)))
     lines = box_lines(cells)
     assert lines[0].startswith("box check: 8 of 8 decode cells moved together, the median 4.3% slower (+/- 0.9%): ")
     # every decode cell reads regressed against its baseline; against the box one stands out
