@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.goodput import parse_slos
-from pytest_llmperf.metrics.registry import GATED_DECODE
+from pytest_llmperf.metrics.registry import GATED_DECODE, SPEEDUP
 from pytest_llmperf.metrics.uncertainty import decode_rows, independent_blocks, paired_errors
 from pytest_llmperf.stats.error import change_error, ratio_error, with_nightly
 from pytest_llmperf.stats.median import median_of
@@ -80,9 +80,9 @@ def speedup_errors(
     (relative errors add in quadrature); and the fewer independent blocks of the two."""
     mine, blocks = request_errors(run, entry, [GATED_DECODE])
     theirs, base_blocks = request_errors(base, base_entry, [GATED_DECODE])
-    speedup = median_of(samples.get("mtp_speedup", []))
+    speedup = median_of(samples.get(SPEEDUP, []))
     ours, their = run.value(GATED_DECODE), base.value(GATED_DECODE)
     paired = {}
     if speedup and ours and their and GATED_DECODE in mine and GATED_DECODE in theirs:
-        paired["mtp_speedup"] = ratio_error(speedup, (mine[GATED_DECODE], ours), (theirs[GATED_DECODE], their))
+        paired[SPEEDUP] = ratio_error(speedup, (mine[GATED_DECODE], ours), (theirs[GATED_DECODE], their))
     return paired, min(blocks, base_blocks)
