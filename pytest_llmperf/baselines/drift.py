@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.metrics.registry import Direction, metric
+from pytest_llmperf.stats.outliers import noise_bound
 
 PVALUE = 0.05  # the permutation test's significance
 MIN_CHANGE = 0.02  # relative; a smaller move is not called a change point
@@ -22,7 +23,6 @@ SEED = 0  # the permutation test's: one history, one answer
 MAX_RUNS = 60  # the latest runs searched (E-Divisive is quadratic in the runs)
 MIN_POINTS = 5  # fewer runs are too few to split
 MIN_RUNS = 3  # a shift is sustained after this many runs at the new level
-NOISY = 5.0  # a run this many times the series' median noise measured a disturbed box
 FAILED = frozenset({"regressed", "invalid"})  # the gate already reported these red
 
 INSTALL_HINT = "pip install 'pytest-llmperf[history]' (apache-otava)"
@@ -107,12 +107,12 @@ class Shift:
 
 
 def trusted(lines: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """(kept, left out): a run whose noise is over NOISY times the median noise is left
-    out; runs without a noise are kept."""
+    """(kept, left out): a run whose noise is over the series' noise bound (stats/outliers.py:
+    NOISY times the median noise) is left out; runs without a noise are kept."""
     noises = [float(line["noise"]) for line in lines if isinstance(line.get("noise"), (int, float))]
     if len(noises) < MIN_POINTS:
         return list(lines), []
-    bound = NOISY * statistics.median(noises)
+    bound = noise_bound(noises)
     kept: list[Mapping[str, Any]] = []
     dropped: list[Mapping[str, Any]] = []
     for line in lines:

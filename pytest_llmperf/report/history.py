@@ -16,6 +16,7 @@ from typing import Any
 from pytest_llmperf.baselines import drift
 from pytest_llmperf.baselines.history import History, SeriesKey, series
 from pytest_llmperf.metrics.registry import format_value, is_known, metric
+from pytest_llmperf.stats.outliers import NOISY
 
 BARS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 60  # runs shown in a sparkline (the latest)
@@ -144,7 +145,7 @@ def series_lines(
         runs = ", ".join(str(everything.index(line) + 1) for line in dropped)
         out.append(
             f"  left out: run{'s' if len(dropped) > 1 else ''} {runs} of {len(everything)}, noise over "
-            f"{drift.NOISY:g}x the median ({', '.join(_value(name, d.get('noise')) for d in dropped)} "
+            f"{NOISY:g}x the median ({', '.join(_value(name, d.get('noise')) for d in dropped)} "
             f"against {_value(name, _median_noise(everything))}): a disturbed box, not a level"
         )
     if not detect:

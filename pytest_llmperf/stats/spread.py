@@ -6,6 +6,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_llmperf.stats.outliers import without_events
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -51,26 +53,12 @@ def nightly_spread(values: Sequence[float]) -> Spread | None:
     """The spread of one cell's value between sessions: the sample variance (in the metric's
     units) of the last NIGHTS_WINDOW values, on n - 1 degrees of freedom; None below
     MIN_NIGHTS. Noisier nights among them count: tonight may be one. A session whose value
-    lies more than EVENT robust standard deviations from the window's median (a start that
+    lies more than EVENT robust standard deviations (stats/outliers.py) from the window's median (a start that
     came up slow, a hiccup of the box) is left out: it is an event the confirming session
     deals with, and one such value would widen every verdict of the cell for NIGHTS_WINDOW
     nights."""
     recent = list(values)[-NIGHTS_WINDOW:]
     if len(recent) < MIN_NIGHTS:
         return None
-    kept = without_events(recent)
+    kept = without_events(recent, MIN_NIGHTS)
     return Spread(statistics.variance(kept), len(kept) - 1)
-
-
-EVENT = 8.0  # robust standard deviations (1.4826 MAD) from the median beyond which a value is an event
-
-
-def without_events(values: Sequence[float]) -> list[float]:
-    """`values` less those more than EVENT robust standard deviations from their median (the
-    Hampel identifier); all of them when that would leave fewer than MIN_NIGHTS or the MAD is 0."""
-    centre = statistics.median(values)
-    robust_sd = 1.4826 * statistics.median(abs(v - centre) for v in values)
-    if robust_sd <= 0:
-        return list(values)
-    kept = [v for v in values if abs(v - centre) <= EVENT * robust_sd]
-    return kept if len(kept) >= MIN_NIGHTS else list(values)
