@@ -13,6 +13,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from pytest_llmperf.metrics.registry import ACCEPTANCE_LENGTH, ACCEPTANCE_RATE
+
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
@@ -117,8 +119,8 @@ class SpecDecodeStats:
             "drafts": self.drafts,
             "draft_tokens": self.draft_tokens,
             "accepted": self.accepted,
-            "acceptance_rate": self.acceptance_rate,
-            "acceptance_length": self.acceptance_length,
+            ACCEPTANCE_RATE: self.acceptance_rate,
+            ACCEPTANCE_LENGTH: self.acceptance_length,
             "per_position": list(self.per_position) if self.per_position is not None else None,
         }
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_llmperf.baselines.compare import Verdict
-from pytest_llmperf.metrics.registry import GATED_DECODE, Direction
+from pytest_llmperf.metrics.registry import GATED_DECODE, TPOT_MEDIAN, Direction
 from pytest_llmperf.stats.median import median_variance
 
-BOX_METRICS = frozenset({GATED_DECODE, "tpot_ms_median"})  # a box's speed moves them all; ratios cancel it
+BOX_METRICS = frozenset({GATED_DECODE, TPOT_MEDIAN})  # a box's speed moves them all; ratios cancel it
 MIN_CELLS = 6  # fewer decode cells say nothing about the box
 TOGETHER = 0.8  # this share of them worse (or better) is the box moving
 FLAGGED = frozenset({"regressed", "suspect"})

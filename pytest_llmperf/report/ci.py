@@ -11,25 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.baselines.compare import Verdict
-from pytest_llmperf.metrics.registry import format_value
+from pytest_llmperf.metrics.registry import active, format_value
 from pytest_llmperf.report.markdown import markdown_summary
 from pytest_llmperf.report.table import format_change
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 PLOTS_NOTE = "the plots are in the report folder's report.html (--llmperf-report DIR)"
-
-# The figures a test's JUnit properties carry for each run it used (the seeds' headline ones).
-KEY_FIGURES = (
-    "decode_tok_s",
-    "prefill_tok_s",
-    "ttft_ms_median",
-    "tpot_ms_median",
-    "ttfa_ms_median",  # a reasoning model's runs only
-    "acceptance_rate",
-    "acceptance_length",
-    "request_goodput",  # these two only where SLOs were given (None otherwise: left out)
-    "slo_attainment",
-)
 
 
 def append_step_summary(doc: Mapping[str, Any], environ: Mapping[str, str]) -> Path | None:
@@ -48,12 +35,14 @@ def junit_properties(
     runs: Sequence[tuple[str, int, Mapping[str, Any]]],
     gates: Sequence[tuple[str, int, str, Sequence[Verdict]]],
 ) -> list[tuple[str, str]]:
-    """One test's JUnit properties: `llmperf.<server>@<conc>.<figure>` per run figure, then
-    `...outcome` and per gated metric its value, `.verdict`, `.baseline`, `.change`."""
+    """One test's JUnit properties: `llmperf.<server>@<conc>.<figure>` per key figure of the
+    metric registry a run has (the seeds' headline ones), then `...outcome` and per gated
+    metric its value, `.verdict`, `.baseline`, `.change`."""
     props: dict[str, str] = {}
+    key_figures = active().key_figures()
     for server, concurrency, figures in runs:
         label = f"llmperf.{server}@{concurrency}"
-        for name in KEY_FIGURES:
+        for name in key_figures:
             if figures.get(name) is not None:
                 props[f"{label}.{name}"] = format_value(name, figures[name])
     for server, concurrency, outcome, verdicts in gates:

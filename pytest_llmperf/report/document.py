@@ -41,7 +41,7 @@ from typing import Any
 
 from pytest_llmperf import __version__
 from pytest_llmperf.baselines.compare import Change, Verdict
-from pytest_llmperf.metrics.registry import Direction, Tolerance
+from pytest_llmperf.metrics.registry import COMPLETED, FAILED, Direction, Tolerance
 from pytest_llmperf.metrics.uncertainty import encode_rows
 
 
@@ -112,9 +112,9 @@ def _run(run: Any, identity: Any = None) -> dict[str, Any]:
         "notes": run.notes,
         "published_reference": run.published,
         "results": [result.to_dict() for result in run.results],
-        "completed": sum(r.completed for r in run.results),
+        COMPLETED: sum(r.completed for r in run.results),
         "attempted": sum(r.attempted for r in run.results),
-        "failed": sum(r.failed for r in run.results),
+        FAILED: sum(r.failed for r in run.results),
         "stop_reasons": sorted({r.stop_reason for r in run.results}),
         "server_death": run.server_death,
         "server_log": run.server_log,

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmperf.metrics.registry import ACCEPTANCE_LENGTH, DECODE, TPOT_MEAN, TPOT_MEDIAN
+
 # Provenance that says when or how much, not what ran: never a "change".
 IGNORED = frozenset(
     {
@@ -178,7 +180,7 @@ class DecodeAttribution:
     def to_dict(self) -> dict[str, Any]:
         return {
             "decode": self.decode,
-            "acceptance_length": self.acceptance_length,
+            ACCEPTANCE_LENGTH: self.acceptance_length,
             "step_time": self.step_time,
             "occupancy": self.occupancy,
             "text": self.describe(),
@@ -194,9 +196,9 @@ def _positive(figures: Mapping[str, Any], name: str) -> float | None:
 
 def _factors(figures: Mapping[str, Any]) -> tuple[float, float, float, float] | None:
     """(decode, acceptance length, step ms, streams decoding), or None when a figure is missing."""
-    decode = _positive(figures, "decode_tok_s")
-    length = _positive(figures, "acceptance_length")
-    tpot = _positive(figures, "tpot_ms_mean") or _positive(figures, "tpot_ms_median")
+    decode = _positive(figures, DECODE)
+    length = _positive(figures, ACCEPTANCE_LENGTH)
+    tpot = _positive(figures, TPOT_MEAN) or _positive(figures, TPOT_MEDIAN)
     if decode is None or length is None or tpot is None:
         return None
     return decode, length, tpot * length, decode * tpot / 1000.0

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmperf.metrics.registry import DECODE, TPOT_MEDIAN
 from pytest_llmperf.report import series
 from pytest_llmperf.report.series import Doc
 
@@ -113,8 +114,8 @@ def _metric_panel(ax: Axes, lines: list[series.Series], ylabel: str) -> None:
 
 
 def plot_decode_and_tpot(doc: Doc, model: str, runs: list[Doc]) -> Plot | None:
-    decode = series.concurrency_series(doc, runs, "decode_tok_s")
-    tpot = series.concurrency_series(doc, runs, "tpot_ms_median")
+    decode = series.concurrency_series(doc, runs, DECODE)
+    tpot = series.concurrency_series(doc, runs, TPOT_MEDIAN)
     if not decode and not tpot:
         return None
     figure, (left, right) = _figure(11, 4.2, cols=2)

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.metrics.registry import DECODE, SPEEDUP
+
 Doc = Mapping[str, Any]
 
 TIMELINE_BINS = 60
@@ -124,16 +126,16 @@ def speedups(doc: Doc, runs: list[Doc]) -> dict[str, list[SpeedupPoint]]:
         if not is_speculative(run):
             continue
         name, c = server_name(run), concurrency_of(run)
-        verdict = verdict_of(doc, name, c, "mtp_speedup")
+        verdict = verdict_of(doc, name, c, SPEEDUP)
         measured = _number(verdict.get("measured")) if verdict else None
         noise = _number(verdict.get("noise")) if verdict else None
         if measured is None:
             base = _base_run(runs, run)
-            ours = _number(run.get("summary", {}).get("decode_tok_s"))
-            theirs = _number(base.get("summary", {}).get("decode_tok_s")) if base else None
+            ours = _number(run.get("summary", {}).get(DECODE))
+            theirs = _number(base.get("summary", {}).get(DECODE)) if base else None
             measured = ours / theirs if ours is not None and theirs else None
-        baseline = _number(baseline_figures(doc, name, c).get("mtp_speedup"))
-        published = _number(run.get("published_reference", {}).get("mtp_speedup"))
+        baseline = _number(baseline_figures(doc, name, c).get(SPEEDUP))
+        published = _number(run.get("published_reference", {}).get(SPEEDUP))
         if measured is not None or baseline is not None or published is not None:
             out.setdefault(name, []).append(SpeedupPoint(c, measured, noise, baseline, published))
     return out

@@ -8,33 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_llmperf.metrics.registry import format_value
+from pytest_llmperf.metrics.registry import COMPLETED, DECODE, DURATION, FAILED, Metric, Needs, active, format_value
 from pytest_llmperf.report.box import box_lines
 from pytest_llmperf.report.document import verdict_from_dict
 from pytest_llmperf.report.series import concurrency_of, server_name
 from pytest_llmperf.report.table import PUBLISHED_HEADER, SummaryRow, format_summary_table, render_columns
-
-# (column header, metric) for the measured-figures table; the seeds' headline figures.
-FIGURES = (
-    ("decode tok/s", "decode_tok_s"),
-    ("steady tok/s", "steady_decode_tok_s"),
-    ("prefill tok/s", "prefill_tok_s"),
-    ("TTFT p50 ms", "ttft_ms_median"),
-    ("TPOT p50 ms", "tpot_ms_median"),
-    ("accept rate", "acceptance_rate"),
-    ("accept len", "acceptance_length"),
-)
-# A reasoning model's columns, where some run's replies carried reasoning.
-REASONING_FIGURES = (
-    ("TTFA p50 ms", "ttfa_ms_median"),
-    ("reasoning share", "reasoning_share"),
-)
-
-# Shown after those when a run was judged at SLOs (the marker's slos=, --llmperf-slos).
-GOODPUT_FIGURES = (
-    ("goodput req/s", "request_goodput"),
-    ("SLO met", "slo_attainment"),
-)
 
 Doc = Mapping[str, Any]
 
@@ -50,29 +28,45 @@ def slo_lines(runs: list[Doc]) -> list[str]:
 
 
 def completed_text(run: Doc) -> str:
-    text = f"{run['completed']}/{run['attempted']}"
+    text = f"{run[COMPLETED]}/{run['attempted']}"
     reasons = set(run.get("stop_reasons", ()))
     if "max_seconds" in reasons:
         text += " (time cap)"
     if "interrupted" in reasons:
         text += " (interrupted)"
-    failed = run.get("failed", 0)
+    failed = run.get(FAILED, 0)
     return text + (f", {failed} failed" if failed else "")
 
 
 def figure_columns(runs: list[Doc]) -> tuple[tuple[str, str], ...]:
-    """The measured table's (header, metric) columns: FIGURES, then REASONING_FIGURES when
-    some run has them, then GOODPUT_FIGURES when some run had SLOs."""
-    reasoning = any(run.get("summary", {}).get(m) is not None for run in runs for _, m in REASONING_FIGURES)
+    """The measured table's (header, metric) columns: the registry's columns (the seeds'
+    headline figures), each group shown where a run can have it: those needing nothing
+    or a speculative server's counters always, those needing SLOs where some run had
+    SLOs, the others (a reasoning model's) where some run has one of them."""
+    columns = active().columns()
     slos = any((run.get("workload") or {}).get("slos") for run in runs)
-    return FIGURES + (REASONING_FIGURES if reasoning else ()) + (GOODPUT_FIGURES if slos else ())
+
+    def shown(group: Needs | None) -> bool:
+        if group is None or group is Needs.SPEC_DECODE:
+            return True
+        if group is Needs.SLOS:
+            return slos
+        return any(
+            run.get("summary", {}).get(m.name) is not None for run in runs for m in columns if _group(m) is group
+        )
+
+    return tuple((m.column, m.name) for m in columns if shown(_group(m)))
+
+
+def _group(row: Metric) -> Needs | None:
+    return row.needs[0] if row.needs else None
 
 
 def measured_rows(runs: list[Doc]) -> tuple[list[str], list[list[str]]]:
     """server | conc | completed | the seeds' headline figures (a reasoning model's and goodput
     at SLOs too, when a run has them); a published row under a run that has one."""
     columns = figure_columns(runs)
-    header = ["server", "conc", "completed", *(h for h, _ in columns)]
+    header = ["server", "conc", COMPLETED, *(h for h, _ in columns)]
     rows = []
     for run in runs:
         figures = run.get("summary", {})
@@ -100,18 +94,18 @@ def warmup_table(runs: list[Doc]) -> list[str]:
     server's first run has its server-level warm-up on the line above it."""
     rows = []
     for run in runs:
-        measured = format_value("decode_tok_s", run.get("summary", {}).get("decode_tok_s"))
+        measured = format_value(DECODE, run.get("summary", {}).get(DECODE))
         for kind, figures in (("server", run.get("server_warmup")), (str(concurrency_of(run)), run.get("warmup"))):
             if not figures:
                 continue
-            failed = f", {figures['failed']} failed" if figures.get("failed") else ""
+            failed = f", {figures[FAILED]} failed" if figures.get(FAILED) else ""
             rows.append(
                 [
                     server_name(run),
                     kind,
                     f"{figures.get('requests')}{failed}",
-                    f"{figures.get('duration_s') or 0:.1f}",
-                    format_value("decode_tok_s", figures.get("output_tok_s")),
+                    f"{figures.get(DURATION) or 0:.1f}",
+                    format_value(DECODE, figures.get("output_tok_s")),
                     measured if kind != "server" else "",
                 ]
             )

@@ -17,6 +17,7 @@ from pytest_llmperf.workload.client import PendingRecord, StreamingClient
 from pytest_llmperf.workload.config import RunConfig, RunTuning
 from pytest_llmperf.workload.progress import Progress
 from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.result import ALL_SENT
 from pytest_llmperf.workload.schedule import arrival_offsets
 
 # The error of a request cut by an interrupt, by the signal that asked for it.
@@ -227,7 +228,7 @@ class Dispatcher:
             task = self.loop.create_task(self.client.stream(req, cfg.max_tokens or req.expected_output_len))
             task.add_done_callback(functools.partial(self._ended, progress))
             tasks.append(task)
-        return tasks, "completed"
+        return tasks, ALL_SENT
 
     def _ended(self, progress: Progress | None, task: asyncio.Task[PendingRecord]) -> None:
         self._in_flight -= 1

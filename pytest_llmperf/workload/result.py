@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.metrics.registry import COMPLETED, DURATION, FAILED
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.metrics.concurrency import Reached
@@ -17,7 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pytest_llmperf.metrics.prometheus import SpecDecodeStats
     from pytest_llmperf.metrics.summary import Summary
 
-STOP_REASONS = ("completed", "max_seconds", "interrupted")
+ALL_SENT = "completed"  # the stop reason of a run that sent every prompt it had
+STOP_REASONS = (ALL_SENT, "max_seconds", "interrupted")
 
 # The JSON file's identity; from_dict refuses anything else.
 JSON_FORMAT = "pytest-llmperf/run-result"
@@ -220,8 +222,8 @@ def warmup_record(records: list[RequestRecord], start: float) -> dict[str, float
     done = [r for r in records if r.ok]
     return {
         "requests": len(records),
-        "completed": len(done),
-        "failed": len(records) - len(done),
+        COMPLETED: len(done),
+        FAILED: len(records) - len(done),
         "output_tokens": sum(r.completion_tokens or 0 for r in done),
         "duration": max(ends) - start if ends else 0.0,
     }
@@ -235,9 +237,9 @@ def warmup_figures(raw: dict[str, float] | None, clock_speed: float = 1.0) -> di
     tokens = float(raw.get("output_tokens", 0))
     return {
         "requests": raw.get("requests"),
-        "completed": raw.get("completed"),
-        "failed": raw.get("failed"),
-        "duration_s": duration,
+        COMPLETED: raw.get(COMPLETED),
+        FAILED: raw.get(FAILED),
+        DURATION: duration,
         "output_tok_s": tokens / duration if duration > 0 else None,
     }
 
@@ -245,9 +247,9 @@ def warmup_figures(raw: dict[str, float] | None, clock_speed: float = 1.0) -> di
 def describe_warmup(figures: dict[str, Any]) -> str:
     """A warm-up's figures in words: "64 requests in 12.3 s, 310.2 output tok/s"."""
     tok_s = figures.get("output_tok_s")
-    failed = f", {figures['failed']} failed" if figures.get("failed") else ""
+    failed = f", {figures[FAILED]} failed" if figures.get(FAILED) else ""
     rate = f", {tok_s:.1f} output tok/s" if tok_s else ""
-    return f"{plural(figures.get('requests'), 'request')} in {figures.get('duration_s') or 0:.1f} s{rate}{failed}"
+    return f"{plural(figures.get('requests'), 'request')} in {figures.get(DURATION) or 0:.1f} s{rate}{failed}"
 
 
 def plural(count: Any, noun: str) -> str:

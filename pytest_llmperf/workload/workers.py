@@ -18,6 +18,7 @@ from pytest_llmperf.util.limits import is_too_many_open_files
 from pytest_llmperf.workload.config import RunConfig, RunTuning
 from pytest_llmperf.workload.dispatch import INTERRUPTED_BY, Dispatcher, run_on_event_loop, streaming_client
 from pytest_llmperf.workload.requests import SampledRequest
+from pytest_llmperf.workload.result import ALL_SENT
 
 READY_TIMEOUT_S = 120.0
 START_MARGIN_S = 0.05
@@ -126,7 +127,7 @@ class WorkerPool:
             records.extend(res[1])
             stops.add(res[2])
         records.sort(key=lambda r: r.index)
-        stop = next((s for s in ("interrupted", "max_seconds") if s in stops), "completed")
+        stop = next((s for s in ("interrupted", "max_seconds") if s in stops), ALL_SENT)
         return records, stop, start
 
     def interrupt(self, reason: str = INTERRUPTED_BY["SIGINT"]) -> None:
