@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from pytest_llmperf.measured import MeasuredRun
+from pytest_llmperf.metrics.crosscheck import token_mismatch
 from pytest_llmperf.metrics.failures import ErrorBudget, combine, failures
-from pytest_llmperf.report.crosscheck import token_mismatch
 from pytest_llmperf.workload.prompts import random_length_mismatch
 from pytest_llmperf.workload.result import RunResult
 

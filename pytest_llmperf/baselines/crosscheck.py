@@ -119,3 +119,34 @@ def compare_outputs(
         changed=len(changed),
         changed_indices=tuple(changed[:shown]),
     )
+
+
+def output_change_reason(change: OutputChange | None) -> str | None:
+    """Why a run whose output lengths or EOS share moved against the baseline's cannot be
+    judged; None when they agree (or too few prompts were shared to tell)."""
+    if change is None or not (change.lengths_moved or change.eos_moved):
+        return None
+    parts = []
+    length = change.length_change
+    if length is not None:
+        parts.append(
+            f"{change.measured_tokens:,} output tokens against the baseline's {change.baseline_tokens:,} "
+            f"({length:+.1%}, bound {LENGTH_BOUND:.0%})"
+        )
+    eos = change.eos_change
+    if eos is not None and change.finish_compared:
+        parts.append(
+            f"{change.measured_stops} of {change.finish_compared} replies ended with EOS against the "
+            f"baseline's {change.baseline_stops} ({eos * 100:+.0f} points, bound {EOS_BOUND * 100:.0f})"
+        )
+    shorter = (length or 0.0) < 0 or (eos or 0.0) > 0
+    how = (
+        "the server stops early: shorter replies do less work, which reads as faster per request"
+        if shorter
+        else "the server's replies run longer: more work per request, which reads as slower"
+    )
+    return (
+        f"outputs changed length on the {change.shared} prompts both runs completed: {'; '.join(parts)}; "
+        f"{how}, not a change of the engine; if the new lengths are right (a new chat template or "
+        "tokenizer), re-record with --update-baselines, else the image has a correctness problem"
+    )

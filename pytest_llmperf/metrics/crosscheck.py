@@ -157,3 +157,40 @@ def decode_outputs(lines: Sequence[Any]) -> list[OutputRow]:
             raise ValueError(f"output line {n} {line!r}: the hash is not hexadecimal") from None
         rows.append((int(parts[0]), parts[1], parts[2]))
     return rows
+
+
+def token_mismatch(account: TokenAccount | None) -> str | None:
+    """Why a run's output tokens cannot be trusted, with the three counts; None when they agree."""
+    if account is None or not (account.counter_off or account.usage_short):
+        return None
+    counter = "not read" if account.counter is None else f"+{account.counter:,.0f} over the window"
+    numbers = (
+        f"usage {account.usage:,} output tokens, vllm:generation_tokens_total {counter}, "
+        f"the client {account.events:,} token events (at least one token each)"
+    )
+    if account.unreported:
+        high = account.counter_high
+        numbers += (
+            f"; {account.unreported} request(s) without usage (failed or cut at the cap) received "
+            f"{account.unreported_low:,} token events, so the counter should read {account.counter_low:,.0f}"
+            + (f" to {high:,.0f}" if high is not None else " or more")
+        )
+    bound = f"bound {TOKEN_SLACK_SHARE:.1%} of usage, at least {TOKEN_SLACK_MIN} tokens"
+    if account.usage_short:
+        what = (
+            f"usage counted {account.events_over:,} tokens fewer than the token events received ({bound}): "
+            "the server's usage under-reports, so every token figure is low; fix the server's usage (or a "
+            "proxy in between that rewrites it)"
+        )
+    elif account.counter is not None and account.counter < account.counter_low:
+        what = (
+            f"the engine's counter holds fewer tokens than usage reports ({bound}): usage over-reports (every "
+            "token figure is high) or the counter misses some; check the server's usage and its /metrics "
+            "(a proxy in between that rewrites usage, or a /metrics of another server)"
+        )
+    else:
+        what = (
+            f"the engine generated more tokens than the requests report ({bound}): another client used the "
+            "server during the run, or usage under-reports; measure on a server nobody else uses"
+        )
+    return f"output tokens disagree: {numbers}: {what}; figures that rest on usage judge nothing here"
