@@ -62,9 +62,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import pytest  # noqa: E402
 from nightsim import StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
 
+from pytest_llmperf.judgement import GateRecord  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
 from pytest_llmperf.ordering import order_items  # noqa: E402
-from pytest_llmperf.outcome import GateRecord, InconclusiveWarning, PerfFailure, SuspectWarning  # noqa: E402
+from pytest_llmperf.outcome import InconclusiveWarning, PerfFailure, SuspectWarning  # noqa: E402
 from pytest_llmperf.plugin import LlmperfFixture  # noqa: E402
 from pytest_llmperf.selection import declared_servers, resolve_server  # noqa: E402
 from pytest_llmperf.servers.endpoint import Endpoint  # noqa: E402

@@ -72,8 +72,8 @@ from nightsim import Draw, StartNoise, VirtualRunner, VirtualTarget  # noqa: E40
 
 from pytest_llmperf.baselines.compare import Verdict  # noqa: E402
 from pytest_llmperf.baselines.store import BaselineStore  # noqa: E402
+from pytest_llmperf.judgement import GateRecord  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions  # noqa: E402
-from pytest_llmperf.outcome import GateRecord  # noqa: E402
 from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
 from pytest_llmperf.workload.prompts import load_dataset  # noqa: E402
 

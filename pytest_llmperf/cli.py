@@ -457,7 +457,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_llmperf.report.saved import SavedError, compare_files
+    from pytest_llmperf.report.saved import SavedError
+    from pytest_llmperf.saved_reference import compare_files
 
     for flag, value in (("--confidence", args.confidence), ("--alarm-confidence", args.alarm_confidence)):
         CONFIDENCE.require(value, flag, CLIError)

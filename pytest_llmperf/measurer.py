@@ -11,14 +11,12 @@ import datetime as dt
 import functools
 import subprocess
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_llmperf import __version__
-from pytest_llmperf.baselines.compare import Status, wanting_another
-from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.failures import failures
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
@@ -44,6 +42,8 @@ from pytest_llmperf.workload.workload import Workload
 RECORD_REPETITIONS = 5
 # A server that died: this many of its last log lines go into the invalid-run message.
 SERVER_LOG_LINES = 20
+# A server's published figures (the vendor's, baselines/<server>.published.json) at a concurrency.
+Published = Callable[[str, int], Mapping[str, float]]
 
 
 class Runner(Protocol):
@@ -100,8 +100,8 @@ class RepetitionPolicy(Protocol):
     """How many runs are made of a (server, workload), on which servers, and when auto
     repetitions stop."""
 
-    stop_on_change: bool  # from the second run on, judge by the change as read (Verdict.more_data)
-    project_noise: bool  # only the measured side's spread falls with runs (Verdict.decidable)
+    stop_on_change: bool  # from the second run on, auto repetitions stop on the change as read
+    project_noise: bool  # only the measured side's spread falls with more runs (the other's is fixed)
 
     def effective(self, spec: ServerSpec) -> ServerSpec: ...
 
@@ -126,7 +126,7 @@ class Measurer:
         self,
         options: LlmperfOptions,
         pool: ServerPool,
-        store: BaselineStore,
+        published: Published,
         book: PromptBook,
         rootdir: Path,
         *,
@@ -140,7 +140,7 @@ class Measurer:
     ) -> None:
         self.options = options
         self.pool = pool
-        self.store = store
+        self.published = published  # a server's published figures at a concurrency, shown beside its runs
         self.book = book
         self.rootdir = rootdir
         self.policy: RepetitionPolicy = policy or Repetitions(options)
@@ -181,27 +181,6 @@ class Measurer:
         finally:
             self.added_seconds += self.clock() - started
 
-    def worth_another(self, run: MeasuredRun, verdicts: list[Any], read_before: Collection[str] = ()) -> str | None:
-        """Why auto repetitions add a run (for the log), or None to stop: a verdict is decidable
-        within the budget, or regressed where the look before (`read_before`: the metrics it
-        read `regressed`) did not: read again on a fresh start before it is reported
-        (docs/verdicts.md)."""
-        if self.options.repetitions != "auto":
-            return None
-        runs, budget = len(run.results), self.options.max_repetitions
-        asking = wanting_another(
-            verdicts,
-            runs,
-            budget,
-            by_change=self.policy.stop_on_change and runs >= 2,
-            project=self.policy.project_noise,
-            read_before=read_before,
-        )
-        if not asking:
-            return None
-        regressed = [v.metric for v in verdicts if v.metric in asking and v.status == Status.REGRESSED]
-        return f"{', '.join(regressed)} regressed, read again" if regressed else "inconclusive"
-
     def can_extend(self, measured: MeasuredRun) -> bool:
         """Whether auto repetitions may add a run to `measured`: within --llmperf-max-repetitions
         and the session's --llmperf-repetition-budget (a spent budget is noted on the run), and
@@ -239,14 +218,13 @@ class Measurer:
 
     def blank(self, spec: ServerSpec, workload: Workload) -> MeasuredRun:
         """A run of `spec` with nothing measured yet."""
-        published = self.store.load_published(spec.name)
         return MeasuredRun(
             server=spec,
             workload=workload,
             results=[],
             samples={},
             provenance={},
-            published=published.figures(workload.concurrency) if published else {},
+            published=dict(self.published(spec.name, workload.concurrency)),
         )
 
     def start(self, measured: MeasuredRun, *, fresh: bool, announce: bool = True) -> Endpoint | None:

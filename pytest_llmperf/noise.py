@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmperf.baselines.entry import BaselineEntry
 from pytest_llmperf.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.registry import GATED_DECODE, SPEEDUP
@@ -13,8 +14,6 @@ from pytest_llmperf.metrics.uncertainty import decode_rows, independent_blocks, 
 from pytest_llmperf.stats.error import change_error, ratio_error, with_nightly
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.stats.spread import Spread
-
-Entry = Mapping[str, Any]  # a baseline entry: workload, provenance, metrics, requests, outputs (store.py)
 
 OLD_ENTRY_NOTE = (
     "the baseline has no per-request figures (recorded by an older version): judged on the "
@@ -24,11 +23,11 @@ OLD_ENTRY_NOTE = (
 
 def change_noise(
     run: MeasuredRun,
-    entry: Entry | None,
+    entry: BaselineEntry | None,
     samples: Samples,
     pools: Mapping[str, Spread],
     base: MeasuredRun | None = None,
-    base_entry: Entry | None = None,
+    base_entry: BaselineEntry | None = None,
     nightly: Mapping[str, Spread] | None = None,
 ) -> dict[str, Any]:
     """compare_metrics' `errors` and `notes`; nothing without an entry. With `base` (a
@@ -42,10 +41,9 @@ def change_noise(
         paired, blocks = speedup_errors(run, entry, samples, base, base_entry)
     errors, notes = {}, {}
     for name, values in samples.items():
-        old = entry["metrics"].get(name)
         errors[name] = change_error(
             paired.get(name),
-            old["samples"] if old else (),
+            entry.samples(name),
             values,
             paired_dof=max(blocks - 1, 1),
             pool=pools.get(name),
@@ -55,26 +53,26 @@ def change_noise(
         if between is not None and widened is not errors[name]:
             errors[name] = widened
             notes[name] = f"tonight's side: the spread of the last {between.dof + 1} sessions' values"
-        if "requests" not in entry and errors[name] is None:
+        if entry.requests is None and errors[name] is None:
             # with a spread between repetitions known, the request lines would not be read
             notes[name] = OLD_ENTRY_NOTE
     return {"errors": errors, "notes": notes}
 
 
-def request_errors(run: MeasuredRun, entry: Entry | None, names: list[str]) -> tuple[dict[str, float], int]:
+def request_errors(run: MeasuredRun, entry: BaselineEntry | None, names: list[str]) -> tuple[dict[str, float], int]:
     """The paired request-level errors of `names` against the entry, and the independent
     blocks they rest on; nothing without the entry's request lines."""
-    if not entry or "requests" not in entry or not run.rows:
+    if not entry or entry.requests is None or not run.rows:
         return {}, 0
-    rows = decode_rows(entry["requests"])
-    figures = {name: m["value"] for name, m in entry["metrics"].items()}
+    rows = decode_rows(entry.requests)
+    figures = entry.figures
     slos = parse_slos(run.workload.slos) if run.workload.slos else None  # the entry's too: same workload
     errors = paired_errors(rows, run.rows, figures, run.figures, names, concurrency=run.concurrency, slos=slos)
     return errors, independent_blocks(rows, run.rows, run.concurrency)
 
 
 def speedup_errors(
-    run: MeasuredRun, entry: Entry, samples: Samples, base: MeasuredRun, base_entry: Entry | None
+    run: MeasuredRun, entry: BaselineEntry, samples: Samples, base: MeasuredRun, base_entry: BaselineEntry | None
 ) -> tuple[dict[str, float], int]:
     """The speedup's paired error, each server's decode error propagated through the ratio
     (relative errors add in quadrature); and the fewer independent blocks of the two."""

@@ -1,11 +1,9 @@
-"""What one assertion comes to (GateRecord, Outcome) and the errors and warnings the
-session raises: the values the gate produces and the plugin and reports read."""
+"""What one assertion comes to (Outcome; its Judgement and GateRecord are judgement.py's)
+and the errors and warnings the session raises."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 
 class PerfFailure(AssertionError):
@@ -45,25 +43,3 @@ class Outcome(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-@dataclass
-class GateRecord:
-    """One assertion's outcome, for the terminal summary and the JSON report."""
-
-    nodeid: str
-    server: str
-    concurrency: int
-    baseline_path: str
-    verdicts: list[Any] = field(default_factory=list)
-    outcome: Outcome = Outcome.PASS
-    message: str = ""
-    # The baseline entry judged against (None: none), for the reports' plots and blocks.
-    baseline_figures: dict[str, float] | None = None
-    baseline_provenance: dict[str, Any] | None = None
-    # Under a failing or improved table (report/explain.py): changes, decode split, lines.
-    changes: list[str] = field(default_factory=list)
-    attribution: dict[str, Any] | None = None
-    explanation: list[str] = field(default_factory=list)
-    # Beside the verdict (report/crosscheck.py): the output canary, and cross-checks not run.
-    checks: list[str] = field(default_factory=list)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmperf.baselines.entry import BaselineEntry
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.measurer import Measurer, finished_cleanly, stop_if_interrupted
@@ -22,9 +23,8 @@ from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
-from pytest_llmperf.outcome import GateRecord
 from pytest_llmperf.preflight import PlannedTest
-from pytest_llmperf.reference import Entry, Identity, record_command, stored_cells
+from pytest_llmperf.reference import Identity, Reference, stored_cells
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.stats.spread import Spread, spread_pools
@@ -218,7 +218,7 @@ class PairedBlocks:
         return old
 
 
-class PairedReference:
+class PairedReference(Reference):
     """NEW judged against OLD's runs of the same server and workload, made into a baseline
     entry; no history is written (docs/history.md) and the baselines folder stays untouched."""
 
@@ -239,32 +239,24 @@ class PairedReference:
         self.store = store
         self.identity = identity
 
-    def paired_entry(self, run: MeasuredRun, base: MeasuredRun | None = None) -> dict[str, Any]:
-        """OLD's runs of `run`'s server and workload as a baseline entry (store.py's shape), with
-        the speedup over OLD's base run for a speedup gate."""
+    def entry(self, run: MeasuredRun, base: MeasuredRun | None, baseline_folder: str) -> BaselineEntry:
+        """OLD's runs of `run`'s server and workload as a baseline entry, with the speedup over
+        OLD's base run for a speedup gate; the blocks auto repetitions add ran OLD too."""
         old = self.blocks.old(run)
         sides = dict(old.samples)
         if base is not None:
             sides["mtp_speedup"] = old.speedup_samples(self.blocks.old(base))
         metrics = {name: m for name, values in sides.items() if (m := _metric_entry(values)) is not None}
-        entry: dict[str, Any] = {"workload": self.identity(old), "provenance": dict(old.provenance), "metrics": metrics}
-        if old.rows:
-            entry["requests"] = encode_rows(old.rows)
-        if old.results:  # for the early-stop check and the output canary (report/crosscheck.py)
-            entry["outputs"] = encode_outputs(output_rows(old.results[0].records))
-        return entry
+        return BaselineEntry(
+            workload=self.identity(old),
+            provenance=dict(old.provenance),
+            metrics=metrics,
+            requests=encode_rows(old.rows) if old.rows else None,
+            # for the early-stop check and the output canary (baselines/crosscheck.py)
+            outputs=encode_outputs(output_rows(old.results[0].records)) if old.results else None,
+        )
 
-    def entry(self, run: MeasuredRun, base: MeasuredRun | None, record: GateRecord, target: str) -> Entry | None:
-        record.baseline_path = f"{self.variants.label(OLD)} (paired)"
-        return self.paired_entry(run, base)
-
-    def refresh(self, entry: Entry | None, run: MeasuredRun, base: MeasuredRun | None) -> Entry | None:
-        return self.paired_entry(run, base)  # the blocks auto added ran OLD too
-
-    def base_entry(self, base: MeasuredRun, target: str) -> Entry | None:
-        return self.paired_entry(base)
-
-    def spread_pools(self, target: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
+    def spread_pools(self, baseline_folder: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
         """The between-start spread pooled over this session's other paired cells at this
         concurrency and every stored entry there, this server's included (their values are
         not judged against): two blocks give a side one degree of freedom (docs/verdicts.md)."""
@@ -275,17 +267,20 @@ class PairedReference:
             cells.append(new.samples)
             if key in self.blocks.against:
                 cells.append(self.blocks.against[key].samples)
-        return spread_pools([*cells, *stored_cells(self.store, self.identity, target, run, own=True)], names)
+        return spread_pools([*cells, *stored_cells(self.store, self.identity, baseline_folder, run, own=True)], names)
 
-    def title(self, run: MeasuredRun, record: GateRecord, target: str) -> str:
+    def where(self, run: MeasuredRun, path: str) -> str:
+        return f"{self.variants.label(OLD)} (paired)"
+
+    def title(self, run: MeasuredRun, where: str, baseline_folder: str) -> str:
         blocks = len(run.results)
         return (
             f"{run.server.name} @ concurrency {run.concurrency}: {self.variants.label(NEW)} vs "
-            f"{self.variants.label(OLD)} (paired, {blocks} block{'s' * (blocks != 1)}) [{target}]"
+            f"{self.variants.label(OLD)} (paired, {blocks} block{'s' * (blocks != 1)}) [{baseline_folder}]"
         )
 
     def invalid(self, run: MeasuredRun, base: MeasuredRun | None, budget: ErrorBudget) -> str | None:
-        reason = invalid_reason(run, budget) or (invalid_reason(base, budget) if base is not None else None)
+        reason = super().invalid(run, base, budget)
         if reason:
             return f"{self.variants.label(NEW)}: {reason}"
         for mine in (run, base):
@@ -298,6 +293,6 @@ class PairedReference:
 
     def update_command(self, nodeid: str) -> str:
         """Accepting NEW's level means recording NEW as the baselines (not in paired mode)."""
-        command = record_command(self.options, nodeid)
+        command = super().update_command(nodeid)
         flag = self.variants.new_flag()
         return command.replace(" --update-baselines", f" {flag} --update-baselines") if flag else command

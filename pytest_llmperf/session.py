@@ -17,19 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.assertions import Assertions
 from pytest_llmperf.baselines.compare import compare_metrics
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.gate import Gate, Rule
 from pytest_llmperf.history_log import SharedLines
+from pytest_llmperf.judgement import GateRecord
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.measurer import HttpRunner, Measurer, Repetitions, Runner
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.metrics.registry import Tolerance
+from pytest_llmperf.more_runs import MoreRuns
 from pytest_llmperf.options import LlmperfOptions
-from pytest_llmperf.outcome import GateRecord, HistoryWarning
+from pytest_llmperf.outcome import HistoryWarning
 from pytest_llmperf.paired import PairedBlocks, PairedReference
 from pytest_llmperf.prompt_book import PromptBook, Sampler
-from pytest_llmperf.reference import Reference, StoredBaseline
+from pytest_llmperf.reference import Reference, StoredBaseline, published_figures
 from pytest_llmperf.servers.base import ServerTarget
 from pytest_llmperf.servers.endpoint import Endpoint
 from pytest_llmperf.servers.pool import ServerPool
@@ -72,7 +75,7 @@ class PerfSession:
         self.measurer = Measurer(
             options,
             self.pool,
-            self.store,
+            published_figures(self.store),
             self.book,
             self.rootdir,
             policy=self.paired or Repetitions(options),
@@ -93,13 +96,14 @@ class PerfSession:
             self.store,
             self.rootdir,
             reference,
-            self.measurer,
+            MoreRuns(self.measurer),
             self.book.workload_identity,
-            target_kind=target.name,
+            kind_name=target.name,
             ini_tolerances=options.ini_tolerances if ini_tolerances is None else ini_tolerances,
             rule=rule,
             shared_history=shared_history,
         )
+        self.assertions = Assertions(self.gate, options)
 
     @property
     def runs(self) -> dict[tuple[ServerSpec, Workload], MeasuredRun]:
@@ -107,7 +111,7 @@ class PerfSession:
 
     @property
     def gates(self) -> list[GateRecord]:
-        return self.gate.records
+        return self.assertions.records
 
     @property
     def run_count(self) -> int:
@@ -132,7 +136,7 @@ class PerfSession:
         error_budget: ErrorBudget | str | None = None,
     ) -> MeasuredRun:
         """`run` as test `nodeid` sees it: its assertions judged by the session's gate."""
-        return self.gate.bind(run, nodeid, marker_tolerances, error_budget)
+        return self.assertions.bind(run, nodeid, marker_tolerances, error_budget)
 
     @property
     def history_for_store(self) -> list[dict[str, Any]]:

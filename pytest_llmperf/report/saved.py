@@ -1,9 +1,8 @@
-"""`llmperf compare A.json B.json`: two saved results judged with the plugin's rule.
-
-B is judged against A as a run against its baseline (baselines/compare.py) and printed in
-the same table (report/table.py). A and B are both `--llmperf-report` JSON (or its folder;
-runs paired by server and concurrency) or both `llmperf bench` outputs (one run each).
-Runs of different workload identity or hardware are refused with the differences.
+"""`llmperf compare A.json B.json`: two saved results, read and paired here, judged by the
+gate (saved_reference.py: A is the reference B is judged against) and put in words here,
+in the session's table (report/table.py). A and B are both `--llmperf-report` JSON (or its
+folder; runs paired by server and concurrency) or both `llmperf bench` outputs (one run
+each). Runs of different workload identity or hardware are refused with the differences.
 """
 
 from __future__ import annotations
@@ -16,27 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.baselines.comparable import check_compatible
-from pytest_llmperf.baselines.compare import (
-    DEFAULT_ALARM_CONFIDENCE,
-    DEFAULT_CONFIDENCE,
-    Status,
-    Verdict,
-    compare_metrics,
-)
-from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs
-from pytest_llmperf.baselines.tolerances import parse_tolerance_overrides
-from pytest_llmperf.metrics.crosscheck import OutputRow, encode_outputs, output_rows
+from pytest_llmperf.baselines.compare import Status, Verdict
+from pytest_llmperf.judgement import Judgement
+from pytest_llmperf.metrics.crosscheck import OutputRow, output_rows, token_mismatch
 from pytest_llmperf.metrics.failures import combine, failures
-from pytest_llmperf.metrics.goodput import parse_slos
 from pytest_llmperf.metrics.registry import GATED_DECODE, flatten
-from pytest_llmperf.metrics.uncertainty import Row, encode_rows, independent_blocks, paired_errors, request_rows
-from pytest_llmperf.report.crosscheck import check_lines, output_change_reason, token_mismatch
+from pytest_llmperf.metrics.uncertainty import Row, request_rows
+from pytest_llmperf.report.crosscheck import check_lines
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
-from pytest_llmperf.stats.error import change_error
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.workload.result import JSON_FORMAT, RunResult
 
 REPORT, BENCH = "report", "bench"
+QUIET = (Status.REGRESSED, Status.IMPROVED, Status.MISSING_BASELINE)  # verdicts whose hint is a record command
 # A bench result's config keys that are how the client ran, not what was measured.
 RUN_ONLY = frozenset(
     {
@@ -67,6 +58,7 @@ class SavedRun:
     hardware: dict[str, Any]  # provenance (only comparable.HARDWARE_KEYS are compared)
     figures: dict[str, float | None]  # median over repetitions, real time
     samples: dict[str, list[float | None]]  # per repetition
+    results: list[RunResult] = field(default_factory=list)  # the raw runs, one per repetition
     rows: list[Row] = field(default_factory=list)  # the first repetition's requests
     outputs: list[OutputRow] = field(default_factory=list)  # and its output lines (metrics/crosscheck.py)
     speculative: bool = False
@@ -148,6 +140,7 @@ def _report_runs(path: Path, doc: Mapping[str, Any]) -> list[SavedRun]:
                     hardware=dict(provenance),
                     figures={k: median_of(v) for k, v in samples.items()} or dict(run.get("summary") or {}),
                     samples=samples,
+                    results=results,
                     rows=rows,
                     outputs=output_rows(results[0].records) if results else [],
                     speculative=bool(server.get("speculative_config")),
@@ -178,6 +171,7 @@ def _bench_run(path: Path, doc: Mapping[str, Any]) -> SavedRun:
         hardware=provenance,
         figures=figures,
         samples={k: [v] for k, v in figures.items()},
+        results=[result],
         rows=request_rows(result.records, clock_speed=result.clock_speed),
         outputs=output_rows(result.records),
         speculative=figures.get("acceptance_rate") is not None,
@@ -194,7 +188,8 @@ def load_runs(path: Path) -> tuple[str, list[SavedRun]]:
     return kind, runs
 
 
-def _gate(a: SavedRun, b: SavedRun, metrics: Sequence[str]) -> list[str]:
+def gated_metrics(a: SavedRun, b: SavedRun, metrics: Sequence[str]) -> list[str]:
+    """The metrics judged: those asked for, else as a test's assert_no_regression() gates them."""
     if metrics:
         return list(metrics)
     names = [GATED_DECODE]
@@ -205,68 +200,10 @@ def _gate(a: SavedRun, b: SavedRun, metrics: Sequence[str]) -> list[str]:
     return names
 
 
-def outputs_change(a: SavedRun, b: SavedRun) -> OutputChange | None:
-    """B's outputs against A's, prompt by prompt (baselines/crosscheck.py); None without rows."""
-    if not a.rows or not b.rows:
-        return None
-    return compare_outputs({"requests": encode_rows(a.rows), "outputs": encode_outputs(a.outputs)}, b.rows, b.outputs)
-
-
-def judge(
-    a: SavedRun,
-    b: SavedRun,
-    metrics: Sequence[str] = (),
-    tolerances: Mapping[str, Any] | None = None,
-    confidence: float = DEFAULT_CONFIDENCE,
-    alarm_confidence: float = DEFAULT_ALARM_CONFIDENCE,
-) -> list[Verdict]:
-    """B against A for one pair of comparable runs: the session's rule with A as baseline
-    (one look: a change claimed at `alarm_confidence`, a pass at `confidence`)."""
-    names = _gate(a, b, metrics)
-    errors: dict[str, Any] = {}
-    paired: dict[str, float] = {}
-    blocks = 0
-    if a.rows and b.rows:
-        slos = parse_slos(str(b.identity["slos"])) if b.identity.get("slos") else None  # A's: same identity
-        paired = paired_errors(a.rows, b.rows, a.figures, b.figures, names, concurrency=b.concurrency, slos=slos)
-        blocks = independent_blocks(a.rows, b.rows, b.concurrency)
-    for name in names:
-        errors[name] = change_error(
-            paired.get(name), a.samples.get(name, ()), b.samples.get(name, ()), paired_dof=max(blocks - 1, 1)
-        )
-    counts = [c for run in (a, b) for c in run.samples.get("completed", ()) if c is not None]
-    verdicts = compare_metrics(
-        names,
-        {name: {"value": value} for name, value in a.figures.items()},
-        b.figures,
-        overrides=(tolerances or {},),
-        update_command="",
-        errors=errors,
-        confidence=alarm_confidence,
-        pass_confidence=confidence,
-        requests=int(min(counts)) if counts else None,
-        invalid=b.invalid or (f"A: {a.invalid}" if a.invalid else None) or output_change_reason(outputs_change(a, b)),
-    )
-    # Nothing is recorded here: the rows say what moved, without a record command.
-    quiet = (Status.REGRESSED, Status.IMPROVED, Status.MISSING_BASELINE)
-    return [dataclasses.replace(v, hint="") if v.status in quiet else v for v in verdicts]
-
-
-def compare_files(
-    a_path: Path,
-    b_path: Path,
-    *,
-    metrics: Sequence[str] = (),
-    tolerances: Sequence[str] = (),
-    confidence: float = DEFAULT_CONFIDENCE,
-    alarm_confidence: float = DEFAULT_ALARM_CONFIDENCE,
-) -> tuple[str, bool]:
-    """The text of B judged against A and whether every verdict passed. SavedError when
-    a file cannot be read, the kinds differ, nothing pairs, or a workload differs."""
-    try:
-        overrides = parse_tolerance_overrides(",".join(tolerances))
-    except ValueError as exc:
-        raise SavedError(f"--tolerance: {exc}") from None
+def paired_runs(a_path: Path, b_path: Path) -> tuple[list[tuple[SavedRun, SavedRun]], list[str]]:
+    """The comparable (A, B) runs of two files, and the lines naming the runs of one file
+    only. SavedError when a file cannot be read, the kinds differ, nothing pairs, or a
+    workload differs."""
     kind_a, runs_a = load_runs(a_path)
     kind_b, runs_b = load_runs(b_path)
     if kind_a != kind_b:
@@ -299,19 +236,25 @@ def compare_files(
             )
     if refusals:
         raise SavedError("\n".join(refusals))
+    notes = [f"only in A: {r.server} @ {r.concurrency}" for r in only_a]
+    notes += [f"only in B: {r.server} @ {r.concurrency}" for r in only_b]
+    return pairs, notes
+
+
+def compare_text(judgements: Sequence[Judgement], notes: Sequence[str]) -> tuple[str, bool]:
+    """The judgements of B's runs in words, with `notes` (runs of one file only), and
+    whether every verdict passed."""
     blocks: list[str] = []
     failing: list[Verdict] = []
     undecided: list[Verdict] = []
-    for a, b in pairs:
-        verdicts = judge(a, b, metrics, overrides, confidence, alarm_confidence)
+    for judgement in judgements:
+        # Nothing is recorded here: the rows say what moved, without a record command.
+        verdicts = [dataclasses.replace(v, hint="") if v.status in QUIET else v for v in judgement.verdicts]
         failing += [v for v in verdicts if not v.ok and v.status != Status.INCONCLUSIVE]
         undecided += [v for v in verdicts if v.status == Status.INCONCLUSIVE]
-        title = f"{b.server} @ concurrency {b.concurrency}: B {b_path} against A {a_path} (the baseline column)"
-        change = outputs_change(a, b)
+        change = judgement.outputs
         lines = check_lines(change, True, True) if change is not None else []
-        blocks.append("\n".join([format_verdict_table(verdicts, title=title), *lines]))
-    notes = [f"only in A: {r.server} @ {r.concurrency}" for r in only_a]
-    notes += [f"only in B: {r.server} @ {r.concurrency}" for r in only_b]
+        blocks.append("\n".join([format_verdict_table(verdicts, title=judgement.title), *lines]))
     if failing:
         verdict = f"FAIL: {verdict_line(failing)}"
     elif undecided:

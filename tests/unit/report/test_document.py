@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
+from pytest_llmperf.judgement import GateRecord
 from pytest_llmperf.measured import MeasuredRun
 from pytest_llmperf.metrics.registry import Direction, Tolerance
-from pytest_llmperf.outcome import GateRecord
 from pytest_llmperf.report.document import build_report, merge_reports, plain, verdict_from_dict
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
