@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the checkout's package
     sys.path.insert(0, str(ROOT))
 
-from pytest_llmperf.metrics.registry import markdown_table  # noqa: E402
+from pytest_llmperf.metrics.registry import markdown_table, metric  # noqa: E402
 from pytest_llmperf.options import OPTIONS, Option  # noqa: E402
 from pytest_llmperf.util.values import DURATION, SWITCH  # noqa: E402
 from pytest_llmperf.workload.workload import PROFILE_SCALE  # noqa: E402
@@ -40,8 +40,9 @@ naming the nearest ones. How each figure is measured: [How figures are measured]
 
 - **better**: the direction a change must go to be an improvement; the other way is worse.
 - **default tolerance**: how far worse a metric may go and still pass, signed the way it
-  may worsen (`-5%` of the baseline for a throughput, `+10%` for a latency, `-0.03`
-  absolute for a ratio). `(give one)`: no default; a test that gates it gives one.
+  may worsen: a share of the baseline (`{steady}` for `steady_decode_tok_s`, `{ttft}` for
+  `ttft_ms_median`) or an absolute amount in the metric's unit (`{rate}` for
+  `acceptance_rate`). `(give one)`: no default; a test that gates it gives one.
 - **gated by default**: the runs whose `assert_no_regression()` without names gates it
   (and `llmperf compare` without `--metric`).
 """
@@ -72,7 +73,7 @@ them with the profile you gate with. Why these caps: [Verdicts](../verdicts.md).
 
 
 # The word after a flag that takes a value (pytest's --help shows the dest instead);
-# an option not listed here shows VALUE.
+# every option that takes one is listed (tests/unit/test_docs.py checks that none shows VALUE).
 METAVARS = {
     "llmperf_local": "PYTHON",
     "llmperf_base_url": "URL",
@@ -107,6 +108,9 @@ METAVARS = {
     "llmperf_cleanup_age": "AGE",
     "llmperf_gpus": "IDS",
     "llmperf_publish_host": "ADDR",
+    "llmperf_store": "URL",
+    "llmperf_session_group": "ID",
+    "llmperf_confirm": "N",
 }
 
 
@@ -181,8 +185,21 @@ def _caps(caps: dict[int, float]) -> str:
     return ", ".join([first] + [f"{seconds:g} s from {low}" for low, seconds in steps[1:]])
 
 
+def _allowed(name: str) -> str:
+    m = metric(name)
+    assert m.tolerance is not None, f"{name} has no default tolerance: the intro's example needs one"
+    return m.tolerance.allowed(m.direction)
+
+
+def metrics_intro() -> str:
+    """METRICS_INTRO with its examples' tolerances read from the registry."""
+    return METRICS_INTRO.format(
+        steady=_allowed("steady_decode_tok_s"), ttft=_allowed("ttft_ms_median"), rate=_allowed("acceptance_rate")
+    )
+
+
 def metrics_page() -> str:
-    return "\n".join([GENERATED, "", METRICS_INTRO, markdown_table(), ""])
+    return "\n".join([GENERATED, "", metrics_intro(), markdown_table(), ""])
 
 
 def options_page() -> str:

@@ -50,6 +50,12 @@ def test_the_options_page_names_every_flag_and_ini_option():
     assert "`llmperf_tolerances`" in page  # ini-only, registered by plugin.py
 
 
+def test_every_option_that_takes_a_value_names_what_it_takes():
+    page = (DOCS / "reference" / "options.md").read_text()
+    vague = re.findall(r"`(--llmperf-[a-z-]+) \[?VALUE\]?`", page)
+    assert not vague, f"give these a word in scripts/gen_reference.py's METAVARS: {vague}"
+
+
 def _nav_pages() -> set[str]:
     """The .md paths mkdocs.yml's nav names (one `title: path.md` per line)."""
     text = (ROOT / "mkdocs.yml").read_text()
@@ -106,3 +112,14 @@ def test_the_commit_pattern_catches_what_it_is_for():
 def test_user_pages_name_no_commit_hashes(page):
     hits = [m.group(0) for m in COMMIT_NEAR_WORD.finditer(page.read_text())]
     assert not hits, f"{page.relative_to(ROOT)}: say the date and the command, not the commit: {hits}"
+
+
+# A private network address (RFC 1918) pasted from a capture: the machine it came from,
+# of no use to a reader. Loopback and 0.0.0.0 are what the docs mean to show.
+PRIVATE_ADDRESS = re.compile(r"\b(?:10(?:\.\d{1,3}){3}|(?:192\.168|172\.(?:1[6-9]|2\d|3[01]))(?:\.\d{1,3}){2})\b")
+
+
+@pytest.mark.parametrize("page", _user_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_user_pages_paste_no_private_network_address(page):
+    hits = PRIVATE_ADDRESS.findall(page.read_text())
+    assert not hits, f"{page.relative_to(ROOT)}: an address of the machine a capture came from: {hits}"
