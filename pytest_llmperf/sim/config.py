@@ -20,7 +20,7 @@ log = logging.getLogger("pytest_llmperf.sim")
 # The knobs settable as --sim-<name with dashes>: (value parser, meaning). The parser
 # reads this table and `--help` prints it, so a flag is never accepted unexplained.
 _SIM_FLAGS: dict[str, tuple[type, str]] = {
-    "speed": (float, "every cost divided by it; ratios (speedup, acceptance) unchanged (default 1)"),
+    "speed": (float, "every cost divided by it; ratios (speedup, acceptance) unchanged (default 1: real time)"),
     "profile": (str, "timing profile: qwen3.6-35b-a3b-fp8, qwen3.6-27b-fp8, generic (default: from the model)"),
     "acceptance_scale": (float, "regression knob: per-position acceptance rates times this (default 1)"),
     "acceptance_spread": (float, "per-request predictability spread in logits; 0: i.i.d. draws (default: profile's)"),

@@ -35,3 +35,15 @@ def test_help_lists_every_sim_flag_with_its_meaning(capsys):
         assert len(line.group(1).strip()) > 10, f"{flag} has no meaning in --help"
     listed = re.findall(r"^  (--sim-[a-z-]+)", out, re.MULTILINE)
     assert sorted(listed) == sorted(flags)  # and nothing listed that the parser refuses
+
+
+def test_help_opens_with_a_usage_line_in_plain_text_and_says_why_the_plugin_runs_the_clock_faster(capsys):
+    from pytest_llmperf.options import OPTIONS
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m pytest_llmperf.sim MODEL ")
+    assert "`" not in out  # a terminal shows no Markdown
+    plugin_speed = next(o.default for o in OPTIONS if o.ini == "llmperf_sim_speed")
+    assert SimConfig().speed == 1.0 and "--sim-speed is 1 unless given, real time" in out
+    assert f"--llmperf-sim-speed (default {plugin_speed:g})" in " ".join(out.split())
