@@ -47,27 +47,10 @@ def start(session: pytest.Session) -> None:
 
 
 def _begin_store(config: pytest.Config, options: Any) -> list[str]:
-    """--llmperf-store: the store reached, migrated and this session's start recorded before
-    anything is collected or started; a store that cannot be is a usage error."""
+    """--llmperf-store: the store its URL's scheme names, reached and this session's start
+    recorded before anything is collected or started (store/startup.py)."""
     from pytest_llmperf.measurer import git_commit
-    from pytest_llmperf.store.postgres import PostgresStore, StoreError
-    from pytest_llmperf.store.session_info import new_session
-    from pytest_llmperf.store.shared import SharedStore
-    from pytest_llmperf.store.spool import spool_folder
+    from pytest_llmperf.store.startup import begin_store
 
-    rootdir = Path(config.rootpath)
-    info = new_session(
-        group=options.session_group,
-        shard=options.shard,
-        target=options.target_name or options.target,
-        image=options.image,
-        git_commit=git_commit(rootdir),
-        report_dir=str((rootdir / options.report).resolve()) if options.report else None,
-    )
-    shared = SharedStore(PostgresStore(options.store), info, spool_folder(options.report, rootdir))
-    try:
-        lines = shared.begin()
-    except StoreError as exc:
-        raise pytest.UsageError(f"--llmperf-store: {exc}") from None
-    state_of(config).store = shared
+    state_of(config).store, lines = begin_store(options, Path(config.rootpath), git_commit(Path(config.rootpath)))
     return lines

@@ -88,9 +88,9 @@ def _make_session(state: LlmperfState) -> PerfSession:
     live = capture.global_and_fixture_disabled if capture is not None else nullcontext
     shared_history = None
     if options.store:  # the confirmation reads the shared history (xdist workers: their own reader)
-        from pytest_llmperf.store.postgres import PostgresStore
+        from pytest_llmperf.store.scheme import open_store
 
-        reader = PostgresStore(options.store)
+        reader = open_store(options.store, Path(config.rootpath))
 
         def shared_history(target: str) -> list[dict[str, Any]]:
             return reader.history_lines(target=target)
