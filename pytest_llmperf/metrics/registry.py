@@ -15,14 +15,13 @@ The module's functions read the registry in force: `REGISTRY`, or within
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from pytest_llmperf.metrics.row import (
+from pytest_llmperf.metrics.rows import (
+    PER_POSITION,
     PLANNED,
     Derive,
     Direction,
@@ -30,6 +29,7 @@ from pytest_llmperf.metrics.row import (
     Metric,
     Needs,
     OverRequests,
+    Registry,
     ScaledRatio,
     Scaling,
     Tolerance,
@@ -37,7 +37,23 @@ from pytest_llmperf.metrics.row import (
 )
 
 __all__ = [
+    "ACCEPTANCE_LENGTH",
+    "ACCEPTANCE_RATE",
+    "ANSWERED",
+    "COMPLETED",
+    "DECODE",
+    "DURATION",
+    "FAILED",
+    "GATED_DECODE",
+    "METRICS",
+    "MIN_EACH_SIDE",
+    "PER_POSITION",
     "PLANNED",
+    "REASONING_METRICS",
+    "REGISTRY",
+    "SPEEDUP",
+    "TPOT_MEAN",
+    "TPOT_MEDIAN",
     "Derive",
     "Direction",
     "Estimator",
@@ -49,7 +65,18 @@ __all__ = [
     "ScaledRatio",
     "Tolerance",
     "UnknownMetric",
+    "active",
+    "check_names",
+    "flatten",
+    "format_value",
+    "is_known",
+    "markdown_table",
+    "metric",
+    "to_real_time",
+    "unknown_message",
+    "using",
 ]
+
 
 # Names code takes from the rows where it needs one figure in particular.
 DECODE = "decode_tok_s"
@@ -59,7 +86,6 @@ ACCEPTANCE_RATE, ACCEPTANCE_LENGTH = "acceptance_rate", "acceptance_length"
 TPOT_MEAN, TPOT_MEDIAN = "tpot_ms_mean", "tpot_ms_median"
 COMPLETED, FAILED, DURATION = "completed", "failed", "duration_s"
 ANSWERED = "answered"
-PER_POSITION = "acceptance_per_position"  # the summary's list, flattened to acceptance_pos1..k
 
 _H, _L = Direction.HIGHER, Direction.LOWER
 _REL5, _REL10 = Tolerance("relative", 0.05), Tolerance("relative", 0.10)
@@ -313,116 +339,6 @@ _TABLE: tuple[Metric, ...] = (
     Metric("total_output_tokens", _H, "tokens", Scaling.NONE, 0, "output tokens of completed requests"),
     Metric(DURATION, _L, "s", Scaling.DURATION, 2, "first dispatch to last completion, warm-up excluded"),
 )
-
-
-def _trim_family(name: str) -> tuple[str, str] | None:
-    """A family row's name around its `<i>` (acceptance_pos<i>: ("acceptance_pos", "")), else None."""
-    before, marker, after = name.partition("<i>")
-    return (before, after) if marker else None
-
-
-class Registry:
-    """Metric rows by name, and what the rest of the package asks of them."""
-
-    def __init__(self, rows: Iterable[Metric]) -> None:
-        self.rows = tuple(rows)
-        self.by_name = {m.name: m for m in self.rows}
-        if len(self.by_name) != len(self.rows):
-            raise ValueError("a metric registry holds each name once")
-        self.families = [
-            (re.compile(re.escape(parts[0]) + "([1-9][0-9]*)" + re.escape(parts[1])), m)
-            for m in self.rows
-            if (parts := _trim_family(m.name)) is not None
-        ]
-
-    def with_rows(self, *rows: Metric) -> Registry:
-        """A copy with `rows` added (a row of a known name replaces it)."""
-        added = {m.name: m for m in rows}
-        kept = [added.pop(m.name, m) for m in self.rows]
-        return Registry([*kept, *added.values()])
-
-    def metric(self, name: str) -> Metric:
-        """The row of `name`; UnknownMetric (with the nearest names) otherwise."""
-        found = self.by_name.get(name) if "<" not in name else None
-        if found is not None:
-            return found
-        for pattern, family in self.families:
-            if isinstance(name, str) and pattern.fullmatch(name):
-                return family
-        raise UnknownMetric(self.unknown_message(name))
-
-    def is_known(self, name: str) -> bool:
-        try:
-            self.metric(name)
-        except UnknownMetric:
-            return False
-        return True
-
-    def unknown_message(self, name: Any, where: str = "") -> str:
-        names = [n.replace("<i>", "1") for n in self.by_name]
-        close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.6)
-        hint = f"did you mean {', '.join(close)}?" if close else f"known metrics: {', '.join(sorted(self.by_name))}"
-        return f"{where}unknown metric {name!r}; {hint}"
-
-    def needing(self, need: Needs) -> tuple[str, ...]:
-        """The names of the rows that need `need`."""
-        return tuple(m.name for m in self.rows if need in m.needs)
-
-    def gated(self, *, speculative: bool, slos: bool) -> tuple[str, ...]:
-        """What a run gates by default: the gated rows whose needs it plans (the spec-decode
-        counters of a speculative server, SLOs), by group, then in the table's order."""
-        planned = {Needs.SPEC_DECODE: speculative, Needs.SLOS: slos}
-        rows = [m for m in self.rows if m.gated and all(planned.get(n, False) for n in m.needs)]
-        return tuple(m.name for m in sorted(rows, key=lambda m: m.group))
-
-    def columns(self) -> tuple[Metric, ...]:
-        """The measured table's columns, by group, then in the table's order."""
-        return tuple(sorted((m for m in self.rows if m.column), key=lambda m: m.group))
-
-    def key_figures(self) -> tuple[str, ...]:
-        """The key figures (JUnit properties of each run), by group, then in the table's order."""
-        return tuple(m.name for m in sorted((m for m in self.rows if m.key), key=lambda m: m.group))
-
-    def flatten(self, summary: Mapping[str, Any]) -> dict[str, float | None]:
-        """A summary's known scalar figures by name, the per-position list as acceptance_pos1..k,
-        then the figures rows derive from those."""
-        flat: dict[str, float | None] = {}
-        for key, value in summary.items():
-            if key == PER_POSITION:
-                for i, v in enumerate(value or (), start=1):
-                    flat[f"acceptance_pos{i}"] = v
-            elif self.is_known(key) and (
-                value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
-            ):
-                flat[key] = value
-        for m in self.rows:
-            if m.derive is not None and m.name not in flat:
-                flat[m.name] = m.derive(flat)
-        return flat
-
-    def to_real_time(self, figures: Mapping[str, Any], clock_speed: float) -> dict[str, Any]:
-        out = dict(figures)
-        if clock_speed == 1.0:
-            return out
-        for name, value in figures.items():
-            if value is None or not self.is_known(name):
-                continue
-            scaling = self.metric(name).scaling
-            if scaling is Scaling.DURATION:
-                out[name] = value * clock_speed
-            elif scaling is Scaling.RATE:
-                out[name] = value / clock_speed
-        return out
-
-    def markdown_table(self) -> str:
-        lines = [
-            "| metric | unit | better | default tolerance | gated by default | meaning |",
-            "|---|---|---|---|---|---|",
-        ]
-        for m in self.rows:
-            tolerance = m.tolerance.allowed(m.direction) if m.tolerance else "(give one)"
-            lines.append(f"| `{m.name}` | {m.unit} | {m.direction.value} | {tolerance} | {m.gated_on} | {m.meaning} |")
-        return "\n".join(lines)
 
 
 REGISTRY = Registry(_TABLE)

@@ -1,4 +1,4 @@
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -6,7 +6,11 @@ import pytest
 from pytest_llmperf.metrics.registry import (
     METRICS,
     REASONING_METRICS,
+    REGISTRY,
     Direction,
+    Metric,
+    Needs,
+    Registry,
     Scaling,
     Tolerance,
     UnknownMetric,
@@ -16,6 +20,7 @@ from pytest_llmperf.metrics.registry import (
     markdown_table,
     metric,
     to_real_time,
+    using,
 )
 from pytest_llmperf.metrics.summary import NOT_METRICS, Summary
 
@@ -113,3 +118,72 @@ def test_a_reasoning_models_figures_scale_and_judge_as_their_kind():
         "ttfa_ms_median": 700.0,
         "reasoning_share": 0.9,
     }
+
+
+def test_a_run_gates_by_default_the_gated_rows_whose_needs_it_plans_in_group_order():
+    assert REGISTRY.gated(speculative=False, slos=False) == ("steady_decode_tok_s",)
+    assert REGISTRY.gated(speculative=True, slos=True) == (
+        "steady_decode_tok_s",
+        "acceptance_rate",
+        "acceptance_length",
+        "request_goodput",
+        "slo_attainment",
+    )
+    assert REGISTRY.gated(speculative=False, slos=True)[1:] == ("request_goodput", "slo_attainment")
+
+
+def test_the_tables_columns_and_key_figures_are_rows_roles():
+    assert [(m.column, m.name) for m in REGISTRY.columns()][:3] == [
+        ("decode tok/s", "decode_tok_s"),
+        ("steady tok/s", "steady_decode_tok_s"),
+        ("prefill tok/s", "prefill_tok_s"),
+    ]
+    assert set(REGISTRY.key_figures()) == {
+        "decode_tok_s",
+        "prefill_tok_s",
+        "ttft_ms_median",
+        "tpot_ms_median",
+        "ttfa_ms_median",
+        "acceptance_rate",
+        "acceptance_length",
+        "request_goodput",
+        "slo_attainment",
+    }
+    assert [m.name for m in REGISTRY.columns() if m.needs and m.needs[0] is Needs.SLOS] == [
+        "request_goodput",
+        "slo_attainment",
+    ]
+
+
+def test_each_figure_that_needs_something_says_so_with_its_own_reason():
+    assert metric("acceptance_pos3").needs == (Needs.SPEC_DECODE,)
+    assert metric("ttfa_ms_p90").needs == (Needs.REASONING, Needs.ANSWER)
+    assert metric("mtp_speedup").needs == (Needs.BASE_RUN,) and not metric("mtp_speedup").gated
+    assert "--llmperf-slos" in Needs.SLOS.reason and "--reasoning-parser" in Needs.REASONING.reason
+    assert REASONING_METRICS == REGISTRY.needing(Needs.REASONING)
+
+
+def test_a_copy_with_rows_adds_replaces_derives_and_knows_a_new_family():
+    wider = Metric("tokens_per_request", Direction.HIGHER, "tokens", Scaling.NONE, 1, "output tokens / completed")
+    derived = replace(wider, derive=lambda f: f["total_output_tokens"] / f["completed"])
+    family = Metric("kv_hit_pos<i>", Direction.HIGHER, "ratio", Scaling.NONE, 3, "cache hits at position i")
+    strict = replace(metric("decode_tok_s"), tolerance=Tolerance("relative", 0.01))
+    copy = REGISTRY.with_rows(derived, family, strict)
+    assert copy.flatten({"completed": 4, "total_output_tokens": 400})["tokens_per_request"] == 100.0
+    assert copy.metric("kv_hit_pos2") is family and copy.metric("decode_tok_s") is strict
+    assert [m.name for m in copy.rows].index("decode_tok_s") == 0  # replaced in place
+    assert REGISTRY.metric("decode_tok_s").tolerance == Tolerance("relative", 0.05)
+    with using(copy):
+        assert format_value("tokens_per_request", 99.96) == "100.0"
+    with pytest.raises(UnknownMetric):
+        format_value("tokens_per_request", 99.96)
+    with pytest.raises(ValueError, match="each name once"):
+        Registry([wider, wider])
+
+
+def test_the_documented_gated_column_says_which_runs_gate_it():
+    rows = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in markdown_table().splitlines()[2:]}
+    assert rows["`steady_decode_tok_s`"] == "every run"
+    assert rows["`acceptance_rate`"] == "speculative servers"
+    assert rows["`slo_attainment`"] == "runs with SLOs"
+    assert rows["`decode_tok_s`"] == ""
