@@ -1,11 +1,13 @@
 """Paired noise of a change from per-request figures (metrics/uncertainty.py), known inputs."""
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from pytest_llmperf.metrics.records import RequestRecord
+from pytest_llmperf.metrics.registry import REGISTRY, metric, using
 from pytest_llmperf.metrics.uncertainty import (
     decode_rows,
     encode_rows,
@@ -176,3 +178,29 @@ def test_row_percentiles_are_numpys_nanpercentile_row_by_row(q):
         warnings.simplefilter("ignore", RuntimeWarning)  # numpy warns about the all-NaN row
         expected = np.nanpercentile(values, q, axis=1)
     assert np.array_equal(row_percentiles(values, q), expected, equal_nan=True)
+
+
+def test_the_noise_of_a_metric_is_its_registry_rows_estimator():
+    """Every row with an estimator gets a paired error, and no other (ITL, TTFA, counts)."""
+    rng = np.random.default_rng(3)
+
+    def rows():
+        out = []
+        for i in range(60):
+            ttft = float(rng.uniform(50, 300))
+            e2el = ttft + float(rng.uniform(1000, 3000))
+            out.append(
+                (i, int(rng.integers(20, 400)), int(rng.integers(100, 200)), int(rng.integers(30, 100)), ttft, e2el)
+            )
+        return out
+
+    names = [m.name.replace("<i>", "1") for m in REGISTRY.rows]
+    figures = dict.fromkeys(names, 2.0)
+    errors = paired_errors(rows(), rows(), figures, figures, names, concurrency=8, slos={"ttft": 200.0})
+    assert set(errors) == {m.name.replace("<i>", "1") for m in REGISTRY.rows if m.estimator is not None}
+    assert {"itl_ms_median", "ttfa_ms_median", "completed", "mtp_speedup"}.isdisjoint(errors)
+    assert all(error > 0 for error in errors.values())
+
+    length = REGISTRY.with_rows(replace(metric("acceptance_length"), estimator=None))
+    with using(length):  # a row without an estimator is judged on its repetitions alone
+        assert "acceptance_length" not in paired_errors(rows(), rows(), figures, figures, names, concurrency=8)
