@@ -42,9 +42,11 @@ def _first_run_commands() -> list[list[str]]:
 
 
 def _pytest_commands() -> list[list[str]]:
-    """Every `pytest ...` command the README shows: indented, fenced or in backticks."""
-    lines = re.findall(r"^(?: {4}|)(pytest(?: [^`\n]*)?)$", README, re.M)
-    lines += re.findall(r"`(pytest [^`]+)`", README)
+    """Every `pytest ...` command the README shows: indented, fenced (a backslash
+    continuation joined) or in backticks."""
+    joined = README.replace("\\\n", " ")
+    lines = re.findall(r"^(?: {4}|)(pytest(?: [^`\n]*)?)$", joined, re.M)
+    lines += re.findall(r"`(pytest [^`]+)`", joined)
     return [shlex.split(line, comments=True) for line in lines]
 
 
@@ -68,7 +70,8 @@ def test_the_main_commands_path_and_profile_exist():
 
 def test_every_option_the_readmes_commands_use_exists():
     commands = _pytest_commands()
-    assert len(commands) >= 8, commands  # the first run's three, the targets table's, the main and test commands
+    # the first run's three, the targets table's, the nightly recipe's, the main and test commands
+    assert len(commands) >= 12, commands
     for args in commands:
         for arg in args:
             flag = arg.split("=")[0]
@@ -81,8 +84,11 @@ def test_every_option_the_readmes_commands_use_exists():
 def test_the_llmperf_commands_in_the_readme_parse():
     from pytest_llmperf.cli import build_parser
 
-    for line in re.findall(r"`(llmperf (?:doctor|history|compare|bench|show)[^`]*)`", README):
-        args = shlex.split(line)[1:]
+    lines = re.findall(r"`(llmperf (?:doctor|history|compare|bench|show)[^`]*)`", README)
+    lines += re.findall(r"^(llmperf [^\n]*)$", README, re.M)  # in a fenced block
+    assert any("--model" in line for line in lines)  # the nightly recipe's doctor
+    for line in lines:
+        args = shlex.split(line, comments=True)[1:]
         build_parser().parse_args(args)  # SystemExit (a usage error) fails the test
 
 
