@@ -358,18 +358,32 @@ def test_sigterm_acts_as_ctrl_c_during_a_session_with_a_target_and_is_restored_a
 
 SIGTERM_AT_STOP = """
 import signal
-from pytest_llmperf.session import PerfSession
+from contextlib import contextmanager
 
-stop = PerfSession.close
+import pytest
 
-def close(self):
-    signal.raise_signal(signal.SIGTERM)  # while the session stops its servers
-    stop(self)
 
-PerfSession.close = close
+class StopsWithSigterm:
+    \"\"\"The kind's own target, whose servers get a SIGTERM as they stop.\"\"\"
 
-def pytest_unconfigure(config):
-    PerfSession.close = stop  # the class is the test process's own: leave it as found
+    def __init__(self, target):
+        self.target = target
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+    @contextmanager
+    def start(self, spec):
+        with self.target.start(spec) as endpoint:
+            try:
+                yield endpoint
+            finally:
+                signal.raise_signal(signal.SIGTERM)  # while the session stops its servers
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_llmperf_make_target(options, kind, context):
+    return StopsWithSigterm(kind.factory(options, context))
 """
 
 
