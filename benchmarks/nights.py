@@ -3,6 +3,7 @@
     python benchmarks/nights.py --nights 20
     python benchmarks/nights.py --nights 20 --double      # every noise figure doubled
     python benchmarks/nights.py --nights 20 --confirm 1   # every regression fails at once
+    python benchmarks/nights.py --nights 20 --recordings 20  # 20 baselines, each with its nights
 
 The seed suite (tests/perf/test_seed_suite.py, its servers from the root conftest.py) at
 the `nightly` profile: its test functions are called as pytest calls them, with the
@@ -17,10 +18,18 @@ temporary rootdir; then every night is a fresh PerfSession judged against that o
 baseline, kept for all nights, reading and appending a history file as the plugin does:
 --llmperf-confirm (`--confirm`; the plugin's default at this profile is 2) sees the night
 before, and each cell's spread between sessions comes from the last nights' values. The
-unchanged nights are one series; each change's two-night episode starts from the history of
-a window of those unchanged nights, as a change arrives after weeks of unchanged nights.
+unchanged nights are one series; each change's episode (up to three nights, until one is
+red) starts from the history of a window of those unchanged nights, as a change arrives
+after weeks of unchanged nights.
 A test's outcome is what pytest would make of it: PerfFailure (or pytest.fail) fails it,
 InconclusiveWarning and SuspectWarning warn.
+
+`--recordings N` does all of that N times, independently: N baselines, each recorded on
+its own recording night (recording 0 draws with `--seed`, recording r > 0 with the seed
+"<seed>.<r>"), each followed by its own unchanged nights and episodes, so that no figure
+rests on the luck of one recording night. With N > 1 each rate is printed as the mean over
+recordings with its spread across them (benchmarks/recordings.py); N = 1 prints one
+recording's tables.
 
 Noise (benchmarks/noise_params.json, each figure with its source): a spread between
 server starts per concurrency, a shift of the whole box per night, Student-t tails, an
@@ -28,10 +37,11 @@ occasional slow start, and nights noisier than the recording night.
 
 Prints: the share of unchanged nights that are red (some test fails) and that carry a
 suspect cell, the failing cells per red night, each cell's false-red rate; for each
-change (one server's decode 5 % slower, a 0.03 acceptance drop, a 5 % speedup drop, a
-whole image 5 % slower) how often a cell it touches is flagged (red or suspect) on the
-first night (split by whether that night was a noisy one), red on the first night, and red
-within two; and the simulated GPU-minutes a night against the seeds' fixed runs.
+change (one server's decode 5 % slower, a 0.03 acceptance drop, a 5 % and a 10 % speedup
+drop, a whole image 5 % slower) how often a cell it touches is flagged (red or suspect) on
+the first night (split by whether that night was a noisy one), red on the first night, red
+within two and within three; and the simulated GPU-minutes a night against the seeds'
+fixed runs.
 """
 
 from __future__ import annotations
@@ -61,6 +71,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pytest  # noqa: E402
 from nightsim import StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
+from recordings import CHANGE_FIGURES, UNCHANGED, Rate, aggregate, print_spreads  # noqa: E402
 
 from pytest_llmperf.judgement import GateRecord  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
@@ -194,7 +205,7 @@ class NoiseModel:
             start_s=fig(raw["server_start_s"]),
         )
 
-    def night(self, seed: int, night: str, recording: bool = False) -> NightNoise:
+    def night(self, seed: int | str, night: str, recording: bool = False) -> NightNoise:
         rng = random.Random(f"{seed}:night:{night}")
         shift = math.exp(self.shift * t_draw(rng, self.dof))
         noisy = rng.random() < self.noisy_share and not recording
@@ -501,6 +512,17 @@ def acceptance_drop(spec: ServerSpec, drop: float) -> Change:
     return Change(acceptance=1.0 - drop / rate)
 
 
+def speedup_loss(loss: float, model: str) -> Scenario:
+    """The MTP server's speedup `loss` lower: its step costs times 1 / (1 - loss), its base's
+    unchanged; caught by the speedup cells alone."""
+    return Scenario(
+        f"{MTP_SERVER} speedup {loss:.0%} lower",
+        lambda specs: {MTP_SERVER: Change(step=1 / (1 - loss))},
+        lambda server, metric, test: server == MTP_SERVER and metric == "mtp_speedup",
+        lambda specs: {model},
+    )
+
+
 def scenarios(servers: Sequence[ServerSpec]) -> list[Scenario]:
     by_name = {s.name: s for s in servers}
     model_of = {s.name: s.model for s in servers}
@@ -517,12 +539,8 @@ def scenarios(servers: Sequence[ServerSpec]) -> list[Scenario]:
             lambda server, metric, test: server == MTP_SERVER and metric.startswith("acceptance"),
             lambda specs: {model_of[MTP_SERVER]},
         ),
-        Scenario(
-            f"{MTP_SERVER} speedup 5% lower",
-            lambda specs: {MTP_SERVER: Change(step=1 / 0.95)},
-            lambda server, metric, test: server == MTP_SERVER and metric == "mtp_speedup",
-            lambda specs: {model_of[MTP_SERVER]},
-        ),
+        speedup_loss(0.05, model_of[MTP_SERVER]),
+        speedup_loss(0.10, model_of[MTP_SERVER]),
         Scenario(
             "whole image 5% slower",
             lambda specs: {s.name: Change(step=1 / 0.95) for s in specs},
@@ -562,6 +580,19 @@ class NightSummary:
     lines: bytes = b""  # the history lines the night appended
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What the tables need of a recording session (picklable, from a worker process)."""
+
+    assertions: int
+    starts: int
+    run_s: float
+    failed: str = ""  # why the recording did not pass ("": it passed)
+
+
+EPISODE_NIGHTS = 3  # a change's nights, until one is red
+
+
 @dataclass
 class Bench:
     """Everything a night needs, set up once in the parent (worker processes fork from it)."""
@@ -572,9 +603,17 @@ class Bench:
     model: NoiseModel
     prompts: SeedPrompts
     datasets: dict[tuple[str, str | None], Any]
-    seed: int
+    seed: int | str
     confirm: int | None
     design: str = "adaptive"
+
+    def record(self) -> Recorded:
+        """The recording session: `--update-baselines` into `rootdir`, on the recording night's noise."""
+        noise = self.model.night(self.seed, "record", recording=True)
+        result = night(self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, update=True)
+        bad = {k: v for k, v in result.outcomes.items() if v != "passed"}
+        failed = f"{bad} {result.errors}" if bad or result.errors else ""
+        return Recorded(len(result.gates), result.starts, result.run_s, failed)
 
     def summary(self, index: int, result: Night, lines: bytes = b"") -> NightSummary:
         cells = [
@@ -614,16 +653,16 @@ class Bench:
         return out
 
     def episode(self, scenario: Scenario, e: int, prior: Sequence[bytes]) -> tuple[list[str], bool]:
-        """Two nights of `scenario`'s change (the second only when the first is not red), after
-        the unchanged nights whose history lines are `prior`: per night "red", "suspect" or ""
-        for the cells it touches, and whether the first night was a noisy one."""
+        """Up to EPISODE_NIGHTS nights of `scenario`'s change (each only when the one before is
+        not red), after the unchanged nights whose history lines are `prior`: per night "red",
+        "suspect" or "" for the cells it touches, and whether the first night was a noisy one."""
         touched_models = scenario.models(self.servers)
         subset = [item for item in self.items if any(s.model in touched_models for s in item.servers)]
         changes = scenario.changes(self.servers)
         window = HistoryWindow(self.rootdir / f"history-{scenario.name.replace(' ', '_')}-{e}.jsonl", prior=prior)
         history = window.path
         seen: list[str] = []
-        noises = [self.model.night(self.seed, f"{scenario.name}:{e}:{n}") for n in range(2)]
+        noises = [self.model.night(self.seed, f"{scenario.name}:{e}:{n}") for n in range(EPISODE_NIGHTS)]
         for noise in noises:
             result = night(
                 self.rootdir,
@@ -646,18 +685,22 @@ class Bench:
         return seen, noises[0].scale > 1.0
 
 
-BENCH: Bench | None = None  # the parent's, inherited by forked workers
+BENCHES: list[Bench] = []  # one per recording, the parent's, inherited by forked workers
 
 
-def _chain(nights: range) -> list[NightSummary]:
-    assert BENCH is not None
-    return BENCH.unchanged_chain(nights)
+def _record(r: int) -> tuple[int, Recorded]:
+    return r, BENCHES[r].record()
 
 
-def _episode(job: tuple[int, int, list[bytes]]) -> tuple[int, int, tuple[list[str], bool]]:
-    assert BENCH is not None
-    k, e, prior = job
-    return k, e, BENCH.episode(scenarios(BENCH.servers)[k], e, prior)
+def _chain(job: tuple[int, range]) -> tuple[int, list[NightSummary]]:
+    r, nights = job
+    return r, BENCHES[r].unchanged_chain(nights)
+
+
+def _episode(job: tuple[int, int, int, list[bytes]]) -> tuple[int, int, int, tuple[list[str], bool]]:
+    r, k, e, prior = job
+    bench = BENCHES[r]
+    return r, k, e, bench.episode(scenarios(bench.servers)[k], e, prior)
 
 
 def chains(nights: int, jobs: int) -> list[range]:
@@ -675,12 +718,69 @@ def priors(lines: Sequence[bytes], count: int) -> list[list[bytes]]:
     return [list(lines[start : start + NIGHTS_WINDOW]) for start in starts]
 
 
-def main(argv: list[str] | None = None) -> int:
-    global BENCH
+def recording_seed(seed: int, r: int) -> int | str:
+    """Recording `r`'s seed: `seed` itself for the first, "<seed>.<r>" after it."""
+    return seed if r == 0 else f"{seed}.{r}"
+
+
+@dataclass
+class Recording:
+    """One recording's outcomes: its recording session, its unchanged nights in order, and
+    per change (by its index in `scenarios`) each episode's nights and whether its first
+    night was a noisy one."""
+
+    recorded: Recorded
+    nights: list[NightSummary] = field(default_factory=list)
+    seen: dict[int, list[tuple[list[str], bool]]] = field(default_factory=dict)
+
+
+def change_rates(name: str, runs: Sequence[Sequence[str]]) -> dict[Rate, float]:
+    """A change's shares of its episodes `runs` (each night's "red", "suspect" or ""):
+    flagged (red or suspect) on night 1, red on night 1, red within 2 and within 3."""
+    n = len(runs)
+    return {
+        (name, "flagged night 1"): sum(bool(r[0]) for r in runs) / n,
+        (name, "red night 1"): sum(r[0] == "red" for r in runs) / n,
+        (name, "red within 2"): sum("red" in r[:2] for r in runs) / n,
+        (name, "red within 3"): sum("red" in r[:3] for r in runs) / n,
+    }
+
+
+def recording_rates(recording: Recording, names: Sequence[str]) -> dict[Rate, float]:
+    """One recording's rates: its unchanged nights red and with a suspect cell, their
+    GPU-minutes a night, and each change's (`names` by index) shares of its episodes."""
+    nights = recording.nights
+    rates: dict[Rate, float] = {
+        (UNCHANGED, "red"): sum(s.red for s in nights) / len(nights),
+        (UNCHANGED, "with a suspect cell"): sum(suspect(s) for s in nights) / len(nights),
+        (UNCHANGED, "GPU-minutes a night"): statistics.mean(s.gpu_s for s in nights) / 60,
+    }
+    for k, name in enumerate(names):
+        runs = recording.seen.get(k, [])
+        if runs:
+            rates.update(change_rates(name, [r for r, _ in runs]))
+    return rates
+
+
+def suspect(summary: NightSummary) -> bool:
+    return any(cell[4] == "suspect" for cell in summary.flagged)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nights", type=int, default=20, help="unchanged nights judged (default 20)")
     parser.add_argument(
-        "--episodes", type=int, default=None, help="two-night episodes per change (default: --nights, at most 10)"
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes per change, up to three nights each (default: --nights, at most 10)",
+    )
+    parser.add_argument(
+        "--recordings",
+        type=int,
+        default=1,
+        help="independent recordings, each its own baseline recorded on its own night and followed by its own "
+        "nights and episodes; above 1, each rate is printed as the mean over them with its spread (default 1)",
     )
     parser.add_argument("--double", action="store_true", help="every noise figure of the parameters file doubled")
     parser.add_argument("--seed", type=int, default=0)
@@ -697,11 +797,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=PARAMS)
     parser.add_argument("--quiet", action="store_true", help="no line per night or episode, only the tables")
     args = parser.parse_args(argv)
-    if args.nights < 1 or args.jobs < 1 or (args.episodes is not None and args.episodes < 0):
-        parser.error("--nights and --jobs must be at least 1, --episodes at least 0")
+    if args.nights < 1 or args.jobs < 1 or args.recordings < 1 or (args.episodes is not None and args.episodes < 0):
+        parser.error("--nights, --jobs and --recordings must be at least 1, --episodes at least 0")
     if args.confirm is not None and args.confirm < 1:
         parser.error("--confirm must be at least 1")
-    episodes = min(args.nights, 10) if args.episodes is None else args.episodes
+    if args.episodes is None:
+        args.episodes = min(args.nights, 10)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     model = NoiseModel.load(args.params, args.double)
     started = time.monotonic()
     items = seed_items()
@@ -711,13 +817,16 @@ def main(argv: list[str] | None = None) -> int:
     datasets = {(options.dataset_name, options.dataset): dataset}
     prompts = SeedPrompts(dataset)
     confirm = night_options(history=Path("history.jsonl"), confirm=args.confirm).confirm
+    seeds = [recording_seed(args.seed, r) for r in range(args.recordings)]
     print(
         f"nights: the seed suite ({len(items)} tests, {len(servers)} servers) at the {PROFILE} profile through "
-        f"PerfSession on the virtual clock, --llmperf-confirm {confirm}; {args.nights} unchanged nights, {episodes} "
-        f"two-night episodes per change; noise {args.params.name}{' doubled' if args.double else ''}: start spread "
+        f"PerfSession on the virtual clock, --llmperf-confirm {confirm}; {args.nights} unchanged nights, "
+        f"{args.episodes} episodes per change (up to three nights each); noise {args.params.name}"
+        f"{' doubled' if args.double else ''}: start spread "
         f"{', '.join(f'{v:.1%} at {c}' for c, v in model.step.items())}, acceptance {model.acceptance:.1%}, "
         f"t({model.dof:g}) tails, slow starts {model.slow_share:.0%} x +{model.slow_excess:.0%}, night shift "
         f"{model.shift:.1%}, noisy nights {model.noisy_share:.0%} x{model.noisy_multiplier:g}; seed {args.seed}"
+        + (f"; {args.recordings} recordings, seeds {seeds[0]} to {seeds[-1]}" if args.recordings > 1 else "")
         + (f"; {args.design} design" if args.design != "adaptive" else ""),
         flush=True,
     )
@@ -726,49 +835,102 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"{line} ({time.monotonic() - started:.0f} s)", flush=True)
 
+    names = [scenario.name for scenario in scenarios(servers)]
     with tempfile.TemporaryDirectory(prefix="llmperf-nights-") as tmp:
-        rootdir = Path(tmp)
-        recorded = night(
-            rootdir, items, model, model.night(args.seed, "record", recording=True), prompts, datasets, update=True
-        )
-        bad = {k: v for k, v in recorded.outcomes.items() if v != "passed"}
-        if bad or recorded.errors:
-            print(f"recording failed: {bad} {recorded.errors}", file=sys.stderr)
-            return 1
-        print(
-            f"recorded: {len(recorded.gates)} assertions, {recorded.starts} server starts, "
-            f"{recorded.run_s / 60:.1f} GPU-min of runs ({time.monotonic() - started:.0f} s)",
-            flush=True,
-        )
-        BENCH = Bench(rootdir, items, servers, model, prompts, datasets, args.seed, args.confirm, args.design)
-        context = multiprocessing.get_context("fork")
-        with context.Pool(args.jobs) as pool:
-            # -- unchanged nights
-            summaries: list[NightSummary] = []
-            for chain in pool.imap_unordered(_chain, chains(args.nights, args.jobs)):
-                for summary in chain:
-                    shown = ", ".join(f"{s} @ {c} {m} {st}" for _, s, c, m, st in summary.flagged)
-                    say(
-                        f"  night {summary.index + 1}/{args.nights}: {'RED' if summary.red else 'green'}"
-                        f"{' ' + shown if shown else ''}; {summary.starts} starts, {summary.gpu_s / 60:.1f} GPU-min"
-                    )
-                summaries += chain
-            print_unchanged(sorted(summaries, key=lambda s: s.index))
+        BENCHES[:] = [
+            Bench(
+                Path(tmp, f"recording-{r}"), items, servers, model, prompts, datasets, seed, args.confirm, args.design
+            )
+            for r, seed in enumerate(seeds)
+        ]
+        for bench in BENCHES:
+            bench.rootdir.mkdir()
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+            recordings = record_all(pool, say, started)
+            if recordings is None:
+                return 1
+            run_unchanged(pool, recordings, args.nights, args.jobs, say)
+            if len(recordings) == 1:
+                print_unchanged(recordings[0].nights)
+                print()
+            run_changes(pool, recordings, names, args.episodes, say)
+    report(recordings, names, model, len(servers), args.nights, args.episodes)
+    print(f"({time.monotonic() - started:.0f} s)")
+    return 0
 
-            # -- changes
-            print()
-            names = [scenario.name for scenario in scenarios(servers)]
-            seen: dict[int, list[tuple[list[str], bool]]] = {k: [] for k in range(len(names))}
-            windows = priors([s.lines for s in sorted(summaries, key=lambda s: s.index)], episodes)
-            jobs = [(k, e, windows[e]) for k in range(len(names)) for e in range(episodes)]
-            for k, e, (nights_seen, noisy_first) in pool.imap_unordered(_episode, jobs):
-                seen[k].append((nights_seen, noisy_first))
-                what = ", ".join(f"night {i + 1} {w or 'green'}" for i, w in enumerate(nights_seen))
-                say(f"  {names[k]}: episode {e + 1}/{episodes}: {what}")
-        print_changes(names, seen, episodes)
 
-        fixed = len(servers) * sum(SEED_FIXED_S.values())
-        night_s = [s.gpu_s for s in summaries]
+def label(r: int) -> str:
+    """How a line about recording `r` starts ("" where there is one recording)."""
+    return f"recording {r + 1}/{len(BENCHES)}: " if len(BENCHES) > 1 else ""
+
+
+def record_all(pool: Any, say: Callable[[str], None], started: float) -> list[Recording] | None:
+    """Every bench's recording session (None, said on stderr, where one did not pass)."""
+    recorded: dict[int, Recorded] = {}
+    for r, result in pool.imap_unordered(_record, range(len(BENCHES))):
+        if result.failed:
+            print(f"{label(r)}recording failed: {result.failed}", file=sys.stderr)
+            return None
+        recorded[r] = result
+        if len(BENCHES) > 1:
+            say(
+                f"  {label(r)}seed {BENCHES[r].seed}: {result.assertions} assertions, {result.starts} server starts, "
+                f"{result.run_s / 60:.1f} GPU-min of runs"
+            )
+    every = [recorded[r] for r in range(len(BENCHES))]
+    counts = {(result.assertions, result.starts) for result in every}
+    runs = statistics.mean(result.run_s for result in every)
+    many = f"{len(every)} baselines, each " if len(every) > 1 else ""
+    starts = every[0].starts if len(counts) == 1 else f"{statistics.mean(result.starts for result in every):.1f}"
+    print(
+        f"recorded: {many}{every[0].assertions} assertions, {starts} server starts, {runs / 60:.1f} GPU-min of runs"
+        f"{' (mean)' if len(every) > 1 else ''} ({time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
+    return [Recording(result) for result in every]
+
+
+def run_unchanged(pool: Any, recordings: list[Recording], nights: int, jobs: int, say: Callable[[str], None]) -> None:
+    """Each recording's unchanged nights, in runs of consecutive nights over the workers."""
+    per = max(1, jobs // len(recordings))
+    work = [(r, chain) for r in range(len(recordings)) for chain in chains(nights, per)]
+    for r, chain in pool.imap_unordered(_chain, work):
+        for summary in chain:
+            shown = ", ".join(f"{s} @ {c} {m} {st}" for _, s, c, m, st in summary.flagged)
+            say(
+                f"  {label(r)}night {summary.index + 1}/{nights}: {'RED' if summary.red else 'green'}"
+                f"{' ' + shown if shown else ''}; {summary.starts} starts, {summary.gpu_s / 60:.1f} GPU-min"
+            )
+        recordings[r].nights += chain
+    for recording in recordings:
+        recording.nights.sort(key=lambda s: s.index)
+
+
+def run_changes(
+    pool: Any, recordings: list[Recording], names: Sequence[str], episodes: int, say: Callable[[str], None]
+) -> None:
+    """Each recording's episodes of each change, each from a window of its unchanged nights' history."""
+    work = []
+    for r, recording in enumerate(recordings):
+        windows = priors([s.lines for s in recording.nights], episodes)
+        work += [(r, k, e, windows[e]) for k in range(len(names)) for e in range(episodes)]
+    for r, k, e, (nights_seen, noisy_first) in pool.imap_unordered(_episode, work):
+        recordings[r].seen.setdefault(k, []).append((nights_seen, noisy_first))
+        what = ", ".join(f"night {i + 1} {w or 'green'}" for i, w in enumerate(nights_seen))
+        say(f"  {label(r)}{names[k]}: episode {e + 1}/{episodes}: {what}")
+
+
+def report(
+    recordings: Sequence[Recording], names: Sequence[str], model: NoiseModel, servers: int, nights: int, episodes: int
+) -> None:
+    """The changes' table and the GPU-minutes of one recording; of several, the unchanged
+    nights pooled, then each rate's mean and spread over recordings, and the first night's
+    flags by quiet and noisy first nights, all recordings' episodes together."""
+    fixed = servers * sum(SEED_FIXED_S.values())
+    if len(recordings) == 1:
+        (only,) = recordings
+        print_changes(names, only.seen, episodes)
+        night_s = [s.gpu_s for s in only.nights]
         mean_s = statistics.mean(night_s)
         print()
         print(
@@ -776,22 +938,36 @@ def main(argv: list[str] | None = None) -> int:
             f"server): mean {mean_s / 60:.1f}, max {max(night_s) / 60:.1f}, against {fixed / 60:.1f} for the seeds' "
             f"fixed runs ({mean_s / fixed:.0%})"
         )
-    print(f"({time.monotonic() - started:.0f} s)")
-    return 0
+        return
+    print_unchanged([s for recording in recordings for s in recording.nights], f"{len(recordings)} recordings")
+    rows = [recording_rates(recording, names) for recording in recordings]
+    print_spreads(aggregate(rows), len(recordings), nights, episodes, fixed / 60)
+    print()
+    print("flagged night 1, quiet / noisy first nights (all recordings' episodes together):")
+    for k, name in enumerate(names):
+        runs = [run for recording in recordings for run in recording.seen.get(k, [])]
+        quiet = [bool(r[0]) for r, noisy in runs if not noisy]
+        loud = [bool(r[0]) for r, noisy in runs if noisy]
+        print(f"  {name:<40} {share(sum(quiet), len(quiet))} / {share(sum(loud), len(loud))}")
 
 
-def print_unchanged(summaries: Sequence[NightSummary]) -> None:
+def share(hits: int, of: int) -> str:
+    return f"{hits / of:.0%} of {of}" if of else "none"
+
+
+def print_unchanged(summaries: Sequence[NightSummary], of: str = "") -> None:
+    """The unchanged nights' table (`of`: whose nights they are, where not one recording's)."""
     nights = len(summaries)
     red = [s for s in summaries if s.red]
-    suspect = sum(any(cell[4] == "suspect" for cell in s.flagged) for s in summaries)
+    suspects = sum(suspect(s) for s in summaries)
     cells = {cell[:4] for s in summaries for cell in s.cells}
     statuses = Counter(cell[4] for s in summaries for cell in s.cells)
     total = sum(statuses.values())
     fails = Counter(cell[:4] for s in summaries for cell in s.failing)
     print()
     print(
-        f"unchanged nights: {len(red)} of {nights} red ({len(red) / nights:.1%}); {len(cells)} gated cells; "
-        f"{suspect} with a suspect cell ({suspect / nights:.1%})"
+        f"unchanged nights{' of ' + of if of else ''}: {len(red)} of {nights} red ({len(red) / nights:.1%}); "
+        f"{len(cells)} gated cells; {suspects} with a suspect cell ({suspects / nights:.1%})"
     )
     if red:
         per = [len(s.failing) for s in red]
@@ -814,26 +990,21 @@ def print_changes(
     """The table of changes, and the first night's flags split by whether that night was a
     noisy one (the noise model's `noisy_night`): what the noisy nights cost the detection."""
     print()
-    print(f"changes ({episodes} two-night episodes each; a cell the change touches is red or suspect)")
+    print(f"changes ({episodes} episodes of up to three nights each; a cell the change touches is red or suspect)")
     print(
-        f"{'change':<42} {'flagged night 1':>16} {'red night 1':>12} {'red within 2':>13}"
+        f"{'change':<42} {'flagged night 1':>16} {'red night 1':>12} {'red within 2':>13} {'red within 3':>13}"
         f"   {'flagged night 1: quiet / noisy first nights':>44}"
     )
-
-    def share(hits: int, of: int) -> str:
-        return f"{hits / of:.0%} of {of}" if of else "none"
-
     for k, name in enumerate(names):
-        runs = seen[k]
+        runs = seen.get(k, [])
         if not runs:
             continue
-        flagged = sum(bool(r[0]) for r, _ in runs) / len(runs)
-        first = sum(r[0] == "red" for r, _ in runs) / len(runs)
-        within = sum("red" in r for r, _ in runs) / len(runs)
+        rates = change_rates(name, [r for r, _ in runs])
+        flagged, first, within, within3 = (rates[name, figure] for figure in CHANGE_FIGURES)
         quiet = [bool(r[0]) for r, noisy in runs if not noisy]
         loud = [bool(r[0]) for r, noisy in runs if noisy]
         split = f"{share(sum(quiet), len(quiet))} / {share(sum(loud), len(loud))}"
-        print(f"{name:<42} {flagged:>15.0%} {first:>11.0%} {within:>12.0%}   {split:>44}")
+        print(f"{name:<42} {flagged:>15.0%} {first:>11.0%} {within:>12.0%} {within3:>12.0%}   {split:>44}")
 
 
 if __name__ == "__main__":

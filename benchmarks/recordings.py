@@ -1,0 +1,104 @@
+"""Rates over many recordings: each figure of benchmarks/nights.py as the mean over
+independent recordings (each its own baseline, recorded on its own night, followed by its
+own nights and episodes) with its spread across them.
+
+A recording's rates are one row: rate -> value, the rate named by (what, figure), e.g.
+("unchanged nights", "red") or ("whole image 5% slower", "red within 2"). `aggregate`
+gives each rate's mean over the rows, its 10th and 90th percentile (linear between the
+closest ranks, as numpy's default and statistics.quantiles' inclusive method) and its
+min and max; `print_spreads` prints the tables of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+Rate = tuple[str, str]  # (what: "unchanged nights" or a change's name, the figure)
+UNCHANGED = "unchanged nights"
+UNCHANGED_FIGURES = ("red", "with a suspect cell", "GPU-minutes a night")
+CHANGE_FIGURES = ("flagged night 1", "red night 1", "red within 2", "red within 3")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One rate across recordings: its mean, 10th and 90th percentile, min and max."""
+
+    mean: float
+    p10: float
+    p90: float
+    low: float
+    high: float
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q` quantile (0..1) of `values`, linear between the closest ranks."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def spread(values: Sequence[float]) -> Spread:
+    return Spread(sum(values) / len(values), percentile(values, 0.1), percentile(values, 0.9), min(values), max(values))
+
+
+def aggregate(rows: Sequence[Mapping[Rate, float]]) -> dict[Rate, Spread]:
+    """Each rate's spread over the recordings' `rows`, for the rates every row has (a change
+    a recording ran no episode of has no rate there), in the first row's order."""
+    if not rows:
+        return {}
+    rates = [rate for rate in rows[0] if all(rate in row for row in rows)]
+    return {rate: spread([row[rate] for row in rows]) for rate in rates}
+
+
+def share_cell(s: Spread) -> str:
+    """A share's mean, [p10-p90] and (min-max), the spread in percent."""
+    p10, p90, low, high = (100 * v for v in (s.p10, s.p90, s.low, s.high))
+    return f"{s.mean:4.0%} [{p10:.0f}-{p90:.0f}] ({low:.0f}-{high:.0f})"
+
+
+def print_spreads(
+    spreads: Mapping[Rate, Spread],
+    recordings: int,
+    nights: int,
+    episodes: int,
+    fixed_minutes: float,
+    out: Callable[[str], None] = print,
+) -> None:
+    """The unchanged nights' rates and the changes' table, each figure the mean over
+    `recordings` with its 10th-90th percentile and min-max across them."""
+    out("")
+    out(
+        f"over {recordings} recordings (each its own baseline, recorded on its own night, then {nights} unchanged "
+        f"nights and {episodes} episodes per change): each rate the mean over recordings, [10th-90th percentile] "
+        "and (min-max) across them"
+    )
+    out(f"{UNCHANGED:<42} {'mean':>8} {'p10-p90':>16} {'min-max':>16}")
+    for figure in UNCHANGED_FIGURES:
+        s = spreads.get((UNCHANGED, figure))
+        if s is None:
+            continue
+        minutes = figure.startswith("GPU-minutes")
+        form = ".1f" if minutes else ".1%"
+        middle, ends = f"{s.p10:{form}}-{s.p90:{form}}", f"{s.low:{form}}-{s.high:{form}}"
+        line = f"  {figure:<40} {s.mean:8{form}} {middle:>16} {ends:>16}"
+        if minutes:
+            line += f"   against {fixed_minutes:.1f} for the seeds' fixed runs ({s.mean / fixed_minutes:.0%})"
+        out(line)
+    changes = list(dict.fromkeys(what for what, _ in spreads if what != UNCHANGED))
+    if not changes:
+        return
+    out("")
+    out(
+        f"changes ({episodes} episodes of up to three nights each per recording; a cell the change touches is red "
+        "or suspect): mean [p10-p90] (min-max), in percent"
+    )
+    out(f"{'change':<42} " + " ".join(f"{figure:>25}" for figure in CHANGE_FIGURES))
+    for what in changes:
+        cells = [spreads.get((what, figure)) for figure in CHANGE_FIGURES]
+        out(f"{what:<42} " + " ".join(f"{share_cell(s) if s else 'none':>25}" for s in cells))
