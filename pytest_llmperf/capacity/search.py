@@ -109,6 +109,21 @@ class Breach:
         assert worst is not None  # an SLOSet holds at least one SLO
         return worst
 
+    def describe(self) -> str:
+        """'p99 TTFT 2,000 ms exceeded at 40 (2,410 ms); p99 TPOT held', or the share that met
+        every SLO where no percentile went over its limit (failures, or SLOs missed by
+        different requests)."""
+        r, v, at = self.reading, self.verdict, _load(self.load)
+        over = r.value_ms is not None and r.value_ms > r.slo.limit_ms
+        if over:
+            text = f"{r.slo.label} {format_ms(r.slo.limit_ms)} ms exceeded at {at} ({format_ms(r.value_ms or 0.0)} ms)"
+        else:
+            text = f"{v.share.share * 100:.1f} % met every SLO at {at}, {v.asked * 100:g} % asked"
+        if v.failed:
+            text += f", {v.failed:,} of {v.requests:,} requests failed"
+        held = [x.slo.label for x in v.readings if x.held and not (over and x is r)]
+        return text + (f"; {', '.join(held)} held" if held else "")
+
 
 @dataclass(frozen=True)
 class Capacity:
@@ -167,13 +182,7 @@ class Capacity:
         parts: list[str] = []
         breach = self.first_broken
         if breach is not None:
-            r = breach.reading
-            value = "no completed request" if r.value_ms is None else f"{format_ms(r.value_ms)} ms"
-            held = [x.slo.label for x in breach.verdict.readings if x.held and x is not r]
-            parts.append(
-                f"{r.slo.label} {format_ms(r.slo.limit_ms)} ms exceeded at {_load(breach.load)} ({value})"
-                + (f"; {', '.join(held)} held" if held else "")
-            )
+            parts.append(breach.describe())
         if self.undecided:
             parts.append(f"undecided at {', '.join(map(_load, self.undecided))}")
         cost = f"{self.runs} run{'s' if self.runs != 1 else ''}"

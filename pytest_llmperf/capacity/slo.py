@@ -170,6 +170,7 @@ class Verdict:
     asked: float
     requests: int  # every request sent, failed ones included
     good: int
+    failed: int
     runs: int
     readings: tuple[Reading, ...]
 
@@ -191,6 +192,7 @@ class Verdict:
             f"{self.outcome.value}: {self.share.share * 100:.1f} % of {self.requests:,} requests ({self.runs} "
             f"run{'s' if self.runs != 1 else ''}) met every SLO ({self.share.low * 100:.1f}-"
             f"{self.share.high * 100:.1f} %), {self.asked * 100:g} % asked"
+            + (f", {self.failed:,} failed" if self.failed else "")
         )
         return "; ".join([head, *(r.describe() for r in self.readings)])
 
@@ -217,4 +219,5 @@ def judge(runs: Sequence[ProbeResult], slos: SLOSet, confidence: float) -> Verdi
     else:
         outcome = Outcome.UNDECIDED
     readings = tuple(_reading(s, runs, total, slos.share) for s in slos.slos)
-    return Verdict(outcome, share, slos.share, total, sum(goods), len(runs), readings)
+    failed = sum(run.failed for run in runs)
+    return Verdict(outcome, share, slos.share, total, sum(goods), failed, len(runs), readings)

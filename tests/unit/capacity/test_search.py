@@ -7,8 +7,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from pytest_llmperf.capacity.search import Resolution, search
-from pytest_llmperf.capacity.slo import Outcome, ProbeResult
+from pytest_llmperf.capacity.search import Breach, Resolution, search
+from pytest_llmperf.capacity.slo import Outcome, ProbeResult, SLOSet, judge
 
 P99 = {"ttft_ms_p99": 2000, "tpot_ms_p99": 80}
 P90 = {"ttft_ms_p90": 2000, "tpot_ms_p90": 80}
@@ -197,3 +197,16 @@ def test_resolution_reads_a_step_or_a_percentage():
 def test_a_probe_must_return_a_probe_result():
     with pytest.raises(TypeError, match="must return a ProbeResult"):
         search(lambda load: {"ttft": 1.0}, P99, within=WITHIN, resolution=4)
+
+
+def test_a_breach_by_failures_says_so_rather_than_a_value_over_its_limit():
+    errors = Breach(40, judge([ProbeResult((FAST,) * 900, failed=100)], SLOSet.parse(P99), 0.95))
+    assert errors.describe() == "90.0 % met every SLO at 40, 99 % asked, 100 of 1,000 requests failed"
+
+
+def test_a_breach_by_slos_missed_by_different_requests_says_the_share():
+    # 0.8 % over TTFT, 0.8 % others over TPOT: each p99 within its limit, 98.4 % within both.
+    requests = (FAST,) * 984 + (SLOW["ttft"],) * 8 + (SLOW["tpot"],) * 8
+    split = Breach(40, judge([ProbeResult(requests)] * 3, SLOSet.parse(P99), 0.95))
+    assert split.verdict.outcome is Outcome.BROKEN
+    assert split.describe() == "98.4 % met every SLO at 40, 99 % asked; p99 TTFT, p99 TPOT held"

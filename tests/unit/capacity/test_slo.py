@@ -111,3 +111,13 @@ def test_probe_results_must_make_sense():
         ProbeResult((), failed=-1)
     with pytest.raises(ValueError, match="seconds must be"):
         ProbeResult((), seconds=math.inf)
+
+
+def test_runs_that_disagree_are_not_pooled_as_one_binomial():
+    # 86 % and 100 %: 93 % pooled, clear of 90 % were the 2,000 requests independent; the
+    # fresh starts disagree far beyond that, so the two runs decide nothing yet.
+    p90 = SLOSet.parse({"ttft_ms_p90": 2000})
+    scattered = judge([run(860, slow_ttft=140), run(1000)], p90, 0.95)
+    assert scattered.share.share == pytest.approx(0.93)
+    assert scattered.outcome is Outcome.UNDECIDED
+    assert judge([run(930, slow_ttft=70)] * 2, p90, 0.95).outcome is Outcome.MET
