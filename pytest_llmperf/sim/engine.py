@@ -104,6 +104,8 @@ class Engine:
         self._tok_s = p.per_token_s * cost_scale
         self._prefill_s = p.prefill_per_token_s * cost_scale
         self._draft_s = p.draft_step_s * cost_scale * self.k
+        self._prefill_budget = p.max_prefill_tokens_per_step if config.prefill_budget is None else config.prefill_budget
+        self._prefill_seqs = config.max_num_seqs if config.max_prefill_seqs is None else config.max_prefill_seqs
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.stats: list[StatsSink] = []
@@ -210,12 +212,12 @@ class Engine:
             admitted.append(req)
         if not self.running:
             return None
-        budget = self.profile.max_prefill_tokens_per_step
+        budget = self._prefill_budget
         prefill: list[tuple[SimRequest, int]] = []
         decode: list[SimRequest] = []
         for req in self.running:
             if req.in_prefill:
-                if budget > 0:
+                if budget > 0 and len(prefill) < self._prefill_seqs:
                     n = min(budget, req.prompt_tokens - req.prefilled)
                     budget -= n
                     prefill.append((req, n))
