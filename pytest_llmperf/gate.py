@@ -20,6 +20,7 @@ from pytest_llmperf.baselines.compare import Status, Verdict, compare_metrics, c
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs, output_change_reason
 from pytest_llmperf.baselines.entry import BaselineEntry
 from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workload_key
+from pytest_llmperf.baselines.tolerances import Tolerances
 from pytest_llmperf.history_log import HistoryLog, SharedLines
 from pytest_llmperf.judgement import Judgement
 from pytest_llmperf.measured import MeasuredRun, Samples
@@ -139,8 +140,8 @@ class Gate:
         if isinstance(found, Refused):
             message = found.message(where, run.concurrency, command)
             return Judgement(nodeid, run.server.name, run.concurrency, where, Outcome.REFUSED, message)
-        merged = {**(marker_tolerances or {}), **(tolerances or {})}
-        looked = self._verdicts_until_decided(run, collect, merged, base, folder, found, invalid, error_budget, command)
+        layers = Tolerances(tolerances, marker_tolerances, self.ini_tolerances)  # each parsed once, at its first look
+        looked = self._verdicts_until_decided(run, collect, layers, base, folder, found, invalid, error_budget, command)
         verdicts = confirmed(
             looked.verdicts,
             self.options.confirm - 1 if self.reference.keeps_history else 0,
@@ -198,7 +199,7 @@ class Gate:
         self,
         run: MeasuredRun,
         collect: Callable[[], Samples],
-        tolerances: Mapping[str, str],
+        tolerances: Tolerances,
         base: MeasuredRun | None,
         folder: str,
         found: BaselineEntry | None,
@@ -305,7 +306,7 @@ class Gate:
         run: MeasuredRun,
         entry: BaselineEntry | None,
         samples: Samples,
-        tolerances: Mapping[str, str],
+        tolerances: Tolerances,
         command: str,
         base: MeasuredRun | None,
         folder: str,
@@ -326,7 +327,7 @@ class Gate:
             list(samples),
             entry.metrics if entry else None,
             measured,
-            overrides=(tolerances, self.ini_tolerances),
+            overrides=tolerances,
             update_command=command,
             no_data_reasons=no_data,
             confidence=self.options.alarm_confidence,

@@ -18,7 +18,7 @@ from functools import partial
 from statistics import NormalDist
 from typing import Any
 
-from pytest_llmperf.baselines.tolerances import tolerance_for
+from pytest_llmperf.baselines.tolerances import Bound, Tolerances
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.registry import Direction, Tolerance
 from pytest_llmperf.stats.error import Noise, variance_shrink
@@ -46,10 +46,6 @@ DEFAULT_CONFIDENCE = 0.95  # of a pass: the change shown within the tolerance
 DEFAULT_ALARM_CONFIDENCE = 0.99  # of a claimed change, at each look: false alarms get gates switched off
 
 DEFAULT_UPDATE_COMMAND = "pytest --update-baselines"
-
-# Boundary slack for float noise only: 407.9 * 0.95 must count as "exactly -5%".
-_REL_EPS = 1e-9
-_ABS_EPS = 1e-12
 
 
 @dataclass(frozen=True)
@@ -84,6 +80,11 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return self.status in PASSING
+
+    @property
+    def bound(self) -> Bound | None:
+        """The tolerance in the metric's worse direction (None without a tolerance)."""
+        return Bound(self.tolerance, self.direction) if self.tolerance is not None else None
 
     @property
     def resolution(self) -> float | None:
@@ -169,25 +170,25 @@ def confirmed(verdicts: list[Verdict], needed: int, earlier: Callable[[str, int]
 
 def _clears_at_pass(verdict: Verdict) -> bool:
     """A change beyond its tolerance whose interval at the pass confidence excludes no change."""
-    if verdict.tolerance is None or verdict.pass_noise is None:
+    bound = verdict.bound
+    if bound is None or verdict.pass_noise is None:
         return False
     amounts = _in_tolerance_units(verdict, verdict.pass_noise)
-    return amounts is not None and _beyond(amounts[0], verdict.tolerance.limit) and amounts[0] - amounts[1] > 0
+    return amounts is not None and bound.beyond(amounts[0]) and amounts[0] - amounts[1] > 0
 
 
 def _in_tolerance_units(verdict: Verdict, half: float) -> tuple[float, float] | None:
     """The verdict's change in its bad direction and the half-width `half`, both in its
     tolerance's units (relative to the baseline for a relative one); None without a change,
     a tolerance, or (relative) a baseline other than 0."""
-    tol, change = verdict.tolerance, verdict.change
-    if tol is None or change is None:
+    bound, change = verdict.bound, verdict.change
+    if bound is None or change is None:
         return None
-    worse = -change.absolute if verdict.direction is Direction.HIGHER else change.absolute
-    if tol.kind != "relative":
-        return worse, half
-    if not verdict.baseline:
+    baseline = verdict.baseline or 0.0
+    amount, half_amount = bound.in_units(bound.worse(change.absolute), baseline), bound.in_units(half, baseline)
+    if amount is None or half_amount is None:
         return None
-    return worse / abs(verdict.baseline), half / abs(verdict.baseline)
+    return amount, half_amount
 
 
 def rule_chances(
@@ -248,10 +249,6 @@ def _number(value: Any) -> float | None:
     if math.isinf(number):
         raise ValueError(f"expected a finite number, got {number!r}")
     return number
-
-
-def _beyond(amount: float, limit: float) -> bool:
-    return amount > limit and not math.isclose(amount, limit, rel_tol=_REL_EPS, abs_tol=_ABS_EPS)
 
 
 def compare(
@@ -335,15 +332,14 @@ def _judge_change(
     z = z_value(confidence, noise.dof if noise else None)
     z_pass = z_value(pass_confidence, noise.dof if noise else None)
     sigma = abs(noise.sigma) if noise is not None and math.isfinite(noise.sigma) else 0.0
-    worse = -change.absolute if direction is Direction.HIGHER else change.absolute  # > 0 means worse
-    if tolerance.kind == "relative":
-        if base != 0:
-            amount, sigma_amount = worse / abs(base), sigma / abs(base)
-        else:  # every move away from 0 is infinitely large in relative terms
-            amount = math.copysign(math.inf, worse) if worse else 0.0
-            sigma_amount = 0.0
+    bound = Bound(tolerance, direction)
+    worse = bound.worse(change.absolute)  # > 0 means worse
+    in_units = bound.in_units(worse, base)
+    if in_units is None:  # relative to a baseline of 0: every move away is infinitely large
+        amount = math.copysign(math.inf, worse) if worse else 0.0
+        sigma_amount = 0.0
     else:
-        amount, sigma_amount = worse, sigma
+        amount, sigma_amount = in_units, bound.in_units(sigma, base) or 0.0
     half, half_pass = z * sigma_amount, z_pass * sigma_amount
     limit = tolerance.limit
 
@@ -365,7 +361,7 @@ def _judge_change(
         )
 
     level = f"{confidence:.0%}"
-    if _beyond(amount, limit) and amount - half > 0:
+    if bound.beyond(amount) and amount - half > 0:
         return judged(
             status=Status.REGRESSED,
             hint=(
@@ -374,7 +370,7 @@ def _judge_change(
                 f"{update_command}"
             ),
         )
-    if _beyond(-amount, limit) and amount + half < 0:
+    if bound.beyond(-amount) and amount + half < 0:
         return judged(
             status=Status.IMPROVED,
             hint=(
@@ -382,7 +378,7 @@ def _judge_change(
                 f"if this is the new normal, record it with: {update_command}"
             ),
         )
-    if not _beyond(amount + half_pass, limit):
+    if not bound.beyond(amount + half_pass):
         return judged(status=Status.PASS, at=pass_confidence)
     # Undecided: the boundary that would decide is 0 for a change beyond the tolerance
     # (a claim of change), the tolerance for one inside it (a pass).
@@ -421,7 +417,7 @@ def compare_metrics(
     baseline_metrics: Mapping[str, Mapping[str, Any]] | None,
     measured: Mapping[str, Any],
     *,
-    overrides: Iterable[Mapping[str, Any] | None] = (),
+    overrides: Tolerances | Iterable[Mapping[str, Any] | None] = (),
     update_command: str = DEFAULT_UPDATE_COMMAND,
     no_data_reasons: Mapping[str, str] | None = None,
     errors: Mapping[str, Noise | float | None] | None = None,
@@ -432,13 +428,13 @@ def compare_metrics(
     requests: int | None = None,
 ) -> list[Verdict]:
     """Judge several metrics of one run against one baseline entry's "metrics" section;
-    `overrides`: tolerance layers, most specific first (marker, then ini)."""
-    layers = tuple(overrides)
+    `overrides`: the tolerances, or their layers most specific first (marker, then ini)."""
+    tolerances = overrides if isinstance(overrides, Tolerances) else Tolerances(*overrides)
     verdicts = []
     for name in names:
         recorded = (baseline_metrics or {}).get(name)
         known = registry.metric(name)
-        tolerance = tolerance_for(name, *layers)
+        tolerance = tolerances.tolerance(name)
         reason = (no_data_reasons or {}).get(name)
         if reason is None and name not in measured:
             reason = f"the run summary has no metric named {name!r}"

@@ -1,7 +1,9 @@
 """Tolerances: how far a metric may move, in its worse direction, before it regresses.
 
 "5%" is relative, "0.03" absolute. A sign, if given, must be that of the worse move ("-5%"
-on a higher-is-better metric); the opposite sign is refused. Precedence: marker > ini > default.
+on a higher-is-better metric); the opposite sign is refused. Precedence: assertion > marker >
+ini > default. An assertion's layers are parsed once (`Tolerances`), each metric's into a
+`Bound` that answers how far a move went in the tolerance's units and whether it fails.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.metrics.registry import Direction, Tolerance, check_names, metric
@@ -18,6 +21,9 @@ _ACCEPTED_FORMS = (
     '"0.03" or "-0.03" (absolute, in the metric\'s units); the sign is optional and, '
     "when given, is the way the metric worsens: - for higher-is-better, + for lower-is-better"
 )
+# Boundary slack for float noise only: 407.9 * 0.95 must count as "exactly -5%".
+_REL_EPS = 1e-9
+_ABS_EPS = 1e-12
 _TOLERANCE_RE = re.compile(r"^[+-]?\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*(%?)$")
 
 
@@ -78,10 +84,67 @@ def parse_tolerance_overrides(text: str) -> dict[str, Tolerance]:
     return out
 
 
-def tolerance_for(name: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
-    """The first override layer (most specific first) that names the metric, else its default."""
+@dataclass(frozen=True)
+class Bound:
+    """A metric's tolerance in its worse direction: a move in the tolerance's units, and
+    whether it is beyond (pytest-benchmark's threshold checks, direction and kind parsed once)."""
+
+    tolerance: Tolerance
+    direction: Direction
+
+    @property
+    def allowed(self) -> str:
+        """ "-5%", "+10%", "-0.03": the tolerance in the metric's worse direction."""
+        return self.tolerance.allowed(self.direction)
+
+    def worse(self, change: float) -> float:
+        """A change (measured - baseline, in the metric's units) in its bad direction: > 0 is worse."""
+        return -change if self.direction is Direction.HIGHER else change
+
+    def in_units(self, amount: float, baseline: float) -> float | None:
+        """`amount` (in the metric's units) in the tolerance's: relative to |baseline| for a
+        relative tolerance; None there at a baseline of 0 (every move is infinitely large)."""
+        if self.tolerance.kind != "relative":
+            return amount
+        return amount / abs(baseline) if baseline else None
+
+    def beyond(self, amount: float) -> bool:
+        """Whether `amount` (in the tolerance's units) lies beyond the tolerance, float noise aside."""
+        limit = self.tolerance.limit
+        return amount > limit and not math.isclose(amount, limit, rel_tol=_REL_EPS, abs_tol=_ABS_EPS)
+
+    def fails(self, baseline: float, measured: float) -> bool:
+        """The plain tolerance check, noise aside: the move from `baseline` to `measured` is
+        worse than the tolerance allows."""
+        worse = self.worse(measured - baseline)
+        amount = self.in_units(worse, baseline)
+        if amount is None:
+            amount = math.copysign(math.inf, worse) if worse else 0.0
+        return self.beyond(amount)
+
+
+class Tolerances:
+    """The tolerance layers one assertion is judged with, most specific first (the
+    assertion's, the marker's, the ini's): each metric's parsed once, on first use."""
+
+    def __init__(self, *layers: Mapping[str, Any] | None) -> None:
+        self.layers = tuple(layers)
+        self.parsed: dict[str, Tolerance] = {}
+
+    def tolerance(self, name: str) -> Tolerance:
+        """The first layer that names the metric, else its default."""
+        if name not in self.parsed:
+            self.parsed[name] = _first_layer(name, self.layers)
+        return self.parsed[name]
+
+    def bound(self, name: str) -> Bound:
+        """The metric's tolerance in its worse direction."""
+        return Bound(self.tolerance(name), metric(name).direction)
+
+
+def _first_layer(name: str, layers: tuple[Mapping[str, Any] | None, ...]) -> Tolerance:
     entry = metric(name)
-    for layer in overrides:
+    for layer in layers:
         if layer and name in layer:
             try:
                 return parse_tolerance(layer[name], name)
@@ -93,6 +156,11 @@ def tolerance_for(name: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
         f"{name} has no default tolerance; give one for it per test (marker "
         f'tolerances={{"{name}": "5%"}}) or per project (ini llmperf_tolerances = "{name} = 5%")'
     )
+
+
+def tolerance_for(name: str, *overrides: Mapping[str, Any] | None) -> Tolerance:
+    """The first override layer (most specific first) that names the metric, else its default."""
+    return Tolerances(*overrides).tolerance(name)
 
 
 def parse_tolerances(values: Mapping[str, Any], where: str = "") -> dict[str, Tolerance]:
