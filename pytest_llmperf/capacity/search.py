@@ -4,7 +4,9 @@ bisection to the resolution asked (a step of the load, or a percentage of it). E
 is the caller's `probe(load)`: one run of the test's workload at that load on a fresh
 start. A probe is repeated until its runs, pooled, decide it met or broken (slo.judge) or
 the budget is spent: a probe left undecided is reported so, never read as a pass, and the
-bisection narrows each side of it instead.
+bisection narrows each side of it instead. The interval's two bounds are each made on more
+than one fresh start (`confirm_runs`), so neither rests on one lucky run; a bound the
+repetition overturns is bisected past.
 
 The capacity is the largest load decided met; its interval runs from there to the smallest
 load decided broken above it. The search starts no server and knows nothing of pytest.
@@ -209,8 +211,8 @@ def _load(value: float) -> str:
 
 
 class _Probes:
-    """The probes made so far and the budget left: each load probed once, its runs repeated
-    until decided, `runs_per_probe` made, or the budget spent."""
+    """The probes made so far and the budget left: each load's runs, repeated until decided
+    (and at least as many as asked), `runs_per_probe` made, or the budget spent."""
 
     def __init__(
         self,
@@ -222,6 +224,7 @@ class _Probes:
         self.probe, self.slos, self.confidence = probe, slos, confidence
         self.runs_per_probe, self.runs_left, self.seconds_left = budget
         self.made: dict[float, ProbeRecord] = {}
+        self.results: dict[float, list[ProbeResult]] = {}
         self.cut_short = False  # a probe left undecided because the budget ran out
 
     @property
@@ -237,16 +240,21 @@ class _Probes:
             self.seconds_left -= result.seconds
         return result
 
-    def measure(self, load: float) -> Outcome:
-        runs: list[ProbeResult] = []
-        while True:
-            runs.append(self.run(load))
-            verdict = judge(runs, self.slos, self.confidence)
-            if verdict.outcome is not Outcome.UNDECIDED or len(runs) >= self.runs_per_probe:
-                break
+    def measure(self, load: float, least: int = 1) -> Outcome:
+        """Runs at `load` (more of them if it was probed before) until decided and `least` made."""
+        runs = self.results.setdefault(load, [])
+        verdict = self.made[load].verdict if load in self.made else None
+        while (
+            verdict is None
+            or len(runs) < least
+            or (verdict.outcome is Outcome.UNDECIDED and len(runs) < self.runs_per_probe)
+        ):
             if self.spent:
                 self.cut_short = True
                 break
+            runs.append(self.run(load))
+            verdict = judge(runs, self.slos, self.confidence)
+        assert verdict is not None  # a load is measured only while the budget lasts
         seconds = [r.seconds for r in runs]
         total = None if None in seconds else sum(s or 0.0 for s in seconds)
         self.made[load] = ProbeRecord(load, verdict, total)
@@ -295,6 +303,19 @@ def _next_load(probes: _Probes, resolution: Resolution, over: str) -> float | No
     return None
 
 
+def _next(probes: _Probes, resolution: Resolution, over: str, confirm: int) -> tuple[float, int] | None:
+    """The next load and the runs it needs: a new load to bisect at, else a bound of the
+    interval made on fewer than `confirm` fresh starts, so no bound rests on one lucky run."""
+    load = _next_load(probes, resolution, over)
+    if load is not None:
+        return load, 1
+    passed, failed, _ = probes.bounds()
+    for bound in (passed, failed):
+        if bound is not None and probes.made[bound].runs < confirm:
+            return bound, confirm
+    return None
+
+
 def _within(within: tuple[float, float], over: str) -> tuple[float, float]:
     unit = UNITS[over]
     try:
@@ -310,10 +331,17 @@ def _within(within: tuple[float, float], over: str) -> tuple[float, float]:
     return (int(low), int(high)) if _whole(over) else (float(low), float(high))
 
 
-def _budget(runs_per_probe: int, max_runs: int, max_seconds: float | None) -> tuple[int, int, float | None]:
-    for name, value in (("runs_per_probe", runs_per_probe), ("max_runs", max_runs)):
+def _budget(
+    runs_per_probe: int, confirm_runs: int, max_runs: int, max_seconds: float | None
+) -> tuple[int, int, float | None]:
+    for name, value in (("runs_per_probe", runs_per_probe), ("confirm_runs", confirm_runs), ("max_runs", max_runs)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a whole number of runs >= 1, got {value!r}")
+    if confirm_runs > runs_per_probe:
+        raise ValueError(
+            f"confirm_runs={confirm_runs} is more than runs_per_probe={runs_per_probe}: "
+            f"give runs_per_probe >= {confirm_runs}, or fewer confirm_runs"
+        )
     if max_seconds is not None and not (_number(max_seconds) and max_seconds > 0):
         raise ValueError(f"max_seconds must be seconds > 0, or None for no limit; got {max_seconds!r}")
     return runs_per_probe, max_runs, max_seconds
@@ -328,14 +356,16 @@ def search(
     over: str = "concurrency",
     confidence: float = 0.95,
     runs_per_probe: int = 5,
+    confirm_runs: int = 2,
     max_runs: int = 40,
     max_seconds: float | None = None,
 ) -> Capacity:
     """The largest load within `within` whose runs meet every SLO in the asked share, with its
     interval. `probe(load)` makes one run at `load` (a whole number of users for concurrency)
     on a fresh start. A probe is repeated up to `runs_per_probe` runs until decided at
-    `confidence`; the search stops when the interval is as narrow as `resolution` or the
-    budget (`max_runs` runs, `max_seconds` of the runs' reported seconds) is spent."""
+    `confidence`, and the interval's bounds to at least `confirm_runs`; the search stops when
+    the interval is as narrow as `resolution` and its bounds confirmed, or the budget
+    (`max_runs` runs, `max_seconds` of the runs' reported seconds) is spent."""
     if over not in UNITS:
         raise ValueError(f"over must be 'concurrency' or 'rate', got {over!r}")
     set_ = slos if isinstance(slos, SLOSet) else SLOSet.parse(slos)
@@ -343,10 +373,10 @@ def search(
     step = Resolution.parse(resolution, over)
     if not (_number(confidence) and 0.5 <= confidence < 1):
         raise ValueError(f"confidence must be in [0.5, 1), e.g. 0.95; got {confidence!r}")
-    probes = _Probes(probe, set_, confidence, _budget(runs_per_probe, max_runs, max_seconds))
+    probes = _Probes(probe, set_, confidence, _budget(runs_per_probe, confirm_runs, max_runs, max_seconds))
     bracketed = _bracket(probes, low, high)
-    while bracketed and not probes.spent and (load := _next_load(probes, step, over)) is not None:
-        probes.measure(load)
+    while bracketed and not probes.spent and (todo := _next(probes, step, over, confirm_runs)) is not None:
+        probes.measure(*todo)
     passed, failed, _ = probes.bounds()
-    spent = probes.cut_short or not bracketed or (probes.spent and _next_load(probes, step, over) is not None)
+    spent = probes.cut_short or not bracketed or (probes.spent and _next(probes, step, over, confirm_runs) is not None)
     return Capacity(over, (low, high), step, set_, passed, failed, tuple(probes.made.values()), spent)

@@ -57,12 +57,13 @@ def test_a_clean_knee_is_found_within_one_step():
     found = search(server, P99, within=WITHIN, resolution=4)
     assert found.interval == (36, 40)
     assert found.resolved and not found.budget_spent and found.undecided == ()
-    assert server.loads == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36]  # doubling, then bisection
+    # Doubling, bisection, then each bound of the interval confirmed on a second fresh start.
+    assert server.loads == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 36, 40]
     assert all(isinstance(load, int) for load in server.loads)  # whole users
-    assert all(p.runs == 1 for p in found.probes)  # each decided at once
-    assert (found.runs, found.seconds) == (10, 600.0)
+    assert [p.runs for p in found.probes if p.load not in (36, 40)] == [1] * 8  # each decided at once
+    assert (found.runs, found.seconds) == (12, 720.0)
     assert found.describe() == (
-        "capacity 36 users (36-40): p99 TTFT 2,000 ms exceeded at 40 (2,410 ms); p99 TPOT held; 10 runs, 600 s"
+        "capacity 36 users (36-40): p99 TTFT 2,000 ms exceeded at 40 (2,410 ms); p99 TPOT held; 12 runs, 720 s"
     )
 
 
@@ -82,13 +83,14 @@ def test_a_noisy_boundary_is_repeated_until_decided():
     assert outcome_at(found, 32) is Outcome.BROKEN
     assert runs_at(found, 32) > 1
     assert found.interval == (31, 32) and found.resolved
-    assert all(p.runs == 1 for p in found.probes if p.load != 32)  # clear loads once
+    assert runs_at(found, 31) == 2  # the bound confirmed
+    assert all(p.runs == 1 for p in found.probes if p.load not in (31, 32))  # clear loads once
 
 
 def test_an_undecided_probe_is_never_read_as_a_pass():
     # 93 % within between 32 and 47 users, 90 % asked: above, but one run of 200 cannot decide it.
     share = lambda load: 1.0 if load < 32 else 0.93 if load < 48 else 0.5  # noqa: E731
-    found = search(FakeServer(share, requests=200), P90, within=WITHIN, resolution=4, runs_per_probe=1)
+    found = search(FakeServer(share, requests=200), P90, within=WITHIN, resolution=4, runs_per_probe=1, confirm_runs=1)
     assert found.undecided == (32, 40, 44)
     assert found.interval == (28, 48)  # wider than the 4 asked: the boundary is somewhere in it
     assert not found.resolved
@@ -97,6 +99,16 @@ def test_an_undecided_probe_is_never_read_as_a_pass():
     # Allowed a second run, the same loads are decided met.
     again = search(FakeServer(share, requests=200), P90, within=WITHIN, resolution=4, runs_per_probe=2)
     assert again.interval == (44, 48) and again.resolved
+
+
+def test_a_bound_its_second_start_overturns_is_bisected_past():
+    # 36 users: a lucky first start (all within), a second with 20 % over TTFT.
+    starts, clean = {36: iter([1.0, 0.8])}, knee(37)
+    server = FakeServer(lambda load: next(starts[load]) if load in starts else clean(load))
+    found = search(server, P99, within=WITHIN, resolution=4)
+    assert outcome_at(found, 36) is Outcome.BROKEN and runs_at(found, 36) == 2
+    assert found.interval == (32, 36) and found.resolved
+    assert runs_at(found, 32) == 2
 
 
 def test_a_spent_budget_stops_the_search_with_a_wider_interval():
@@ -140,13 +152,13 @@ def test_a_server_broken_at_the_lowest_load_has_no_capacity():
 def test_a_server_that_holds_everywhere_has_at_least_the_top():
     found = search(FakeServer(knee(1000)), P99, within=(4, 64), resolution=4)
     assert found.interval == (64, None) and not found.resolved
-    assert found.describe() == "capacity at least 64 users (nothing up to 64 decided broken): 5 runs, 300 s"
+    assert found.describe() == "capacity at least 64 users (nothing up to 64 decided broken): 6 runs, 360 s"
 
 
 def test_seconds_are_none_unless_every_probe_gave_them():
     found = search(FakeServer(knee(37), seconds=None), P99, within=WITHIN, resolution=4)
     assert found.seconds is None
-    assert found.describe().endswith("; 10 runs")
+    assert found.describe().endswith("; 12 runs")
 
 
 def test_drawn_counts_never_make_an_undecided_load_the_capacity():
@@ -177,6 +189,7 @@ def test_drawn_counts_never_make_an_undecided_load_the_capacity():
         ({"confidence": 1.0}, "confidence must be in [0.5, 1)"),
         ({"runs_per_probe": 0}, "runs_per_probe must be a whole number of runs >= 1"),
         ({"max_runs": True}, "max_runs must be a whole number of runs >= 1"),
+        ({"confirm_runs": 3, "runs_per_probe": 2}, "give runs_per_probe >= 3, or fewer confirm_runs"),
         ({"max_seconds": 0}, "max_seconds must be seconds > 0"),
     ],
 )
