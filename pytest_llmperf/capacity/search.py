@@ -114,17 +114,28 @@ class Breach:
     def describe(self) -> str:
         """'p99 TTFT 2,000 ms exceeded at 40 (2,410 ms); p99 TPOT held', or the share that met
         every SLO where no percentile went over its limit (failures, or SLOs missed by
-        different requests)."""
+        different requests); other SLOs over their limits there follow, 'exceeded too'."""
         r, v, at = self.reading, self.verdict, _load(self.load)
-        over = r.value_ms is not None and r.value_ms > r.slo.limit_ms
-        if over:
+        if _over(r):
             text = f"{r.slo.label} {format_ms(r.slo.limit_ms)} ms exceeded at {at} ({format_ms(r.value_ms or 0.0)} ms)"
         else:
             text = f"{v.share.share * 100:.1f} % met every SLO at {at}, {v.asked * 100:g} % asked"
         if v.failed:
             text += f", {v.failed:,} of {v.requests:,} requests failed"
-        held = [x.slo.label for x in v.readings if x.held and not (over and x is r)]
-        return text + (f"; {', '.join(held)} held" if held else "")
+        parts = [text]
+        parts += [
+            f"{x.slo.label} {format_ms(x.slo.limit_ms)} ms exceeded too ({format_ms(x.value_ms or 0.0)} ms)"
+            for x in v.broken
+            if x is not r and _over(x)
+        ]
+        held = [x.slo.label for x in v.readings if x.held and not (x is r and _over(r))]
+        if held:
+            parts.append(f"{', '.join(held)} held")
+        return "; ".join(parts)
+
+
+def _over(reading: Reading) -> bool:
+    return reading.value_ms is not None and reading.value_ms > reading.slo.limit_ms
 
 
 @dataclass(frozen=True)

@@ -223,3 +223,9 @@ def test_a_breach_by_slos_missed_by_different_requests_says_the_share():
     split = Breach(40, judge([ProbeResult(requests)] * 3, SLOSet.parse(P99), 0.95))
     assert split.verdict.outcome is Outcome.BROKEN
     assert split.describe() == "98.4 % met every SLO at 40, 99 % asked; p99 TTFT, p99 TPOT held"
+
+
+def test_a_breach_names_the_other_slos_over_their_limits_too():
+    requests = (FAST,) * 800 + (SLOW["ttft"],) * 150 + (SLOW["tpot"],) * 50
+    both = Breach(64, judge([ProbeResult(requests)], SLOSet.parse(P99), 0.95))
+    assert both.describe() == "p99 TTFT 2,000 ms exceeded at 64 (2,410 ms); p99 TPOT 80 ms exceeded too (95 ms)"
