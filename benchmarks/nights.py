@@ -71,7 +71,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pytest  # noqa: E402
 from nightsim import StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
-from recordings import CHANGE_FIGURES, UNCHANGED, Rate, aggregate, print_spreads  # noqa: E402
+from recordings import (  # noqa: E402
+    CHANGE_FIGURES,
+    aggregate,
+    change_rates,
+    print_spreads,
+    recording_rates,
+    share,
+    suspect,
+)
 
 from pytest_llmperf.judgement import GateRecord  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
@@ -734,38 +742,6 @@ class Recording:
     seen: dict[int, list[tuple[list[str], bool]]] = field(default_factory=dict)
 
 
-def change_rates(name: str, runs: Sequence[Sequence[str]]) -> dict[Rate, float]:
-    """A change's shares of its episodes `runs` (each night's "red", "suspect" or ""):
-    flagged (red or suspect) on night 1, red on night 1, red within 2 and within 3."""
-    n = len(runs)
-    return {
-        (name, "flagged night 1"): sum(bool(r[0]) for r in runs) / n,
-        (name, "red night 1"): sum(r[0] == "red" for r in runs) / n,
-        (name, "red within 2"): sum("red" in r[:2] for r in runs) / n,
-        (name, "red within 3"): sum("red" in r[:3] for r in runs) / n,
-    }
-
-
-def recording_rates(recording: Recording, names: Sequence[str]) -> dict[Rate, float]:
-    """One recording's rates: its unchanged nights red and with a suspect cell, their
-    GPU-minutes a night, and each change's (`names` by index) shares of its episodes."""
-    nights = recording.nights
-    rates: dict[Rate, float] = {
-        (UNCHANGED, "red"): sum(s.red for s in nights) / len(nights),
-        (UNCHANGED, "with a suspect cell"): sum(suspect(s) for s in nights) / len(nights),
-        (UNCHANGED, "GPU-minutes a night"): statistics.mean(s.gpu_s for s in nights) / 60,
-    }
-    for k, name in enumerate(names):
-        runs = recording.seen.get(k, [])
-        if runs:
-            rates.update(change_rates(name, [r for r, _ in runs]))
-    return rates
-
-
-def suspect(summary: NightSummary) -> bool:
-    return any(cell[4] == "suspect" for cell in summary.flagged)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nights", type=int, default=20, help="unchanged nights judged (default 20)")
@@ -940,7 +916,7 @@ def report(
         )
         return
     print_unchanged([s for recording in recordings for s in recording.nights], f"{len(recordings)} recordings")
-    rows = [recording_rates(recording, names) for recording in recordings]
+    rows = [recording_rates(recording.nights, recording.seen, names) for recording in recordings]
     print_spreads(aggregate(rows), len(recordings), nights, episodes, fixed / 60)
     print()
     print("flagged night 1, quiet / noisy first nights (all recordings' episodes together):")
@@ -949,10 +925,6 @@ def report(
         quiet = [bool(r[0]) for r, noisy in runs if not noisy]
         loud = [bool(r[0]) for r, noisy in runs if noisy]
         print(f"  {name:<40} {share(sum(quiet), len(quiet))} / {share(sum(loud), len(loud))}")
-
-
-def share(hits: int, of: int) -> str:
-    return f"{hits / of:.0%} of {of}" if of else "none"
 
 
 def print_unchanged(summaries: Sequence[NightSummary], of: str = "") -> None:

@@ -2,8 +2,9 @@
 independent recordings (each its own baseline, recorded on its own night, followed by its
 own nights and episodes) with its spread across them.
 
-A recording's rates are one row: rate -> value, the rate named by (what, figure), e.g.
-("unchanged nights", "red") or ("whole image 5% slower", "red within 2"). `aggregate`
+A recording's rates are one row (`recording_rates`): rate -> value, the rate named by
+(what, figure), e.g. ("unchanged nights", "red") or ("whole image 5% slower", "red within
+2"). `aggregate`
 gives each rate's mean over the rows, its 10th and 90th percentile (linear between the
 closest ranks, as numpy's default and statistics.quantiles' inclusive method) and its
 min and max; `print_spreads` prints the tables of them.
@@ -12,13 +13,68 @@ min and max; `print_spreads` prints the tables of them.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 Rate = tuple[str, str]  # (what: "unchanged nights" or a change's name, the figure)
 UNCHANGED = "unchanged nights"
 UNCHANGED_FIGURES = ("red", "with a suspect cell", "GPU-minutes a night")
 CHANGE_FIGURES = ("flagged night 1", "red night 1", "red within 2", "red within 3")
+
+
+Episode = tuple[Sequence[str], bool]  # each night's "red", "suspect" or ""; whether night 1 was noisy
+
+
+class JudgedNight(Protocol):
+    """What a recording's rates read of an unchanged night (nights.NightSummary)."""
+
+    @property
+    def red(self) -> bool: ...
+    @property
+    def flagged(self) -> list[tuple[str, str, int, str, str]]: ...  # (test, server, concurrency, metric, status)
+    @property
+    def gpu_s(self) -> float: ...
+
+
+def suspect(night: JudgedNight) -> bool:
+    """Whether some cell of `night` read suspect."""
+    return any(cell[4] == "suspect" for cell in night.flagged)
+
+
+def change_rates(name: str, runs: Sequence[Sequence[str]]) -> dict[Rate, float]:
+    """A change's shares of its episodes `runs` (each night's "red", "suspect" or ""):
+    flagged (red or suspect) on night 1, red on night 1, red within 2 and within 3."""
+    n = len(runs)
+    return {
+        (name, "flagged night 1"): sum(bool(r[0]) for r in runs) / n,
+        (name, "red night 1"): sum(r[0] == "red" for r in runs) / n,
+        (name, "red within 2"): sum("red" in r[:2] for r in runs) / n,
+        (name, "red within 3"): sum("red" in r[:3] for r in runs) / n,
+    }
+
+
+def recording_rates(
+    nights: Sequence[JudgedNight], seen: Mapping[int, Sequence[Episode]], names: Sequence[str]
+) -> dict[Rate, float]:
+    """One recording's rates: of its unchanged `nights` the share red and with a suspect
+    cell and the GPU-minutes a night; of each change (`names`, by index in `seen`) the
+    shares of its episodes (a change without episodes: none)."""
+    rates: dict[Rate, float] = {
+        (UNCHANGED, "red"): sum(night.red for night in nights) / len(nights),
+        (UNCHANGED, "with a suspect cell"): sum(suspect(night) for night in nights) / len(nights),
+        (UNCHANGED, "GPU-minutes a night"): statistics.mean(night.gpu_s for night in nights) / 60,
+    }
+    for k, name in enumerate(names):
+        runs = seen.get(k, [])
+        if runs:
+            rates.update(change_rates(name, [r for r, _ in runs]))
+    return rates
+
+
+def share(hits: int, of: int) -> str:
+    return f"{hits / of:.0%} of {of}" if of else "none"
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def test_a_recordings_rates_are_the_shares_of_its_nights_and_episodes():
         [[["red"], ["suspect", "red"], ["", "suspect", "red"], ["", "", ""]], [["suspect", "", ""]]],
         minutes=30.0,
     )
-    rates = nights.recording_rates(one, NAMES)
+    rates = recordings.recording_rates(one.nights, one.seen, NAMES)
     assert rates[recordings.UNCHANGED, "red"] == 0.25
     assert rates[recordings.UNCHANGED, "with a suspect cell"] == 0.25
     assert rates[recordings.UNCHANGED, "GPU-minutes a night"] == pytest.approx(30.0)
@@ -51,10 +51,8 @@ def test_a_recordings_rates_are_the_shares_of_its_nights_and_episodes():
 
 def test_the_aggregate_is_the_mean_and_the_percentiles_of_the_recordings_rates():
     reds = [0.0, 0.04, 0.01, 0.0, 0.02, 0.005, 0.0, 0.015, 0.03, 0.0]
-    rows = [
-        nights.recording_rates(recording([(i < round(red * 200), False) for i in range(200)], [[["red"]]]), NAMES)
-        for red in reds
-    ]
+    made = [recording([(i < round(red * 200), False) for i in range(200)], [[["red"]]]) for red in reds]
+    rows = [recordings.recording_rates(one.nights, one.seen, NAMES) for one in made]
     spreads = recordings.aggregate(rows)
     red = spreads[recordings.UNCHANGED, "red"]
     deciles = statistics.quantiles(reds, n=10, method="inclusive")
