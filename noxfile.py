@@ -29,10 +29,10 @@ MACHINERY = [
     "tests/unit/test_plugin_terminal.py",
     "tests/unit/test_plugin_writes.py",
     "tests/unit/test_options.py",
-    "tests/unit/test_ordering.py",
-    "tests/unit/test_selection.py",
-    "tests/unit/test_shard.py",
-    "tests/unit/test_plan.py",
+    "tests/unit/collecting/test_ordering.py",
+    "tests/unit/collecting/test_selection.py",
+    "tests/unit/collecting/test_shard.py",
+    "tests/unit/collecting/test_plan.py",
 ]
 
 

@@ -32,7 +32,9 @@ from repeat_main_command import MAIN_COMMAND as COMMAND  # noqa: E402
 
 
 def llmperf(*args: str) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "pytest_llmperf.cli", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_llmperf.commands.cli", *args], cwd=ROOT, capture_output=True, text=True
+    )
     return done.returncode, done.stdout + done.stderr
 
 

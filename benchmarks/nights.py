@@ -81,15 +81,15 @@ from recordings import (  # noqa: E402
     suspect,
 )
 
-from pytest_llmperf.judgement import GateRecord  # noqa: E402
+from pytest_llmperf.baselines.judgement import GateRecord  # noqa: E402
+from pytest_llmperf.baselines.outcome import InconclusiveWarning, PerfFailure, SuspectWarning  # noqa: E402
+from pytest_llmperf.collecting.ordering import order_items  # noqa: E402
+from pytest_llmperf.collecting.selection import declared_servers, resolve_server  # noqa: E402
+from pytest_llmperf.judging.session import PerfSession  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
-from pytest_llmperf.ordering import order_items  # noqa: E402
-from pytest_llmperf.outcome import InconclusiveWarning, PerfFailure, SuspectWarning  # noqa: E402
 from pytest_llmperf.plugin import LlmperfFixture  # noqa: E402
-from pytest_llmperf.selection import declared_servers, resolve_server  # noqa: E402
 from pytest_llmperf.servers.endpoint import Endpoint  # noqa: E402
 from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
-from pytest_llmperf.session import PerfSession  # noqa: E402
 from pytest_llmperf.sim import tokenizer  # noqa: E402
 from pytest_llmperf.stats.spread import NIGHTS_WINDOW  # noqa: E402
 from pytest_llmperf.workload.prompts import load_dataset, sample_prompts  # noqa: E402

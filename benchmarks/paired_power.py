@@ -14,7 +14,7 @@ run_session), whose target and runner are benchmarks/nightsim.py's (virtual serv
 simulator's engine on its virtual clock). OLD is the simulator's defaults; NEW is OLD
 with `--sim-step-time-scale` set by the scenario (both servers changed alike, as a new
 image would change them). What runs, in which order, how many blocks auto adds and how
-each metric is judged is the session's (pytest_llmperf/paired.py); the benchmark only
+each metric is judged is the session's (pytest_llmperf/judging/paired.py); the benchmark only
 counts the verdicts.
 
 Before its sessions, each trial records a baselines folder (`--update-baselines`, the
@@ -71,8 +71,8 @@ from nights import (  # noqa: E402
 from nightsim import Draw, StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
 
 from pytest_llmperf.baselines.compare import Verdict  # noqa: E402
+from pytest_llmperf.baselines.judgement import GateRecord  # noqa: E402
 from pytest_llmperf.baselines.store import BaselineStore  # noqa: E402
-from pytest_llmperf.judgement import GateRecord  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions  # noqa: E402
 from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
 from pytest_llmperf.workload.prompts import load_dataset  # noqa: E402

@@ -36,10 +36,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pytest_llmperf.judging.session import PerfSession  # noqa: E402
 from pytest_llmperf.options import resolve_options  # noqa: E402
 from pytest_llmperf.servers.local_vllm import target_from_prepared_env  # noqa: E402
 from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
-from pytest_llmperf.session import PerfSession  # noqa: E402
 from pytest_llmperf.workload.dataset import find_dataset, load_sharegpt, sample_requests  # noqa: E402
 from pytest_llmperf.workload.workload import resolve_workload  # noqa: E402
 

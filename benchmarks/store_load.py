@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pytest_llmperf.cli import main as llmperf  # noqa: E402
+from pytest_llmperf.commands.cli import main as llmperf  # noqa: E402
 from pytest_llmperf.store.postgres import PostgresStore  # noqa: E402
 from pytest_llmperf.store.rows import history_rows  # noqa: E402
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from pytest_llmperf.cli import main
+from pytest_llmperf.commands.cli import main
 
 sys.exit(main())

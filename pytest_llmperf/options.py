@@ -568,7 +568,7 @@ class LlmperfOptions:
     base_url: str | None = None
     local: str | None = None  # --llmperf-local: the interpreter vLLM runs from (a path or a name on PATH)
     image: str | None = None
-    # Paired A/B (pytest_llmperf/paired.py): OLD's image, or OLD's simulator flags (() for
+    # Paired A/B (pytest_llmperf/judging/paired.py): OLD's image, or OLD's simulator flags (() for
     # the simulator's defaults); None: not paired.
     against_image: str | None = None
     against_sim_args: tuple[str, ...] | None = None

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_llmperf import xdist_support
-from pytest_llmperf.collecting import checks, ending, starting
+from pytest_llmperf.collecting import checks, ending, starting, xdist_support
 from pytest_llmperf.collecting import items as _items
 from pytest_llmperf.collecting.fixture import USED_RUNS_KEY, LlmperfFixture, benchmark_factory, benchmark_machine_info
 from pytest_llmperf.collecting.marker import MARKER_HELP, declared_for, marker_kwargs
@@ -33,9 +32,9 @@ from pytest_llmperf.options import (
 from pytest_llmperf.util.signals import TERMINATE
 
 if TYPE_CHECKING:  # imported when a session starts
+    from pytest_llmperf.judging.session import PerfSession
     from pytest_llmperf.kinds import TargetContext, TargetKind
     from pytest_llmperf.servers.base import ServerTarget
-    from pytest_llmperf.session import PerfSession
 
 __all__ = ["LlmperfFixture", "state_of"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf import xdist_support
+from pytest_llmperf.collecting import xdist_support
 from pytest_llmperf.collecting.marker import check_asserted_names, parsed_marker
 from pytest_llmperf.collecting.state import LlmperfState, state_of
 from pytest_llmperf.servers.spec import ServerSpec
@@ -24,11 +24,11 @@ def check_collected(session: pytest.Session) -> None:
     options = state.options
     if options.target is None or config.option.collectonly:
         return
-    from pytest_llmperf.outcome import SetupError
-    from pytest_llmperf.preflight import check_before_start
+    from pytest_llmperf.baselines.outcome import SetupError
+    from pytest_llmperf.collecting.targets import baseline_folders_before_start, check_target
+    from pytest_llmperf.judging.unused import asked_entries
+    from pytest_llmperf.measuring.preflight import check_before_start
     from pytest_llmperf.servers.local_vllm import InterpreterError
-    from pytest_llmperf.targets import baseline_folders_before_start, check_target
-    from pytest_llmperf.unused import asked_entries
 
     plans = []
     for item in session.items:
@@ -72,7 +72,7 @@ def _say_before_start(state: LlmperfState, plans: list[Any], datasets: dict[Any,
         if local is not None:
             reporter.write_line(f"[llmperf] vLLM {local.vllm_version} ({local.platform}) from {local.python}")
     if options.paired:
-        from pytest_llmperf.paired import cost_line
+        from pytest_llmperf.judging.paired import cost_line
 
         reporter.write_line(f"[llmperf] {cost_line(options, plans)}")
     if state.plan is not None and not xdist_support.is_worker(config):
@@ -85,7 +85,7 @@ def _say_before_start(state: LlmperfState, plans: list[Any], datasets: dict[Any,
 def _doctor(config: pytest.Config, options: Any, specs: list[ServerSpec]) -> None:
     """--llmperf-doctor: `llmperf doctor`'s checks for the target and these servers; a
     failed one is a usage error listing the failed lines with their fixes."""
-    from pytest_llmperf import doctor
+    from pytest_llmperf.commands import doctor
 
     checks = doctor.run_doctor(doctor.config_from_options(options, specs))
     if doctor.failed(checks):

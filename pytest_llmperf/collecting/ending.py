@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
 
-from pytest_llmperf import xdist_support
+from pytest_llmperf.collecting import xdist_support
 from pytest_llmperf.collecting.fixture import USED_RUNS_KEY
 from pytest_llmperf.collecting.state import LlmperfState, state_of
 
@@ -38,8 +38,8 @@ def explain_failure(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
     file descriptors says everything: shown instead of a traceback through the plugin."""
     if call.excinfo is None or not report.failed:
         return
+    from pytest_llmperf.baselines.outcome import PerfFailure
     from pytest_llmperf.metrics.registry import UnknownMetric
-    from pytest_llmperf.outcome import PerfFailure
     from pytest_llmperf.servers.base import ServerStartError
     from pytest_llmperf.workload.runner import TooManyOpenFiles
 

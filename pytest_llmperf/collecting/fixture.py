@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from pytest_llmperf.selection import resolve_server
+from pytest_llmperf.collecting.selection import resolve_server
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
 
 if TYPE_CHECKING:
-    from pytest_llmperf.measured import MeasuredRun
-    from pytest_llmperf.session import PerfSession
+    from pytest_llmperf.judging.session import PerfSession
+    from pytest_llmperf.measuring.measured import MeasuredRun
 
 # Per test: the runs its llmperf fixture handed out (for its JUnit properties).
 USED_RUNS_KEY = pytest.StashKey["list[MeasuredRun]"]()
@@ -71,7 +71,7 @@ class LlmperfFixture:
             )
         except ValueError as exc:
             self._refuse(str(exc))
-        from pytest_llmperf.outcome import SetupError
+        from pytest_llmperf.baselines.outcome import SetupError
 
         try:
             if self._benchmark is not None and not self._perf.is_cached(spec, resolved):

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from pytest_llmperf import xdist_support
+from pytest_llmperf.collecting import xdist_support
 from pytest_llmperf.collecting.marker import marker_kwargs, marker_servers, parsed_marker
+from pytest_llmperf.collecting.ordering import order_items
+from pytest_llmperf.collecting.selection import declared_names, select_servers
 from pytest_llmperf.collecting.state import LlmperfState, state_of
-from pytest_llmperf.ordering import order_items
-from pytest_llmperf.selection import declared_names, select_servers
 
 
 def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -48,8 +48,8 @@ def _select_shard(state: LlmperfState, items: list[pytest.Item]) -> None:
     options, config = state.options, state.config
     if options.shard is None:
         return
-    from pytest_llmperf.preflight import PlannedTest
-    from pytest_llmperf.shard import shard_of
+    from pytest_llmperf.collecting.shard import shard_of
+    from pytest_llmperf.measuring.preflight import PlannedTest
 
     tests = []
     for item in items:
@@ -86,7 +86,7 @@ def _plan_slots(state: LlmperfState, items: list[pytest.Item]) -> None:
     """--llmperf-gpus: the plan of the collected tests (every process that collected them
     makes the same one); under --dist loadgroup each slot's tests form its xdist group, so
     one worker runs them, and that worker starts their servers on the slot's GPUs."""
-    from pytest_llmperf.plan import PlanError, make_plan
+    from pytest_llmperf.collecting.plan import PlanError, make_plan
 
     options, config = state.options, state.config
     if options.gpus is None or options.target is None:
@@ -127,7 +127,7 @@ def collection_lines(config: pytest.Config, items: Sequence[pytest.Item]) -> lis
     lines = state.selection_lines
     chosen = state.options.target_kind
     if chosen is not None and chosen.accepts_sim_args and config.get_verbosity() >= 0:
-        from pytest_llmperf.targets import sim_profile_lines
+        from pytest_llmperf.collecting.targets import sim_profile_lines
 
         specs = [
             spec

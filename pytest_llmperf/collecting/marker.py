@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmperf.baselines.tolerances import parse_tolerances
+from pytest_llmperf.collecting.selection import declared_servers, resolve_server
 from pytest_llmperf.collecting.state import state_of
 from pytest_llmperf.metrics.failures import parse_budget
-from pytest_llmperf.selection import declared_servers, resolve_server
 from pytest_llmperf.servers.spec import ServerSpec
 from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, check_workload, resolve_workload
 
 if TYPE_CHECKING:
-    from pytest_llmperf.preflight import PlannedTest
+    from pytest_llmperf.measuring.preflight import PlannedTest
 
 MARKER_KEYS = ("server", "base", "tolerances", "error_budget", *WORKLOAD_KEYS)
 MARKER_HELP = (
@@ -43,7 +43,7 @@ class ParsedMarker:
 
     def planned(self, nodeid: str, datasets: tuple[Any, ...] | None = None) -> PlannedTest:
         """The test as the checks before start, the shards and the GPU plan see it."""
-        from pytest_llmperf.preflight import PlannedTest
+        from pytest_llmperf.measuring.preflight import PlannedTest
 
         return PlannedTest(nodeid, self.servers, self.workloads, datasets)
 
@@ -116,7 +116,7 @@ def declared_for(item: pytest.Item, value: object) -> dict[str, ServerSpec]:
 
 def check_asserted_names(item: pytest.Item) -> None:
     """The metric names a test asserts in literal strings, before any server starts."""
-    from pytest_llmperf.asserted_names import check_function
+    from pytest_llmperf.collecting.asserted_names import check_function
 
     function = getattr(item, "function", None)
     problems = check_function(function) if function is not None else []

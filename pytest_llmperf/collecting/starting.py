@@ -29,14 +29,14 @@ def start(session: pytest.Session) -> None:
             if reporter is not None:
                 reporter.write_line(f"[llmperf] {line}")
     if options.cleanup:
-        from pytest_llmperf.targets import cleanup_leftover_containers
+        from pytest_llmperf.collecting.targets import cleanup_leftover_containers
 
         try:
             lines = cleanup_leftover_containers(options.cleanup_age)
         except RuntimeError as exc:
             raise pytest.UsageError(f"--llmperf-cleanup: {exc}") from None
     elif options.target_kind is not None and options.target_kind.containers:  # a session that talks to Docker anyway
-        from pytest_llmperf.targets import leftover_report
+        from pytest_llmperf.collecting.targets import leftover_report
 
         lines = leftover_report(options.cleanup_age)
     else:
@@ -49,7 +49,7 @@ def start(session: pytest.Session) -> None:
 def _begin_store(config: pytest.Config, options: Any) -> list[str]:
     """--llmperf-store: the store its URL's scheme names, reached and this session's start
     recorded before anything is collected or started (store/startup.py)."""
-    from pytest_llmperf.measurer import git_commit
+    from pytest_llmperf.measuring.measurer import git_commit
     from pytest_llmperf.store.startup import begin_store
 
     state_of(config).store, lines = begin_store(options, Path(config.rootpath), git_commit(Path(config.rootpath)))

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_llmperf.judging.session import PerfSession
     from pytest_llmperf.options import LlmperfOptions
     from pytest_llmperf.servers.spec import ServerSpec
-    from pytest_llmperf.session import PerfSession
 
 STATE_NAME = "llmperf-state"
 NO_TARGET = (
@@ -66,8 +66,8 @@ def register_state(config: pytest.Config, options: LlmperfOptions) -> LlmperfSta
 
 
 def _make_session(state: LlmperfState) -> PerfSession:
+    from pytest_llmperf.judging.session import PerfSession
     from pytest_llmperf.kinds import TargetContext
-    from pytest_llmperf.session import PerfSession
 
     config, options = state.config, state.options
     reporter = config.pluginmanager.get_plugin("terminalreporter")

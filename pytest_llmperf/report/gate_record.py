@@ -4,7 +4,7 @@ cross-check lines and output canary), and a failure's one-line headline."""
 
 from __future__ import annotations
 
-from pytest_llmperf.judgement import GateRecord, Judgement
+from pytest_llmperf.baselines.judgement import GateRecord, Judgement
 from pytest_llmperf.metrics.failures import ErrorBudget
 from pytest_llmperf.report.crosscheck import canary_failure, check_lines
 from pytest_llmperf.report.explain import explanation

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_llmperf.baselines.comparable import check_compatible
 from pytest_llmperf.baselines.compare import Status, Verdict
-from pytest_llmperf.judgement import Judgement
+from pytest_llmperf.baselines.judgement import Judgement
 from pytest_llmperf.metrics.crosscheck import OutputRow, output_rows, token_mismatch
 from pytest_llmperf.metrics.failures import combine, failures
 from pytest_llmperf.metrics.registry import GATED_DECODE, flatten

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import doctor as dr
+from pytest_llmperf.commands import doctor as dr
 from pytest_llmperf.kinds import KINDS
 from pytest_llmperf.servers import leftovers as lo
 from tests.docker.images import build_with_script
@@ -72,7 +72,7 @@ def llmperf_doctor(*args: str, token: bool = True) -> subprocess.CompletedProces
     if token:
         env["HF_TOKEN"] = TOKEN
     return subprocess.run(
-        [sys.executable, "-m", "pytest_llmperf.cli", "doctor", *args],
+        [sys.executable, "-m", "pytest_llmperf.commands.cli", "doctor", *args],
         capture_output=True,
         text=True,
         timeout=120,

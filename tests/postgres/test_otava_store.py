@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.baselines import drift
-from pytest_llmperf.cli import main as llmperf
+from pytest_llmperf.commands.cli import main as llmperf
 from pytest_llmperf.store.postgres import PostgresStore
 from pytest_llmperf.store.rows import history_rows
 

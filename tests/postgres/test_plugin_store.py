@@ -9,7 +9,7 @@ import json
 import psycopg
 import pytest
 
-from pytest_llmperf.cli import main as llmperf
+from pytest_llmperf.commands.cli import main as llmperf
 from tests.plugin_project import make_project, run
 
 PASSWORD = "pw-never-shown-7Q"

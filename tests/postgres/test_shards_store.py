@@ -14,7 +14,7 @@ import time
 import psycopg
 import pytest
 
-from pytest_llmperf.cli import main as llmperf
+from pytest_llmperf.commands.cli import main as llmperf
 from tests.plugin_project import make_project
 from tests.unit.test_plugin_gpus import FLEET_CONFTEST
 

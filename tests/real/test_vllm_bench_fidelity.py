@@ -96,9 +96,9 @@ def test_samplers_pick_vllms_prompts(prepared_vllm, complete_sharegpt, tmp_path,
     prompts both of ours sample beyond the measured ones are not vLLM's concern: the
     measured ones are compared.
     """
-    from pytest_llmperf import cli
+    from pytest_llmperf.commands import cli
+    from pytest_llmperf.measuring.prompt_book import PromptBook
     from pytest_llmperf.options import resolve_options
-    from pytest_llmperf.prompt_book import PromptBook
     from pytest_llmperf.servers.endpoint import Endpoint
     from pytest_llmperf.workload import dataset as ds
     from pytest_llmperf.workload import token_counts
@@ -377,7 +377,7 @@ def test_random_prompts_reach_the_server_at_the_lengths_vllm_bench_serve_sends(
 
     unfitted = [*_llmperf_common(url, model, tmp_path / "unfitted.json", cache), *_random_args(0.0, 4)]
     unfitted[unfitted.index("--random-input-len") + 1] = "64"
-    argv = [sys.executable, "-m", "pytest_llmperf.cli", "bench", *unfitted, "--approx-tokens"]
+    argv = [sys.executable, "-m", "pytest_llmperf.commands.cli", "bench", *unfitted, "--approx-tokens"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     said = [line for line in done.stderr.splitlines() if line.startswith("invalid run: ")]
     REPORT_LINES.append(f"{request.node.name}: unfitted: exit {done.returncode}; {said}")

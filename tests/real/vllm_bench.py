@@ -2,7 +2,7 @@
 
 vLLM's side always runs in the prepared venv's python (`vllm_side.py` there, or
 `python -m vllm.entrypoints.cli.main bench serve`), the project's side in this process
-or `python -m pytest_llmperf.cli`: two interpreters, as a user would run them.
+or `python -m pytest_llmperf.commands.cli`: two interpreters, as a user would run them.
 """
 
 from __future__ import annotations
@@ -186,6 +186,6 @@ def vllm_bench_serve(prepared: PreparedVllm, args: list[str], log: Path, timeout
 
 def llmperf_bench(args: list[str], log: Path, timeout: float = 900) -> float:
     """`llmperf bench ARGS` as a user runs it (this interpreter, the project's CLI); its CPU seconds."""
-    argv = [sys.executable, "-m", "pytest_llmperf.cli", "bench", *args]
+    argv = [sys.executable, "-m", "pytest_llmperf.commands.cli", "bench", *args]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return _run_logged(argv, log, env, timeout, "llmperf bench")

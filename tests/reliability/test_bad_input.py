@@ -7,7 +7,7 @@ the plugin, and that no server was started. None of them runs a workload, so the
 takes seconds.
 
 What only a running server can tell (prompts too long or short by its tokenizer's
-counts) fails that test in one line instead: tests/unit/test_session.py.
+counts) fails that test in one line instead: tests/unit/judging/test_session.py.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def test_a_bad_ini_tolerance_is_a_usage_error_at_configure(project, line, messag
     refused(run(project), message)
 
 
-# -- the dataset (each case: tests/unit/test_session.py) ----------------------------
+# -- the dataset (each case: tests/unit/judging/test_session.py) ----------------------------
 
 
 @pytest.mark.parametrize(
@@ -198,7 +198,7 @@ def test_a_dataset_too_small_for_the_largest_workload_names_the_test_and_the_mar
     assert "oversample" not in line
 
 
-# -- baseline files (each case: tests/unit/test_session.py, tests/unit/baselines/) --
+# -- baseline files (each case: tests/unit/judging/test_session.py, tests/unit/baselines/) --
 
 
 @pytest.mark.parametrize(

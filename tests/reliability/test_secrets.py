@@ -140,7 +140,7 @@ def test_canary_a_password_in_the_base_url_stops_the_session_and_shows_nowhere(s
 
 
 def test_a_password_in_the_base_url_of_llmperf_bench_and_doctor_is_refused_without_repeating_it(capsys):
-    from pytest_llmperf.cli import main
+    from pytest_llmperf.commands.cli import main
 
     for command in (["bench", "--model", "m"], ["doctor"]):
         with pytest.raises(SystemExit) as stopped:

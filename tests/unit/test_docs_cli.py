@@ -8,7 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
-from pytest_llmperf.cli import build_parser
+from pytest_llmperf.commands.cli import build_parser
 from pytest_llmperf.options import OPTIONS
 
 PAGE = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()

@@ -82,7 +82,7 @@ def test_every_option_the_readmes_commands_use_exists():
 
 
 def test_the_llmperf_commands_in_the_readme_parse():
-    from pytest_llmperf.cli import build_parser
+    from pytest_llmperf.commands.cli import build_parser
 
     lines = re.findall(r"`(llmperf (?:doctor|history|compare|bench|show)[^`]*)`", README)
     lines += re.findall(r"^(llmperf [^\n]*)$", README, re.M)  # in a fenced block

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import ServerSpec
+from pytest_llmperf.judging.session import PerfSession
 from pytest_llmperf.metrics.steady import steady_tok_s
 from pytest_llmperf.options import resolve_options
-from pytest_llmperf.session import PerfSession
 from pytest_llmperf.sim.virtual import run_virtual
 from pytest_llmperf.workload.config import GRACE_SECONDS
 from pytest_llmperf.workload.requests import SampledRequest
@@ -78,7 +78,7 @@ sys.path.insert(0, {benchmarks!r})
 import nights
 from nightsim import VirtualRunner, VirtualTarget
 from pytest_llmperf.plugin import state_of
-from pytest_llmperf.session import PerfSession
+from pytest_llmperf.judging.session import PerfSession
 
 
 def pytest_collection_finish(session):

@@ -80,7 +80,7 @@ def test_an_unknown_metric_built_at_run_time_fails_that_test_naming_the_nearest(
 def test_one_clock_report_baseline_terminal_and_show_agree_at_simulator_speed_10(project, capsys):
     """The simulator runs 10 times faster than real: records are on its clock, every
     figure anywhere is in real time, the same number everywhere."""
-    from pytest_llmperf import cli
+    from pytest_llmperf.commands import cli
     from pytest_llmperf.metrics.registry import format_value
 
     report = project.path / "report.json"
@@ -318,7 +318,7 @@ def test_xdist_workers_send_their_runs_to_the_controller_for_one_summary_and_one
 def test_the_controller_keeps_each_workers_document_and_remembers_a_worker_lost_without_one():
     import types
 
-    from pytest_llmperf import xdist_support
+    from pytest_llmperf.collecting import xdist_support
 
     config = types.SimpleNamespace(stash=pytest.Stash())
     hooks = xdist_support.XdistHooks(options=None)

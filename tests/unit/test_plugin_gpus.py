@@ -212,7 +212,7 @@ def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has
     it slot 1 while gw1 runs tests of no slot. The slot scheduler gives gw0 the tests of no
     slot instead, and slot 1 goes to gw1."""
     pytest.importorskip("xdist")
-    from pytest_llmperf import xdist_support
+    from pytest_llmperf.collecting import xdist_support
 
     config = types.SimpleNamespace(
         getvalue=lambda name: ["popen", "popen"] if name == "tx" else None,

@@ -95,7 +95,7 @@ def test_an_unknown_name_is_a_usage_error_listing_the_servers_declared_above_the
 
 def test_a_named_servers_model_is_its_xdist_group(project):
     pytest.importorskip("xdist")
-    from pytest_llmperf import xdist_support
+    from pytest_llmperf.collecting import xdist_support
 
     items, _ = project.inline_genitems("-p", "no:cacheprovider", "-p", "no:benchmark", "--dist", "loadgroup")
     groups = {item.name: xdist_support.item_group(item) for item in items}

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 import pytest
 
 from pytest_llmperf import ServerSpec
+from pytest_llmperf.baselines.outcome import PerfFailure
+from pytest_llmperf.judging.session import PerfSession
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import (
     REGISTRY,
@@ -20,14 +22,12 @@ from pytest_llmperf.metrics.registry import (
     using,
 )
 from pytest_llmperf.options import resolve_options
-from pytest_llmperf.outcome import PerfFailure
 from pytest_llmperf.report.ci import junit_properties
 from pytest_llmperf.report.document import build_report
 from pytest_llmperf.report.html import html_report
 from pytest_llmperf.report.markdown import markdown_summary
 from pytest_llmperf.report.terminal import measured_table, terminal_lines
 from pytest_llmperf.servers.endpoint import Endpoint
-from pytest_llmperf.session import PerfSession
 from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.session_fakes import FakeRunner

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from pytest_llmperf.report.bench import serving_result
-from tests.unit.test_cli import seed_like_result
+from tests.unit.commands.test_cli import seed_like_result
 
 
 def value(text, label):

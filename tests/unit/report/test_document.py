@@ -5,13 +5,13 @@ from types import SimpleNamespace
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.compare import compare
-from pytest_llmperf.judgement import GateRecord
-from pytest_llmperf.measured import MeasuredRun
+from pytest_llmperf.baselines.judgement import GateRecord
+from pytest_llmperf.measuring.measured import MeasuredRun
 from pytest_llmperf.metrics.registry import Direction, Tolerance
 from pytest_llmperf.report.document import build_report, merge_reports, plain, verdict_from_dict
 from pytest_llmperf.workload.workload import resolve_workload
+from tests.unit.judging.test_session import make_result
 from tests.unit.report.documents import IMPROVED, REGRESSED, document, gate_entry, run_entry
-from tests.unit.test_session import make_result
 
 SPEC = ServerSpec(name="m", model="org/m", env={"HF_TOKEN": "hf_secret"})
 

@@ -473,9 +473,9 @@ def gpu_session(
     """A PerfSession on a --llmperf-gpu DockerTarget over the fake engine (`gpu` False: a
     target with no GPUs to watch); the n-th run makes the container's nvidia-smi read
     memory_per_run[n] until the next run."""
+    from pytest_llmperf.judging.session import PerfSession
     from pytest_llmperf.options import resolve_options
-    from pytest_llmperf.session import PerfSession
-    from tests.unit.test_session import make_result
+    from tests.unit.judging.test_session import make_result
 
     monkeypatch.setattr(dk, "wait_until_ready", lambda *args, **kwargs: None)
 

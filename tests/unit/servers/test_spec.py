@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_llmperf import ServerSpec
-from pytest_llmperf.measured import MeasuredRun
+from pytest_llmperf.measuring.measured import MeasuredRun
 from pytest_llmperf.workload.workload import resolve_workload
 
 CANARY = "hf_canaryCANARYcanaryCANARY0123"

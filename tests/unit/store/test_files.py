@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.baselines import history
-from pytest_llmperf.cli import main
+from pytest_llmperf.commands.cli import main
 from pytest_llmperf.store.files import HistoryFileStore
 from pytest_llmperf.store.protocol import ResultStore, StoreError
 from pytest_llmperf.store.rows import finish_batch
