@@ -29,7 +29,7 @@ from pytest_llmperf.judging.reference import Found, Identity, Reference, Refused
 from pytest_llmperf.measuring.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget, failures, faults_note, stalls
-from pytest_llmperf.metrics.registry import Tolerance
+from pytest_llmperf.metrics.registry import COMPLETED, Tolerance
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.stats.median import median_of
@@ -321,7 +321,7 @@ class Gate:
         # fewer than the registry's min_requests are not judged.
         counts: list[float] = [r.completed for r in run.results]
         if entry:
-            counts += [c for c in entry.samples("completed") if c is not None]
+            counts += [c for c in entry.samples(COMPLETED) if c is not None]
         base_entry = _entry_of(self.reference.entry(base, None, folder), None) if entry and base is not None else None
         return self.rule(
             list(samples),

@@ -24,6 +24,7 @@ from pytest_llmperf.measuring.preflight import PlannedTest
 from pytest_llmperf.measuring.validity import invalid_reason
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget
+from pytest_llmperf.metrics.registry import SPEEDUP
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.spec import ServerSpec
@@ -245,7 +246,7 @@ class PairedReference(Reference):
         old = self.blocks.old(run)
         sides = dict(old.samples)
         if base is not None:
-            sides["mtp_speedup"] = old.speedup_samples(self.blocks.old(base))
+            sides[SPEEDUP] = old.speedup_samples(self.blocks.old(base))
         metrics = {name: m for name, values in sides.items() if (m := _metric_entry(values)) is not None}
         return BaselineEntry(
             workload=self.identity(old),

@@ -22,7 +22,7 @@ from pytest_llmperf.measuring.prompt_book import PromptBook, Sampler
 from pytest_llmperf.measuring.validity import host_behind
 from pytest_llmperf.metrics.failures import failures
 from pytest_llmperf.metrics.prometheus import NOT_SPECULATIVE
-from pytest_llmperf.metrics.registry import flatten
+from pytest_llmperf.metrics.registry import FAILED, flatten
 from pytest_llmperf.metrics.uncertainty import request_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.endpoint import Endpoint
@@ -243,7 +243,7 @@ class Measurer:
         warm = self._warm_server(spec, endpoint, measured.workload)
         if not measured.results and measured.server_warmup is None:
             measured.server_warmup = warm
-        failed = (warm or {}).get("failed")
+        failed = (warm or {}).get(FAILED)
         if failed:  # a server that died warming up is a dead server
             sent = (warm or {}).get("requests") or 0
             self._check_alive(measured, endpoint, during=f"during its warm-up ({failed:g} of {sent:g} failed)")

@@ -19,7 +19,7 @@ from pytest_llmperf.baselines.compare import Status, Verdict
 from pytest_llmperf.baselines.judgement import Judgement
 from pytest_llmperf.metrics.crosscheck import OutputRow, output_rows, token_mismatch
 from pytest_llmperf.metrics.failures import combine, failures
-from pytest_llmperf.metrics.registry import GATED_DECODE, flatten
+from pytest_llmperf.metrics.registry import ACCEPTANCE_RATE, active, flatten
 from pytest_llmperf.metrics.uncertainty import Row, request_rows
 from pytest_llmperf.report.crosscheck import check_lines
 from pytest_llmperf.report.table import format_verdict_table, verdict_line
@@ -174,7 +174,7 @@ def _bench_run(path: Path, doc: Mapping[str, Any]) -> SavedRun:
         results=[result],
         rows=request_rows(result.records, clock_speed=result.clock_speed),
         outputs=output_rows(result.records),
-        speculative=figures.get("acceptance_rate") is not None,
+        speculative=figures.get(ACCEPTANCE_RATE) is not None,
         invalid=_invalid([result]),
     )
 
@@ -192,12 +192,8 @@ def gated_metrics(a: SavedRun, b: SavedRun, metrics: Sequence[str]) -> list[str]
     """The metrics judged: those asked for, else as a test's assert_no_regression() gates them."""
     if metrics:
         return list(metrics)
-    names = [GATED_DECODE]
-    if a.speculative or b.speculative:
-        names += ["acceptance_rate", "acceptance_length"]
-    if b.identity.get("slos"):  # A's too: comparable runs share their identity
-        names += ["request_goodput", "slo_attainment"]
-    return names
+    # B's SLOs are A's too: comparable runs share their identity.
+    return list(active().gated(speculative=a.speculative or b.speculative, slos=bool(b.identity.get("slos"))))
 
 
 def paired_runs(a_path: Path, b_path: Path) -> tuple[list[tuple[SavedRun, SavedRun]], list[str]]:
