@@ -85,6 +85,7 @@ from pytest_llmperf.baselines.judgement import GateRecord  # noqa: E402
 from pytest_llmperf.baselines.outcome import InconclusiveWarning, PerfFailure, SuspectWarning  # noqa: E402
 from pytest_llmperf.collecting.ordering import order_items  # noqa: E402
 from pytest_llmperf.collecting.selection import declared_servers, resolve_server  # noqa: E402
+from pytest_llmperf.judging.more_runs import MoreRuns  # noqa: E402
 from pytest_llmperf.judging.session import PerfSession  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
 from pytest_llmperf.plugin import LlmperfFixture  # noqa: E402
@@ -413,9 +414,8 @@ def run_session(
         server_down=lambda endpoint: None,
         clock=clock,
         log=log,
+        repeater=TwoStage if design == "two-stage" else MoreRuns,
     )
-    if design == "two-stage":
-        perf.gate.repeater = TwoStage(perf.measurer)
     starts = sum(target.starts.values())
     outcomes: dict[str, str] = {}
     errors: dict[str, str] = {}

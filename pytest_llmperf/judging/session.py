@@ -22,7 +22,7 @@ from pytest_llmperf.baselines.judgement import GateRecord
 from pytest_llmperf.baselines.outcome import HistoryWarning
 from pytest_llmperf.baselines.store import BaselineStore
 from pytest_llmperf.judging.assertions import Assertions
-from pytest_llmperf.judging.gate import Gate, Rule
+from pytest_llmperf.judging.gate import Gate, Repeater, Rule
 from pytest_llmperf.judging.history_log import SharedLines
 from pytest_llmperf.judging.more_runs import MoreRuns
 from pytest_llmperf.judging.paired import PairedBlocks, PairedReference
@@ -63,6 +63,7 @@ class PerfSession:
         server_down: Callable[[Endpoint], str | None] = why_down,
         clock: Callable[[], float] = time.perf_counter,
         shared_history: SharedLines | None = None,
+        repeater: Callable[[Measurer], Repeater] = MoreRuns,
     ) -> None:
         self.options = options
         self.target = target
@@ -96,7 +97,7 @@ class PerfSession:
             self.store,
             self.rootdir,
             reference,
-            MoreRuns(self.measurer),
+            repeater(self.measurer),  # whether a verdict wants another run (a benchmark's design: its own)
             self.book.workload_identity,
             kind_name=target.name,
             ini_tolerances=options.ini_tolerances if ini_tolerances is None else ini_tolerances,
