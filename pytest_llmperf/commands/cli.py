@@ -482,8 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code: int = args.func(args)
-        return code
+        return int(args.func(args))
     except BrokenPipeError:
         # `llmperf show r.json | head`: the reader left. Point stdout at /dev/null for the final flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
