@@ -4,6 +4,7 @@
     python benchmarks/nights.py --nights 20 --double      # every noise figure doubled
     python benchmarks/nights.py --nights 20 --confirm 1   # every regression fails at once
     python benchmarks/nights.py --nights 20 --recordings 20  # 20 baselines, each with its nights
+    python benchmarks/nights.py --nights 20 --paired      # paired A/B nights (benchmarks/paired_nights.py)
 
 The seed suite (tests/perf/test_seed_suite.py, its servers from the root conftest.py) at
 the `nightly` profile: its test functions are called as pytest calls them, with the
@@ -769,6 +770,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="adaptive",
         help="the session's auto repetitions (adaptive), or a fixed two-stage design (TwoStage) to compare",
     )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="paired A/B nights, OLD against NEW on one box, through the plugin's paired session "
+        "(benchmarks/paired_nights.py); --episodes: the nights of each change",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the figures do not depend on it)")
     parser.add_argument("--params", type=Path, default=PARAMS)
     parser.add_argument("--quiet", action="store_true", help="no line per night or episode, only the tables")
@@ -784,6 +791,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.paired:
+        import paired_nights
+
+        return paired_nights.run(args)
     model = NoiseModel.load(args.params, args.double)
     started = time.monotonic()
     items = seed_items()

@@ -22,6 +22,9 @@ Rate = tuple[str, str]  # (what: "unchanged nights" or a change's name, the figu
 UNCHANGED = "unchanged nights"
 UNCHANGED_FIGURES = ("red", "with a suspect cell", "GPU-minutes a night")
 CHANGE_FIGURES = ("flagged night 1", "red night 1", "red within 2", "red within 3")
+# Paired nights (benchmarks/paired_nights.py): each night stands alone, a change is read in the night it comes.
+PAIRED_UNCHANGED_FIGURES = ("red", "with a suspect cell", "with an inconclusive cell", "GPU-minutes a night")
+PAIRED_CHANGE_FIGURES = ("flagged", "red", "night red")
 
 
 Episode = tuple[Sequence[str], bool]  # each night's "red", "suspect" or ""; whether night 1 was noisy
@@ -36,6 +39,13 @@ class JudgedNight(Protocol):
     def flagged(self) -> list[tuple[str, str, int, str, str]]: ...  # (test, server, concurrency, metric, status)
     @property
     def gpu_s(self) -> float: ...
+
+
+class PairedNight(JudgedNight, Protocol):
+    """What a recording's paired rates read of a night (nights.NightSummary): every verdict too."""
+
+    @property
+    def cells(self) -> list[tuple[str, str, int, str, str]]: ...  # (test, server, concurrency, metric, status)
 
 
 def suspect(night: JudgedNight) -> bool:
@@ -70,6 +80,33 @@ def recording_rates(
         runs = seen.get(k, [])
         if runs:
             rates.update(change_rates(name, [r for r, _ in runs]))
+    return rates
+
+
+def paired_rates(
+    nights: Sequence[PairedNight], seen: Mapping[int, Sequence[tuple[str, bool]]], names: Sequence[str]
+) -> dict[Rate, float]:
+    """One recording's paired rates: of its unchanged `nights` the share red, with a suspect
+    cell and with an inconclusive cell, and the GPU-minutes a night (both images); of each
+    change (`names`, by index in `seen`: each night's "red", "suspect" or "" in the cells it
+    touches, and whether the night was red) the share of its nights flagged (red or suspect)
+    and red in the cells it touches, and red at all (a change without nights: none)."""
+    rates: dict[Rate, float] = {
+        (UNCHANGED, "red"): sum(night.red for night in nights) / len(nights),
+        (UNCHANGED, "with a suspect cell"): sum(suspect(night) for night in nights) / len(nights),
+        (UNCHANGED, "with an inconclusive cell"): sum(
+            any(cell[4] == "inconclusive" for cell in night.cells) for night in nights
+        )
+        / len(nights),
+        (UNCHANGED, "GPU-minutes a night"): statistics.mean(night.gpu_s for night in nights) / 60,
+    }
+    for k, name in enumerate(names):
+        runs = seen.get(k, [])
+        if runs:
+            n = len(runs)
+            rates[name, "flagged"] = sum(bool(status) for status, _ in runs) / n
+            rates[name, "red"] = sum(status == "red" for status, _ in runs) / n
+            rates[name, "night red"] = sum(red for _, red in runs) / n
     return rates
 
 
@@ -125,9 +162,15 @@ def print_spreads(
     episodes: int,
     fixed_minutes: float,
     out: Callable[[str], None] = print,
+    *,
+    unchanged_figures: Sequence[str] = UNCHANGED_FIGURES,
+    change_figures: Sequence[str] = CHANGE_FIGURES,
+    changes_title: str = "",
 ) -> None:
     """The unchanged nights' rates and the changes' table, each figure the mean over
-    `recordings` with its 10th-90th percentile and min-max across them."""
+    `recordings` with its 10th-90th percentile and min-max across them; `unchanged_figures`,
+    `change_figures`: the figures of each table, `changes_title`: the changes' table's title
+    (before its spread's legend; default: nights.py's episodes)."""
     out("")
     out(
         f"over {recordings} recordings (each its own baseline, recorded on its own night, then {nights} unchanged "
@@ -135,7 +178,7 @@ def print_spreads(
         "and (min-max) across them"
     )
     out(f"{UNCHANGED:<42} {'mean':>8} {'p10-p90':>16} {'min-max':>16}")
-    for figure in UNCHANGED_FIGURES:
+    for figure in unchanged_figures:
         s = spreads.get((UNCHANGED, figure))
         if s is None:
             continue
@@ -150,11 +193,12 @@ def print_spreads(
     if not changes:
         return
     out("")
-    out(
+    title = changes_title or (
         f"changes ({episodes} episodes of up to three nights each per recording; a cell the change touches is red "
-        "or suspect): mean [p10-p90] (min-max), in percent"
+        "or suspect)"
     )
-    out(f"{'change':<42} " + " ".join(f"{figure:>25}" for figure in CHANGE_FIGURES))
+    out(f"{title}: mean [p10-p90] (min-max), in percent")
+    out(f"{'change':<42} " + " ".join(f"{figure:>25}" for figure in change_figures))
     for what in changes:
-        cells = [spreads.get((what, figure)) for figure in CHANGE_FIGURES]
+        cells = [spreads.get((what, figure)) for figure in change_figures]
         out(f"{what:<42} " + " ".join(f"{share_cell(s) if s else 'none':>25}" for s in cells))
