@@ -21,7 +21,7 @@ from pytest_llmperf.options import OptionError, parse_shard, resolve_options
 from pytest_llmperf.plugin import state_of
 from tests.unit.collecting.test_plan import T, base, seed_like
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def model_tests(name: str, concurrencies: tuple[int, ...]) -> list[T]:
