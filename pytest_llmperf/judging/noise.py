@@ -3,15 +3,16 @@ stats.error.change_error (docs/verdicts.md)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmperf.baselines.entry import BaselineEntry
 from pytest_llmperf.measuring.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.goodput import parse_slos
-from pytest_llmperf.metrics.registry import GATED_DECODE, SPEEDUP
+from pytest_llmperf.metrics.registry import CAPACITY, CAPACITY_BROKEN_AT, GATED_DECODE, SPEEDUP
 from pytest_llmperf.metrics.uncertainty import decode_rows, independent_blocks, paired_errors
-from pytest_llmperf.stats.error import change_error, ratio_error, with_nightly
+from pytest_llmperf.stats.error import Noise, change_error, ratio_error, with_nightly
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.stats.spread import Spread
 
@@ -39,8 +40,12 @@ def change_noise(
         paired, blocks = request_errors(run, entry, list(samples))
     else:
         paired, blocks = speedup_errors(run, entry, samples, base, base_entry)
-    errors, notes = {}, {}
+    errors: dict[str, Noise | None] = {}
+    notes: dict[str, str] = {}
     for name, values in samples.items():
+        if name == CAPACITY:
+            errors[name] = capacity_error(run, entry)
+            continue
         errors[name] = change_error(
             paired.get(name),
             entry.samples(name),
@@ -84,3 +89,28 @@ def speedup_errors(
     if speedup and ours and their and GATED_DECODE in mine and GATED_DECODE in theirs:
         paired[SPEEDUP] = ratio_error(speedup, (mine[GATED_DECODE], ours), (theirs[GATED_DECODE], their))
     return paired, min(blocks, base_blocks)
+
+
+UNIFORM_SD = 1 / math.sqrt(12)  # a value anywhere in an interval, evenly: its standard deviation per width
+
+
+def capacity_error(run: MeasuredRun, entry: BaselineEntry) -> Noise | None:
+    """A capacity's change error: each side's capacity lies somewhere in its interval (from
+    the capacity up to the load decided broken above it: the search's resolution), evenly as
+    far as the search can tell, so each side adds width / sqrt(12); their repetitions' spread
+    where both made more than one search. None where a side has no interval (none decided
+    broken): judged on the tolerance alone."""
+    widths = [_width(run.samples.get(CAPACITY, []), run.samples.get(CAPACITY_BROKEN_AT, []))]
+    widths.append(_width(entry.samples(CAPACITY), entry.samples(CAPACITY_BROKEN_AT)))
+    if any(w is None for w in widths):
+        return None
+    sigma = math.sqrt(sum((w or 0.0) ** 2 for w in widths)) * UNIFORM_SD
+    spread = change_error(None, entry.samples(CAPACITY), run.samples.get(CAPACITY, []))
+    if spread is not None and spread.sigma > sigma:
+        return spread
+    return Noise(sigma)
+
+
+def _width(lows: list[float | None], highs: list[float | None]) -> float | None:
+    low, high = median_of(lows), median_of(highs)
+    return None if low is None or high is None else max(high - low, 0.0)

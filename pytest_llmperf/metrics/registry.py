@@ -40,6 +40,8 @@ __all__ = [
     "ACCEPTANCE_LENGTH",
     "ACCEPTANCE_RATE",
     "ANSWERED",
+    "CAPACITY",
+    "CAPACITY_BROKEN_AT",
     "COMPLETED",
     "DECODE",
     "DURATION",
@@ -86,6 +88,9 @@ ACCEPTANCE_RATE, ACCEPTANCE_LENGTH = "acceptance_rate", "acceptance_length"
 TPOT_MEAN, TPOT_MEDIAN = "tpot_ms_mean", "tpot_ms_median"
 COMPLETED, FAILED, DURATION = "completed", "failed", "duration_s"
 ANSWERED = "answered"
+# A capacity search's figure (llmperf.capacity): the largest load decided within the SLOs,
+# and the smallest decided broken above it (its interval's other end, which its noise reads).
+CAPACITY, CAPACITY_BROKEN_AT = "capacity", "capacity_broken_at"
 
 _H, _L = Direction.HIGHER, Direction.LOWER
 _REL5, _REL10 = Tolerance("relative", 0.05), Tolerance("relative", 0.10)
@@ -332,6 +337,31 @@ _TABLE: tuple[Metric, ...] = (
         "MTP steady decode tok/s / base's, same workload",
         _REL5,
         needs=(Needs.BASE_RUN,),
+    ),
+    Metric(
+        CAPACITY,
+        _H,
+        "users",
+        Scaling.NONE,
+        0,
+        "capacity at SLOs (`llmperf.capacity(...)`, docs/capacity.md): the largest concurrency whose runs meet "
+        "every SLO in the share asked, decided at the test's confidence; its noise is its interval's width "
+        "(from here to `capacity_broken_at`, the search's resolution) on both sides, as a uniform error. "
+        "The -10 % tolerance (about one bisection step at 32 users and up) is provisional until the noise "
+        "benchmark sets it",
+        _REL10,
+        needs=_SLOS,
+        key=True,
+    ),
+    Metric(
+        CAPACITY_BROKEN_AT,
+        _H,
+        "users",
+        Scaling.NONE,
+        0,
+        "a capacity's interval: the smallest concurrency decided over an SLO above the capacity; recorded "
+        "with it, read for its noise",
+        needs=_SLOS,
     ),
     Metric(COMPLETED, _H, "requests", Scaling.NONE, 0, "requests that finished without error"),
     Metric(FAILED, _L, "requests", Scaling.NONE, 0, "requests that ended in an error"),

@@ -148,6 +148,7 @@ def test_the_tables_columns_and_key_figures_are_rows_roles():
         "acceptance_length",
         "request_goodput",
         "slo_attainment",
+        "capacity",
     }
     assert [m.name for m in REGISTRY.columns() if m.needs and m.needs[0] is Needs.SLOS] == [
         "request_goodput",
