@@ -105,6 +105,7 @@ class PerfSession:
             shared_history=shared_history,
         )
         self.assertions = Assertions(self.gate, options)
+        self.capacities: list[dict[str, Any]] = []  # each capacity search's line (llmperf.capacity), for the report
 
     @property
     def runs(self) -> dict[tuple[ServerSpec, Workload], MeasuredRun]:

@@ -90,6 +90,8 @@ def build_report(perf: Any) -> dict[str, Any]:
             ],
         }
     )
+    if perf.capacities:  # llmperf.capacity(): each search's line, figures, cost and verdict
+        document["capacities"] = plain(list(perf.capacities))
     if perf.baselines_written:  # --update-baselines: the files, for a shared store (llmperf baselines --store)
         document["baselines_written"] = list(perf.baselines_written)
     if perf.history_for_store:  # history lines for a shared store (--llmperf-store), written at the session's end
@@ -152,6 +154,9 @@ def merge_reports(reports: Mapping[str, Mapping[str, Any] | None]) -> dict[str, 
         merged["servers_attached"] += doc.get("servers_attached", [])
         merged["runs"] += [{**run, "worker": worker} for run in doc.get("runs", [])]
         merged["verdicts"] += [{**gate, "worker": worker} for gate in doc.get("verdicts", [])]
+        merged_capacities = [{**line, "worker": worker} for line in doc.get("capacities", [])]
+        if merged_capacities:
+            merged.setdefault("capacities", []).extend(merged_capacities)
         for key in ("history", "baselines_written"):
             if doc.get(key):
                 merged.setdefault(key, []).extend(doc[key])

@@ -150,20 +150,32 @@ def _slots(doc: Doc) -> list[str]:
     return ["GPU slots: " + "; ".join(f"{slot}: {', '.join(names)}" for slot, names in where.items())]
 
 
+def capacity_lines(doc: Doc) -> list[str]:
+    """One line per capacity search (llmperf.capacity): the figure, its interval, the SLO
+    broken first and where, the runs and seconds it cost; then the gate's line where judged."""
+    lines = []
+    for found in doc.get("capacities") or []:
+        lines.append(f"capacity {found['server']}: {found['line']}  [{found['test']}]")
+        if found.get("verdict"):
+            lines.append(f"  {found['verdict']}")
+    return lines
+
+
 def terminal_lines(doc: Doc, *, warmups: bool = False) -> list[str]:
     """The summary of a report document (build_report's, or merge_reports'); `warmups` (-v):
     the warm-ups' table too (the session's log lines carry the same figures)."""
     lines = _started(doc)
     for worker in doc.get("lost_workers") or []:
         lines.append(f"xdist worker {worker} went down without reporting: its runs are missing here and in the report")
+    lines += capacity_lines(doc)
     runs = list(doc.get("runs", []))
-    if not runs:
+    if not runs and not doc.get("capacities"):
         return lines + ["no workload ran"]
     paired = doc.get("paired")
     if paired and paired.get("runs"):
         lines += ["", f"B: {paired['new_label']}", *measured_table(runs)]
         lines += ["", f"A: {paired['old_label']}", *measured_table(list(paired["runs"]))]
-    else:
+    elif runs:  # a session of capacity tests alone has its lines above and its verdicts below
         lines += ["", *measured_table(runs)]
     if warmups:
         lines += warmup_table(runs)

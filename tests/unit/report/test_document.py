@@ -37,6 +37,7 @@ def fake_session():
         paired_info=lambda: None,  # not a paired session
         history_for_store=[],  # no --llmperf-store
         baselines_written=[],  # not recording
+        capacities=[],  # no capacity test
     )
 
 
@@ -111,3 +112,21 @@ def test_merge_concatenates_the_workers_runs_and_verdicts_in_worker_order_naming
 def test_merge_of_no_reports_is_none():
     assert merge_reports({}) is None
     assert merge_reports({"gw0": None}) is None
+
+
+def test_capacity_lines_are_in_the_document_merged_by_worker_and_in_the_terminal_summary():
+    from pytest_llmperf.report.terminal import terminal_lines
+
+    line = {"test": "t.py::test_capacity", "server": "m", "line": "capacity 8 users (8-9): ...; 10 runs, 12 s"}
+    perf = fake_session()
+    perf.capacities = [{**line, "verdict": "capacity 8 -> 5 users, regressed: p90 TTFT 500 ms exceeded at 6"}]
+    doc = build_report(perf)
+    assert doc["capacities"][0]["line"] == line["line"]
+    assert "capacities" not in build_report(fake_session())  # a session without one: the document as before
+    merged = merge_reports({"gw0": doc, "gw1": {**doc, "capacities": [{**line, "verdict": None}]}})
+    assert [c["worker"] for c in merged["capacities"]] == ["gw0", "gw1"]
+    lines = terminal_lines(merged)
+    assert "capacity m: capacity 8 users (8-9): ...; 10 runs, 12 s  [t.py::test_capacity]" in lines
+    assert "  capacity 8 -> 5 users, regressed: p90 TTFT 500 ms exceeded at 6" in lines
+    alone = terminal_lines({**doc, "runs": []})  # capacity tests alone: their lines, not "no workload ran"
+    assert "no workload ran" not in alone and any(x.startswith("capacity m:") for x in alone)
