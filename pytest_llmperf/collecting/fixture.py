@@ -10,9 +10,10 @@ import pytest
 
 from pytest_llmperf.collecting.selection import resolve_server
 from pytest_llmperf.servers.spec import ServerSpec
-from pytest_llmperf.workload.workload import WORKLOAD_KEYS, resolve_workload
+from pytest_llmperf.workload.workload import WORKLOAD_KEYS, Workload, resolve_workload
 
 if TYPE_CHECKING:
+    from pytest_llmperf.judging.capacity_run import CapacityResult
     from pytest_llmperf.judging.session import PerfSession
     from pytest_llmperf.measuring.measured import MeasuredRun
 
@@ -83,6 +84,78 @@ class LlmperfFixture:
             self._refuse(str(exc))
         self._used.append(measured)
         return self._perf.bind(measured, self._nodeid, self._kwargs.get("tolerances"), self._kwargs.get("error_budget"))
+
+    def capacity(
+        self,
+        slos: Mapping[str, float],
+        *,
+        over: str = "concurrency",
+        within: tuple[int, int] = (1, 64),
+        resolution: float | str = 1,
+        confidence: float | None = None,
+        runs_per_probe: int = 5,
+        confirm_runs: int = 2,
+        max_runs: int = 40,
+        server: ServerSpec | str | None = None,
+        **workload: Any,
+    ) -> CapacityResult:
+        """The largest concurrency within `within` whose runs of the test's workload meet every
+        SLO (`{"ttft_ms_p99": 2000, "tpot_ms_p99": 80}`) in the share asked, with its interval
+        (docs/capacity.md); `.assert_no_regression()` judges it against its baseline."""
+        from pytest_llmperf.capacity.slo import SLOSet
+        from pytest_llmperf.judging.capacity_run import capacity_test
+
+        where = "llmperf.capacity()"
+        if over != "concurrency":
+            self._refuse(
+                f"{where}: over={over!r}: a test's workload sends a closed loop of streams, so its capacity is "
+                "searched over='concurrency' (users)"
+            )
+        if self._perf.paired is not None:
+            self._refuse(
+                f"{where}: a capacity is judged against stored baselines; a paired session does not search one"
+            )
+        try:
+            spec = resolve_server("server", server, self._declared(server)) if server is not None else self.server
+        except ValueError as exc:
+            self._refuse(f"{where}: {str(exc).removeprefix('llmperf ')}")
+        if spec is None:
+            self._refuse(f"{where} needs server= (or @pytest.mark.llmperf(server=...))")
+        declared = {k: v for k, v in self._kwargs.items() if k in WORKLOAD_KEYS}
+        declared.update(workload)
+        options = self._perf.options
+        try:
+            declared["slos"] = SLOSet.parse(slos).goodput_text  # each probe's goodput at the SLOs searched
+            found = capacity_test(
+                self._perf,
+                spec,
+                self._workload_at(declared, where),
+                slos,
+                nodeid=self._nodeid,
+                within=within,
+                resolution=resolution,
+                confidence=options.confidence if confidence is None else confidence,
+                budget={
+                    "runs_per_probe": runs_per_probe,
+                    "confirm_runs": confirm_runs,
+                    "max_runs": max_runs,
+                    "max_seconds": options.repetition_budget,
+                },
+                tolerances=self._kwargs.get("tolerances"),
+                error_budget=self._kwargs.get("error_budget"),
+            )
+        except (ValueError, TypeError) as exc:
+            self._refuse(f"{where}: {exc}")
+        self._used.append(found.run)
+        return found
+
+    def _workload_at(self, declared: dict[str, Any], where: str) -> Callable[[int], Workload]:
+        """The test's workload at a concurrency, as a capacity probe runs it."""
+        options = self._perf.options
+        dataset = (options.dataset_name, options.dataset)
+        return lambda concurrency: resolve_workload(
+            declared, concurrency, self._profile, self._warmup, self._slos, dataset=dataset, where=where
+        )
 
     def _refuse(self, message: str) -> NoReturn:
         pytest.fail(f"{self._nodeid}: {message}", pytrace=False)
