@@ -97,6 +97,13 @@ def markdown_summary(doc: Doc, plots: Sequence[str] = (), plots_note: str | None
         lines += ["## Verdicts", ""]
         for section in gates:
             lines += _gate(section)
+    capacities = doc.get("capacities") or []
+    if capacities:  # llmperf.capacity(): one line per search, then the gate's where judged
+        lines += ["## Capacity at SLOs", ""]
+        for found in capacities:
+            verdict = f"; {found['verdict']}" if found.get("verdict") else ""
+            lines.append(f"- `{found['server']}` ({found['test']}): {found['line']}{verdict}")
+        lines.append("")
     lines += ["## Plots", ""]
     if plots:
         lines += [f"- [{path}]({path})" for path in plots]

@@ -73,3 +73,22 @@ def test_the_output_canary_is_listed_under_its_gates_table():
     lines = markdown_summary(doc).splitlines()
     heading = lines.index("### pass: qwen3.6-27b-fp8 @ 1: tests/perf/test_seed.py::test_base[1]")
     assert f"- {canary}" in lines[heading:] and f"- {canary}" not in lines[:heading]
+
+
+def test_each_capacity_search_is_one_line_with_its_verdict():
+    doc = sample_document()
+    assert "## Capacity at SLOs" not in markdown_summary(doc)
+    doc["capacities"] = [
+        {
+            "test": "t.py::test_capacity",
+            "server": "m",
+            "line": "capacity 2 users (2-4): p50 TPOT 24.5 ms exceeded at 4 (27.5 ms); p50 TTFT held; 3 runs, 7 s",
+            "verdict": "capacity 8 -> 2 users, regressed: p50 TPOT 24.5 ms exceeded at 4 (27.5 ms); p50 TTFT held",
+        }
+    ]
+    text = markdown_summary(doc)
+    assert (
+        "- `m` (t.py::test_capacity): capacity 2 users (2-4): p50 TPOT 24.5 ms exceeded at 4 (27.5 ms); p50 TTFT "
+        "held; 3 runs, 7 s; capacity 8 -> 2 users, regressed:"
+    ) in text
+    assert text.index("## Capacity at SLOs") < text.index("## Plots")
