@@ -264,6 +264,13 @@ def report(
     print_unchanged(every, f"{len(recordings)} recordings" if len(recordings) > 1 else "")
     warned = sum(inconclusive(s) for s in every)
     print(f"nights with an inconclusive cell (a warning): {warned} of {len(every)} ({warned / len(every):.1%})")
+    by_concurrency: dict[int, list[bool]] = {}
+    for cell in (cell for s in every for cell in s.cells):
+        by_concurrency.setdefault(cell[2], []).append(cell[4] == "inconclusive")
+    print(
+        "inconclusive verdicts by concurrency: "
+        + ", ".join(f"{c}: {statistics.mean(v):.1%}" for c, v in sorted(by_concurrency.items()))
+    )
     rows = [
         paired_rates(recording.nights, change_nights(judged[r], servers), names)
         for r, recording in enumerate(recordings)
@@ -279,17 +286,20 @@ def report(
             change_figures=PAIRED_CHANGE_FIGURES,
             changes_title=f"changes ({args.episodes} paired nights each per recording; a cell the change touches "
             "is red or suspect in the same night)",
+            paired=True,
         )
         return
     (row,) = rows
-    print()
-    print(
-        f"changes ({args.episodes} paired nights each; a cell the change touches is red or suspect in the same night)"
-    )
-    print(f"{'change':<42} " + " ".join(f"{figure:>18}" for figure in PAIRED_CHANGE_FIGURES))
-    for name in names:
-        if (name, PAIRED_CHANGE_FIGURES[0]) in row:
-            print(f"{name:<42} " + " ".join(f"{row[name, figure]:>18.0%}" for figure in PAIRED_CHANGE_FIGURES))
+    if args.episodes:
+        print()
+        print(
+            f"changes ({args.episodes} paired nights each; a cell the change touches is red or suspect in the same "
+            "night)"
+        )
+        print(f"{'change':<42} " + " ".join(f"{figure:>18}" for figure in PAIRED_CHANGE_FIGURES))
+        for name in names:
+            if (name, PAIRED_CHANGE_FIGURES[0]) in row:
+                print(f"{name:<42} " + " ".join(f"{row[name, figure]:>18.0%}" for figure in PAIRED_CHANGE_FIGURES))
     night_s = [s.gpu_s for s in every]
     mean_s = statistics.mean(night_s)
     print()

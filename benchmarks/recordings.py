@@ -166,16 +166,22 @@ def print_spreads(
     unchanged_figures: Sequence[str] = UNCHANGED_FIGURES,
     change_figures: Sequence[str] = CHANGE_FIGURES,
     changes_title: str = "",
+    paired: bool = False,
 ) -> None:
     """The unchanged nights' rates and the changes' table, each figure the mean over
     `recordings` with its 10th-90th percentile and min-max across them; `unchanged_figures`,
     `change_figures`: the figures of each table, `changes_title`: the changes' table's title
-    (before its spread's legend; default: nights.py's episodes)."""
+    (before its spread's legend; default: nights.py's episodes); `paired`: the nights are
+    paired ones (benchmarks/paired_nights.py), `episodes` each change's nights."""
     out("")
+    each = (
+        f"{nights} unchanged paired nights and {episodes} paired nights"
+        if paired
+        else f"{nights} unchanged nights and {episodes} episodes"
+    )
     out(
-        f"over {recordings} recordings (each its own baseline, recorded on its own night, then {nights} unchanged "
-        f"nights and {episodes} episodes per change): each rate the mean over recordings, [10th-90th percentile] "
-        "and (min-max) across them"
+        f"over {recordings} recordings (each its own baseline, recorded on its own night, then {each} per change): "
+        "each rate the mean over recordings, [10th-90th percentile] and (min-max) across them"
     )
     out(f"{UNCHANGED:<42} {'mean':>8} {'p10-p90':>16} {'min-max':>16}")
     for figure in unchanged_figures:
