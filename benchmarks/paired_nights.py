@@ -26,10 +26,11 @@ stands alone (--llmperf-confirm does not apply) and a change is read in the nigh
 
 Prints: the unchanged nights red, their failing cells per red night and each cell's
 false-red rate (nights.print_unchanged), the nights with a suspect or an inconclusive cell
-and the inconclusive verdicts by concurrency; per change, how often a cell it touches is flagged (red or suspect) and red in the same
-night, and how often the night is red at all; the GPU-minutes of both images a night
-against the seeds' fixed runs (of one image). With `--recordings N` above 1 each rate is
-the mean over recordings with its spread across them (benchmarks/recordings.py).
+and the inconclusive verdicts by concurrency; per change, how often a cell it touches is
+flagged (red or suspect) and red in the same night, and how often the night is red at all;
+the GPU-minutes of both images a night against the seeds' fixed runs (of one image). With
+`--recordings N` above 1 each rate is the mean over recordings with its spread across them
+(benchmarks/recordings.py).
 """
 
 from __future__ import annotations
