@@ -22,7 +22,7 @@ from pytest_llmperf.stats.spread import Spread, nightly_spread
 
 # (metric, value, outcome, noise, baseline, the confidence the noise is at)
 Judged = tuple[str, float | None, str, float | None, float | None, float | None]
-# A shared store's history lines of one baseline folder (target), as history.jsonl holds them.
+# A shared store's history lines of one baseline folder, as history.jsonl holds them.
 SharedLines = Callable[[str], list[dict[str, Any]]]
 NOT_NOISE = frozenset({"regressed", "suspect"})  # outcomes left out of a cell's nightly spread
 
@@ -47,7 +47,7 @@ class HistoryLog:
         self.shared = shared
         self.pending: dict[Path, list[dict[str, Any]]] = {}  # each history file's lines, appended by flush()
         self.store_lines: list[dict[str, Any]] = []  # the shared store's lines, written at the session's end
-        # The lines by series as found, of each history file, or of each target in the shared store.
+        # The lines by series as found, of each history file, or of each baseline folder in the shared store.
         self.before: dict[Path | str, dict[Any, list[dict[str, Any]]]] = {}
 
     @property
@@ -56,19 +56,19 @@ class HistoryLog:
         chosen = self.options.history
         return chosen is not None and chosen.strip().lower() == HISTORY_OFF
 
-    def path(self, target: str) -> Path | None:
-        """The history file runs judged in baseline folder `target` append to:
+    def path(self, folder: str) -> Path | None:
+        """The history file runs judged in baseline folder `folder` append to:
         --llmperf-history, else beside the baselines; None when off or kept in a shared store."""
         if self.off or self.shared is not None:
             return None
         chosen = self.options.history
-        return self.rootdir / chosen if chosen else history_default_path(self.baselines_root, target)
+        return self.rootdir / chosen if chosen else history_default_path(self.baselines_root, folder)
 
     def for_store(self) -> list[dict[str, Any]]:
         """The lines queued for a shared store (the report document's `history`)."""
         return list(self.store_lines)
 
-    def append(self, run: MeasuredRun, target: str, judged: Sequence[Judged]) -> None:
+    def append(self, run: MeasuredRun, folder: str, judged: Sequence[Judged]) -> None:
         """Queue one line per judged metric with a value."""
         if self.off:
             return
@@ -84,7 +84,7 @@ class HistoryLog:
                     metric=name,
                     value=value,
                     outcome=str(outcome),
-                    target=target,
+                    target=folder,  # the history line's field: the baseline folder
                     provenance=run.provenance,
                     workload=key,
                     noise=noise,
@@ -94,50 +94,50 @@ class HistoryLog:
                 )
             )
         ]
-        path = self.path(target)
+        path = self.path(folder)
         if path is None:
             self.store_lines.extend(lines)
         else:
             self.pending.setdefault(path, []).extend(lines)
 
-    def earlier_outcomes(self, run: MeasuredRun, target: str, metric: str, count: int) -> list[str]:
+    def earlier_outcomes(self, run: MeasuredRun, folder: str, metric: str, count: int) -> list[str]:
         """The outcomes of the last `count` sessions (at most) that judged or recorded this
-        run's server, concurrency, workload and `metric` in `target`, oldest first, as the
+        run's server, concurrency, workload and `metric` in `folder`, oldest first, as the
         history was before this session (its own lines are queued until flush)."""
         if count <= 0:
             return []
-        return [str(line["outcome"]) for line in self.earlier_lines(run, target, metric)[-count:]]
+        return [str(line["outcome"]) for line in self.earlier_lines(run, folder, metric)[-count:]]
 
-    def nightly_spread(self, run: MeasuredRun, target: str, metric: str) -> Spread | None:
+    def nightly_spread(self, run: MeasuredRun, folder: str, metric: str) -> Spread | None:
         """The spread of this cell's value between the sessions before (stats.spread.nightly_spread)
         over its lines that read no regression (a change under way is not noise); None with
         too few."""
         values = [
             float(line["value"])
-            for line in self.earlier_lines(run, target, metric)
+            for line in self.earlier_lines(run, folder, metric)
             if str(line["outcome"]) not in NOT_NOISE
         ]
         return nightly_spread(values)
 
-    def nightly_spreads(self, run: MeasuredRun, target: str, names: list[str]) -> dict[str, Spread]:
+    def nightly_spreads(self, run: MeasuredRun, folder: str, names: list[str]) -> dict[str, Spread]:
         """Each of `names`' spread between the sessions before (those with one)."""
-        spreads = {name: self.nightly_spread(run, target, name) for name in names}
+        spreads = {name: self.nightly_spread(run, folder, name) for name in names}
         return {name: spread for name, spread in spreads.items() if spread is not None}
 
-    def earlier_lines(self, run: MeasuredRun, target: str, metric: str) -> list[dict[str, Any]]:
-        """This cell's lines in `target` (server, concurrency, workload, `metric`), oldest
+    def earlier_lines(self, run: MeasuredRun, folder: str, metric: str) -> list[dict[str, Any]]:
+        """This cell's lines in `folder` (server, concurrency, workload, `metric`), oldest
         first, as the history was before this session; none when the history is off or unreadable."""
         if self.off:
             return []
-        path = self.path(target)
-        where = target if path is None else path
+        path = self.path(folder)
+        where = folder if path is None else path
         if where not in self.before:
             try:
-                records = self.shared(target) if self.shared is not None else read_history([where]).records
+                records = self.shared(folder) if self.shared is not None else read_history([where]).records
             except (HistoryError, RuntimeError):
                 records = []  # an unreadable history confirms nothing: the regression stays suspect
             self.before[where] = history_series(records)
-        key = (target, run.server.name, run.concurrency, metric, history_workload_hash(self.identity(run)))
+        key = (folder, run.server.name, run.concurrency, metric, history_workload_hash(self.identity(run)))
         return self.before[where].get(key, [])
 
     def flush(self) -> tuple[int, list[str]]:
