@@ -191,7 +191,10 @@ def capacity_run(probe: SessionProbe, found: Capacity, workload: Workload, searc
 
 
 def capacity_line(nodeid: str, server: str, found: Capacity) -> dict[str, Any]:
-    """A search as the report document keeps it: the test, its server, the line, the figures and cost."""
+    """A search as the report document keeps it: the test, its server, the line, the figures
+    and cost, the SLOs, each probe (its load, outcome, runs and each SLO's value in ms) and
+    the SLO broken first (its name; None where none was)."""
+    breach = found.first_broken
     return {
         "test": nodeid,
         "server": server,
@@ -201,6 +204,18 @@ def capacity_line(nodeid: str, server: str, found: Capacity) -> dict[str, Any]:
         "runs": found.runs,
         "seconds": found.seconds,
         "verdict": None,
+        "over": found.over,
+        "slos": [{"name": s.name, "label": s.label, "limit_ms": s.limit_ms} for s in found.slos.slos],
+        "probes": [
+            {
+                "load": p.load,
+                "outcome": p.outcome.value,
+                "runs": p.runs,
+                "values_ms": {r.slo.name: r.value_ms for r in p.verdict.readings},
+            }
+            for p in found.probes
+        ],
+        "first_broken": breach.reading.slo.name if breach is not None else None,
     }
 
 

@@ -25,6 +25,10 @@ Keys (tools read them, so they are only ever added to):
                                        baseline_figures, baseline_provenance (None without
                                        an entry); changes, attribution, explanation under
                                        a failing/improved table (report/explain.py)
+    capacities[]                       llmperf.capacity(): per search, test, server, line,
+                                       capacity, interval, runs, seconds, verdict, over,
+                                       slos (name, label, limit_ms), probes (load, outcome,
+                                       runs, values_ms per SLO), first_broken (an SLO's name)
     paired                             paired A/B sessions (paired.py): kind, old, new,
                                        old_label, new_label, order (every server start)
                                        and runs (OLD's, as runs[] holds NEW's)

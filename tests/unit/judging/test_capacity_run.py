@@ -73,6 +73,19 @@ def test_the_probes_are_the_measurers_runs_and_repeated_loads_start_afresh(tmp_p
     perf.close()
 
 
+def test_the_report_line_keeps_each_probe_with_its_slo_values_and_the_slo_broken_first(tmp_path):
+    perf, found, _, _ = search(tmp_path, knee=8)
+    line = perf.capacities[0]
+    assert line["over"] == "concurrency" and line["first_broken"] == "ttft_ms_p90"
+    assert line["slos"] == [{"name": "ttft_ms_p90", "label": "p90 TTFT", "limit_ms": 500.0}]
+    at = {p["load"]: p for p in line["probes"]}
+    assert sorted(at) == [1, 2, 4, 8, 9, 10, 12, 16]
+    assert at[8]["outcome"] == "met" and at[8]["values_ms"]["ttft_ms_p90"] == pytest.approx(100.0)
+    assert at[9]["outcome"] == "broken" and at[9]["values_ms"]["ttft_ms_p90"] == pytest.approx(1000.0)
+    assert at[9]["runs"] == 2
+    perf.close()
+
+
 def test_recorded_with_its_interval_then_judged_pass_and_regressed_naming_the_slo(tmp_path):
     perf, found, _, _ = search(tmp_path, knee=8, llmperf_update_baselines=True)
     found.assert_no_regression()
