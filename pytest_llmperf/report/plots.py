@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmperf.capacity.search import UNITS
 from pytest_llmperf.metrics.registry import DECODE, TPOT_MEDIAN
 from pytest_llmperf.report import series
 from pytest_llmperf.report.series import Doc
@@ -252,6 +253,55 @@ def plot_timeline(item: series.Timeline) -> Plot:
     return Plot(name, f"Timeline: {item.server} @ concurrency {item.concurrency}", caption, _svg(figure, name))
 
 
+_OUTCOME_MARKS = {"met": ("o", COLORS[0]), "broken": ("X", COLORS[1]), "undecided": ("D", COLORS[7])}
+
+
+def _knee_panel(ax: Axes, knee: series.Knee) -> None:
+    xs = [load for load, _, _ in knee.probes]
+    if xs:
+        ax.plot(xs, [value for _, value, _ in knee.probes], "-", color=COLORS[0], alpha=0.6)
+    for outcome, (marker, color) in _OUTCOME_MARKS.items():
+        points = [(load, value) for load, value, said in knee.probes if said == outcome]
+        if points:
+            px, py = zip(*points)
+            ax.plot(px, py, marker, color=color, linestyle="none", markersize=7, label=f"probe {outcome}")
+    ax.axhline(knee.limit_ms, color="black", linestyle="--", linewidth=1.0, label=f"SLO {knee.limit_ms:g} ms")
+    if knee.capacity is not None:
+        ax.axvline(knee.capacity, color=COLORS[2], linewidth=1.5, label=f"capacity {knee.capacity:g}")
+    if knee.baseline_capacity is not None:
+        ax.axvline(
+            knee.baseline_capacity,
+            color=COLORS[7],
+            linestyle=":",
+            linewidth=1.5,
+            label=f"baseline capacity {knee.baseline_capacity:g}",
+        )
+    ax.set_xlabel(f"{knee.over} ({UNITS.get(knee.over, 'load')})")
+    ax.set_ylabel(f"{knee.label} (ms)")
+    ax.set_title(knee.label + (" (broken first)" if knee.first_broken else ""))
+    ax.legend(fontsize="small")
+
+
+def plot_knee(knees: list[series.Knee]) -> Plot:
+    """One capacity search: each SLO's value at every load probed, its limit and the capacity."""
+    first = knees[0]
+    figure, axes = _figure(5.5 * len(knees), 3.8, cols=len(knees))
+    for ax, knee in zip(axes, knees):
+        _knee_panel(ax, knee)
+    figure.suptitle(f"capacity: {first.server} ({first.test})")
+    name = knee_name(first)
+    caption = (
+        "Each SLO's value at every load the capacity search probed (circles met, crosses broken, diamonds "
+        "undecided), the SLO's limit (dashed), the capacity found (solid) and the baseline's (dotted, where "
+        "the capacity was judged against one)."
+    )
+    return Plot(name, f"Capacity knee: {first.server} ({first.test})", caption, _svg(figure, name))
+
+
+def knee_name(knee: series.Knee) -> str:
+    return f"knee_{_slug(knee.server)}_{_slug(knee.test)}"
+
+
 def _jobs(doc: Doc) -> Iterator[tuple[str, Callable[[], Plot | None]]]:
     for model, runs in series.by_model(doc).items():
         yield f"decode_tpot_{_slug(model)}", partial(plot_decode_and_tpot, doc, model, runs)
@@ -267,6 +317,11 @@ def _jobs(doc: Doc) -> Iterator[tuple[str, Callable[[], Plot | None]]]:
         line = series.timeline(run)
         if line is not None:
             yield f"timeline_{_slug(line.server)}", partial(plot_timeline, line)
+    searches: dict[tuple[str, str], list[series.Knee]] = {}
+    for knee in series.knees(doc):
+        searches.setdefault((knee.test, knee.server), []).append(knee)
+    for knees in searches.values():
+        yield knee_name(knees[0]), partial(plot_knee, knees)
 
 
 def render_plots(doc: Mapping[str, Any]) -> tuple[list[Plot], list[PlotError]]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmperf.metrics.registry import DECODE, SPEEDUP
+from pytest_llmperf.metrics.registry import CAPACITY, DECODE, SPEEDUP
 
 Doc = Mapping[str, Any]
 
@@ -254,3 +254,66 @@ def timeline_runs(doc: Doc) -> list[Doc]:
         return chosen
     top = max(concurrency_of(r) for r in runs)
     return [next(r for r in runs if concurrency_of(r) == top)]
+
+
+@dataclass
+class Knee:
+    """One SLO of one capacity search against load: tonight's probes, the SLO's limit, the
+    capacity found and the baseline's capacity (None where no verdict had one)."""
+
+    test: str
+    server: str
+    over: str  # concurrency or rate
+    slo: str  # its registry name: ttft_ms_p99
+    label: str  # in words: p99 TTFT
+    limit_ms: float
+    probes: list[tuple[float, float, str]]  # (load, the SLO's value in ms, the probe's outcome)
+    capacity: float | None
+    baseline_capacity: float | None
+    first_broken: bool  # this SLO is the one broken first
+
+
+def _baseline_capacity(doc: Doc, test: str) -> float | None:
+    for gate in doc.get("verdicts", []):
+        if gate.get("test") != test:
+            continue
+        for verdict in gate.get("verdicts", []):
+            if verdict.get("metric") == CAPACITY:
+                return _number(verdict.get("baseline"))
+    return None
+
+
+def knees(doc: Doc) -> list[Knee]:
+    """Each SLO of each capacity search (`capacities`) with probes, the latest probe at a load kept."""
+    out: list[Knee] = []
+    for found in doc.get("capacities") or []:
+        at_load: dict[float, Doc] = {}
+        for probe in found.get("probes") or []:
+            load = _number(probe.get("load"))
+            if load is not None:
+                at_load[load] = probe
+        if not at_load:
+            continue
+        baseline = _baseline_capacity(doc, str(found.get("test")))
+        for slo in found.get("slos") or []:
+            name = str(slo["name"])
+            points = [
+                (load, value, str(probe.get("outcome")))
+                for load, probe in sorted(at_load.items())
+                if (value := _number((probe.get("values_ms") or {}).get(name))) is not None
+            ]
+            out.append(
+                Knee(
+                    test=str(found.get("test")),
+                    server=str(found.get("server")),
+                    over=str(found.get("over") or "concurrency"),
+                    slo=name,
+                    label=str(slo.get("label") or name),
+                    limit_ms=float(slo["limit_ms"]),
+                    probes=points,
+                    capacity=_number(found.get("capacity")),
+                    baseline_capacity=baseline,
+                    first_broken=found.get("first_broken") == name,
+                )
+            )
+    return out
