@@ -26,7 +26,7 @@ NO_TARGET = (
 )
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: pytest keeps registered plugins in sets
 class LlmperfState:
     """The plugin's session-wide state. `session`: the PerfSession, made by `perf_session()`
     on first use (a conftest.py may set its own before, as the benchmarks' does)."""
