@@ -208,10 +208,13 @@ class _Node:
 
 def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has_none():
     """xdist's loadgroup refills a worker that has two tests or fewer left with the next
-    group, a GPU slot's too: here gw0's slot has one test, and plain loadgroup would hand
-    it slot 1 while gw1 runs tests of no slot. The slot scheduler gives gw0 the tests of no
-    slot instead, and slot 1 goes to gw1."""
+    group, a GPU slot's too: a worker that runs its tests while the other is still busy
+    would be handed both slots. The slot scheduler keeps the second slot for the worker
+    without one. Driven here with gw0 running all it holds before gw1 runs any (xdist's
+    first split of the queue differs between its releases; the rule must hold whichever)."""
     pytest.importorskip("xdist")
+    from xdist.scheduler import LoadGroupScheduling
+
     from pytest_llmperf.collecting import xdist_support
 
     config = types.SimpleNamespace(
@@ -219,18 +222,26 @@ def test_the_slot_scheduler_never_gives_a_worker_a_second_slot_while_another_has
         option=types.SimpleNamespace(loadscopereorder=False),
     )
     groups = {"t.py::a": "llmperf-gpus-0", **{f"t.py::b{i}": "llmperf-gpus-1" for i in range(3)}}
-    ids = ["t.py::u1", "t.py::u2", "t.py::u3", "t.py::u4", *groups]
+    plain = ["t.py::u1", "t.py::u2", "t.py::u3", "t.py::u4"]
 
-    def schedule():
-        sched = xdist_support.group_scheduling()(config, None, lambda: groups)
-        gw0, gw1 = _Node("gw0"), _Node("gw1")
-        for node in (gw0, gw1):
+    def most_slots_held(sched, ids) -> tuple[int, list[int]]:
+        nodes = (_Node("gw0"), _Node("gw1"))
+        for node in nodes:
             sched.add_node(node)
             sched.add_node_collection(node, ids)
-        sched.schedule()  # gw0: u1, u3; gw1: u2, u4
-        sched.mark_test_complete(gw0, ids.index("t.py::u1"))  # gw0 refilled: slot 0
-        sched.mark_test_complete(gw0, ids.index("t.py::u3"))  # gw0 refilled again: one test left
-        sched.mark_test_complete(gw1, ids.index("t.py::u2"))
-        return {node.name: [scope for scope in sched.assigned_work[node] if "gpus" in scope] for node in (gw0, gw1)}
+        sched.schedule()
+        most = 0
+        for _ in range(len(ids)):
+            for node in nodes:
+                while pending := [t for tests in sched.assigned_work[node].values() for t, d in tests.items() if not d]:
+                    sched.mark_test_complete(node, ids.index(pending[0]))
+                    held = [sum("gpus" in scope for scope in sched.assigned_work[n]) for n in nodes]
+                    most = max(most, *held)
+        return most, sorted(held)
 
-    assert schedule() == {"gw0": ["llmperf-gpus-0"], "gw1": ["llmperf-gpus-1"]}
+    # xdist's own loadgroup (its "@group" node ids) hands gw0 both slots ...
+    suffixed = plain + [f"{test}@{group}" for test, group in groups.items()]
+    assert most_slots_held(LoadGroupScheduling(config, None), suffixed) == (2, [0, 2])
+    # ... the plugin's scheduler one slot to each worker.
+    ours = xdist_support.group_scheduling()(config, None, lambda: groups)
+    assert most_slots_held(ours, plain + list(groups)) == (1, [1, 1])
