@@ -27,6 +27,16 @@ from pytest_llmperf.servers.base import ServerStartError, ServerTarget
 if TYPE_CHECKING:
     from pytest_llmperf.servers.local_vllm import LocalVllmTarget
 
+# The built-in kinds' check sets by the names a TargetKind may give for them.
+CHECKS_BY_NAME = {
+    "sim": SIMULATOR,
+    "gpu": GPU_CONTAINERS,
+    "docker": CONTAINERS,
+    "external": EXTERNAL_SERVER,
+    "local": LOCAL_VLLM,
+    "none": NO_CHECKS,
+}
+
 # options.LlmperfOptions: options.py imports this module, so the type is not named here.
 LlmperfOptions = Any
 
@@ -68,12 +78,19 @@ class TargetKind:
     # vLLM as a local process: its interpreter (None: scripts/real_vllm_cpu.sh's build).
     local_python: Callable[[LlmperfOptions], str | None] | None = None
     xdist: XdistRule = "free"
-    doctor: DoctorChecks = NO_CHECKS  # what `llmperf doctor` and --llmperf-doctor check for it (doctor_checks/)
+    # What `llmperf doctor` and --llmperf-doctor check for it (doctor_checks/); a conftest's
+    # kind may also name a built-in kind's set (sim, gpu, docker, external, local, none).
+    doctor: DoctorChecks = NO_CHECKS
     no_sim_args: str = ""  # why --llmperf-sim-args does not apply, with the fix
     # Checks (and completes) its settings as options resolve; ValueError names the fix.
     check: Callable[[LlmperfOptions], LlmperfOptions] | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.doctor, str):
+            if self.doctor not in CHECKS_BY_NAME:
+                known = ", ".join(CHECKS_BY_NAME)
+                raise ValueError(f"TargetKind {self.name!r}: doctor={self.doctor!r} is no check set; one of {known}")
+            object.__setattr__(self, "doctor", CHECKS_BY_NAME[self.doctor])
         if not self.flag:
             object.__setattr__(self, "flag", f"{TARGET_OPTION} {self.name}")
         if self.baseline_folder == "":

@@ -72,6 +72,15 @@ def test_an_added_kind_is_chosen_by_name_and_replaces_a_builtin_of_its_name():
         LAB.name = "other"  # type: ignore[misc]
 
 
+def test_a_kind_may_name_a_builtin_check_set_and_a_wrong_name_says_the_known_ones():
+    from pytest_llmperf.kinds import CHECKS_BY_NAME
+
+    assert TargetKind("pool", _sim, doctor="docker").doctor is KINDS["docker"].doctor  # type: ignore[arg-type]
+    assert set(CHECKS_BY_NAME) == {"sim", "gpu", "docker", "external", "local", "none"}
+    with pytest.raises(ValueError, match="doctor='dokcer' is no check set; one of sim, gpu, docker"):
+        TargetKind("pool", _sim, doctor="dokcer")  # type: ignore[arg-type]
+
+
 def test_target_option_chooses_an_added_kind_and_the_options_know_its_record():
     opts = resolve({"llmperf_target": "lab"}, [LAB])
     assert (opts.target, opts.target_kind, opts.sources["target"]) == ("lab", LAB, "cli")
