@@ -9,6 +9,7 @@ and the median TPOT rises from about 21 ms to 27 at concurrency 4 and 41 at 8, w
 concurrency 1 is unchanged."""
 
 import json
+import re
 
 import pytest
 
@@ -68,7 +69,8 @@ def test_a_recorded_capacity_passes_unchanged(project):
     # The default server holds both SLOs up to 8 users, its --max-num-seqs: nothing within 1-8 broke.
     assert entry["metrics"]["capacity"]["value"] == 8 and "capacity_broken_at" not in entry["metrics"]
     out = recorded.stdout.str()
-    assert "capacity tiny: capacity at least 8 users (nothing up to 8 decided broken): 4 runs" in out
+    # How many runs: 4, or more where a load near the SLO was repeated until decided.
+    assert re.search(r"capacity tiny: capacity at least 8 users \(nothing up to 8 decided broken\): \d+ runs", out)
     assert "  capacity 8 users, recorded: no SLO decided broken up to 8" in out
     assert 'name="llmperf.tiny@8.capacity" value="8"' in (project.path / "junit.xml").read_text()
 

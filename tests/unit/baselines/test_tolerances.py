@@ -73,6 +73,7 @@ def test_defaults_match_issue_4_and_the_gated_decode_figure_catches_a_5_percent_
         "acceptance_rate": Tolerance("absolute", 0.02),  # catches a 0.03 drop
         "mtp_speedup": Tolerance("relative", 0.05),
         **{f"{m}_ms_median": Tolerance("relative", 0.10) for m in ("ttft", "tpot", "itl", "e2el")},
+        "capacity": Tolerance("relative", 0.10),  # provisional: one search step at 32 users and up
         "ttfa_ms_median": Tolerance("relative", 0.10),  # a reasoning model's, as TTFT's
     }
     for m in ("ttft_ms_median", "tpot_ms_median", "itl_ms_median", "e2el_ms_median"):
