@@ -25,6 +25,7 @@ _SIM_FLAGS: dict[str, tuple[type, str]] = {
     "acceptance_scale": (float, "regression knob: per-position acceptance rates times this (default 1)"),
     "acceptance_spread": (float, "per-request predictability spread in logits; 0: i.i.d. draws (default: profile's)"),
     "step_time_scale": (float, "regression knob: every step cost times this (default 1)"),
+    "prefill_time_scale": (float, "regression knob: the cost of each prompt token prefilled times this (default 1)"),
     "max_prefill_seqs": (int, "regression knob: prompts one engine step prefills at most (default: --max-num-seqs)"),
     "prefill_budget": (int, "regression knob: prompt tokens one engine step prefills at most (default 8192)"),
     "run_noise": (float, "per start, step costs times exp(N(0, this)); 0.01 = 1 % (default 0)"),
@@ -103,6 +104,7 @@ class SimConfig:
     acceptance_scale: float = 1.0
     acceptance_spread: float | None = None  # None: the profile's
     step_time_scale: float = 1.0
+    prefill_time_scale: float = 1.0  # the prefill part of a step's cost only: moves TTFT's knee, not decode alone
     # Regression knobs of the scheduler (docs/sim.md, "The knee"): the prompts one engine step
     # prefills at most (None: no limit but --max-num-seqs), and the prompt tokens it prefills
     # at most (vLLM's chunked-prefill token budget; None: the profile's, 8192), both taken in
@@ -175,6 +177,8 @@ class SimConfig:
             bad(f"speed must be > 0 (a factor dividing every cost), got {self.speed}")
         if not self.step_time_scale > 0:
             bad(f"step_time_scale must be > 0, got {self.step_time_scale}")
+        if not self.prefill_time_scale > 0:
+            bad(f"prefill_time_scale must be > 0, got {self.prefill_time_scale}")
         if self.max_prefill_seqs is not None and self.max_prefill_seqs < 1:
             bad(f"max_prefill_seqs must be >= 1 prompt per engine step (unset: no limit), got {self.max_prefill_seqs}")
         if self.prefill_budget is not None and self.prefill_budget < 1:

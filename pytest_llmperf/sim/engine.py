@@ -102,7 +102,7 @@ class Engine:
         cost_scale = config.step_time_scale * step_factor / config.speed
         self._base_s = p.step_base_s * cost_scale
         self._tok_s = p.per_token_s * cost_scale
-        self._prefill_s = p.prefill_per_token_s * cost_scale
+        self._prefill_s = p.prefill_per_token_s * cost_scale * config.prefill_time_scale
         self._draft_s = p.draft_step_s * cost_scale * self.k
         self._prefill_budget = p.max_prefill_tokens_per_step if config.prefill_budget is None else config.prefill_budget
         self._prefill_seqs = config.max_num_seqs if config.max_prefill_seqs is None else config.max_prefill_seqs
