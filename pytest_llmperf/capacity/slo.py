@@ -126,10 +126,15 @@ class ProbeResult:
 
     @classmethod
     def from_records(
-        cls, records: Iterable[RequestRecord], clock_speed: float = 1.0, seconds: float | None = None
+        cls, records: Iterable[RequestRecord], clock_speed: float = 1.0, seconds: float | None = None, ramp: int = 0
     ) -> ProbeResult:
-        """A run's records as goodput reads them: a request without a token event failed."""
-        values = [request_values(r, clock_speed) for r in records]
+        """A run's records as goodput reads them: a request without a token event failed. Left
+        out: the first `ramp` requests sent (a closed loop's opening wave, its `concurrency`
+        requests sent at once: a burst no steady population of users makes, whose queue
+        for prefill would set the TTFT of a short run), and a request cut at the run's time
+        cap, as the run's failure count leaves it out (the benchmark ended it, not the server)."""
+        steady = sorted(records, key=lambda r: r.send_time)[max(ramp, 0) :]
+        values = [request_values(r, clock_speed) for r in steady if not r.cut_at_cap]
         return cls(tuple(v for v in values if v is not None), sum(v is None for v in values), seconds)
 
     @property

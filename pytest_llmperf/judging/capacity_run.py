@@ -80,7 +80,8 @@ class SessionProbe:
                 f"capacity: the probe at concurrency {concurrency} broke: {measured.server_death or 'no run was made'}"
             )
         result = measured.results[-1]
-        return ProbeResult.from_records(result.records, result.clock_speed, self.measurer.clock() - started)
+        seconds = self.measurer.clock() - started
+        return ProbeResult.from_records(result.records, result.clock_speed, seconds, ramp=concurrency)
 
     @property
     def provenance(self) -> dict[str, Any]:

@@ -106,6 +106,23 @@ def test_records_read_as_goodput_reads_them():
     assert judge([result], SLOSet.parse({"ttft_ms_median": 2000}), 0.95).good == 1
 
 
+def test_a_request_cut_at_the_time_cap_is_left_out_not_failed():
+    records = [
+        RequestRecord(0, 10.0, chunk_times=[10.5, 10.6], completion_tokens=2),
+        RequestRecord(1, 10.0, chunk_times=[10.5], completion_tokens=1, error="cut at the time cap", cut_at_cap=True),
+        RequestRecord(2, 10.0, error="cut at the time cap", cut_at_cap=True),
+    ]
+    result = ProbeResult.from_records(records)
+    assert (len(result.requests), result.failed, result.total) == (1, 0, 1)
+
+
+def test_the_opening_wave_is_left_out():
+    burst = [RequestRecord(i, 10.0, chunk_times=[15.0, 15.1], completion_tokens=2) for i in range(2)]
+    steady = [RequestRecord(2 + i, 15.1 + i, chunk_times=[15.3 + i, 15.4 + i], completion_tokens=2) for i in range(3)]
+    result = ProbeResult.from_records(steady + burst, ramp=2)  # in any order: the first sent are the wave
+    assert [v["ttft"] for v in result.requests] == pytest.approx([0.2, 0.2, 0.2])
+
+
 def test_probe_results_must_make_sense():
     with pytest.raises(ValueError, match="failed must be a count"):
         ProbeResult((), failed=-1)

@@ -21,7 +21,8 @@ NODEID = "t.py::test_capacity"
 
 
 def knee_at(knee, runs):
-    """Runs of 40 requests: TTFT 100 ms up to `knee` users, 1 s beyond it; each run's concurrency in `runs`."""
+    """Runs of 40 requests after the opening wave (left out of a probe's share): TTFT 100 ms up
+    to `knee` users, 1 s beyond it; each run's concurrency in `runs`."""
 
     def measure(endpoint, requests, workload, speed):
         runs.append(workload.concurrency)
@@ -37,9 +38,9 @@ def knee_at(knee, runs):
                 finish_reason="length",
                 status=200,
             )
-            for i in range(40)
+            for i in range(40 + workload.concurrency)
         ]
-        return RunResult(config={}, records=records, duration=1.0, attempted=40, stop_reason="completed")
+        return RunResult(config={}, records=records, duration=1.0, attempted=len(records), stop_reason="completed")
 
     return measure
 
