@@ -45,14 +45,14 @@ def change_noise(
     for name, values in samples.items():
         if name == CAPACITY:
             errors[name] = capacity_error(run, entry)
-            continue
-        errors[name] = change_error(
-            paired.get(name),
-            entry.samples(name),
-            values,
-            paired_dof=max(blocks - 1, 1),
-            pool=pools.get(name),
-        )
+        else:
+            errors[name] = change_error(
+                paired.get(name),
+                entry.samples(name),
+                values,
+                paired_dof=max(blocks - 1, 1),
+                pool=pools.get(name),
+            )
         between = (nightly or {}).get(name)
         widened = with_nightly(errors[name], between)
         if between is not None and widened is not errors[name]:
