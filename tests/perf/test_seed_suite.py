@@ -3,7 +3,9 @@
 Servers are declared in the root conftest.py and named here. Workload as the seeds
 ran it: ShareGPT, max_tokens 256, 500 prompts with a 300 s cap at low concurrency,
 1000 prompts at 32. `--llmperf-profile smoke|nightly` shrinks prompts and caps for
-quick runs (baselines are per workload).
+quick runs (baselines are per workload). The capacity tests (docs/capacity.md) search the
+most users each server holds within a chat service's latency targets; they run in the
+full profile only (each search costs several fixed runs: docs/capacity.md).
 """
 
 import pytest
@@ -17,8 +19,18 @@ SEED_WORKLOAD = dict(
 )
 
 
-def on(server, base=None):
-    return pytest.param(server, marks=pytest.mark.llmperf(server=server, base=base, **SEED_WORKLOAD), id=server)
+# p90 TTFT and TPOT targets per model; the MTP server is held to its base's.
+CAPACITY_SLOS = {
+    "qwen3.6-35b-a3b-fp8": {"ttft_ms_p90": 3000, "tpot_ms_p90": 120},
+    "qwen3.6-27b-fp8": {"ttft_ms_p90": 4000, "tpot_ms_p90": 220},
+}
+# Each probe's workload, capped as the seeds capped theirs; at 17 users and more one user is
+# under 6 %, so a 5 % loss is two steps (the default tolerance, -10 %, suits 10 users and up).
+CAPACITY_WORKLOAD = dict(num_prompts=500, max_seconds=300, max_tokens=256, tolerances={"capacity": "5%"})
+
+
+def on(server, base=None, workload=SEED_WORKLOAD):
+    return pytest.param(server, marks=pytest.mark.llmperf(server=server, base=base, **workload), id=server)
 
 
 @pytest.mark.parametrize("concurrency", CONCURRENCIES)
@@ -41,3 +53,11 @@ def test_mtp_speedup(llmperf, server, concurrency):
     mtp = llmperf.run(concurrency=concurrency)
     base = llmperf.run(concurrency=concurrency, server=llmperf.base)
     mtp.assert_speedup_over(base)
+
+
+@pytest.mark.parametrize("server", [on(name, workload=CAPACITY_WORKLOAD) for m in MODELS for name in (m, f"{m}-mtp")])
+def test_capacity(llmperf, server):
+    if llmperf.profile != "full":
+        pytest.skip("capacity is searched in the full profile: shorter probes do not reach a steady load")
+    slos = CAPACITY_SLOS[server.removesuffix("-mtp")]
+    llmperf.capacity(slos=slos, within=(8, 32), resolution=1, runs_per_probe=3).assert_no_regression()

@@ -95,3 +95,9 @@ def test_the_knee_knob_regresses_capacity_while_decode_at_concurrency_1_passes(p
             "FAILED test_suite.py::test_capacity - capacity * -> * users, regressed*",
         ]
     )
+
+
+def test_a_paired_session_skips_a_capacity_test_rather_than_failing_it(project):
+    paired = run(project, "--llmperf-against-sim-args=defaults", "-rs", "-k", "test_capacity")
+    paired.assert_outcomes(skipped=1, deselected=1)
+    paired.stdout.fnmatch_lines(["SKIPPED*llmperf.capacity(): a capacity is judged against stored baselines*"])
