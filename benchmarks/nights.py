@@ -71,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pytest  # noqa: E402
-from nightsim import StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
+from nightsim import Draw, StartNoise, VirtualRunner, VirtualTarget  # noqa: E402
 from recordings import (  # noqa: E402
     CHANGE_FIGURES,
     aggregate,
@@ -88,6 +88,7 @@ from pytest_llmperf.collecting.ordering import order_items  # noqa: E402
 from pytest_llmperf.collecting.selection import declared_servers, resolve_server  # noqa: E402
 from pytest_llmperf.judging.more_runs import MoreRuns  # noqa: E402
 from pytest_llmperf.judging.session import PerfSession  # noqa: E402
+from pytest_llmperf.metrics.registry import CAPACITY  # noqa: E402
 from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
 from pytest_llmperf.plugin import LlmperfFixture  # noqa: E402
 from pytest_llmperf.servers.endpoint import Endpoint  # noqa: E402
@@ -104,6 +105,8 @@ PARAMS = ROOT / "benchmarks" / "noise_params.json"
 # 627 s for 1000 prompts at 32), for the suite's four servers.
 SEED_FIXED_S = {1: 300.0, 8: 300.0, 32: 627.0}
 PROFILE = "nightly"
+CAPACITY_TEST = "test_capacity"  # the suite's capacity searches, judged with --capacity
+CAPACITY_PROFILE = "full"  # the seed suite searches capacity in the full profile only (docs/capacity.md)
 
 
 # -- the suite, as pytest collects it ---------------------------------------------------------
@@ -132,15 +135,16 @@ def load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
-def seed_items(suite: Path = SUITE, conftest: Path = ROOT / "conftest.py") -> list[Item]:
+def seed_items(suite: Path = SUITE, conftest: Path = ROOT / "conftest.py", capacity: bool = False) -> list[Item]:
     """The suite's tests as pytest collects them (functions in file order, each one's
     parametrize marks in the order pytest applies them, ids joined as pytest joins them,
-    the llmperf marks of each parameter merged), in the order the plugin runs them."""
+    the llmperf marks of each parameter merged), in the order the plugin runs them: its
+    fixed-concurrency tests, or (`capacity`) its capacity tests alone."""
     declared = declared_servers([load_module(conftest, "_seed_conftest").pytest_llmperf_servers()])
     module = load_module(suite, "_seed_suite")
     items = []
     for name, function in vars(module).items():
-        if not name.startswith("test_") or not callable(function):
+        if not name.startswith("test_") or not callable(function) or (name == CAPACITY_TEST) != capacity:
             continue
         grids = []
         for mark in getattr(function, "pytestmark", []):  # the decorator nearest the function first
@@ -238,10 +242,10 @@ class NoiseModel:
             if spec.is_speculative:
                 acceptance = max(0.0, 1.0 + self.acceptance * night.scale * t_draw(rng, self.dof))
             change = (changes or {}).get(spec.name)
-            if change is not None:
-                step = {c: f * change.step for c, f in step.items()}
-                acceptance *= change.acceptance
-            return StartNoise(step, acceptance)
+            if change is None:
+                return StartNoise(step, acceptance)
+            changed = {c: f * change.step for c, f in step.items()}
+            return StartNoise(changed, acceptance * change.acceptance, change.sim_args)
 
         return start
 
@@ -256,10 +260,11 @@ class NightNoise:
 @dataclass(frozen=True)
 class Change:
     """What a new image changed on one server: its step costs times `step`, its acceptance
-    rates times `acceptance`."""
+    rates times `acceptance`, and simulator flags it adds (`--sim-prefill-time-scale 1.1`)."""
 
     step: float = 1.0
     acceptance: float = 1.0
+    sim_args: tuple[str, ...] = ()
 
 
 # -- a design to compare ------------------------------------------------------------------
@@ -341,6 +346,7 @@ class Night:
     run_s: float
     starts: int
     errors: dict[str, str] = field(default_factory=dict)
+    capacities: list[dict[str, Any]] = field(default_factory=list)  # the report document's, one per capacity test
 
     def failing(self) -> list[tuple[str, str, int, str, str]]:
         """(test function, server, concurrency, metric, status) of each gated metric that fails."""
@@ -437,7 +443,9 @@ def run_session(
         errors.update({f"finish {i}": line for i, line in enumerate(end.lines) if line.startswith("NOT")})
     finally:
         perf.close()
-    return Night(outcomes, perf.gates, runner.gpu_seconds - ran, sum(target.starts.values()) - starts, errors)
+    return Night(
+        outcomes, perf.gates, runner.gpu_seconds - ran, sum(target.starts.values()) - starts, errors, perf.capacities
+    )
 
 
 def night(
@@ -453,11 +461,16 @@ def night(
     history: Path | None = None,
     confirm: int | None = None,
     design: str = "adaptive",
+    profile: str = PROFILE,
+    options: LlmperfOptions | None = None,
+    draw: Callable[[NoiseModel, NightNoise, Mapping[str, Change] | None], Draw] | None = None,
 ) -> Night:
     """One night: a fresh session of `items` on virtual servers drawing `noise` (with
-    `changes`), judged against (or, `update`, recording) the baselines under `rootdir`,
-    reading and appending `history` (None: none kept) under --llmperf-confirm `confirm`."""
-    target = VirtualTarget(model.draw(noise, changes))
+    `changes`; `draw`: how a start draws it, the model's own by default), judged against (or,
+    `update`, recording) the baselines under `rootdir`, reading and appending `history`
+    (None: none kept) under --llmperf-confirm `confirm`, at workload profile `profile`;
+    `options`: the session's options in place of those."""
+    target = VirtualTarget((draw or NoiseModel.draw)(model, noise, changes))
     return run_session(
         rootdir,
         items,
@@ -465,11 +478,9 @@ def night(
         VirtualRunner(),
         prompts,
         datasets,
-        update=update,
         start_s=model.start_s,
-        history=history,
-        confirm=confirm,
         design=design,
+        options=options or night_options(update, history, confirm, flags={"llmperf_profile": profile}),
     )
 
 
@@ -532,9 +543,36 @@ def speedup_loss(loss: float, model: str) -> Scenario:
     )
 
 
-def scenarios(servers: Sequence[ServerSpec]) -> list[Scenario]:
+# Capacity's changes: a base server's prefill this much slower, which moves its TTFT knee and
+# so its capacity at the seed suite's SLOs, decode at low load unchanged. The benchmark prints
+# the capacity each change leaves on a quiet night (about 9 % and 15 % lower at the nightly
+# profile): a search finds whole users, so a loss is the step it lands on.
+CAPACITY_CHANGES = (("qwen3.6-35b-a3b-fp8", 1.2), ("qwen3.6-27b-fp8", 1.2))
+
+
+def prefill_slower(server: str, scale: float) -> Scenario:
+    """`server`'s prefill `scale` times slower (the simulator's --sim-prefill-time-scale); caught by its capacity."""
+    return Scenario(
+        f"{server} prefill {scale - 1:.0%} slower",
+        lambda specs: {server: Change(sim_args=("--sim-prefill-time-scale", f"{scale:g}"))},
+        lambda name, metric, test: name == server,
+        lambda specs: {s.model for s in specs if s.name == server},
+    )
+
+
+def scenarios(servers: Sequence[ServerSpec], capacity: bool = False) -> list[Scenario]:
     by_name = {s.name: s for s in servers}
     model_of = {s.name: s.model for s in servers}
+    if capacity:
+        return [
+            *(prefill_slower(server, scale) for server, scale in CAPACITY_CHANGES),
+            Scenario(
+                "whole image 5% slower",
+                lambda specs: {s.name: Change(step=1 / 0.95) for s in specs},
+                lambda server, metric, test: True,
+                lambda specs: {s.model for s in specs},
+            ),
+        ]
     return [
         Scenario(
             f"{DECODE_SERVER} decode 5% slower",
@@ -587,6 +625,7 @@ class NightSummary:
     gpu_s: float
     starts: int
     lines: bytes = b""  # the history lines the night appended
+    capacities: tuple[tuple[str, float | None, float], ...] = ()  # (server, capacity, GPU s) of each search
 
 
 @dataclass(frozen=True)
@@ -597,6 +636,7 @@ class Recorded:
     starts: int
     run_s: float
     failed: str = ""  # why the recording did not pass ("": it passed)
+    capacities: tuple[tuple[str, float | None, str], ...] = ()  # (server, capacity, the search's line) of each
 
 
 EPISODE_NIGHTS = 3  # a change's nights, until one is red
@@ -615,14 +655,19 @@ class Bench:
     seed: int | str
     confirm: int | None
     design: str = "adaptive"
+    capacity: bool = False  # the items are the suite's capacity tests, the changes capacity's
+    profile: str = PROFILE
 
     def record(self) -> Recorded:
         """The recording session: `--update-baselines` into `rootdir`, on the recording night's noise."""
         noise = self.model.night(self.seed, "record", recording=True)
-        result = night(self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, update=True)
+        result = night(
+            self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, update=True, profile=self.profile
+        )
         bad = {k: v for k, v in result.outcomes.items() if v != "passed"}
         failed = f"{bad} {result.errors}" if bad or result.errors else ""
-        return Recorded(len(result.gates), result.starts, result.run_s, failed)
+        lines = tuple((c["server"], c["capacity"], c["line"]) for c in result.capacities)
+        return Recorded(len(result.gates), result.starts, result.run_s, failed, lines)
 
     def summary(self, index: int, result: Night, lines: bytes = b"") -> NightSummary:
         cells = [
@@ -632,7 +677,21 @@ class Bench:
         ]
         red = any(o == "failed" for o in result.outcomes.values())
         spent = gpu_s(result, self.model.start_s, len(self.servers))
-        return NightSummary(index, red, result.failing(), result.flagged(), cells, spent, result.starts, lines)
+        searched = tuple((c["server"], c["capacity"], c["seconds"] or 0.0) for c in result.capacities)
+        return NightSummary(
+            index, red, result.failing(), result.flagged(), cells, spent, result.starts, lines, searched
+        )
+
+    def capacity_under(self, scenario: Scenario) -> list[tuple[str, float | None]]:
+        """Each touched server's capacity with `scenario`'s change, on the recording night's noise."""
+        touched = {name for name in (s.name for s in self.servers) if scenario.flags(name, CAPACITY, CAPACITY_TEST)}
+        subset = [item for item in self.items if any(s.name in touched for s in item.servers)]
+        noise = self.model.night(self.seed, "record", recording=True)
+        changes = scenario.changes(self.servers)
+        result = night(
+            self.rootdir, subset, self.model, noise, self.prompts, self.datasets, changes=changes, profile=self.profile
+        )
+        return [(c["server"], c["capacity"]) for c in result.capacities]
 
     def unchanged_chain(self, nights: range) -> list[NightSummary]:
         """Unchanged nights `nights` in order, one history between them. The NIGHTS_WINDOW
@@ -654,6 +713,7 @@ class Bench:
                 history=window.path,
                 confirm=self.confirm,
                 design=self.design,
+                profile=self.profile,
             )
             lines = window.after_session()
             if n >= nights.start:
@@ -684,6 +744,7 @@ class Bench:
                 history=history,
                 confirm=self.confirm,
                 design=self.design,
+                profile=self.profile,
             )
             window.after_session()
             touched = [st for t, s, _, m, st in result.flagged() if scenario.flags(s, m, t)]
@@ -709,7 +770,7 @@ def _chain(job: tuple[int, range]) -> tuple[int, list[NightSummary]]:
 def _episode(job: tuple[int, int, int, list[bytes]]) -> tuple[int, int, int, tuple[list[str], bool]]:
     r, k, e, prior = job
     bench = BENCHES[r]
-    return r, k, e, bench.episode(scenarios(bench.servers)[k], e, prior)
+    return r, k, e, bench.episode(scenarios(bench.servers, bench.capacity)[k], e, prior)
 
 
 def chains(nights: int, jobs: int) -> list[range]:
@@ -776,6 +837,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="paired A/B nights, OLD against NEW on one box, through the plugin's paired session "
         "(benchmarks/paired_nights.py); --episodes: the nights of each change",
     )
+    parser.add_argument(
+        "--capacity",
+        action="store_true",
+        help=f"the suite's capacity tests ({CAPACITY_TEST}) in place of its fixed-concurrency ones, and capacity's "
+        "changes",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the figures do not depend on it)")
     parser.add_argument("--params", type=Path, default=PARAMS)
     parser.add_argument("--quiet", action="store_true", help="no line per night or episode, only the tables")
@@ -797,17 +864,19 @@ def main(argv: list[str] | None = None) -> int:
         return paired_nights.run(args)
     model = NoiseModel.load(args.params, args.double)
     started = time.monotonic()
-    items = seed_items()
+    items = seed_items(capacity=args.capacity)
     servers = all_servers(items)
     options = night_options()
     dataset = load_dataset(options.dataset_name, options.dataset, ROOT)
     datasets = {(options.dataset_name, options.dataset): dataset}
     prompts = SeedPrompts(dataset)
-    confirm = night_options(history=Path("history.jsonl"), confirm=args.confirm).confirm
+    profile = CAPACITY_PROFILE if args.capacity else PROFILE
+    confirm = night_options(history=Path("history.jsonl"), confirm=args.confirm, flags={"llmperf_profile": profile})
     seeds = [recording_seed(args.seed, r) for r in range(args.recordings)]
     print(
-        f"nights: the seed suite ({len(items)} tests, {len(servers)} servers) at the {PROFILE} profile through "
-        f"PerfSession on the virtual clock, --llmperf-confirm {confirm}; {args.nights} unchanged nights, "
+        f"nights: the seed suite's {'capacity' if args.capacity else 'fixed-concurrency'} tests ({len(items)} tests, "
+        f"{len(servers)} servers) at the {profile} profile through "
+        f"PerfSession on the virtual clock, --llmperf-confirm {confirm.confirm}; {args.nights} unchanged nights, "
         f"{args.episodes} episodes per change (up to three nights each); noise {args.params.name}"
         f"{' doubled' if args.double else ''}: start spread "
         f"{', '.join(f'{v:.1%} at {c}' for c, v in model.step.items())}, acceptance {model.acceptance:.1%}, "
@@ -822,11 +891,21 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"{line} ({time.monotonic() - started:.0f} s)", flush=True)
 
-    names = [scenario.name for scenario in scenarios(servers)]
+    names = [scenario.name for scenario in scenarios(servers, args.capacity)]
     with tempfile.TemporaryDirectory(prefix="llmperf-nights-") as tmp:
         BENCHES[:] = [
             Bench(
-                Path(tmp, f"recording-{r}"), items, servers, model, prompts, datasets, seed, args.confirm, args.design
+                Path(tmp, f"recording-{r}"),
+                items,
+                servers,
+                model,
+                prompts,
+                datasets,
+                seed,
+                args.confirm,
+                args.design,
+                args.capacity,
+                profile,
             )
             for r, seed in enumerate(seeds)
         ]
@@ -836,12 +915,16 @@ def main(argv: list[str] | None = None) -> int:
             recordings = record_all(pool, say, started)
             if recordings is None:
                 return 1
+            if args.capacity:
+                print_capacity_changes(BENCHES[0], recordings[0].recorded)
             run_unchanged(pool, recordings, args.nights, args.jobs, say)
             if len(recordings) == 1:
                 print_unchanged(recordings[0].nights)
                 print()
             run_changes(pool, recordings, names, args.episodes, say)
     report(recordings, names, model, len(servers), args.nights, args.episodes)
+    if args.capacity:
+        print_capacities(recordings)
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 
@@ -874,6 +957,8 @@ def record_all(pool: Any, say: Callable[[str], None], started: float) -> list[Re
         f"{' (mean)' if len(every) > 1 else ''} ({time.monotonic() - started:.0f} s)",
         flush=True,
     )
+    for server, _, line in every[0].capacities:
+        print(f"  {server}: {line}{' (the first recording)' if len(every) > 1 else ''}", flush=True)
     return [Recording(result) for result in every]
 
 
@@ -936,6 +1021,46 @@ def report(
         quiet = [bool(r[0]) for r, noisy in runs if not noisy]
         loud = [bool(r[0]) for r, noisy in runs if noisy]
         print(f"  {name:<40} {share(sum(quiet), len(quiet))} / {share(sum(loud), len(loud))}")
+
+
+def print_capacity_changes(bench: Bench, recorded: Recorded) -> None:
+    """What each change does to the capacities, on the recording night's noise (the first recording's)."""
+    before = {server: capacity for server, capacity, _ in recorded.capacities}
+    print("each change's capacity on the recording night's noise (recorded -> with the change):")
+    for scenario in scenarios(bench.servers, capacity=True):
+        moved = [
+            f"{server} {users(before.get(server))} -> {users(capacity)}"
+            for server, capacity in bench.capacity_under(scenario)
+        ]
+        print(f"  {scenario.name}: {'; '.join(moved)}", flush=True)
+
+
+def users(capacity: float | None) -> str:
+    return "none" if capacity is None else f"{capacity:g}"
+
+
+def print_capacities(recordings: Sequence[Recording]) -> None:
+    """Each server's capacity over the unchanged nights (how often each value was found) and
+    what a search cost, against the seeds' fixed run at 32."""
+    found: dict[str, Counter[float | None]] = {}
+    cost: dict[str, list[float]] = {}
+    for recording in recordings:
+        for summary in recording.nights:
+            for server, capacity, seconds in summary.capacities:
+                found.setdefault(server, Counter())[capacity] += 1
+                cost.setdefault(server, []).append(seconds)
+    print()
+    print(
+        "capacity over the unchanged nights (users: nights), and a search's GPU-minutes (its runs and fresh starts) "
+        f"against {SEED_FIXED_S[32] / 60:.1f} for the seeds' fixed run at 32:"
+    )
+    for server, counts in found.items():
+        values = ", ".join(f"{users(c)}: {k}" for c, k in sorted(counts.items(), key=lambda ck: ck[0] or 0))
+        mean_min = statistics.mean(cost[server]) / 60
+        print(
+            f"  {server:<26} {values};  {mean_min:.1f} GPU-min a search, max {max(cost[server]) / 60:.1f} "
+            f"({mean_min * 60 / SEED_FIXED_S[32]:.1f}x)"
+        )
 
 
 def print_unchanged(summaries: Sequence[NightSummary], of: str = "") -> None:

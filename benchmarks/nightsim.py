@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -52,18 +53,43 @@ ARGV_KEY = "sim_argv"
 @dataclass(frozen=True)
 class StartNoise:
     """One server start's draw: the factor on every step cost of its runs, by concurrency
-    (the box's shift, the spread between starts and a slow start folded together), and
-    the factor on its per-position acceptance rates."""
+    (the box's shift, the spread between starts and a slow start folded together), the
+    factor on its per-position acceptance rates, and simulator flags a change brings
+    (`--sim-prefill-time-scale 1.1`)."""
 
-    step: Mapping[int, float] = field(default_factory=dict)  # concurrency -> factor; missing: 1
+    step: Mapping[int, float] = field(default_factory=dict)  # concurrency -> factor; none given: 1
     acceptance: float = 1.0
+    sim_args: tuple[str, ...] = ()
+
+    def step_at(self, concurrency: int) -> float:
+        """The step factor at `concurrency`: the draw's own where it has one, else log-linear
+        in log concurrency between the draws on either side (the nearest beyond the ends), so
+        a capacity probe at 20 users shares the night's shift and the starts' spread."""
+        if concurrency in self.step or not self.step:
+            return self.step.get(concurrency, 1.0)
+        keys = sorted(self.step)
+        below = [c for c in keys if c < concurrency]
+        above = [c for c in keys if c > concurrency]
+        if not below or not above:
+            return self.step[below[-1] if below else above[0]]
+        lo, hi = below[-1], above[0]
+        at = (math.log(concurrency) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return math.exp((1 - at) * math.log(self.step[lo]) + at * math.log(self.step[hi]))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": {str(c): f for c, f in sorted(self.step.items())}, "acceptance": self.acceptance}
+        return {
+            "step": {str(c): f for c, f in sorted(self.step.items())},
+            "acceptance": self.acceptance,
+            "sim_args": list(self.sim_args),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StartNoise:
-        return cls({int(c): float(f) for c, f in d.get("step", {}).items()}, float(d.get("acceptance", 1.0)))
+        return cls(
+            {int(c): float(f) for c, f in d.get("step", {}).items()},
+            float(d.get("acceptance", 1.0)),
+            tuple(d.get("sim_args", ())),
+        )
 
 
 QUIET = StartNoise()
@@ -112,10 +138,10 @@ def sim_config(endpoint: Endpoint, concurrency: int) -> SimConfig:
     """The simulator's config of `endpoint`'s server for a run at `concurrency`: its argv
     as the simulated target passes it, at speed 1, with the start's noise applied."""
     noise = StartNoise.from_dict(endpoint.provenance.get(NOISE_KEY) or {})
-    base = _base_config(tuple(endpoint.provenance[ARGV_KEY]))
+    base = _base_config((*endpoint.provenance[ARGV_KEY], *noise.sim_args))
     return dataclasses.replace(
         base,
-        step_time_scale=base.step_time_scale * noise.step.get(concurrency, 1.0),
+        step_time_scale=base.step_time_scale * noise.step_at(concurrency),
         acceptance_scale=min(10.0, base.acceptance_scale * noise.acceptance),
     )
 

@@ -60,15 +60,15 @@ from nights import (
     Recording,
     all_servers,
     gpu_s,
+    night,
     night_options,
     print_unchanged,
     record_all,
     recording_seed,
-    run_session,
     scenarios,
     seed_items,
 )
-from nightsim import Draw, StartNoise, VirtualRunner, VirtualTarget
+from nightsim import Draw, StartNoise
 from recordings import PAIRED_CHANGE_FIGURES, PAIRED_UNCHANGED_FIGURES, aggregate, paired_rates, print_spreads
 
 from pytest_llmperf.options import LlmperfOptions
@@ -120,17 +120,8 @@ def paired_night(
     """One paired night: a fresh paired session of `items` (paired_options, or `options`) on
     virtual servers drawing `noise`, `changes` on NEW's, beside the baselines folder under
     `rootdir` (whose spread it pools)."""
-    target = VirtualTarget(paired_draw(model, noise, changes))
-    result = run_session(
-        rootdir,
-        items,
-        target,
-        VirtualRunner(),
-        prompts,
-        datasets,
-        start_s=model.start_s,
-        options=options or paired_options(),
-    )
+    options = options or paired_options()
+    result = night(rootdir, items, model, noise, prompts, datasets, changes=changes, options=options, draw=paired_draw)
     if result.errors.keys() - result.outcomes.keys():  # a failing test's message is an error too
         raise RuntimeError(f"paired night {noise.key}: the session did not finish cleanly: {result.errors}")
     return result

@@ -104,7 +104,7 @@ def drifting(draw: Draw, drift: float) -> Draw:
     def start(spec: ServerSpec, count: int) -> StartNoise:
         noise = draw(spec, count)
         factor = 1.0 + drift * next(starts)
-        return StartNoise({c: f * factor for c, f in noise.step.items()}, noise.acceptance)
+        return StartNoise({c: f * factor for c, f in noise.step.items()}, noise.acceptance, noise.sim_args)
 
     return start
 
