@@ -230,6 +230,8 @@ class Gate:
             why = self.repeater.worth_another(run, verdicts, read_before=read_before)
             if why is None or not self.repeater.extend(run, why):
                 return looked
+            if base is not None:  # a speedup's repetition is a pair: its base re-run too, each ratio its own pair's
+                self.repeater.extend(base, why)
             read_before = [v.metric for v in verdicts if v.status == Status.REGRESSED]
 
     def _conclude(
