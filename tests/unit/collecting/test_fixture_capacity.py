@@ -46,3 +46,8 @@ def test_the_capacity_is_among_the_tests_used_runs_with_its_slos_workload(tmp_pa
     (run,) = used
     assert run.figures == {"capacity": 4, "capacity_broken_at": 5}
     assert run.workload.slos == "ttft:500" and run.workload.to_dict()["capacity_search"] == "concurrency:1-8:1"
+
+
+def test_a_test_reads_the_sessions_profile_to_skip_a_search_it_should_not_run(tmp_path):
+    llmperf, _ = fixture(tmp_path, [])
+    assert llmperf.profile == "full"
