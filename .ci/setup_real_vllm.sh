@@ -9,4 +9,5 @@ if ! python3 -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library(
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null
 fi
+nice -n 10 "$(dirname "$0")/../scripts/aiperf_venv.sh"  # AIPerf, the peer of tests/real/test_capacity_vs_aiperf.py
 exec nice -n 10 "$(dirname "$0")/../scripts/real_vllm_cpu.sh" "$@"
