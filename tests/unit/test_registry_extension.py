@@ -2,14 +2,11 @@
 `registry.using`) is gated by default, judged by the gate, and shown in the terminal
 tables, the JUnit properties and the report, with no other module told of it."""
 
-from contextlib import contextmanager
-
 import pytest
 
 from pytest_llmperf import ServerSpec
 from pytest_llmperf.baselines.outcome import PerfFailure
 from pytest_llmperf.judging.session import PerfSession
-from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.metrics.registry import (
     REGISTRY,
     Direction,
@@ -27,10 +24,9 @@ from pytest_llmperf.report.document import build_report
 from pytest_llmperf.report.html import html_report
 from pytest_llmperf.report.markdown import markdown_summary
 from pytest_llmperf.report.terminal import measured_table, terminal_lines
-from pytest_llmperf.servers.endpoint import Endpoint
-from pytest_llmperf.workload.result import RunResult
 from pytest_llmperf.workload.workload import resolve_workload
 from tests.session_fakes import FakeRunner
+from tests.unit.judging.test_session import FakeTarget, make_result
 
 NAME = "output_tokens_per_request"
 ROW = Metric(
@@ -52,34 +48,6 @@ WORKLOAD = resolve_workload({"num_prompts": 4}, 8)
 TEST = "tests/test_x.py::test_decode[8]"
 
 
-class FakeTarget:
-    name = "sim"
-    starts_servers = True
-
-    @contextmanager
-    def start(self, spec):
-        yield Endpoint("http://127.0.0.1:1", spec.model_id, "sim", {"vllm_version": "0.32.0"})
-
-
-def result(tokens: int, decode_tok_s: float = 100.0, n: int = 4) -> RunResult:
-    """n requests in flight together, each `tokens` output tokens, at `decode_tok_s`."""
-    duration = n * tokens / decode_tok_s
-    records = [
-        RequestRecord(
-            index=i,
-            send_time=0.0,
-            chunk_times=[duration * (k + 1) / tokens for k in range(tokens)],
-            end_time=duration,
-            prompt_tokens=50,
-            completion_tokens=tokens,
-            finish_reason="length",
-            status=200,
-        )
-        for i in range(n)
-    ]
-    return RunResult(config={}, records=records, duration=duration, attempted=n, stop_reason="completed")
-
-
 def session(tmp_path, tokens: int, **cli) -> PerfSession:
     values = {"llmperf_sim": True, "llmperf_repetitions": "1", **cli}
     options = resolve_options(lambda d: values.get(d), lambda n: "")
@@ -87,7 +55,7 @@ def session(tmp_path, tokens: int, **cli) -> PerfSession:
         options,
         FakeTarget(),
         tmp_path,
-        runner=FakeRunner(lambda endpoint, requests, workload, speed: result(tokens)),
+        runner=FakeRunner(lambda endpoint, requests, workload, speed: make_result(100.0, tokens=tokens)),
         prompts=lambda endpoint, workload: [],
         server_down=lambda endpoint: None,
     )
