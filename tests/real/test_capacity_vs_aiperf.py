@@ -46,6 +46,10 @@ MAX_NUM_SEQS = 8
 # 1,520-2,240 and 6 at 1,750-2,610. A limit on a load's own p90 (1,500 ms, at 5) made the
 # capacity a coin toss there (4-5 on one side, 3-5 on the other, one search 5 to AIPerf's
 # 3); halfway between 5 and 6 the plugin decides both, and AIPerf's spread costs a step.
+# Still not always: with fixed lengths and ignore_eos the streams stay in lockstep, so one
+# slow step slows a whole group's first tokens, and AIPerf's p90 over 48 requests rests on
+# its opening burst plus one such group (a run on cores shared with a benchmark read 4
+# users at 1,713 ms and 5 at 1,603: AIPerf 3, the plugin 5). Two runs in six missed so.
 TTFT_P90_MS = 1650
 # From 3 users both searches bracket in two probes (3, then 6) and AIPerf probes 4 and 5
 # inside; from 1 or 2 each side spends two probes more (1 user is the slowest probe). Up
