@@ -206,7 +206,13 @@ def aiperf_search(exe: Path, url: str, tokenizer: Path, out: Path) -> subprocess
     return subprocess.CompletedProcess(command, proc.returncode, output, "")
 
 
-def aiperf_probes(out: Path) -> tuple[dict, str]:
+def contradicts_itself(probes: list[tuple[float, float, str]]) -> bool:
+    """A load met above a load broken: the search's single pass read noise, not the server."""
+    outcomes = [outcome for _, _, outcome in sorted(probes)]
+    return "broken" in outcomes and "met" in outcomes[outcomes.index("broken") :]
+
+
+def aiperf_probes(out: Path) -> tuple[dict, str, bool]:
     history = json.loads((out / "search_history.json").read_text())
     probes = []
     for it in history["iterations"]:
@@ -216,7 +222,7 @@ def aiperf_probes(out: Path) -> tuple[dict, str]:
             ttft = json.loads(export.read_text())["time_to_first_token"]["p90"]
         probes.append((load, ttft, "met" if it["feasible"] else "broken"))
     text = ", ".join(f"{load:g}: p90 TTFT {ttft:.0f} ms {outcome}" for load, ttft, outcome in sorted(probes))
-    return history["boundary_summary"], text
+    return history["boundary_summary"], text, contradicts_itself(probes)
 
 
 def test_capacity_agrees_with_aiperfs_search(aiperf, pytester, prepared_vllm, real_pool, real_target, request):
@@ -234,7 +240,7 @@ def test_capacity_agrees_with_aiperfs_search(aiperf, pytester, prepared_vllm, re
     assert done.returncode == 0 and (out / "search_history.json").is_file(), (
         f"AIPerf's search failed (exit {done.returncode}):\n{done.stdout[-4000:]}"
     )
-    boundary, their_probes = aiperf_probes(out)
+    boundary, their_probes, noisy = aiperf_probes(out)
     theirs = (boundary.get("feasible_max") or {}).get("value")
     broken = (boundary.get("infeasible_min") or {}).get("value")
     their_line = f"AIPerf {AIPERF_VERSION}: capacity {theirs} ({theirs}-{broken}); probes {their_probes}"
@@ -245,4 +251,8 @@ def test_capacity_agrees_with_aiperfs_search(aiperf, pytester, prepared_vllm, re
     both = f"\n  {our_line}\n  {their_line}"
     assert ours is not None and ours >= WITHIN[0], f"the plugin found no capacity within {WITHIN}:{both}"
     assert theirs is not None, f"AIPerf found no capacity within {WITHIN}:{both}"
+    if noisy and abs(ours - theirs) > 1:
+        # One run a probe, its opening burst counted: a pass that reads a load broken below one
+        # it reads met landed on noise, and says nothing of the plugin's figure (the issue's rule).
+        pytest.xfail(f"AIPerf's single pass read a load met above one broken, a noise-dependent capacity:{both}")
     assert abs(ours - theirs) <= 1, f"the capacities differ by more than one search step:{both}"
