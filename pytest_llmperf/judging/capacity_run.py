@@ -172,8 +172,14 @@ class CapacityResult:
                 line["verdict"] = self.verdict
 
 
+# The provenance key a capacity's probes travel under: recorded into the baseline entry, so
+# a later report draws the baseline's curve beside tonight's.
+CAPACITY_PROBES = "capacity_probes"
+
+
 def capacity_run(probe: SessionProbe, found: Capacity, workload: Workload, search_key: str) -> CapacityRun:
-    """The capacity as a run the gate judges: its figures one repetition each, its notes the search's line."""
+    """The capacity as a run the gate judges: its figures one repetition each, its notes the
+    search's line, its probes in its provenance."""
     completed, attempted = probe.requests
     samples: dict[str, list[float | None]] = {
         CAPACITY: [found.capacity],
@@ -184,7 +190,7 @@ def capacity_run(probe: SessionProbe, found: Capacity, workload: Workload, searc
         workload=SearchedWorkload(**dataclasses.asdict(workload), capacity_search=search_key),
         results=[],
         samples=samples,
-        provenance=probe.provenance,
+        provenance={**probe.provenance, CAPACITY_PROBES: probe_rows(found)},
         notes=[found.describe()],
         probe_requests=completed,
         probe_attempted=attempted,
@@ -207,17 +213,22 @@ def capacity_line(nodeid: str, server: str, found: Capacity) -> dict[str, Any]:
         "verdict": None,
         "over": found.over,
         "slos": [{"name": s.name, "label": s.label, "limit_ms": s.limit_ms} for s in found.slos.slos],
-        "probes": [
-            {
-                "load": p.load,
-                "outcome": p.outcome.value,
-                "runs": p.runs,
-                "values_ms": {r.slo.name: r.value_ms for r in p.verdict.readings},
-            }
-            for p in found.probes
-        ],
+        "probes": probe_rows(found),
         "first_broken": breach.reading.slo.name if breach is not None else None,
     }
+
+
+def probe_rows(found: Capacity) -> list[dict[str, Any]]:
+    """Each probe: its load, outcome, runs and each SLO's value in ms."""
+    return [
+        {
+            "load": p.load,
+            "outcome": p.outcome.value,
+            "runs": p.runs,
+            "values_ms": {r.slo.name: r.value_ms for r in p.verdict.readings},
+        }
+        for p in found.probes
+    ]
 
 
 def search_key(over: str, within: tuple[float, float], resolution: Resolution) -> str:

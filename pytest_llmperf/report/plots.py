@@ -257,6 +257,9 @@ _OUTCOME_MARKS = {"met": ("o", COLORS[0]), "broken": ("X", COLORS[1]), "undecide
 
 
 def _knee_panel(ax: Axes, knee: series.Knee) -> None:
+    if knee.baseline_probes:
+        bx, by = zip(*[(load, value) for load, value, _ in knee.baseline_probes])
+        ax.plot(bx, by, ":", marker=".", color=COLORS[7], label="baseline's probes")
     xs = [load for load, _, _ in knee.probes]
     if xs:
         ax.plot(xs, [value for _, value, _ in knee.probes], "-", color=COLORS[0], alpha=0.6)

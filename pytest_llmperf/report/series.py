@@ -271,37 +271,47 @@ class Knee:
     capacity: float | None
     baseline_capacity: float | None
     first_broken: bool  # this SLO is the one broken first
+    baseline_probes: list[tuple[float, float, str]] = field(default_factory=list)  # the baseline search's
 
 
-def _baseline_capacity(doc: Doc, test: str) -> float | None:
+def _baseline_capacity(doc: Doc, test: str) -> tuple[float | None, list[Doc]]:
+    """The capacity the test's search was judged against, and that search's probes (the
+    baseline entry's provenance keeps them; none in an entry recorded without them)."""
     for gate in doc.get("verdicts", []):
         if gate.get("test") != test:
             continue
         for verdict in gate.get("verdicts", []):
             if verdict.get("metric") == CAPACITY:
-                return _number(verdict.get("baseline"))
-    return None
+                probes = (gate.get("baseline_provenance") or {}).get("capacity_probes") or []
+                return _number(verdict.get("baseline")), list(probes)
+    return None, []
+
+
+def _slo_points(probes: list[Doc], name: str) -> list[tuple[float, float, str]]:
+    """(load, the SLO's value in ms, outcome) of each probe that read it, the latest at a load."""
+    at_load: dict[float, Doc] = {}
+    for probe in probes:
+        load = _number(probe.get("load"))
+        if load is not None:
+            at_load[load] = probe
+    return [
+        (load, value, str(probe.get("outcome")))
+        for load, probe in sorted(at_load.items())
+        if (value := _number((probe.get("values_ms") or {}).get(name))) is not None
+    ]
 
 
 def knees(doc: Doc) -> list[Knee]:
     """Each SLO of each capacity search (`capacities`) with probes, the latest probe at a load kept."""
     out: list[Knee] = []
     for found in doc.get("capacities") or []:
-        at_load: dict[float, Doc] = {}
-        for probe in found.get("probes") or []:
-            load = _number(probe.get("load"))
-            if load is not None:
-                at_load[load] = probe
-        if not at_load:
+        probes = list(found.get("probes") or [])
+        if not any(_number(probe.get("load")) is not None for probe in probes):
             continue
-        baseline = _baseline_capacity(doc, str(found.get("test")))
+        baseline, baseline_probes = _baseline_capacity(doc, str(found.get("test")))
         for slo in found.get("slos") or []:
             name = str(slo["name"])
-            points = [
-                (load, value, str(probe.get("outcome")))
-                for load, probe in sorted(at_load.items())
-                if (value := _number((probe.get("values_ms") or {}).get(name))) is not None
-            ]
+            points = _slo_points(probes, name)
             out.append(
                 Knee(
                     test=str(found.get("test")),
@@ -314,6 +324,7 @@ def knees(doc: Doc) -> list[Knee]:
                     capacity=_number(found.get("capacity")),
                     baseline_capacity=baseline,
                     first_broken=found.get("first_broken") == name,
+                    baseline_probes=_slo_points(baseline_probes, name),
                 )
             )
     return out

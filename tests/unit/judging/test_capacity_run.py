@@ -3,6 +3,7 @@ the probes are the measurer's runs (repeated loads on fresh starts), the capacit
 recorded with its interval and judged by the gate, its noise is its interval's width, and
 a regression's headline names the SLO broken first and where."""
 
+import json
 import math
 
 import pytest
@@ -93,6 +94,10 @@ def test_recorded_with_its_interval_then_judged_pass_and_regressed_naming_the_sl
     assert found.verdict == "capacity 8 users, recorded: p90 TTFT 500 ms exceeded at 9 (1,000 ms)"
     perf.finish()
     perf.close()
+
+    (entry,) = json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text())["concurrency"]["16"].values()
+    probes = entry["provenance"]["capacity_probes"]  # the baseline's search, for the report's knee
+    assert {p["load"] for p in probes} == {1, 2, 4, 8, 9, 10, 12, 16} and probes[0]["values_ms"]["ttft_ms_p90"] > 0
 
     perf, found, _, _ = search(tmp_path, knee=8)
     found.assert_no_regression()

@@ -38,7 +38,19 @@ def capacity_document():
         "first_broken": "ttft_ms_p99",
     }
     regressed = compare("capacity", 12.0, 8.0, REL5, "higher", update_command=f"pytest '{TEST}' --update-baselines")
-    gate = gate_entry(TEST, "m", 16, [regressed], outcome="fail")
+    recorded = [  # the baseline's search, kept in its entry's provenance
+        {"load": 8, "outcome": "met", "runs": 1, "values_ms": {"ttft_ms_p99": 600.0, "tpot_ms_p99": 30.0}},
+        {"load": 12, "outcome": "met", "runs": 2, "values_ms": {"ttft_ms_p99": 1500.0, "tpot_ms_p99": 52.0}},
+        {"load": 13, "outcome": "broken", "runs": 2, "values_ms": {"ttft_ms_p99": 2300.0, "tpot_ms_p99": 60.0}},
+    ]
+    gate = gate_entry(
+        TEST,
+        "m",
+        16,
+        [regressed],
+        outcome="fail",
+        baseline_provenance={"vllm_version": "0.32.0", "capacity_probes": recorded},
+    )
     return document([], [gate], ["m"], capacities=[found])
 
 
@@ -53,6 +65,7 @@ def test_each_slo_of_a_search_against_load_with_its_limit_the_capacity_and_the_b
         (16.0, 2600.0, "broken"),
     ]
     assert (ttft.capacity, ttft.baseline_capacity) == (8.0, 12.0)
+    assert ttft.baseline_probes == [(8.0, 600.0, "met"), (12.0, 1500.0, "met"), (13.0, 2300.0, "broken")]
     assert (tpot.label, tpot.limit_ms, tpot.first_broken) == ("p99 TPOT", 80.0, False)
     assert [load for load, _, _ in tpot.probes] == [1.0, 8.0, 12.0, 16.0]  # no value at 9: no point
 
@@ -72,7 +85,15 @@ def test_the_knee_plot_draws_the_slo_line_and_the_capacity_and_the_page_lists_it
     assert errors == []
     (knee,) = made
     assert knee.name == "knee_m_t.py-test_capacity"
-    for text in ("SLO 2000 ms", "SLO 80 ms", "capacity 8", "baseline capacity 12", "p99 TTFT (broken first)"):
+    texts = (
+        "SLO 2000 ms",
+        "SLO 80 ms",
+        "capacity 8",
+        "baseline capacity 12",
+        "baseline's probes",
+        "p99 TTFT (broken first)",
+    )
+    for text in texts:
         assert text in knee.svg, text
     page = html_report(capacity_document(), made)
     assert "Capacity knee: m (t.py::test_capacity)" in page and "plots/knee_m_t.py-test_capacity.svg" in page
