@@ -196,7 +196,7 @@ def collect(*args: str) -> tuple[int, Collected]:
 @pytest.fixture(scope="module")
 def seed_suite() -> list[PlannedTest]:
     code, collected = collect()
-    assert code == 0 and len(collected.tests) == 18, collected.tests
+    assert code == 0 and len(collected.tests) == 22, collected.tests  # 18 fixed-concurrency, 4 capacity tests
     return collected.tests
 
 
@@ -211,7 +211,7 @@ def test_the_seed_suites_shards_hold_it_whole_once_with_each_model_together(seed
             for spec in test.servers:  # base, MTP, and both servers of a speedup test
                 shard_by_model.setdefault(spec.model, set()).add(s.index)
     assert len(shard_by_model) == 2 and all(len(where) == 1 for where in shard_by_model.values())
-    assert [len(s.kept) for s in shards] == ([18] if count == 1 else [9, 9, 0, 0, 0, 0][:count])  # two models
+    assert [len(s.kept) for s in shards] == ([22] if count == 1 else [11, 11, 0, 0, 0, 0][:count])  # two models
 
 
 def test_the_plugin_deselects_what_the_function_says_and_plans_the_shard_alone(seed_suite):
@@ -221,7 +221,7 @@ def test_the_plugin_deselects_what_the_function_says_and_plans_the_shard_alone(s
     assert [t.nodeid for t in run.tests] == [t.nodeid for t in expected.kept]
     assert run.deselected == [t.nodeid for t in expected.deselected]
     assert [f"[llmperf] {line}" for line in expected.lines()] == [line for line in run.lines if " shard " in line]
-    assert re.fullmatch(r"\[llmperf\] shard 2/3: 1 group\(s\), 9 test\(s\), 6 run\(s\): Qwen/\S+; 9 test\(s\) in other "
+    assert re.fullmatch(r"\[llmperf\] shard 2/3: 1 group\(s\), 11 test\(s\), 8 run\(s\): Qwen/\S+; 11 test\(s\) in other "
                         r"shards deselected", run.lines[-1])  # fmt: skip
     # --llmperf-gpus plans this shard's servers alone
     assert set(run.plan.gpus_by_server()) == {spec.name for t in expected.kept for spec in t.servers}
@@ -230,7 +230,7 @@ def test_the_plugin_deselects_what_the_function_says_and_plans_the_shard_alone(s
 def test_an_empty_shard_runs_nothing_says_so_and_passes(seed_suite):
     code, run = collect("--llmperf-shard", "5/6")
     assert code == 0  # not pytest's "no tests collected": a CI matrix of six jobs passes
-    assert run.tests == [] and len(run.deselected) == 18
+    assert run.tests == [] and len(run.deselected) == 22
     assert run.lines[-1].startswith("[llmperf] shard 5/6: empty, nothing runs: the suite has 2 group(s)")
 
 
