@@ -121,19 +121,20 @@ def plugin_search(pytester, prepared_vllm) -> dict:
     env = {**os.environ, "LLMPERF_CACHE_DIR": str(prepared_vllm.root.parent)}
     command = [sys.executable, "-m", "pytest", "-p", "no:benchmark", "-p", "no:cacheprovider", "-s"]
     command += [f"--llmperf-local={prepared_vllm.python}", "--llmperf-report", "report.json"]
-    proc = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=pytester.path,
-        start_new_session=True,  # one group to stop (its vLLM is a group of its own, stopped on SIGTERM)
-    )
-    output = stopped(proc, PLUGIN_TIMEOUT_S, "the plugin's capacity session")
-    assert proc.returncode == 0, "the plugin's capacity session failed:\n" + "\n".join(output.splitlines()[-60:])
+    # one group to stop (its vLLM is a group of its own, stopped on SIGTERM)
+    code, output = in_own_group(command, env, pytester.path, PLUGIN_TIMEOUT_S, "the plugin's capacity session")
+    assert code == 0, "the plugin's capacity session failed:\n" + "\n".join(output.splitlines()[-60:])
     (found,) = json.loads((pytester.path / "report.json").read_text())["capacities"]
     return found
+
+
+def in_own_group(command: list[str], env: dict[str, str], cwd: Path, timeout: float, what: str) -> tuple[int, str]:
+    """`command` run as a process group of its own (stopped whole: `stopped`): its exit code and output."""
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd, start_new_session=True
+    )
+    output = stopped(proc, timeout, what)
+    return proc.returncode, output
 
 
 def stopped(proc: subprocess.Popen, timeout: float, what: str) -> str:
@@ -193,17 +194,8 @@ def aiperf_search(exe: Path, url: str, tokenizer: Path, out: Path) -> subprocess
         "--concurrency-min", str(WITHIN[0]), "--concurrency-max", str(WITHIN[1]),
         "--output-artifact-dir", str(out),
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=out.parent,
-        start_new_session=True,  # its workers and services are one group to stop
-    )
-    output = stopped(proc, AIPERF_TIMEOUT_S, "AIPerf's search")
-    return subprocess.CompletedProcess(command, proc.returncode, output, "")
+    code, output = in_own_group(command, env, out.parent, AIPERF_TIMEOUT_S, "AIPerf's search")  # its workers too
+    return subprocess.CompletedProcess(command, code, output, "")
 
 
 def contradicts_itself(probes: list[tuple[float, float, str]]) -> bool:
