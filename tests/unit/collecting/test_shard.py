@@ -221,8 +221,8 @@ def test_the_plugin_deselects_what_the_function_says_and_plans_the_shard_alone(s
     assert [t.nodeid for t in run.tests] == [t.nodeid for t in expected.kept]
     assert run.deselected == [t.nodeid for t in expected.deselected]
     assert [f"[llmperf] {line}" for line in expected.lines()] == [line for line in run.lines if " shard " in line]
-    assert re.fullmatch(r"\[llmperf\] shard 2/3: 1 group\(s\), 11 test\(s\), 8 run\(s\): Qwen/\S+; 11 test\(s\) in other "
-                        r"shards deselected", run.lines[-1])  # fmt: skip
+    assert re.fullmatch(r"\[llmperf\] shard 2/3: 1 group\(s\), 11 test\(s\), 8 run\(s\): Qwen/\S+; "
+                        r"11 test\(s\) in other shards deselected", run.lines[-1])  # fmt: skip
     # --llmperf-gpus plans this shard's servers alone
     assert set(run.plan.gpus_by_server()) == {spec.name for t in expected.kept for spec in t.servers}
 
