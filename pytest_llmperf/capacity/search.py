@@ -30,6 +30,9 @@ from pytest_llmperf.capacity.slo import (
 
 Probe = Callable[[float], ProbeResult]
 UNITS = {"concurrency": "users", "rate": "req/s"}
+# The provenance key a recorded capacity keeps its search's probes under, so a later report
+# draws the baseline's curve beside tonight's.
+CAPACITY_PROBES = "capacity_probes"
 
 
 def _whole(over: str) -> bool:

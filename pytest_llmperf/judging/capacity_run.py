@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_llmperf.baselines.judgement import GateRecord
 from pytest_llmperf.baselines.outcome import PerfFailure
-from pytest_llmperf.capacity.search import UNITS, Capacity, Resolution, search
+from pytest_llmperf.capacity.search import CAPACITY_PROBES, UNITS, Capacity, Resolution, search
 from pytest_llmperf.capacity.slo import ProbeResult, SLOSet
 from pytest_llmperf.judging.session import PerfSession
 from pytest_llmperf.measuring.measured import MeasuredRun, Samples
@@ -170,11 +170,6 @@ class CapacityResult:
         for line in self.lines:
             if line["test"] == self.nodeid and line["line"] == self.line:
                 line["verdict"] = self.verdict
-
-
-# The provenance key a capacity's probes travel under: recorded into the baseline entry, so
-# a later report draws the baseline's curve beside tonight's.
-CAPACITY_PROBES = "capacity_probes"
 
 
 def capacity_run(probe: SessionProbe, found: Capacity, workload: Workload, search_key: str) -> CapacityRun:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmperf.capacity.search import CAPACITY_PROBES
 from pytest_llmperf.metrics.registry import ACCEPTANCE_LENGTH, DECODE, TPOT_MEAN, TPOT_MEDIAN
 
 # Provenance that says when or how much, not what ran: never a "change".
@@ -30,7 +31,7 @@ IGNORED = frozenset(
         "gpu_ids",  # which GPUs of the box ran it (--llmperf-gpus): any of one model may gate
         "docker_host",  # older baselines' engine, where a session drove several: not what ran
         "speedup_base",  # the speedup test's base server: its own run has its own provenance
-        "capacity_probes",  # a capacity search's probes: its figures, not what ran
+        CAPACITY_PROBES,  # a capacity search's probes: its figures, not what ran
         "server.name",  # the baseline file is the server's: the same name by construction
         "dataset.path",  # the file name; the hash below says whether the content moved
         "dataset.records",

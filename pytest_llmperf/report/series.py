@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.capacity.search import CAPACITY_PROBES
 from pytest_llmperf.metrics.registry import CAPACITY, DECODE, SPEEDUP
 
 Doc = Mapping[str, Any]
@@ -282,7 +283,7 @@ def _baseline_capacity(doc: Doc, test: str) -> tuple[float | None, list[Doc]]:
             continue
         for verdict in gate.get("verdicts", []):
             if verdict.get("metric") == CAPACITY:
-                probes = (gate.get("baseline_provenance") or {}).get("capacity_probes") or []
+                probes = (gate.get("baseline_provenance") or {}).get(CAPACITY_PROBES) or []
                 return _number(verdict.get("baseline")), list(probes)
     return None, []
 

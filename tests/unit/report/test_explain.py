@@ -59,6 +59,11 @@ def test_no_difference_says_the_change_is_in_the_run():
     assert "nothing its provenance records" in line
 
 
+def test_a_capacity_searchs_probes_are_its_figures_not_a_provenance_change():
+    probes = [{"load": 8, "outcome": "met", "runs": 1, "values_ms": {"ttft_ms_p90": 900.0}}]
+    assert provenance_changes({**BASELINE, "capacity_probes": probes}, {**BASELINE, "capacity_probes": []}) == []
+
+
 def test_the_attribution_is_an_exact_split_that_multiplies_to_the_total():
     baseline = {"decode_tok_s": 400.0, "acceptance_length": 3.0, "tpot_ms_mean": 25.0}
     # 14 % fewer tokens per step, steps 1.1 % faster, same streams decoding:
