@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from pytest_llmperf.metrics.records import RequestRecord
 from pytest_llmperf.servers.endpoint import Endpoint
@@ -65,16 +66,11 @@ class StartNoise:
         """The step factor at `concurrency`: the draw's own where it has one, else log-linear
         in log concurrency between the draws on either side (the nearest beyond the ends), so
         a capacity probe at 20 users shares the night's shift and the starts' spread."""
-        if concurrency in self.step or not self.step:
+        if concurrency in self.step or not self.step:  # the draw's own, to the bit
             return self.step.get(concurrency, 1.0)
         keys = sorted(self.step)
-        below = [c for c in keys if c < concurrency]
-        above = [c for c in keys if c > concurrency]
-        if not below or not above:
-            return self.step[below[-1] if below else above[0]]
-        lo, hi = below[-1], above[0]
-        at = (math.log(concurrency) - math.log(lo)) / (math.log(hi) - math.log(lo))
-        return math.exp((1 - at) * math.log(self.step[lo]) + at * math.log(self.step[hi]))
+        logs = np.log([self.step[c] for c in keys])
+        return float(np.exp(np.interp(np.log(concurrency), np.log(keys), logs)))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -69,8 +69,9 @@ def test_a_runs_figures_come_out_of_the_session_as_the_engine_made_them(tmp_path
 
 
 def test_a_start_draw_reaches_every_concurrency_and_carries_a_changes_simulator_flags():
-    noise = StartNoise({1: 1.10, 8: 0.99, 32: 1.02}, sim_args=("--sim-prefill-time-scale", "1.2"))
-    assert noise.step_at(8) == 0.99 and noise.step_at(64) == 1.02 and noise.step_at(0) == 1.10
+    noise = StartNoise({2: 1.10, 8: 0.99, 32: 1.02}, sim_args=("--sim-prefill-time-scale", "1.2"))
+    assert noise.step_at(8) == pytest.approx(0.99) and noise.step_at(64) == pytest.approx(1.02)
+    assert noise.step_at(1) == pytest.approx(1.10)  # beyond the ends: the nearest draw
     assert noise.step_at(16) == pytest.approx((0.99 * 1.02) ** 0.5)  # halfway between 8 and 32 in log concurrency
     assert StartNoise().step_at(16) == 1.0
     target = VirtualTarget(lambda spec, start: noise)
