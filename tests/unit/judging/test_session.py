@@ -332,28 +332,29 @@ def test_a_format_1_baseline_is_read_and_the_next_record_writes_format_2(tmp_pat
     assert rewritten["format"] == 2 and len(rewritten["concurrency"]["8"]) == 2  # the old entry kept beside
 
 
-def test_speedup_is_gated_against_its_own_baseline(tmp_path):
-    workload = resolve_workload({"num_prompts": 4}, 8)
+SPEEDUP_WORKLOAD = resolve_workload({"num_prompts": 4}, 8)
+
+
+def speedup_runs(tmp_path, speeds, **given):
+    """The base and the bound MTP run of a speedup test, after a baseline recorded at 100 and 150 tok/s."""
     rec, _, _ = make_session(tmp_path, [100.0, 150.0], llmperf_update_baselines=True)
-    base, mtp = rec.run(BASE, workload), rec.bind(rec.run(MTP, workload), "t")
+    base, mtp = rec.run(BASE, SPEEDUP_WORKLOAD), rec.bind(rec.run(MTP, SPEEDUP_WORKLOAD), "t")
     mtp.assert_speedup_over(base)
     rec.finish()
-    slower, _, _ = make_session(tmp_path, [100.0, 120.0])
-    base, mtp = slower.run(BASE, workload), slower.bind(slower.run(MTP, workload), "t")
+    tonight, _, _ = make_session(tmp_path, speeds, **given)
+    return tonight.run(BASE, SPEEDUP_WORKLOAD), tonight.bind(tonight.run(MTP, SPEEDUP_WORKLOAD), "t")
+
+
+def test_speedup_is_gated_against_its_own_baseline(tmp_path):
+    base, mtp = speedup_runs(tmp_path, [100.0, 120.0])
     with pytest.raises(PerfFailure, match="mtp_speedup"):
         mtp.assert_speedup_over(base)
 
 
 def test_an_added_speedup_repetition_re_runs_its_base_too(tmp_path):
-    workload = resolve_workload({"num_prompts": 4}, 8)
-    rec, _, _ = make_session(tmp_path, [100.0, 150.0], llmperf_update_baselines=True)
-    base, mtp = rec.run(BASE, workload), rec.bind(rec.run(MTP, workload), "t")
-    mtp.assert_speedup_over(base)
-    rec.finish()
     # A speedup read regressed at the first look is read again on fresh starts: MTP, then its base.
     speeds = [100.0, 120.0, 121.0, 80.0] + [120.0, 100.0] * 10  # base, MTP, then MTP and base by pairs
-    slower, _, _ = make_session(tmp_path, speeds, llmperf_repetitions="auto")
-    base, mtp = slower.run(BASE, workload), slower.bind(slower.run(MTP, workload), "t")
+    base, mtp = speedup_runs(tmp_path, speeds, llmperf_repetitions="auto")
     with warnings.catch_warnings(), contextlib.suppress(PerfFailure):  # the verdict is not what is tested here
         warnings.simplefilter("ignore")
         mtp.assert_speedup_over(base)
