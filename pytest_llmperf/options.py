@@ -36,6 +36,7 @@ SERVER_WARMUP_WAVES = 2
 INCONCLUSIVE = ("warn", "fail", "pass")
 # Auto's budget of runs per test and concurrency, or of paired blocks (docs/verdicts.md).
 MAX_REPETITIONS, PAIRED_MAX_BLOCKS = 5, 8
+BASELINE_NIGHTS = 3  # recording nights a baseline entry's level is the median of (docs/verdicts.md)
 TARGET_FLAGS = {k.name: k.flag for k in KINDS.values()}  # the built-in kinds' flags (kinds.py)
 
 
@@ -368,6 +369,15 @@ OPTIONS: tuple[Option, ...] = (
         "(default: 2 at the nightly profile with a history kept, else 1: fail at once)",
     ),
     Option(
+        "llmperf_baseline_nights",
+        ("--llmperf-baseline-nights",),
+        whole(1),
+        BASELINE_NIGHTS,
+        "--update-baselines on an unchanged build (same image, flags and hardware) adds a night to each "
+        "entry: its level is the median of its last N recording nights, so one night's shift of the box "
+        f"does not sit in every later verdict (default {BASELINE_NIGHTS}; 1: each recording replaces the last)",
+    ),
+    Option(
         "llmperf_inconclusive",
         ("--llmperf-inconclusive",),
         one_of(INCONCLUSIVE),
@@ -591,6 +601,7 @@ class LlmperfOptions:
     repetition_budget: float | None = None  # seconds auto repetitions may add; None: no limit
     inconclusive: str = "warn"
     confirm: int = 1  # sessions in a row that must read a regression before it fails
+    baseline_nights: int = BASELINE_NIGHTS  # recording nights a baseline entry's level is the median of
     confidence: float = 0.95  # of a pass
     alarm_confidence: float = 0.99  # of a claimed change, at each look
     warmup: int | str = WAVE  # requests, or "wave"

@@ -4,6 +4,7 @@ when it is made, applied when the file is written."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ class BaselineFile:
     target: str
     server: str
     # {concurrency: {workload key: {"workload": {...}, "provenance": {...},
-    #                "metrics": {name: {"value", "samples", "spread", "direction"}}}}}
+    #                "metrics": {name: {"value", "samples", "spread", "direction", "nights"}}}}}
     entries: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def entry(self, concurrency: int, workload: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
@@ -110,8 +111,17 @@ def entry_update(
     provenance: Mapping[str, Any],
     requests: list[str] | None,
     outputs: list[str] | None,
+    *,
+    session: str = "",
+    nights: int = 1,
 ) -> Callable[[BaselineFile], None]:
-    """The record of one run as an update of its baseline file, its values checked now."""
+    """The record of one run as an update of its baseline file, its values checked now.
+
+    `session`: the recording session's id; `nights`: how many recording sessions' values a
+    metric's level is the median of (--llmperf-baseline-nights). A metric recorded before
+    by another session, under the same workload, hardware and build (same_build), keeps the
+    values of its last `nights` - 1 sessions beside this one's, each session counted once;
+    anything else starts the metric's nights afresh (a new level accepted)."""
     workload = plain_json(dict(workload), "workload")
     provenance = plain_json(strip_secrets(dict(provenance)), "provenance")
     new_metrics = {}
@@ -127,6 +137,7 @@ def entry_update(
         median, spread = median_and_range(samples)
         new_metrics[name] = {
             "direction": metric(name).direction.value,
+            "nights": [{"session": session, "value": stable_float(median)}],
             "samples": samples,
             "spread": None if spread is None else stable_float(spread),
             "value": stable_float(median),
@@ -143,7 +154,10 @@ def entry_update(
         if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
             kept = dict(old["metrics"])
             kept_requests, kept_outputs = old.get("requests"), old.get("outputs")
-        kept.update(new_metrics)
+        same = bool(old) and same_build(old["provenance"], provenance)
+        for name, new in new_metrics.items():
+            earlier = recorded_nights(kept[name]) if same and name in kept else []
+            kept[name] = with_nights(new, [n for n in earlier if n["session"] != session or not session], nights)
         entry: dict[str, Any] = {"metrics": kept, "provenance": provenance, "workload": workload}
         if (lines := request_lines if request_lines is not None else kept_requests) is not None:
             entry["requests"] = lines
@@ -152,3 +166,28 @@ def entry_update(
         at[key] = entry
 
     return update
+
+
+# What makes two recordings the same server build, whose nights one level may pool: the
+# server as declared (image, flags, environment), the engine's version, the image's digest
+# and the simulator's flags. Hardware and workload are checked apart (check_compatible).
+BUILD_KEYS = ("server", "vllm_version", "image_digest", "image_id", "sim_args")
+
+
+def same_build(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether two entries' provenance name the same build (BUILD_KEYS, each as recorded)."""
+    return all(plain_json(old.get(key), key) == plain_json(new.get(key), key) for key in BUILD_KEYS)
+
+
+def recorded_nights(recorded: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A recorded metric's nights, oldest first; an entry written before nights were kept is one night."""
+    if "nights" in recorded:
+        return [dict(n) for n in recorded["nights"]]
+    return [{"session": "", "value": recorded["value"]}]
+
+
+def with_nights(new: dict[str, Any], earlier: Sequence[Mapping[str, Any]], nights: int) -> dict[str, Any]:
+    """`new` (one session's metric) with the `earlier` sessions' values, the last `nights` in
+    all: its value their median, its samples and spread this session's."""
+    kept = [*earlier, *new["nights"]][-max(nights, 1) :]
+    return {**new, "nights": kept, "value": stable_float(statistics.median(n["value"] for n in kept))}

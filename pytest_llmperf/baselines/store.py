@@ -140,15 +140,28 @@ class BaselineStore:
         *,
         requests: list[str] | None = None,
         outputs: list[str] | None = None,
+        session: str = "",
+        nights: int = 1,
     ) -> BaselineFile:
         """Record one concurrency's metrics under `workload`'s key and write the file (or
         queue it, when deferred); other concurrencies and other workloads' entries are kept.
 
         Each metric is samples or one value; None samples are skipped, a metric with none
         is not recorded. Earlier metrics, `requests` and `outputs` (when None) of the same
-        workload and hardware are kept; the key run elsewhere replaces the whole entry.
+        workload and hardware are kept; the key run elsewhere replaces the whole entry. A
+        metric's level is the median of the last `nights` recording sessions' values of the
+        same build (entries.entry_update; `session`: this recording session's id).
         """
-        update = entry_update(positive_concurrency(concurrency), metrics, workload, provenance, requests, outputs)
+        update = entry_update(
+            positive_concurrency(concurrency),
+            metrics,
+            workload,
+            provenance,
+            requests,
+            outputs,
+            session=session,
+            nights=nights,
+        )
         if self.deferred:
             current = self._writable(target, server, self.load)
             update(current)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
     for key in ("value", "samples", "spread", "direction"):
         if key not in m:
             raise BaselineError(path, f"{where}: missing {key!r}")
-    _check_keys(path, where, m, {"value", "samples", "spread", "direction"})
+    _check_keys(path, where, m, {"value", "samples", "spread", "direction", "nights"})
     if not _is_number(m["value"]):
         raise BaselineError(path, f"{where}.value must be a finite number, got {m['value']!r}")
     samples = m["samples"]
@@ -102,12 +103,31 @@ def _check_metric(path: Path, where: str, name: str, m: Any) -> None:
     if direction is not known:
         raise BaselineError(path, f"{where}.direction is {direction.value!r} but {name} is {known.value}-is-better")
     median, _ = median_and_range(samples)
-    if not math.isclose(m["value"], median, rel_tol=1e-5, abs_tol=1e-9):
+    if "nights" not in m:
+        _check_median(path, where, m["value"], median, "its samples", "value and samples")
+        return
+    nights = m["nights"]
+    if (
+        not isinstance(nights, list)
+        or not nights
+        or not all(isinstance(n, dict) and set(n) == {"session", "value"} for n in nights)
+        or not all(isinstance(n["session"], str) and _is_number(n["value"]) for n in nights)
+    ):
+        raise BaselineError(
+            path, f"{where}.nights must be a non-empty list of {{session, value}}, one per recording night"
+        )
+    _check_median(path, f"{where}.nights[-1]", nights[-1]["value"], median, "its samples", "nights and samples")
+    _check_median(
+        path, where, m["value"], statistics.median(n["value"] for n in nights), "its nights' values", "value and nights"
+    )
+
+
+def _check_median(path: Path, where: str, value: float, median: float, of: str, together: str) -> None:
+    if not math.isclose(value, median, rel_tol=1e-5, abs_tol=1e-9):
         raise BaselineError(
             path,
-            f"{where}.value {m['value']!r} is not the median of its samples "
-            f"({stable_float(median)!r}); re-record with --update-baselines, or edit "
-            "value and samples together",
+            f"{where}.value {value!r} is not the median of {of} ({stable_float(median)!r}); "
+            f"re-record with --update-baselines, or edit {together} together",
         )
 
 

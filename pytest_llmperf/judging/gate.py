@@ -11,6 +11,8 @@ other cells (docs/verdicts.md)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +105,9 @@ class Gate:
         self.history = HistoryLog(options, store.root, rootdir, identity, shared_history)
         self.folders: set[str] = set()  # the baseline folders judged or recorded in
         self.used: dict[str, set[tuple[int, str]]] = {}  # server file -> entries read or written
+        # This session's id in a recorded metric's nights: its date, and a part that tells two sessions apart.
+        self.session = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%dT%H:%M}Z-{uuid.uuid4().hex[:6]}"
+        self.young: dict[tuple[str, int], int] = {}  # (server, concurrency) -> recording nights, where fewer than due
 
     def baseline_folder(self, run: MeasuredRun) -> str:
         """The folder of baselines/ this run is judged in: --llmperf-target-name, else per GPU
@@ -140,6 +145,8 @@ class Gate:
         if isinstance(found, Refused):
             message = found.message(where, run.concurrency, command)
             return Judgement(nodeid, run.server.name, run.concurrency, where, Outcome.REFUSED, message)
+        if found is not None and (nights := entry_nights(found, list(samples))) < self.options.baseline_nights:
+            self.young[(run.server.name, run.concurrency)] = nights
         layers = Tolerances(tolerances, marker_tolerances, self.ini_tolerances)  # each parsed once, at its first look
         looked = self._verdicts_until_decided(run, collect, layers, base, folder, found, invalid, error_budget, command)
         verdicts = confirmed(
@@ -186,10 +193,17 @@ class Gate:
             provenance,
             requests=encode_rows(run.rows) if base is None else None,
             outputs=encode_outputs(output_rows(run.results[0].records)) if base is None and run.results else None,
+            session=self.session,
+            nights=self.options.baseline_nights,
         )
         self.history.append(run, folder, [(n, median_of(samples[n]), "recorded", None, None, None) for n in samples])
         recorded = [name for name in samples if name not in missing]
         message = f"recorded {', '.join(recorded) or 'nothing'} in {path}"
+        if recorded and self.options.baseline_nights > 1:
+            stored = self.store.load(folder, run.server.name)
+            entry = stored.entry(run.concurrency, self.identity(run)) if stored else None
+            nights = entry_nights(BaselineEntry.from_dict(entry), recorded) if entry else 1
+            message += f" (recording night {nights} of {self.options.baseline_nights})"
         if missing:
             reasons = "; ".join(f"{name}: {no_data_reason(run, name)}" for name in missing)
             return _replace(judgement, Outcome.FAIL, f"{message}; not recorded, no data: {reasons}")
@@ -346,6 +360,13 @@ class Gate:
                 nightly,
             ),
         )
+
+
+def entry_nights(entry: BaselineEntry, names: Sequence[str]) -> int:
+    """The fewest recording nights the level of `names` rests on in `entry` (an entry
+    recorded before nights were kept: one)."""
+    counts = [len(entry.metrics[name].get("nights", [None])) for name in names if name in entry.metrics]
+    return min(counts, default=1)
 
 
 def _entry_of(found: Found, otherwise: BaselineEntry | None) -> BaselineEntry | None:

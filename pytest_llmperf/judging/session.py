@@ -182,6 +182,7 @@ class PerfSession:
         elif files:
             lines.append(f"baselines written: {records} record(s) in {len(files)} file(s)")
         lines += [f"NOT WRITTEN: {problem}" for problem in problems]
+        lines += young_lines(self.gate.young, self.options.baseline_nights)
         for problem in history_problems:  # a history not written leaves the verdicts as they are
             warnings.warn(HistoryWarning(problem), stacklevel=2)
         if self.paired is None and asked is not None:
@@ -201,6 +202,21 @@ class PerfSession:
 
     def close(self) -> None:
         self.pool.stop()
+
+
+def young_lines(young: Mapping[tuple[str, int], int], due: int) -> list[str]:
+    """The summary's line on the entries judged against a level of fewer recording nights than `due`."""
+    if not young:
+        return []
+    fewest = min(young.values())
+    entries = f"{len(young)} entr{'y' if len(young) == 1 else 'ies'}"
+    nights = "one recording night" if fewest == 1 else f"{fewest} recording nights"
+    more = due - fewest
+    return [
+        f"baselines: {entries} rest on {nights} of {due}, whose shift of the box is in every verdict: "
+        f"record {more} more night{'s' if more > 1 else ''} of this build with --update-baselines "
+        f"({', '.join(f'{server} @ {concurrency}' for server, concurrency in sorted(young))})"
+    ]
 
 
 @dataclass(frozen=True)

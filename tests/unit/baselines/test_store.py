@@ -407,8 +407,17 @@ AT = f"concurrency[32][{workload_key(WORKLOAD)!r}]"
         (lambda d: only(d)["metrics"]["decode_tok_s"].update(direction="lower"), "decode_tok_s is higher-is-better"),
         (
             lambda d: only(d)["metrics"]["decode_tok_s"].update(value=300.0),
-            "value 300.0 is not the median of its samples (407.9)",
+            "decode_tok_s.value 300.0 is not the median of its nights' values (407.9)",
         ),
+        (
+            lambda d: only(d)["metrics"]["decode_tok_s"].pop("nights") and only(d)["metrics"]["decode_tok_s"].update(value=300.0),
+            "decode_tok_s.value 300.0 is not the median of its samples (407.9)",
+        ),
+        (
+            lambda d: only(d)["metrics"]["decode_tok_s"]["nights"][0].update(value=300.0),
+            "decode_tok_s.nights[-1].value 300.0 is not the median of its samples (407.9)",
+        ),
+        (lambda d: only(d)["metrics"]["decode_tok_s"].update(nights=[]), "nights must be a non-empty list"),
         (lambda d: only(d)["metrics"]["decode_tok_s"].update(spread=-1), "spread must be a number >= 0"),
         (
             lambda d: only(d)["metrics"]["decode_tok_s"].update(tolerance="3%"),
@@ -492,6 +501,45 @@ def test_request_lines_are_stored_kept_on_merge_and_validated(store):
     path.write_text(json.dumps(doc))
     with pytest.raises(BaselineError, match=r"concurrency\[8\]\['w=1'\]\.requests: request row 0"):
         store.load("sim", "s")
+
+
+def nights_of(store, name="decode_tok_s"):
+    return store.load("NVIDIA H200", SERVER).metric(32, name, WORKLOAD)
+
+
+def test_a_metric_level_is_the_median_of_its_last_recording_nights_of_one_build(store):
+    for session, value in (("a", 400.0), ("b", 410.0), ("c", 420.0), ("d", 380.0)):
+        store.record("NVIDIA H200", SERVER, 32, {"decode_tok_s": [value]}, WORKLOAD, PROV, session=session, nights=3)
+    m = nights_of(store)
+    assert [n["session"] for n in m["nights"]] == ["b", "c", "d"]  # the last three
+    assert m["value"] == 410.0 and m["samples"] == [380.0]  # the median of nights, the last night's samples
+    assert store.load("NVIDIA H200", SERVER).entry(32, WORKLOAD) is not None  # the file validates
+
+
+def test_one_session_counts_once_and_another_build_or_nights_1_starts_afresh(store):
+    def put(value, session, provenance=PROV, nights=3):
+        store.record("NVIDIA H200", SERVER, 32, {"decode_tok_s": [value]}, WORKLOAD, provenance, session=session, nights=nights)
+
+    put(400.0, "a")
+    put(410.0, "b")
+    put(430.0, "b")  # the same session again: its value replaced, not a third night
+    assert [(n["session"], n["value"]) for n in nights_of(store)["nights"]] == [("a", 400.0), ("b", 430.0)]
+    put(500.0, "c", provenance={**PROV, "vllm_version": "0.33.0"})  # a new build: a new level
+    assert nights_of(store)["nights"] == [{"session": "c", "value": 500.0}] and nights_of(store)["value"] == 500.0
+    put(510.0, "d", provenance={**PROV, "vllm_version": "0.33.0"}, nights=1)
+    assert nights_of(store)["nights"] == [{"session": "d", "value": 510.0}]
+
+
+def test_an_entry_recorded_before_nights_were_kept_counts_as_one_night(store):
+    record(store)
+    path = store.path_for("NVIDIA H200", SERVER)
+    doc = json.loads(path.read_text())
+    for m in only(doc)["metrics"].values():
+        m.pop("nights")
+    path.write_text(json.dumps(doc))
+    store.record("NVIDIA H200", SERVER, 32, {"decode_tok_s": [420.0]}, WORKLOAD, PROV, session="b", nights=3)
+    m = nights_of(store)
+    assert [n["value"] for n in m["nights"]] == [407.9, 420.0] and m["value"] == 413.95
 
 
 def test_files_without_request_lines_still_load(store):

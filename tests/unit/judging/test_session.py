@@ -152,6 +152,33 @@ def test_missing_baseline_fails_with_the_record_command_then_update_records_and_
     assert again.gates[-1].outcome == "pass"
 
 
+def test_recording_on_more_nights_makes_the_level_their_median_and_the_summary_says_until_they_are_in(tmp_path):
+    workload = resolve_workload({"num_prompts": 4}, 8)
+
+    def judged() -> list[str]:
+        session, _, _ = make_session(tmp_path, [100.0])
+        session.bind(session.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+        return session.finish().lines
+
+    levels = []
+    for speed in (100.0, 104.0, 98.0):
+        updater, _, _ = make_session(tmp_path, [speed], llmperf_update_baselines=True)
+        updater.bind(updater.run(BASE, workload), "t").assert_no_regression("decode_tok_s")
+        updater.finish()
+        levels.append(json.loads((tmp_path / "baselines" / "sim" / "m.json").read_text()))
+        if speed == 100.0:
+            (line,) = [line for line in judged() if line.startswith("baselines: ")]
+            assert line == (
+                "baselines: 1 entry rest on one recording night of 3, whose shift of the box is in every verdict: "
+                "record 2 more nights of this build with --update-baselines (m @ 8)"
+            )
+    assert "recording night 3 of 3" in updater.gates[-1].message
+    (entry,) = levels[-1]["concurrency"]["8"].values()
+    decode = entry["metrics"]["decode_tok_s"]
+    assert [n["value"] for n in decode["nights"]] == [100.0, 104.0, 98.0] and decode["value"] == 100.0
+    assert not [line for line in judged() if line.startswith("baselines: ")]  # three nights in: nothing to say
+
+
 def test_regression_fails_with_a_table_and_improvement_passes_with_a_hint(tmp_path):
     workload = resolve_workload({"num_prompts": 4}, 8)
     updater, _, _ = make_session(tmp_path, [100.0], llmperf_update_baselines=True)
@@ -866,7 +893,7 @@ def test_recording_a_metric_without_data_fails_and_says_what_was_recorded(tmp_pa
     with pytest.raises(PerfFailure) as failure:
         run.assert_no_regression("decode_tok_s", "acceptance_rate")
     message = str(failure.value)
-    assert message.startswith("recorded decode_tok_s in baselines/sim/m-mtp.json; ")
+    assert message.startswith("recorded decode_tok_s in baselines/sim/m-mtp.json (recording night 1 of 3); ")
     assert "not recorded, no data: acceptance_rate: no /metrics snapshots were captured around the run" in message
     recorder.finish()
     stored = json.loads(next((tmp_path / "baselines" / "sim").glob("*.json")).read_text())
