@@ -71,7 +71,7 @@ def test_defaults_match_issue_4_and_the_gated_decode_figure_catches_a_5_percent_
         "slo_attainment": Tolerance("absolute", 0.05),
         "acceptance_length": Tolerance("relative", 0.05),
         "acceptance_rate": Tolerance("absolute", 0.02),  # catches a 0.03 drop
-        "mtp_speedup": Tolerance("relative", 0.05),
+        "mtp_speedup": Tolerance("relative", 0.03),  # a 5 % speedup loss read past it (docs/verdicts.md)
         **{f"{m}_ms_median": Tolerance("relative", 0.10) for m in ("ttft", "tpot", "itl", "e2el")},
         "capacity": Tolerance("relative", 0.10),  # provisional: one search step at 32 users and up
         "ttfa_ms_median": Tolerance("relative", 0.10),  # a reasoning model's, as TTFT's
