@@ -89,7 +89,7 @@ from pytest_llmperf.collecting.selection import declared_servers, resolve_server
 from pytest_llmperf.judging.more_runs import MoreRuns  # noqa: E402
 from pytest_llmperf.judging.session import PerfSession  # noqa: E402
 from pytest_llmperf.metrics.registry import CAPACITY  # noqa: E402
-from pytest_llmperf.options import LlmperfOptions, resolve_options  # noqa: E402
+from pytest_llmperf.options import BASELINE_NIGHTS, LlmperfOptions, resolve_options  # noqa: E402
 from pytest_llmperf.plugin import LlmperfFixture  # noqa: E402
 from pytest_llmperf.servers.endpoint import Endpoint  # noqa: E402
 from pytest_llmperf.servers.spec import ServerSpec  # noqa: E402
@@ -656,21 +656,32 @@ class Bench:
     confirm: int | None
     design: str = "adaptive"
     capacity: bool = False  # the items are the suite's capacity tests, the changes capacity's
+    record_nights: int = BASELINE_NIGHTS  # the recording nights each baseline entry's level is the median of
 
     @property
     def profile(self) -> str:
         return CAPACITY_PROFILE if self.capacity else PROFILE
 
     def record(self) -> Recorded:
-        """The recording session: `--update-baselines` into `rootdir`, on the recording night's noise."""
-        noise = self.model.night(self.seed, "record", recording=True)
-        result = night(
-            self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, update=True, profile=self.profile
+        """The recording sessions: `--update-baselines` into `rootdir` on `record_nights`
+        recording nights, each its own noise (the first is the recording night of one), with
+        --llmperf-baseline-nights `record_nights`: each entry's level is their median."""
+        options = night_options(
+            update=True,
+            flags={"llmperf_profile": self.profile, "llmperf_baseline_nights": str(self.record_nights)},
         )
-        bad = {k: v for k, v in result.outcomes.items() if v != "passed"}
-        failed = f"{bad} {result.errors}" if bad or result.errors else ""
+        starts, run_s = 0, 0.0
+        for k in range(self.record_nights):
+            noise = self.model.night(self.seed, "record" if k == 0 else f"record:{k}", recording=True)
+            result = night(
+                self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, options=options
+            )
+            starts, run_s = starts + result.starts, run_s + result.run_s
+            bad = {k: v for k, v in result.outcomes.items() if v != "passed"}
+            if bad or result.errors:
+                return Recorded(len(result.gates), starts, run_s, f"{bad} {result.errors}")
         lines = tuple((c["server"], c["capacity"], c["line"]) for c in result.capacities)
-        return Recorded(len(result.gates), result.starts, result.run_s, failed, lines)
+        return Recorded(len(result.gates), starts, run_s, "", lines)
 
     def summary(self, index: int, result: Night, lines: bytes = b"") -> NightSummary:
         cells = [
@@ -698,13 +709,12 @@ class Bench:
 
     def unchanged_chain(self, nights: range) -> list[NightSummary]:
         """Unchanged nights `nights` in order, one history between them. The NIGHTS_WINDOW
-        nights before the first are run first and not counted, so the first counted night reads
-        the window of values (and the night before) that one process running every night
-        would have given it; only a warm-up night's own outcome can differ, as its window was
-        shorter."""
+        nights before the first are run first and not counted (before night 0: nights -20 to
+        -1, as weeks of nights a team has run), so every counted night reads a full window of
+        values (and the night before), as one process running every night would have given it."""
         window = HistoryWindow(self.rootdir / f"history-unchanged-{nights.start}.jsonl")
         out = []
-        for n in range(max(nights.start - NIGHTS_WINDOW, 0), nights.stop):
+        for n in range(nights.start - NIGHTS_WINDOW, nights.stop):
             noise = self.model.night(self.seed, f"n{n}")
             result = night(
                 self.rootdir,
@@ -846,12 +856,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"the suite's capacity tests ({CAPACITY_TEST}) in place of its fixed-concurrency ones, and capacity's "
         "changes",
     )
+    parser.add_argument(
+        "--record-nights",
+        type=int,
+        default=BASELINE_NIGHTS,
+        help="recording nights of each baseline, its level their median (--llmperf-baseline-nights; default "
+        f"{BASELINE_NIGHTS}, the plugin's)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the figures do not depend on it)")
     parser.add_argument("--params", type=Path, default=PARAMS)
     parser.add_argument("--quiet", action="store_true", help="no line per night or episode, only the tables")
     args = parser.parse_args(argv)
-    if args.nights < 1 or args.jobs < 1 or args.recordings < 1 or (args.episodes is not None and args.episodes < 0):
-        parser.error("--nights, --jobs and --recordings must be at least 1, --episodes at least 0")
+    if min(args.nights, args.jobs, args.recordings, args.record_nights) < 1 or (args.episodes or 0) < 0:
+        parser.error("--nights, --jobs, --recordings and --record-nights must be at least 1, --episodes at least 0")
     if args.confirm is not None and args.confirm < 1:
         parser.error("--confirm must be at least 1")
     if args.episodes is None:
@@ -884,7 +901,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{' doubled' if args.double else ''}: start spread "
         f"{', '.join(f'{v:.1%} at {c}' for c, v in model.step.items())}, acceptance {model.acceptance:.1%}, "
         f"t({model.dof:g}) tails, slow starts {model.slow_share:.0%} x +{model.slow_excess:.0%}, night shift "
-        f"{model.shift:.1%}, noisy nights {model.noisy_share:.0%} x{model.noisy_multiplier:g}; seed {args.seed}"
+        f"{model.shift:.1%}, noisy nights {model.noisy_share:.0%} x{model.noisy_multiplier:g}; seed {args.seed}; "
+        f"each baseline recorded on {args.record_nights} night{'s' if args.record_nights > 1 else ''}"
         + (f"; {args.recordings} recordings, seeds {seeds[0]} to {seeds[-1]}" if args.recordings > 1 else "")
         + (f"; {args.design} design" if args.design != "adaptive" else ""),
         flush=True,
@@ -908,6 +926,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.confirm,
                 args.design,
                 args.capacity,
+                args.record_nights,
             )
             for r, seed in enumerate(seeds)
         ]

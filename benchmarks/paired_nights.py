@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="llmperf-paired-nights-") as tmp:
         nights.BENCHES[:] = [
-            Bench(Path(tmp, f"recording-{r}"), items, servers, model, prompts, datasets, seed, None)
+            Bench(Path(tmp, f"recording-{r}"), items, servers, model, prompts, datasets, seed, None, record_nights=1)
             for r, seed in enumerate(seeds)
         ]
         for bench in nights.BENCHES:
