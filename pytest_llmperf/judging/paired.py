@@ -24,10 +24,11 @@ from pytest_llmperf.measuring.preflight import PlannedTest
 from pytest_llmperf.measuring.validity import invalid_reason
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget
-from pytest_llmperf.metrics.registry import SPEEDUP
+from pytest_llmperf.metrics.registry import GATED_DECODE, SPEEDUP
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.servers.spec import ServerSpec
+from pytest_llmperf.stats.error import wider
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.stats.spread import Spread, spread_pools
 from pytest_llmperf.workload.workload import Workload
@@ -219,6 +220,18 @@ class PairedBlocks:
         return old
 
 
+def night_scale(
+    tonight: Sequence[Mapping[str, list[float | None]]], stored: Sequence[Mapping[str, list[float | None]]]
+) -> float | None:
+    """How many times the stored entries' variance between starts tonight's runs show, by
+    the gated decode figure, where it is wider beyond chance (stats.error.wider); else None."""
+    mine = spread_pools(tonight, [GATED_DECODE]).get(GATED_DECODE)
+    quiet = spread_pools(stored, [GATED_DECODE]).get(GATED_DECODE)
+    if mine is None or quiet is None or not wider(mine, quiet.variance):
+        return None
+    return mine.variance / quiet.variance
+
+
 class PairedReference(Reference):
     """NEW judged against OLD's runs of the same server and workload, made into a baseline
     entry; no history is written (docs/history.md) and the baselines folder stays untouched."""
@@ -260,15 +273,34 @@ class PairedReference(Reference):
     def spread_pools(self, baseline_folder: str, run: MeasuredRun, names: list[str]) -> dict[str, Spread]:
         """The between-start spread pooled over this session's other paired cells at this
         concurrency and every stored entry there, this server's included (their values are
-        not judged against): two blocks give a side one degree of freedom (docs/verdicts.md)."""
-        cells: list[Mapping[str, list[float | None]]] = []
+        not judged against): two blocks give a side one degree of freedom (docs/verdicts.md).
+        On a night noisier than the stored entries' recording night (tonight's steady decode,
+        this cell's both sides included, spread wider beyond chance), tonight's other cells
+        alone, and where they have no value of a metric (the speedup), the stored spread
+        times tonight's ratio: the quieter night would understate tonight's noise."""
+        others: list[Mapping[str, list[float | None]]] = []
+        tonight: list[Mapping[str, list[float | None]]] = []
         for key, new in self.runs.items():
-            if key == (run.server, run.workload) or new.concurrency != run.concurrency:
+            if new.concurrency != run.concurrency:
                 continue
-            cells.append(new.samples)
-            if key in self.blocks.against:
-                cells.append(self.blocks.against[key].samples)
-        return spread_pools([*cells, *stored_cells(self.store, self.identity, baseline_folder, run, own=True)], names)
+            sides = [new.samples, *([self.blocks.against[key].samples] if key in self.blocks.against else [])]
+            tonight += sides
+            if key != (run.server, run.workload):
+                others += sides
+        stored = stored_cells(self.store, self.identity, baseline_folder, run, own=True)
+        pools = spread_pools([*others, *stored], names)
+        scale = night_scale(tonight, stored)
+        if scale is None:
+            return pools
+        own, quiet = spread_pools(others, names), spread_pools(stored, names)
+        for name in names:
+            if name in own:
+                pools[name] = own[name]
+            elif name in quiet:
+                pools[name] = Spread(quiet[name].variance * scale, quiet[name].dof)
+            else:
+                pools.pop(name, None)
+        return pools
 
     def where(self, run: MeasuredRun, path: str) -> str:
         return f"{self.variants.label(OLD)} (paired)"

@@ -65,9 +65,18 @@ def noisier(measured: list[float], spread: float, dof: int) -> bool:
     own = len(measured) - 1
     if own < 1 or dof <= own or spread <= 0:
         return False
-    k = float(own)
+    return wider(Spread(statistics.variance(measured), own), spread)
+
+
+def wider(tonight: Spread, spread: float) -> bool:
+    """Whether `tonight`'s variance on its degrees of freedom is beyond chance above `spread`
+    (taken as known) at NOISIER: dof * s^2 / spread beyond the chi-square quantile on dof
+    (Wilson-Hilferty)."""
+    if tonight.dof < 1 or spread <= 0:
+        return False
+    k = float(tonight.dof)
     quantile = k * (1 - 2 / (9 * k) + NormalDist().inv_cdf(NOISIER) * math.sqrt(2 / (9 * k))) ** 3
-    return own * statistics.variance(measured) / spread > quantile
+    return k * tonight.variance / spread > quantile
 
 
 def with_nightly(noise: Noise | None, nightly: Spread | None) -> Noise | None:
