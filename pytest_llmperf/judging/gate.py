@@ -145,7 +145,11 @@ class Gate:
         if isinstance(found, Refused):
             message = found.message(where, run.concurrency, command)
             return Judgement(nodeid, run.server.name, run.concurrency, where, Outcome.REFUSED, message)
-        if found is not None and (nights := entry_nights(found, list(samples))) < self.options.baseline_nights:
+        if (
+            self.reference.recorded
+            and found is not None
+            and (nights := entry_nights(found, list(samples))) < self.options.baseline_nights
+        ):
             self.young[(run.server.name, run.concurrency)] = nights
         layers = Tolerances(tolerances, marker_tolerances, self.ini_tolerances)  # each parsed once, at its first look
         looked = self._verdicts_until_decided(run, collect, layers, base, folder, found, invalid, error_budget, command)

@@ -237,6 +237,7 @@ class PairedReference(Reference):
     entry; no history is written (docs/history.md) and the baselines folder stays untouched."""
 
     keeps_history = False
+    recorded = False
 
     def __init__(
         self,

@@ -45,6 +45,7 @@ class Reference:
     cells (`spread_pools`); the rest are defaults a reference overrides where it differs."""
 
     keeps_history = True  # the verdicts go to the history file
+    recorded = True  # its entries are recorded ones, their level over recording nights (entries.py)
     options: LlmperfOptions
 
     def entry(self, run: MeasuredRun, base: MeasuredRun | None, baseline_folder: str) -> Found:

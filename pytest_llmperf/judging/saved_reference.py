@@ -32,6 +32,7 @@ class SavedReference(Reference):
     from the files (report/saved.py), A's named as A's."""
 
     keeps_history = False
+    recorded = False
 
     def __init__(self, options: LlmperfOptions, a: SavedRun, b: SavedRun, title: str) -> None:
         self.options = options

@@ -93,6 +93,7 @@ def test_new_with_slower_steps_regresses_on_decode_and_keeps_the_speedup(project
     # Both servers' steps slowed alike: NEW's speedup is OLD's.
     result.stdout.fnmatch_lines(["PASSED test_suite.py::test_speedup[[]4[]]*"])
     assert "servers started (one at a time, 4 starts): tiny A, tiny B, tiny-mtp A, tiny-mtp B" in result.stdout.str()
+    assert "recording night" not in result.stdout.str()  # OLD's runs are the reference, not recorded nights
 
 
 @pytest.mark.parametrize(
