@@ -673,9 +673,7 @@ class Bench:
         starts, run_s = 0, 0.0
         for k in range(self.record_nights):
             noise = self.model.night(self.seed, "record" if k == 0 else f"record:{k}", recording=True)
-            result = night(
-                self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, options=options
-            )
+            result = night(self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, options=options)
             starts, run_s = starts + result.starts, run_s + result.run_s
             bad = {k: v for k, v in result.outcomes.items() if v != "passed"}
             if bad or result.errors:

@@ -154,7 +154,7 @@ def entry_update(
         if old and not check_compatible(old["workload"], workload, old["provenance"], provenance):
             kept = dict(old["metrics"])
             kept_requests, kept_outputs = old.get("requests"), old.get("outputs")
-        same = bool(old) and same_build(old["provenance"], provenance)
+        same = old is not None and same_build(old["provenance"], provenance)
         for name, new in new_metrics.items():
             earlier = recorded_nights(kept[name]) if same and name in kept else []
             kept[name] = with_nights(new, [n for n in earlier if n["session"] != session or not session], nights)

@@ -209,14 +209,20 @@ def young_lines(young: Mapping[tuple[str, int], int], due: int) -> list[str]:
     if not young:
         return []
     fewest = min(young.values())
-    entries = f"{len(young)} entr{'y' if len(young) == 1 else 'ies'}"
+    entries = "1 entry rests" if len(young) == 1 else f"{len(young)} entries rest"
     nights = "one recording night" if fewest == 1 else f"{fewest} recording nights"
     more = due - fewest
+    cells = [f"{server} @ {concurrency}" for server, concurrency in sorted(young)]
+    shown = ", ".join(cells[:SHOWN_CELLS]) + (
+        f" and {len(cells) - SHOWN_CELLS} more" if len(cells) > SHOWN_CELLS else ""
+    )
     return [
-        f"baselines: {entries} rest on {nights} of {due}, whose shift of the box is in every verdict: "
-        f"record {more} more night{'s' if more > 1 else ''} of this build with --update-baselines "
-        f"({', '.join(f'{server} @ {concurrency}' for server, concurrency in sorted(young))})"
+        f"baselines: {entries} on {nights} of {due}, whose shift of the box is in every verdict: "
+        f"record {more} more night{'s' if more > 1 else ''} of this build with --update-baselines ({shown})"
     ]
+
+
+SHOWN_CELLS = 4  # the young entries the summary's line names
 
 
 @dataclass(frozen=True)

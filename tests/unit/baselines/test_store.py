@@ -410,7 +410,10 @@ AT = f"concurrency[32][{workload_key(WORKLOAD)!r}]"
             "decode_tok_s.value 300.0 is not the median of its nights' values (407.9)",
         ),
         (
-            lambda d: only(d)["metrics"]["decode_tok_s"].pop("nights") and only(d)["metrics"]["decode_tok_s"].update(value=300.0),
+            lambda d: (
+                only(d)["metrics"]["decode_tok_s"].pop("nights")
+                and only(d)["metrics"]["decode_tok_s"].update(value=300.0)
+            ),
             "decode_tok_s.value 300.0 is not the median of its samples (407.9)",
         ),
         (
@@ -518,7 +521,8 @@ def test_a_metric_level_is_the_median_of_its_last_recording_nights_of_one_build(
 
 def test_one_session_counts_once_and_another_build_or_nights_1_starts_afresh(store):
     def put(value, session, provenance=PROV, nights=3):
-        store.record("NVIDIA H200", SERVER, 32, {"decode_tok_s": [value]}, WORKLOAD, provenance, session=session, nights=nights)
+        metrics = {"decode_tok_s": [value]}
+        store.record("NVIDIA H200", SERVER, 32, metrics, WORKLOAD, provenance, session=session, nights=nights)
 
     put(400.0, "a")
     put(410.0, "b")

@@ -209,6 +209,7 @@ def test_the_paired_gate_pools_the_spread_between_starts_of_the_targets_stored_b
     with pytest.warns(UserWarning, match="inconclusive"):
         alone = judge(tmp_path / "none")
     assert alone.status == "inconclusive"
+
     def stored(root, base_speeds, other_speeds):
         # the same target's stored baselines: this server's five starts and another's
         for spec, speeds in [(BASE, base_speeds), (ServerSpec(name="o", model="org/o"), other_speeds)]:

@@ -169,7 +169,7 @@ def test_recording_on_more_nights_makes_the_level_their_median_and_the_summary_s
         if speed == 100.0:
             (line,) = [line for line in judged() if line.startswith("baselines: ")]
             assert line == (
-                "baselines: 1 entry rest on one recording night of 3, whose shift of the box is in every verdict: "
+                "baselines: 1 entry rests on one recording night of 3, whose shift of the box is in every verdict: "
                 "record 2 more nights of this build with --update-baselines (m @ 8)"
             )
     assert "recording night 3 of 3" in updater.gates[-1].message
