@@ -85,6 +85,7 @@ METAVARS = {
     "llmperf_shard": "K/N",
     "llmperf_baselines_dir": "DIR",
     "llmperf_target_name": "NAME",
+    "llmperf_baseline_nights": "N",
     "llmperf_dataset_name": "NAME",
     "llmperf_dataset": "PATH",
     "llmperf_profile": "PROFILE",
