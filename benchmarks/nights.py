@@ -675,7 +675,7 @@ class Bench:
             noise = self.model.night(self.seed, "record" if k == 0 else f"record:{k}", recording=True)
             result = night(self.rootdir, self.items, self.model, noise, self.prompts, self.datasets, options=options)
             starts, run_s = starts + result.starts, run_s + result.run_s
-            bad = {k: v for k, v in result.outcomes.items() if v != "passed"}
+            bad = {test: outcome for test, outcome in result.outcomes.items() if outcome != "passed"}
             if bad or result.errors:
                 return Recorded(len(result.gates), starts, run_s, f"{bad} {result.errors}")
         lines = tuple((c["server"], c["capacity"], c["line"]) for c in result.capacities)
