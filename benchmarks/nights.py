@@ -287,8 +287,10 @@ class TwoStage:
             return None
         return "two-stage: the second stage"
 
-    def extend(self, measured: Any, why: str = "inconclusive", *, stalled: bool = False) -> bool:
-        return bool(self.measurer.extend(measured, why, stalled=stalled))
+    def extend(
+        self, measured: Any, why: str = "inconclusive", *, stalled: bool = False, confirming: bool = False
+    ) -> bool:
+        return bool(self.measurer.extend(measured, why, stalled=stalled, confirming=confirming))
 
 
 # -- one session ---------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def confirmed(verdicts: list[Verdict], needed: int, earlier: Callable[[str, int]
         agreed = sum(outcome in CONFIRMING for outcome in earlier(verdict.metric, needed)) if needed > 0 else 0
         if verdict.status == Status.REGRESSED and not gross(verdict) and agreed < needed:
             verdict = unconfirmed(verdict, agreed, needed)
-        elif needed > 0 and agreed >= needed and verdict.status == Status.INCONCLUSIVE and _clears_at_pass(verdict):
+        elif needed > 0 and agreed >= needed and verdict.status == Status.INCONCLUSIVE and clears_at_pass(verdict):
             verdict = replace(
                 verdict,
                 status=Status.REGRESSED,
@@ -168,7 +168,13 @@ def confirmed(verdicts: list[Verdict], needed: int, earlier: Callable[[str, int]
     return out
 
 
-def _clears_at_pass(verdict: Verdict) -> bool:
+def reads_it_again(verdict: Verdict) -> bool:
+    """Whether a second look reads the regression a first one flagged: regressed, or (it asks
+    less than the first) a change beyond the tolerance at the pass confidence."""
+    return verdict.status == Status.REGRESSED or clears_at_pass(verdict)
+
+
+def clears_at_pass(verdict: Verdict) -> bool:
     """A change beyond its tolerance whose interval at the pass confidence excludes no change."""
     bound = verdict.bound
     if bound is None or verdict.pass_noise is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pytest_llmperf.baselines.compare import Status, Verdict, compare_metrics, confirmed
+from pytest_llmperf.baselines.compare import Status, Verdict, compare_metrics, confirmed, reads_it_again
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs, output_change_reason
 from pytest_llmperf.baselines.entry import BaselineEntry
 from pytest_llmperf.baselines.judgement import Judgement
@@ -31,13 +31,17 @@ from pytest_llmperf.judging.reference import Found, Identity, Reference, Refused
 from pytest_llmperf.measuring.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget, failures, faults_note, stalls
-from pytest_llmperf.metrics.registry import COMPLETED, Tolerance
+from pytest_llmperf.metrics.registry import COMPLETED, SPEEDUP, Tolerance
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.util.files import relative_to
 
 NO_FAILURES = ErrorBudget(0.0)
+# A speedup read regressed tonight that the sessions before did not read is read again at once
+# on this many fresh MTP + base pairs: the box's shift of the night cancels in the ratio, so a
+# look in the same session is as independent as the next night's (docs/verdicts.md).
+SPEEDUP_CONFIRMING_PAIRS = 3
 STALLED = "no request completed, its server alive: made again on a fresh start"
 Rule = Callable[..., list[Verdict]]  # compare_metrics' signature: the verdicts of the gated metrics
 
@@ -49,7 +53,9 @@ class Repeater(Protocol):
         self, run: MeasuredRun, verdicts: Sequence[Verdict], read_before: Collection[str] = ()
     ) -> str | None: ...
 
-    def extend(self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False) -> bool: ...
+    def extend(
+        self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False, confirming: bool = False
+    ) -> bool: ...
 
 
 class NoMoreRuns:
@@ -60,7 +66,9 @@ class NoMoreRuns:
     ) -> str | None:
         return None
 
-    def extend(self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False) -> bool:
+    def extend(
+        self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False, confirming: bool = False
+    ) -> bool:
         return False
 
 
@@ -153,15 +161,67 @@ class Gate:
             self.young[(run.server.name, run.concurrency)] = nights
         layers = Tolerances(tolerances, marker_tolerances, self.ini_tolerances)  # each parsed once, at its first look
         looked = self._verdicts_until_decided(run, collect, layers, base, folder, found, invalid, error_budget, command)
-        verdicts = confirmed(
-            looked.verdicts,
-            self.options.confirm - 1 if self.reference.keeps_history else 0,
-            lambda metric, count: self.history.earlier_outcomes(run, folder, metric, count),
-        )
+        needed = self.options.confirm - 1 if self.reference.keeps_history else 0
+
+        def earlier(metric: str, count: int) -> list[str]:
+            return self.history.earlier_outcomes(run, folder, metric, count)
+
+        verdicts = confirmed(looked.verdicts, needed, earlier)
+        notes: tuple[str, ...] = ()
+        if (
+            base is not None
+            and self.options.repetitions == "auto"
+            and any(v.status == Status.SUSPECT for v in verdicts)
+        ):
+            again, note = self._read_again(run, base, looked, layers, folder, command, verdicts)
+            if again:
+                verdicts = confirmed(
+                    looked.verdicts,
+                    needed,
+                    lambda metric, count: (earlier(metric, count) + again.get(metric, []))[-count:],
+                )
+            notes = (note,)
         if self.reference.keeps_history:
             judged = [(v.metric, v.measured, v.status, v.noise, v.baseline, v.confidence) for v in verdicts]
             self.history.append(run, folder, judged)
-        return self._conclude(nodeid, where, folder, run, base, verdicts, looked, error_budget)
+        return self._conclude(nodeid, where, folder, run, base, verdicts, looked, error_budget, notes)
+
+    def _read_again(
+        self,
+        run: MeasuredRun,
+        base: MeasuredRun,
+        looked: Looked,
+        tolerances: Tolerances,
+        folder: str,
+        command: str,
+        verdicts: Sequence[Verdict],
+    ) -> tuple[dict[str, list[str]], str]:
+        """A speedup read suspect (regressed, the sessions before did not read it), read again
+        at once on SPEEDUP_CONFIRMING_PAIRS fresh MTP + base pairs judged alone: each suspect
+        metric's outcome of that look, as a session before would have given it (reads_it_again:
+        regressed, or beyond the tolerance at the pass confidence), and the note saying so."""
+        suspect = [v.metric for v in verdicts if v.status == Status.SUSPECT]
+        why = f"{', '.join(suspect)} suspect, read again on fresh MTP + base pairs"
+        made = 0
+        while made < SPEEDUP_CONFIRMING_PAIRS and self.repeater.extend(run, why, confirming=True):
+            if not self.repeater.extend(base, why, confirming=True):
+                break
+            made += 1
+        if not made:
+            return {}, f"{', '.join(suspect)}: suspect, not read again: no fresh MTP + base pair could be made"
+        fresh = {SPEEDUP: run.speedup_samples(base, last=made)}
+        looks = self._verdicts(run, looked.entry, fresh, tolerances, command, base, folder, None)
+        again = {
+            v.metric: [(Status.REGRESSED if reads_it_again(v) else v.status).value]
+            for v in looks
+            if v.metric in suspect
+        }
+        said = "; ".join(
+            f"{v.metric} {_change(v)} ({'reads it' if reads_it_again(v) else str(v.status)})"
+            for v in looks
+            if v.metric in suspect
+        )
+        return again, f"read again at once on {made} fresh MTP + base pair(s): {said}"
 
     def _record(
         self,
@@ -262,9 +322,11 @@ class Gate:
         verdicts: list[Verdict],
         looked: Looked,
         error_budget: ErrorBudget,
+        notes: tuple[str, ...] = (),
     ) -> Judgement:
         """The judgement of the verdicts: failing (a verdict, or the output canary), warning
-        (suspect, or undecided under --llmperf-inconclusive warn) or passing."""
+        (suspect, or undecided under --llmperf-inconclusive warn) or passing; `notes`: lines
+        under its table."""
         runs = [*run.results, *(base.results if base is not None else [])]
         faults = faults_note(
             (failures(r.records, r.attempted) for r in runs),
@@ -302,7 +364,7 @@ class Gate:
             outputs=outputs,
             checked=looked.checked,
             canary=canary,
-            notes=(spent[0],) if undecided and spent else (),
+            notes=(*notes, *((spent[0],) if undecided and spent else ())),
             explain=bool(failing) or any(v.status == Status.IMPROVED for v in verdicts),
             speculative=run.server.is_speculative and not invalid,
             provenance=dict(run.provenance),
@@ -371,6 +433,13 @@ def entry_nights(entry: BaselineEntry, names: Sequence[str]) -> int:
     recorded before nights were kept: one)."""
     counts = [len(entry.metrics[name].get("nights", [None])) for name in names if name in entry.metrics]
     return min(counts, default=1)
+
+
+def _change(verdict: Verdict) -> str:
+    """A verdict's measured value against its baseline, as a signed percentage."""
+    if verdict.measured is None or not verdict.baseline:
+        return "no value"
+    return f"{verdict.measured / verdict.baseline - 1:+.1%}"
 
 
 def _entry_of(found: Found, otherwise: BaselineEntry | None) -> BaselineEntry | None:

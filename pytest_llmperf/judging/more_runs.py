@@ -40,5 +40,7 @@ class MoreRuns:
         regressed = [v.metric for v in verdicts if v.metric in asking and v.status == Status.REGRESSED]
         return f"{', '.join(regressed)} regressed, read again" if regressed else "inconclusive"
 
-    def extend(self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False) -> bool:
-        return self.measurer.extend(measured, why, stalled=stalled)
+    def extend(
+        self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False, confirming: bool = False
+    ) -> bool:
+        return self.measurer.extend(measured, why, stalled=stalled, confirming=confirming)

@@ -59,8 +59,9 @@ class MeasuredRun:
     def attempted(self) -> int:
         return sum(r.attempted for r in self.results)
 
-    def speedup_samples(self, base: MeasuredRun) -> list[float | None]:
-        """This run's steady decode tok/s over `base`'s, repetition by repetition."""
+    def speedup_samples(self, base: MeasuredRun, last: int | None = None) -> list[float | None]:
+        """This run's steady decode tok/s over `base`'s, repetition by repetition; `last`: the
+        ratios of the last `last` repetitions of each, pair by pair (the pairs made together)."""
         if base.workload != self.workload:
             raise ValueError(
                 f"speedup needs the same workload: {self.server.name} ran {self.workload.to_dict()}, "
@@ -69,6 +70,8 @@ class MeasuredRun:
         if base.server.model != self.server.model:
             raise ValueError(f"speedup compares one model: {self.server.model} vs {base.server.model}")
         ours, theirs = self.samples.get(GATED_DECODE, []), base.samples.get(GATED_DECODE, [])
+        if last is not None:
+            ours, theirs = ours[len(ours) - last :], theirs[len(theirs) - last :]
         if len(ours) != len(theirs):
             # Auto repetitions added runs to one side only: each over the other's median.
             median = median_of(theirs)

@@ -168,12 +168,20 @@ class Measurer:
             self.policy.stop_if_interrupted(measured)
         return self.runs[key]
 
-    def extend(self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False) -> bool:
+    def extend(
+        self, measured: MeasuredRun, why: str = "inconclusive", *, stalled: bool = False, confirming: bool = False
+    ) -> bool:
         """Auto repetitions: one more run (or block) of `measured`, `why` said in the log.
         False when the budget is spent or nothing more can be learnt. `stalled`: its one run
         completed nothing while its server lives (every request ran past the cap); one more
-        run on a fresh start tells a start that came up too slow from a broken image."""
-        if not (self.can_retry(measured) if stalled else self.can_extend(measured)):
+        run on a fresh start tells a start that came up too slow from a broken image.
+        `confirming`: a run that reads a flagged cell again, beyond --llmperf-max-repetitions
+        (the session's budget still holds)."""
+        if stalled:
+            allowed = self.can_retry(measured)
+        else:
+            allowed = self.can_extend(measured, beyond_max=confirming)
+        if not allowed:
             return False
         started = self.clock()
         try:
@@ -181,11 +189,13 @@ class Measurer:
         finally:
             self.added_seconds += self.clock() - started
 
-    def can_extend(self, measured: MeasuredRun) -> bool:
+    def can_extend(self, measured: MeasuredRun, *, beyond_max: bool = False) -> bool:
         """Whether auto repetitions may add a run to `measured`: within --llmperf-max-repetitions
-        and the session's --llmperf-repetition-budget (a spent budget is noted on the run), and
-        nothing broke or was interrupted."""
-        if self.options.repetitions != "auto" or len(measured.results) >= self.options.max_repetitions:
+        (unless `beyond_max`) and the session's --llmperf-repetition-budget (a spent budget is
+        noted on the run), and nothing broke or was interrupted."""
+        if self.options.repetitions != "auto":
+            return False
+        if not beyond_max and len(measured.results) >= self.options.max_repetitions:
             return False
         if not finished_cleanly(measured):
             return False
@@ -362,10 +372,9 @@ class Repetitions:
         stop_if_interrupted(measured)
 
     def more(self, measurer: Measurer, measured: MeasuredRun, why: str) -> bool:
-        measurer.log(
-            f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, repetition "
-            f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
-        )
+        count = len(measured.results) + 1
+        bound = f" of at most {self.options.max_repetitions}" if count <= self.options.max_repetitions else ""
+        measurer.log(f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, repetition {count}{bound}")
         endpoint = measurer.start(measured, fresh=True)
         if endpoint is None:  # died during the fresh start's warm-up
             return False

@@ -12,7 +12,7 @@ from pytest_llmperf.baselines.outcome import PerfFailure, SuspectWarning
 from pytest_llmperf.metrics.registry import Direction, Tolerance
 from pytest_llmperf.options import resolve_options
 from pytest_llmperf.workload.workload import resolve_workload
-from tests.unit.judging.test_session import BASE, make_session
+from tests.unit.judging.test_session import BASE, MTP, FakeTarget, fake_session, make_result, make_session
 
 WORKLOAD = resolve_workload({"num_prompts": 4}, 8)
 NIGHTLY = {"llmperf_profile": "nightly"}
@@ -148,3 +148,60 @@ def test_a_cell_whose_level_moves_between_sessions_is_judged_with_that_spread(tm
     assert verdict.status == Status.INCONCLUSIVE and not failed and not suspect
     assert verdict.note == "tonight's side: the spread of the last 6 sessions' values"
     assert verdict.noise > 7.0  # wider than the change: the nights alone move the cell that much
+
+
+SPEEDUP_WORKLOAD = resolve_workload({"num_prompts": 4}, 8)
+READ_AGAIN = "read again on fresh MTP + base pairs"
+
+
+def speedup_session(tmp_path, first, again=None, **cli):
+    """A nightly session's speedup test: its base at 100 tok/s, its MTP server at `first`
+    tok/s until the gate reads a suspect speedup again, then at `again` (default `first`);
+    the gate's record, whether the test failed, and the MTP run."""
+    target = FakeTarget()
+    said = []
+
+    def measure(endpoint, requests, workload, speed):
+        server = next(name for event, name in reversed(target.events) if event == "start")
+        if server == BASE.name:
+            return make_result(100.0)
+        reading_again = any(READ_AGAIN in line for line in said)
+        return make_result(again if reading_again and again is not None else first)
+
+    given = {"llmperf_sim": True, **NIGHTLY, **cli}
+    perf = fake_session(tmp_path, given, target, measure=measure, log=said.append)
+    base, mtp = perf.run(BASE, SPEEDUP_WORKLOAD), perf.bind(perf.run(MTP, SPEEDUP_WORKLOAD), "t::test_speedup[8]")
+    failed = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            mtp.assert_speedup_over(base)
+        except PerfFailure:
+            failed = True
+    perf.finish()
+    return perf.gates[-1], failed, mtp
+
+
+def test_a_suspect_speedup_is_read_again_at_once_and_fails_where_the_fresh_pairs_read_it_too(tmp_path):
+    assert speedup_session(tmp_path, 150.0, llmperf_update_baselines=True)[0].outcome == "recorded"
+    gate, failed, mtp = speedup_session(tmp_path, 144.0, llmperf_repetitions="auto")  # 4 % lower, beyond 3 %
+    assert failed and gate.verdicts[0].status == Status.REGRESSED
+    assert "read again at once on 3 fresh MTP + base pair(s): mtp_speedup -4.0% (reads it)" in gate.message
+    assert len(mtp.results) == 2 + 3  # the first look's two (a regression is read again on a fresh start), then 3
+
+
+def test_a_suspect_speedup_the_fresh_pairs_do_not_read_stays_suspect(tmp_path):
+    speedup_session(tmp_path, 150.0, llmperf_update_baselines=True)
+    gate, failed, _ = speedup_session(tmp_path, 144.0, again=150.0, llmperf_repetitions="auto")
+    assert not failed and gate.outcome == "warn" and gate.verdicts[0].status == Status.SUSPECT
+    assert "read again at once on 3 fresh MTP + base pair(s): mtp_speedup +0.0% (pass)" in gate.message
+    # the next session's reading confirms it, as without the fresh pairs
+    gate, failed, _ = speedup_session(tmp_path, 144.0, again=150.0, llmperf_repetitions="auto")
+    assert failed and gate.verdicts[0].status == Status.REGRESSED
+
+
+def test_fixed_repetitions_read_no_speedup_again(tmp_path):
+    speedup_session(tmp_path, 150.0, llmperf_update_baselines=True)
+    gate, failed, mtp = speedup_session(tmp_path, 144.0, llmperf_repetitions="1")
+    assert not failed and gate.verdicts[0].status == Status.SUSPECT
+    assert "read again" not in gate.message and len(mtp.results) == 1
