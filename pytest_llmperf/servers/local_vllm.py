@@ -137,6 +137,7 @@ class RunningServer:
     port: int
     argv: list[str]
     secrets: Secrets = Secrets()  # scrubbed from every log line it hands out
+    sockets: Path | None = None  # the folder of vLLM's sockets made for this start (removed at its stop)
 
     def tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return redact_text(read_tail(self.log_path, lines), self.secrets)
@@ -159,6 +160,9 @@ class RunningServer:
         if code is None:
             return None
         return f"exit code {code}; last lines of {self.log_path}:\n{self.tail()}"
+
+
+RPC_PATH_VAR = "VLLM_RPC_BASE_PATH"  # where vLLM puts the sockets between its processes
 
 
 class LocalVllmTarget:
@@ -240,6 +244,13 @@ class LocalVllmTarget:
         argv = self.command(spec, port)
         base_url = f"http://{self.host}:{port}"
         env = self.process_env(spec)
+        # vLLM's ZMQ sockets between its processes go to VLLM_RPC_BASE_PATH (the temp folder),
+        # and a stopped server leaves them there: unless the caller chose a folder, each start
+        # gets its own, removed with the server.
+        sockets = None
+        if RPC_PATH_VAR not in env:
+            sockets = tempfile.mkdtemp(prefix="llmperf-vllm-ipc-")
+            env[RPC_PATH_VAR] = sockets
         with open(log_path, "wb") as log:
             log.write(("$ " + " ".join(redact_args(argv)) + "\n").encode())  # its tail goes into errors
             log.flush()
@@ -252,7 +263,14 @@ class LocalVllmTarget:
                 start_new_session=True,
             )
         secrets = spec.secret_values(env)
-        server = RunningServer(process=process, log_path=log_path, port=port, argv=argv, secrets=secrets)
+        server = RunningServer(
+            process=process,
+            log_path=log_path,
+            port=port,
+            argv=argv,
+            secrets=secrets,
+            sockets=Path(sockets) if sockets else None,
+        )
         self.current = self.last = server
         try:
             try:
@@ -280,6 +298,8 @@ class LocalVllmTarget:
         finally:
             self.current = None
             stop_process_group(process, self.stop_grace)
+            if sockets is not None:
+                shutil.rmtree(sockets, ignore_errors=True)
 
     def gpu_query(self, env: Mapping[str, str]) -> list[str] | None:
         """The nvidia-smi query of the GPUs a server with `env` sees, or None where there is

@@ -41,6 +41,10 @@ def main() -> None:
     )
     subprocess.Popen([sys.executable, "-c", child_code])
     served = args.served_model_name or args.model
+    # Like vLLM's ZMQ sockets between its processes: a file in VLLM_RPC_BASE_PATH, left behind.
+    rpc = os.environ.get("VLLM_RPC_BASE_PATH")
+    if rpc:
+        open(os.path.join(rpc, f"fake-ipc-{os.getpid()}"), "w").close()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's naming

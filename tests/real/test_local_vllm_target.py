@@ -59,6 +59,30 @@ def test_ready_endpoint_provenance_and_clean_stop(tmp_path):
     assert "--served-model-name fake-model" in server.log_text().splitlines()[0]
 
 
+def test_vllms_sockets_go_to_a_folder_of_the_start_removed_with_it_unless_the_caller_chose_one(tmp_path):
+    t = target(tmp_path)
+    with t.start(SPEC):
+        sockets = t.current.sockets
+        assert sockets is not None and _wait_for(lambda: any(sockets.glob("fake-ipc-*")))
+    assert not sockets.exists()
+
+    chosen = tmp_path / "mine"
+    chosen.mkdir()
+    t = target(tmp_path, env={"VLLM_RPC_BASE_PATH": str(chosen)})
+    with t.start(SPEC):
+        assert t.current.sockets is None and _wait_for(lambda: any(chosen.glob("fake-ipc-*")))
+    assert any(chosen.glob("fake-ipc-*"))  # the caller's folder, the caller's files
+
+
+def _wait_for(condition, seconds=10.0):
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_exception_inside_context_stops_the_group(tmp_path):
     t = target(tmp_path)
     with pytest.raises(RuntimeError, match="boom"):

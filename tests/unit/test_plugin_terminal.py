@@ -117,8 +117,11 @@ def test_in_ci_a_failing_test_reads_as_its_verdict_in_the_short_summary_junit_an
     assert re.search(r"^\| acceptance_rate \| .* \| \*\*regressed\*\* \|$", text, re.M), text
 
 
-def test_pytest_benchmark_shows_its_table_only_when_asked_and_gets_the_runs_then(project):
+def test_pytest_benchmark_shows_its_table_only_when_asked_and_gets_the_runs_then(project, monkeypatch):
     pytest.importorskip("pytest_benchmark")
+    # pytest-benchmark turns itself off in a pytest-xdist worker, read from this variable: the
+    # in-process run below is no worker when this test runs in one (pytest -n).
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     args = ["-p", "no:cacheprovider", "--llmperf-sim", "--update-baselines", "-k", "test_base"]
     quiet = project.runpytest(*args)
     quiet.assert_outcomes(passed=1, deselected=2)
