@@ -179,7 +179,7 @@ def aiperf_search(exe: Path, url: str, tokenizer: Path, out: Path) -> subprocess
         AIPERF_SEARCH_PLANNER_FIRST_PROBE_WARMUP_FLOOR="5",
         AIPERF_SEARCH_PLANNER_DEFAULT_WARMUP_SECONDS="3",
         AIPERF_SEARCH_PLANNER_REPLICATE_WARMUP_FLOOR="3",
-        TMPDIR=str(out.parent),  # AIPerf leaves its aiperf_mmap_* folders in the temp folder
+        AIPERF_DATASET_MMAP_BASE_PATH=str(out.parent),  # its aiperf_mmap_* folders, else left in the temp folder
     )
     command = [
         str(exe), "profile", "-m", SERVED_NAME, "--url", url, "--endpoint-type", "chat", "--streaming",
