@@ -17,7 +17,7 @@ README = (ROOT / "README.md").read_text()
 CI = (ROOT / ".ci" / "run").read_text()
 
 MAIN_COMMAND = "pytest tests/perf --llmperf-sim --llmperf-profile smoke"
-TEST_COMMAND = "pytest"
+TEST_COMMAND = "pytest -n auto"
 FLAGS = {flag for opt in OPTIONS for flag in opt.flags}
 
 
