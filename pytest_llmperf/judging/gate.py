@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pytest_llmperf.baselines.compare import Status, Verdict, compare_metrics, confirmed, reads_it_again
+from pytest_llmperf.baselines.compare import (
+    Status,
+    Verdict,
+    clears_at_pass,
+    compare_metrics,
+    confirmed,
+    reads_it_again,
+)
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs, output_change_reason
 from pytest_llmperf.baselines.entry import BaselineEntry
 from pytest_llmperf.baselines.judgement import Judgement
@@ -168,12 +175,14 @@ class Gate:
 
         verdicts = confirmed(looked.verdicts, needed, earlier)
         notes: tuple[str, ...] = ()
-        if (
-            base is not None
-            and self.options.repetitions == "auto"
-            and any(v.status == Status.SUSPECT for v in verdicts)
-        ):
-            again, note = self._read_again(run, base, looked, layers, folder, command, verdicts)
+        # A speedup flags at the pass confidence: suspect, or inconclusive where it clears it.
+        flagged = [
+            v.metric
+            for v in verdicts
+            if v.status == Status.SUSPECT or (needed > 0 and v.status == Status.INCONCLUSIVE and clears_at_pass(v))
+        ]
+        if base is not None and self.options.repetitions == "auto" and flagged:
+            again, note = self._read_again(run, base, looked, layers, folder, command, flagged)
             if again:
                 verdicts = confirmed(
                     looked.verdicts,
@@ -194,21 +203,21 @@ class Gate:
         tolerances: Tolerances,
         folder: str,
         command: str,
-        verdicts: Sequence[Verdict],
+        suspect: Sequence[str],
     ) -> tuple[dict[str, list[str]], str]:
-        """A speedup read suspect (regressed, the sessions before did not read it), read again
-        at once on SPEEDUP_CONFIRMING_PAIRS fresh MTP + base pairs judged alone: each suspect
-        metric's outcome of that look, as a session before would have given it (reads_it_again:
+        """A speedup flagged (`suspect`: the metrics read regressed that the sessions before
+        did not read, or beyond the tolerance at the pass confidence), read again at once on
+        SPEEDUP_CONFIRMING_PAIRS fresh MTP + base pairs judged alone: each flagged metric's
+        outcome of that look, as a session before would have given it (reads_it_again:
         regressed, or beyond the tolerance at the pass confidence), and the note saying so."""
-        suspect = [v.metric for v in verdicts if v.status == Status.SUSPECT]
-        why = f"{', '.join(suspect)} suspect, read again on fresh MTP + base pairs"
+        why = f"{', '.join(suspect)} flagged, read again on fresh MTP + base pairs"
         made = 0
         while made < SPEEDUP_CONFIRMING_PAIRS and self.repeater.extend(run, why, confirming=True):
             if not self.repeater.extend(base, why, confirming=True):
                 break
             made += 1
         if not made:
-            return {}, f"{', '.join(suspect)}: suspect, not read again: no fresh MTP + base pair could be made"
+            return {}, f"{', '.join(suspect)}: flagged, not read again: no fresh MTP + base pair could be made"
         fresh = {SPEEDUP: run.speedup_samples(base, last=made)}
         looks = self._verdicts(run, looked.entry, fresh, tolerances, command, base, folder, None)
         again = {
