@@ -4,10 +4,11 @@ is suspect (its test passes with a warning), unless it is gross."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import pytest
 
-from pytest_llmperf.baselines.compare import Change, Status, Verdict, gross
+from pytest_llmperf.baselines.compare import Change, Status, Verdict, compare_metrics, gross
 from pytest_llmperf.baselines.outcome import PerfFailure, SuspectWarning
 from pytest_llmperf.metrics.registry import Direction, Tolerance
 from pytest_llmperf.options import resolve_options
@@ -154,12 +155,20 @@ SPEEDUP_WORKLOAD = resolve_workload({"num_prompts": 4}, 8)
 READ_AGAIN = "flagged, read again on fresh MTP + base pairs"
 
 
-def speedup_session(tmp_path, first, again=None, **cli):
+def speedup_session(tmp_path, first, again=None, *, wide_first_look=False, **cli):
     """A nightly session's speedup test: its base at 100 tok/s, its MTP server at `first`
-    tok/s until the gate reads a suspect speedup again, then at `again` (default `first`);
-    the gate's record, whether the test failed, and the MTP run."""
+    tok/s until the gate reads a flagged speedup again, then at `again` (default `first`);
+    the gate's record, whether the test failed, and the MTP run. `wide_first_look`: the
+    rule reads a regression before the fresh pairs `inconclusive` (its 99 % interval
+    reaching no change, its 95 % one clear of it)."""
     target = FakeTarget()
     said = []
+
+    def rule(*args, **kwargs):
+        verdicts = compare_metrics(*args, **kwargs)
+        if not wide_first_look or any(READ_AGAIN in line for line in said):
+            return verdicts
+        return [replace(v, status=Status.INCONCLUSIVE) if v.status == Status.REGRESSED else v for v in verdicts]
 
     def measure(endpoint, requests, workload, speed):
         server = next(name for event, name in reversed(target.events) if event == "start")
@@ -169,7 +178,7 @@ def speedup_session(tmp_path, first, again=None, **cli):
         return make_result(again if reading_again and again is not None else first)
 
     given = {"llmperf_sim": True, **NIGHTLY, **cli}
-    perf = fake_session(tmp_path, given, target, measure=measure, log=said.append)
+    perf = fake_session(tmp_path, given, target, measure=measure, log=said.append, rule=rule)
     base, mtp = perf.run(BASE, SPEEDUP_WORKLOAD), perf.bind(perf.run(MTP, SPEEDUP_WORKLOAD), "t::test_speedup[8]")
     failed = False
     with warnings.catch_warnings():
@@ -205,3 +214,19 @@ def test_fixed_repetitions_read_no_speedup_again(tmp_path):
     gate, failed, mtp = speedup_session(tmp_path, 144.0, llmperf_repetitions="1")
     assert not failed and gate.verdicts[0].status == Status.SUSPECT
     assert "read again" not in gate.message and len(mtp.results) == 1
+
+
+def test_a_speedup_beyond_its_tolerance_at_95_but_not_at_99_is_read_again_and_fails_where_the_pairs_read_it(
+    tmp_path,
+):
+    speedup_session(tmp_path, 150.0, llmperf_update_baselines=True)
+    gate, failed, _ = speedup_session(tmp_path, 144.0, wide_first_look=True, llmperf_repetitions="auto")
+    assert failed and gate.verdicts[0].status == Status.REGRESSED
+    assert "read again at once on 3 fresh MTP + base pair(s): mtp_speedup -4.0% (reads it)" in gate.message
+
+    # where the fresh pairs do not read it, it stays inconclusive: no warning of a regression
+    other = tmp_path / "other"
+    other.mkdir()
+    speedup_session(other, 150.0, llmperf_update_baselines=True)
+    gate, failed, _ = speedup_session(other, 144.0, 150.0, wide_first_look=True, llmperf_repetitions="auto")
+    assert not failed and gate.verdicts[0].status == Status.INCONCLUSIVE
