@@ -45,7 +45,7 @@ from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.util.files import relative_to
 
 NO_FAILURES = ErrorBudget(0.0)
-# A speedup read regressed tonight that the sessions before did not read is read again at once
+# A speedup flagged tonight (suspect, or beyond its tolerance at the pass confidence) is read again at once
 # on this many fresh MTP + base pairs: the box's shift of the night cancels in the ratio, so a
 # look in the same session is as independent as the next night's (docs/verdicts.md).
 SPEEDUP_CONFIRMING_PAIRS = 3
