@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,10 +22,8 @@ from typing import Protocol
 from pytest_llmperf.baselines.compare import (
     Status,
     Verdict,
-    clears_at_pass,
     compare_metrics,
     confirmed,
-    reads_it_again,
 )
 from pytest_llmperf.baselines.crosscheck import OutputChange, compare_outputs, output_change_reason
 from pytest_llmperf.baselines.entry import BaselineEntry
@@ -34,21 +33,18 @@ from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workloa
 from pytest_llmperf.baselines.tolerances import Tolerances
 from pytest_llmperf.judging.history_log import HistoryLog, SharedLines
 from pytest_llmperf.judging.noise import change_noise
+from pytest_llmperf.judging.read_again import flagged_metrics, read_again, with_look
 from pytest_llmperf.judging.reference import Found, Identity, Reference, Refused, default_baseline_folder
 from pytest_llmperf.measuring.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
 from pytest_llmperf.metrics.failures import ErrorBudget, failures, faults_note, stalls
-from pytest_llmperf.metrics.registry import COMPLETED, SPEEDUP, Tolerance
+from pytest_llmperf.metrics.registry import COMPLETED, Tolerance
 from pytest_llmperf.metrics.uncertainty import encode_rows
 from pytest_llmperf.options import LlmperfOptions
 from pytest_llmperf.stats.median import median_of
 from pytest_llmperf.util.files import relative_to
 
 NO_FAILURES = ErrorBudget(0.0)
-# A speedup flagged tonight (suspect, or beyond its tolerance at the pass confidence) is read again at once
-# on this many fresh MTP + base pairs: the box's shift of the night cancels in the ratio, so a
-# look in the same session is as independent as the next night's (docs/verdicts.md).
-SPEEDUP_CONFIRMING_PAIRS = 3
 STALLED = "no request completed, its server alive: made again on a fresh start"
 Rule = Callable[..., list[Verdict]]  # compare_metrics' signature: the verdicts of the gated metrics
 
@@ -169,68 +165,25 @@ class Gate:
         layers = Tolerances(tolerances, marker_tolerances, self.ini_tolerances)  # each parsed once, at its first look
         looked = self._verdicts_until_decided(run, collect, layers, base, folder, found, invalid, error_budget, command)
         needed = self.options.confirm - 1 if self.reference.keeps_history else 0
-
-        def earlier(metric: str, count: int) -> list[str]:
-            return self.history.earlier_outcomes(run, folder, metric, count)
-
+        earlier = functools.partial(self.history.earlier_outcomes, run, folder)
         verdicts = confirmed(looked.verdicts, needed, earlier)
         notes: tuple[str, ...] = ()
-        # A speedup flags at the pass confidence: suspect, or inconclusive where it clears it.
-        flagged = [
-            v.metric
-            for v in verdicts
-            if v.status == Status.SUSPECT or (needed > 0 and v.status == Status.INCONCLUSIVE and clears_at_pass(v))
-        ]
+        flagged = flagged_metrics(verdicts, needed)
         if base is not None and self.options.repetitions == "auto" and flagged:
-            again, note = self._read_again(run, base, looked, layers, folder, command, flagged)
+            again, note = read_again(
+                self.repeater.extend,
+                run,
+                base,
+                flagged,
+                lambda fresh: self._verdicts(run, looked.entry, fresh, layers, command, base, folder, None),
+            )
             if again:
-                verdicts = confirmed(
-                    looked.verdicts,
-                    needed,
-                    lambda metric, count: (earlier(metric, count) + again.get(metric, []))[-count:],
-                )
+                verdicts = confirmed(looked.verdicts, needed, with_look(earlier, again))
             notes = (note,)
         if self.reference.keeps_history:
             judged = [(v.metric, v.measured, v.status, v.noise, v.baseline, v.confidence) for v in verdicts]
             self.history.append(run, folder, judged)
         return self._conclude(nodeid, where, folder, run, base, verdicts, looked, error_budget, notes)
-
-    def _read_again(
-        self,
-        run: MeasuredRun,
-        base: MeasuredRun,
-        looked: Looked,
-        tolerances: Tolerances,
-        folder: str,
-        command: str,
-        suspect: Sequence[str],
-    ) -> tuple[dict[str, list[str]], str]:
-        """A speedup flagged (`suspect`: the metrics read regressed that the sessions before
-        did not read, or beyond the tolerance at the pass confidence), read again at once on
-        SPEEDUP_CONFIRMING_PAIRS fresh MTP + base pairs judged alone: each flagged metric's
-        outcome of that look, as a session before would have given it (reads_it_again:
-        regressed, or beyond the tolerance at the pass confidence), and the note saying so."""
-        why = f"{', '.join(suspect)} flagged, read again on fresh MTP + base pairs"
-        made = 0
-        while made < SPEEDUP_CONFIRMING_PAIRS and self.repeater.extend(run, why, confirming=True):
-            if not self.repeater.extend(base, why, confirming=True):
-                break
-            made += 1
-        if not made:
-            return {}, f"{', '.join(suspect)}: flagged, not read again: no fresh MTP + base pair could be made"
-        fresh = {SPEEDUP: run.speedup_samples(base, last=made)}
-        looks = self._verdicts(run, looked.entry, fresh, tolerances, command, base, folder, None)
-        again = {
-            v.metric: [(Status.REGRESSED if reads_it_again(v) else v.status).value]
-            for v in looks
-            if v.metric in suspect
-        }
-        said = "; ".join(
-            f"{v.metric} {_change(v)} ({'reads it' if reads_it_again(v) else str(v.status)})"
-            for v in looks
-            if v.metric in suspect
-        )
-        return again, f"read again at once on {made} fresh MTP + base pair(s): {said}"
 
     def _record(
         self,
@@ -333,9 +286,8 @@ class Gate:
         error_budget: ErrorBudget,
         notes: tuple[str, ...] = (),
     ) -> Judgement:
-        """The judgement of the verdicts: failing (a verdict, or the output canary), warning
-        (suspect, or undecided under --llmperf-inconclusive warn) or passing; `notes`: lines
-        under its table."""
+        """The judgement of the verdicts (`notes` under its table): failing (a verdict, or the
+        output canary), warning (suspect, or undecided under --llmperf-inconclusive warn) or passing."""
         runs = [*run.results, *(base.results if base is not None else [])]
         faults = faults_note(
             (failures(r.records, r.attempted) for r in runs),
@@ -442,13 +394,6 @@ def entry_nights(entry: BaselineEntry, names: Sequence[str]) -> int:
     recorded before nights were kept: one)."""
     counts = [len(entry.metrics[name].get("nights", [None])) for name in names if name in entry.metrics]
     return min(counts, default=1)
-
-
-def _change(verdict: Verdict) -> str:
-    """A verdict's measured value against its baseline, as a signed percentage."""
-    if verdict.measured is None or not verdict.baseline:
-        return "no value"
-    return f"{verdict.measured / verdict.baseline - 1:+.1%}"
 
 
 def _entry_of(found: Found, otherwise: BaselineEntry | None) -> BaselineEntry | None:
