@@ -33,7 +33,7 @@ from pytest_llmperf.baselines.store import BaselineStore, sanitize_name, workloa
 from pytest_llmperf.baselines.tolerances import Tolerances
 from pytest_llmperf.judging.history_log import HistoryLog, SharedLines
 from pytest_llmperf.judging.noise import change_noise
-from pytest_llmperf.judging.read_again import flagged_metrics, read_again, with_look
+from pytest_llmperf.judging.read_again import flagged_metrics, fresh_samples, read_again, with_look
 from pytest_llmperf.judging.reference import Found, Identity, Reference, Refused, default_baseline_folder
 from pytest_llmperf.measuring.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.crosscheck import encode_outputs, output_rows
@@ -164,21 +164,26 @@ class Gate:
             self.young[(run.server.name, run.concurrency)] = nights
         layers = Tolerances(tolerances, marker_tolerances, self.ini_tolerances)  # each parsed once, at its first look
         looked = self._verdicts_until_decided(run, collect, layers, base, folder, found, invalid, error_budget, command)
-        needed = self.options.confirm - 1 if self.reference.keeps_history else 0
-        earlier = functools.partial(self.history.earlier_outcomes, run, folder)
+        fresh = self.reference.reads_again(base) if self.options.repetitions == "auto" else None
+        earlier: Callable[[str, int], list[str]]
+        if self.reference.keeps_history:
+            needed, earlier = self.options.confirm - 1, functools.partial(self.history.earlier_outcomes, run, folder)
+        else:  # no sessions before: where a flagged cell is read again, that look confirms it
+            needed, earlier = int(fresh is not None), no_sessions
         verdicts = confirmed(looked.verdicts, needed, earlier)
         notes: tuple[str, ...] = ()
-        flagged = flagged_metrics(verdicts, needed)
-        if base is not None and self.options.repetitions == "auto" and flagged:
-            again, note = read_again(
-                self.repeater.extend,
-                run,
-                base,
-                flagged,
-                lambda fresh: self._verdicts(run, looked.entry, fresh, layers, command, base, folder, None),
-            )
-            if again:
+        if fresh is not None and (flagged := flagged_metrics(verdicts, needed)):
+
+            def judge_fresh(made: int) -> list[Verdict]:
+                entry = self.reference.again(run, base, folder, made, looked.entry)
+                samples = fresh_samples(run, base, list(collect()), made)
+                return self._verdicts(run, entry, samples, layers, command, base, folder, None)
+
+            again, note = read_again(self.repeater.extend, [r for r in (run, base) if r], flagged, judge_fresh, fresh)
+            if again or self.reference.keeps_history:  # the next session may still confirm it
                 verdicts = confirmed(looked.verdicts, needed, with_look(earlier, again))
+            else:  # nothing read again and no session after it: judged on its one look
+                verdicts = looked.verdicts
             notes = (note,)
         if self.reference.keeps_history:
             judged = [(v.metric, v.measured, v.status, v.noise, v.baseline, v.confidence) for v in verdicts]
@@ -387,6 +392,11 @@ class Gate:
                 nightly,
             ),
         )
+
+
+def no_sessions(metric: str, count: int) -> list[str]:
+    """The outcomes of the sessions before, where a reference keeps none."""
+    return []
 
 
 def entry_nights(entry: BaselineEntry, names: Sequence[str]) -> int:

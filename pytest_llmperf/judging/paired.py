@@ -190,10 +190,9 @@ class PairedBlocks:
         old = self.against.get((measured.server, measured.workload))
         if old is None or not finished_cleanly(old):
             return False
-        measurer.log(
-            f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, paired block "
-            f"{len(measured.results) + 1} of at most {self.options.max_repetitions}"
-        )
+        count = len(measured.results) + 1
+        bound = f" of at most {self.options.max_repetitions}" if count <= self.options.max_repetitions else ""
+        measurer.log(f"{measured.server.name} @ concurrency {measured.concurrency}: {why}, paired block {count}{bound}")
         self._block(measurer, old, measured)
         stop_if_interrupted(measured)
         stop_if_interrupted(old)
@@ -257,10 +256,24 @@ class PairedReference(Reference):
     def entry(self, run: MeasuredRun, base: MeasuredRun | None, baseline_folder: str) -> BaselineEntry:
         """OLD's runs of `run`'s server and workload as a baseline entry, with the speedup over
         OLD's base run for a speedup gate; the blocks auto repetitions add ran OLD too."""
+        return self._entry(run, base)
+
+    def reads_again(self, base: MeasuredRun | None) -> str | None:
+        """Every flagged cell, on fresh blocks (of MTP and base, for a speedup): OLD and NEW
+        share the night, so fresh blocks read it as independently as another night would."""
+        return "paired block" if base is None else "paired block of MTP and base"
+
+    def again(
+        self, run: MeasuredRun, base: MeasuredRun | None, baseline_folder: str, last: int, entry: BaselineEntry | None
+    ) -> BaselineEntry:
+        """OLD's `last` runs, the fresh blocks' own, as the entry (their NEW runs are judged against them)."""
+        return self._entry(run, base, last)
+
+    def _entry(self, run: MeasuredRun, base: MeasuredRun | None, last: int | None = None) -> BaselineEntry:
         old = self.blocks.old(run)
-        sides = dict(old.samples)
+        sides = {name: values[len(values) - last :] if last else values for name, values in old.samples.items()}
         if base is not None:
-            sides[SPEEDUP] = old.speedup_samples(self.blocks.old(base))
+            sides[SPEEDUP] = old.speedup_samples(self.blocks.old(base), last=last)
         metrics = {name: m for name, values in sides.items() if (m := _metric_entry(values)) is not None}
         return BaselineEntry(
             workload=self.identity(old),

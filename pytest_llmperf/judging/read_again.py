@@ -1,7 +1,8 @@
-"""A flagged MTP speedup read again at once on fresh MTP + base pairs (docs/verdicts.md,
-"A flagged speedup is read again at once"): the night's shift of the box moves both
-servers alike and cancels in their ratio, so a look in the same session is as independent
-as the next night's."""
+"""A flagged cell read again at once on fresh runs (docs/verdicts.md, "A flagged cell is
+read again at once"), where the night's shift of the box cancels: an MTP speedup on fresh
+MTP + base pairs (the shift moves both servers alike, and their ratio drops it), and any
+cell of a paired session on fresh blocks of OLD and NEW (both images share the night). A
+look in the same session is then as independent as the next night's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pytest_llmperf.baselines.compare import Status, Verdict, clears_at_pass, re
 from pytest_llmperf.measuring.measured import MeasuredRun, Samples
 from pytest_llmperf.metrics.registry import SPEEDUP
 
-SPEEDUP_CONFIRMING_PAIRS = 3  # the fresh MTP + base pairs a flagged speedup is read again on
+CONFIRMING_RUNS = 3  # the fresh MTP + base pairs, or paired blocks, a flagged cell is read again on
 
 
 def flagged_metrics(verdicts: Sequence[Verdict], needed: int) -> list[str]:
@@ -25,29 +26,41 @@ def flagged_metrics(verdicts: Sequence[Verdict], needed: int) -> list[str]:
     ]
 
 
+def fresh_samples(run: MeasuredRun, base: MeasuredRun | None, names: Sequence[str], last: int) -> Samples:
+    """The samples of `names` from the `last` runs of `run` alone (a speedup: its last pairs with `base`)."""
+    return {
+        name: (
+            run.speedup_samples(base, last=last)
+            if name == SPEEDUP and base is not None
+            else run.samples.get(name, [None])[-last:]
+        )
+        for name in names
+    }
+
+
 def read_again(
     extend: Callable[..., bool],
-    run: MeasuredRun,
-    base: MeasuredRun,
+    runs: Sequence[MeasuredRun],
     flagged: Sequence[str],
-    judge: Callable[[Samples], list[Verdict]],
+    judge: Callable[[int], list[Verdict]],
+    fresh: str,
 ) -> tuple[dict[str, list[str]], str]:
     """`flagged` (suspect, or beyond the tolerance at the pass confidence) read again on
-    SPEEDUP_CONFIRMING_PAIRS fresh pairs made by `extend` (the gate's Repeater, beyond
-    --llmperf-max-repetitions) and judged alone by `judge`: each flagged metric's outcome of
-    that look, as a session before would have given it (reads_it_again), and the note saying so."""
-    why = f"{', '.join(flagged)} flagged, read again on fresh MTP + base pairs"
+    CONFIRMING_RUNS fresh runs of each of `runs` (a speedup's MTP and base; `fresh` names
+    what one such run is: "MTP + base pair", "paired block") made by `extend` (the gate's
+    Repeater, beyond --llmperf-max-repetitions), `judge(made)` judging the last `made` alone:
+    each flagged metric's outcome of that look, as a session before would have given it
+    (reads_it_again), and the note saying so."""
+    why = f"{', '.join(flagged)} flagged, read again on a fresh {fresh}"
     made = 0
-    while made < SPEEDUP_CONFIRMING_PAIRS and extend(run, why, confirming=True):
-        if not extend(base, why, confirming=True):
-            break
+    while made < CONFIRMING_RUNS and all(extend(run, why, confirming=True) for run in runs):
         made += 1
     if not made:
-        return {}, f"{', '.join(flagged)}: flagged, not read again: no fresh MTP + base pair could be made"
-    looks = [v for v in judge({SPEEDUP: run.speedup_samples(base, last=made)}) if v.metric in flagged]
+        return {}, f"{', '.join(flagged)}: flagged, not read again: no fresh {fresh} could be made"
+    looks = [v for v in judge(made) if v.metric in flagged]
     again = {v.metric: [(Status.REGRESSED if reads_it_again(v) else v.status).value] for v in looks}
     said = "; ".join(f"{v.metric} {_change(v)} ({'reads it' if reads_it_again(v) else str(v.status)})" for v in looks)
-    return again, f"read again at once on {made} fresh MTP + base pair(s): {said}"
+    return again, f"read again at once on {made} fresh {fresh}(s): {said}"
 
 
 def _change(verdict: Verdict) -> str:

@@ -57,6 +57,19 @@ class Reference:
         """Per metric, the between-start spread pooled over other cells at this concurrency."""
         return {}
 
+    def reads_again(self, base: MeasuredRun | None) -> str | None:
+        """What a flagged cell is read again on at once (judging/read_again.py), or None: a
+        speedup (over `base`) on fresh MTP + base pairs, whose ratio cancels the night's shift
+        of the box; a server's own figures carry that shift, so only the next night reads them."""
+        return "MTP + base pair" if base is not None else None
+
+    def again(
+        self, run: MeasuredRun, base: MeasuredRun | None, baseline_folder: str, last: int, entry: BaselineEntry | None
+    ) -> BaselineEntry | None:
+        """The entry the `last` runs made to read a flagged cell again are judged against:
+        `entry`, the one the first look had (a stored entry does not move within a session)."""
+        return entry
+
     def where(self, run: MeasuredRun, path: str) -> str:
         """Where the entry lives, for tables (`path`: the run's baseline file)."""
         return path

@@ -2,6 +2,7 @@
 project (tests/plugin_project.py), its two "images" two sets of simulator flags."""
 
 import json
+import warnings
 
 import pytest
 
@@ -270,3 +271,46 @@ def test_auto_adds_blocks_while_an_unchanged_value_could_pass_within_eight_where
     wide = compare("ttft_ms_median", 100.0, 100.0, Tolerance("relative", 0.1), "lower", error=20.0)
     assert wide.status == "inconclusive" and 2 * wide.resolution > 8
     assert blocks(wide)[1] == 2
+
+
+def paired_read_again(root, first, again):
+    """A paired session under auto repetitions judging decode_tok_s (tolerance 5 %): OLD's
+    runs at 100 tok/s, NEW's at `first` until the gate reads a flagged cell again on fresh
+    blocks, then at `again`; the gate's record, whether the test failed, NEW's run and the log."""
+    from pytest_llmperf.baselines.outcome import PerfFailure
+    from tests.unit.judging.test_session import BASE, fake_session, make_result
+
+    said: list[str] = []
+    session = {}
+
+    def measure(endpoint, requests, workload, speed):
+        if session["perf"].paired.order[-1]["role"] == "A":
+            return make_result(100.0)
+        return make_result(again if any("read again on a fresh paired block" in line for line in said) else first)
+
+    cli = {"llmperf_sim": True, "llmperf_repetitions": "auto", "llmperf_against_sim_args": ""}
+    perf = session["perf"] = fake_session(root, cli, measure=measure, log=said.append)
+    run = perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 8)), "t", {"decode_tok_s": "5%"})
+    failed = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            run.assert_no_regression("decode_tok_s")
+        except PerfFailure:
+            failed = True
+    perf.finish()
+    return perf.gates[-1], failed, perf.runs[(run.server, run.workload)], said
+
+
+def test_a_paired_regression_is_read_again_on_fresh_blocks_and_fails_where_they_read_it_too(tmp_path):
+    gate, failed, new, said = paired_read_again(tmp_path, 93.0, 93.0)  # 7 % slower: beyond 5 %, within 10 %
+    assert failed and gate.verdicts[0].status == "regressed"
+    assert "read again at once on 3 fresh paired block(s): decode_tok_s -7.0% (reads it)" in gate.message
+    fresh = [line for line in said if "read again on a fresh paired block" in line]
+    assert len(fresh) == 3 and len(new.results) >= 2 + 3
+
+
+def test_a_paired_regression_the_fresh_blocks_do_not_read_is_suspect_not_red(tmp_path):
+    gate, failed, _, _ = paired_read_again(tmp_path, 93.0, 100.0)
+    assert not failed and gate.outcome == "warn" and gate.verdicts[0].status == "suspect"
+    assert "read again at once on 3 fresh paired block(s): decode_tok_s +0.0% (pass)" in gate.message

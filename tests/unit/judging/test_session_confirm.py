@@ -152,7 +152,7 @@ def test_a_cell_whose_level_moves_between_sessions_is_judged_with_that_spread(tm
 
 
 SPEEDUP_WORKLOAD = resolve_workload({"num_prompts": 4}, 8)
-READ_AGAIN = "flagged, read again on fresh MTP + base pairs"
+READ_AGAIN = "flagged, read again on a fresh MTP + base pair"
 
 
 def speedup_session(tmp_path, first, again=None, *, wide_first_look=False, **cli):
