@@ -238,8 +238,14 @@ class LocalVllmTarget:
     @contextmanager
     def start(self, spec: ServerSpec) -> Iterator[Endpoint]:
         port = free_port(self.host)
-        log_dir = self.log_dir or Path(tempfile.mkdtemp(prefix="llmperf-vllm-"))
-        log_dir.mkdir(parents=True, exist_ok=True)
+        # Without a log_dir, each start logs to a folder of its own, removed at a clean stop and
+        # kept where the server failed to start or died (the error names the log).
+        made = None
+        if self.log_dir is None:
+            log_dir = made = Path(tempfile.mkdtemp(prefix="llmperf-vllm-"))
+        else:
+            log_dir = self.log_dir
+            log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{_safe(spec.name)}-{port}.log"
         argv = self.command(spec, port)
         base_url = f"http://{self.host}:{port}"
@@ -272,6 +278,7 @@ class LocalVllmTarget:
             sockets=Path(sockets) if sockets else None,
         )
         self.current = self.last = server
+        started = False
         try:
             try:
                 wait_until_ready(
@@ -281,6 +288,7 @@ class LocalVllmTarget:
                 if server.death() is not None:
                     raise
                 raise ServerStartError(f"{exc}; last lines of {log_path}:\n{server.tail()}") from None
+            started = True
             query = self.gpu_query(env)
             sampler = None  # the session opens one window per run: the peak belongs to that run
             if query is not None:
@@ -297,9 +305,12 @@ class LocalVllmTarget:
             )
         finally:
             self.current = None
+            died = server.death() is not None
             stop_process_group(process, self.stop_grace)
             if sockets is not None:
                 shutil.rmtree(sockets, ignore_errors=True)
+            if made is not None and started and not died:
+                shutil.rmtree(made, ignore_errors=True)
 
     def gpu_query(self, env: Mapping[str, str]) -> list[str] | None:
         """The nvidia-smi query of the GPUs a server with `env` sees, or None where there is

@@ -5,6 +5,7 @@ The same guarantees are checked against the real vLLM in test_real_lifecycle.py.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ def target(tmp_path, mode="ok", **kw) -> LocalVllmTarget:
         python=sys.executable,
         env=env,
         ready_timeout=kw.pop("ready_timeout", 20),
-        log_dir=tmp_path,
+        log_dir=kw.pop("log_dir", tmp_path),
         module="fake_vllm_server",
         **kw,
     )
@@ -72,6 +73,21 @@ def test_vllms_sockets_go_to_a_folder_of_the_start_removed_with_it_unless_the_ca
     with t.start(SPEC):
         assert t.current.sockets is None and _wait_for(lambda: any(chosen.glob("fake-ipc-*")))
     assert any(chosen.glob("fake-ipc-*"))  # the caller's folder, the caller's files
+
+
+def test_a_log_folder_made_for_a_start_goes_at_its_stop_and_stays_where_the_server_did_not_start(tmp_path):
+    t = target(tmp_path, log_dir=None)
+    with t.start(SPEC):
+        logs = t.current.log_path.parent
+        assert logs.is_dir() and logs != tmp_path
+    assert not logs.exists()
+
+    t = target(tmp_path, mode="die", log_dir=None, ready_timeout=60)
+    with pytest.raises(ServerStartError) as err:
+        with t.start(SPEC):
+            pytest.fail("the context must not be entered")
+    assert str(t.last.log_path) in str(err.value) and t.last.log_path.is_file()  # the error names it: kept
+    shutil.rmtree(t.last.log_path.parent)
 
 
 def _wait_for(condition, seconds=10.0):
