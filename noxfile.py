@@ -41,4 +41,4 @@ MACHINERY = [
 def machinery(session: nox.Session, versions: list[str]) -> None:
     session.install("-e", ".[report]", *versions)  # report: the report folder's plots
     session.run("python", "-c", SHOW_VERSIONS)
-    session.run("pytest", "-p", "no:cacheprovider", *MACHINERY, *session.posargs)
+    session.run("pytest", "-p", "no:cacheprovider", "-n", "auto", *MACHINERY, *session.posargs)

@@ -169,9 +169,13 @@ FIGURES = ("output tok/s", "mean TTFT (ms)", "median TPOT (ms)", "median ITL (ms
 # outlier that moves the mean TPOT by 20 % between runs of one tool.
 SHOWN = ("median TTFT (ms)", "mean TPOT (ms)", "mean ITL (ms)", "mean E2EL (ms)")
 BASE_TOLERANCE = 0.03
-# ABBA twice: a drift in the machine's load cancels, and each tool has 4 runs, so the
-# spread between runs (6 degrees of freedom pooled) is an estimate, not a guess.
-ROUNDS = ("vllm", "llmperf", "llmperf", "vllm") * 2
+# ABBA: a drift in the machine's load cancels. With speculation twice: each tool has 4
+# runs, so the spread between runs (6 degrees of freedom pooled) is an estimate, not a
+# guess, and the figures are judged within it, where chunks of several tokens make the
+# tools' definitions differ most. Without speculation once (CI's time): the exact checks
+# hold run by run, and the figures are shown beside them.
+ABBA = ("vllm", "llmperf", "llmperf", "vllm")
+JUDGED_RUNS = 4  # runs a tool needs before its figures are judged within the noise
 SPEC_COUNTERS = ("drafts", "draft_tokens", "accepted")  # SpecDecodeStats' names
 COUNTER_FIGURES = ("drafts", "draft tokens", "accepted tokens")  # with speculation, compared as FIGURES too
 # The verdict rule's split 99 %: the figures (with the counters) share 1 % of false reds, two-sided.
@@ -442,7 +446,7 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
 ):
     """`vllm bench serve` (the venv's own) and `llmperf bench` against one real vLLM server
     (prefix caching off, so no run finds another's prompts cached), without and with
-    ngram speculation, in ABBA order twice (4 runs each): ShareGPT, seed 0, 32 prompts,
+    ngram speculation, in ABBA order (with speculation twice: 4 runs each, else 2): ShareGPT, seed 0, 32 prompts,
     output length 64 (vLLM's --sharegpt-output-len, our --max-tokens), concurrency 4,
     greedy (vLLM's bench sends no temperature unless told: --temperature 0), a warm-up
     of 4 requests in each run.
@@ -459,7 +463,8 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
     records gives that run's llmperf figures (throughputs, mean/median/P90/P99 TTFT,
     TPOT, ITL, E2EL) to 1e-9: one definition of every figure.
 
-    Within 3 %, or within the noise where the runs show more: output tok/s, mean TTFT and
+    Within 3 %, or within the noise where the runs show more (with speculation, 4 runs a
+    tool; without, 2 a tool estimate no spread and the figures are shown): output tok/s, mean TTFT and
     median TPOT, ITL and E2EL, each tool's mean over its 4 runs, and with speculation the
     three counters (a tool that counted its warm-up's 4 requests would be ~6 % over). The
     noise bound is the verdict rule's for a change between starts: Student's t at the
@@ -482,7 +487,8 @@ def test_llmperf_bench_measures_what_vllm_bench_serve_measures(
     server = serve(real_pool, real_target, spec)
     url, model = server.url, server.endpoint.model
     runs: dict[str, list[dict]] = {"vllm": [], "llmperf": []}
-    for i, tool in enumerate(ROUNDS):
+    rounds = ABBA * 2 if spec is FIDELITY_NGRAM else ABBA
+    for i, tool in enumerate(rounds):
         t0 = time.monotonic()
         if tool == "vllm":
             out = tmp_path / f"vllm-{i}"
@@ -607,8 +613,10 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
         f"{_pct(sum(r['cpu'] for r in o), sum(r['cpu'] for r in v)):>+8.1f} {'-':>8}"
     )
     lines.append(
-        f"vLLM and llmperf: means of {len(v)} runs each (ABBA x2); allowed: the larger of 3 % and Student's t at "
-        f"the split 99 % over the pooled spread between runs (run sd); output texts: {len(groups)} distinct "
+        f"vLLM and llmperf: means of {len(v)} runs each (ABBA x{len(v) // 2}); allowed: the larger of 3 % and "
+        f"Student's t at the split 99 % over the pooled spread between runs (run sd)"
+        + ("" if len(v) >= JUDGED_RUNS else ", shown, not judged on 2 runs a tool")
+        + f"; output texts: {len(groups)} distinct "
         f"set(s) over the {len(all_runs)} runs, {len(shared)} shared by both tools (counters compared within "
         f"them: {sum(len(g['vllm']) + len(g['llmperf']) for g in shared)} runs); wall s per run: "
         + ", ".join(f"{r['wall']:.0f}" for r in all_runs)
@@ -645,9 +653,10 @@ def _compare(request, spec, prepared_vllm, runs: dict[str, list[dict]], tmp_path
             assert len(counted) == 1, f"acceptance counters differ between runs with equal outputs: {counted}\n{text}"
     else:
         assert all(r["counters"] is None for r in all_runs), f"speculative counters moved without speculation\n{text}"
-    for key in compared:
-        theirs, ours = mean(v, key), mean(o, key)
-        assert abs(ours - theirs) <= allowed[key] * theirs, f"{key}: beyond tolerance\n{text}"
+    if len(v) >= JUDGED_RUNS:  # 2 runs a side estimate no spread: their figures are shown, not judged
+        for key in compared:
+            theirs, ours = mean(v, key), mean(o, key)
+            assert abs(ours - theirs) <= allowed[key] * theirs, f"{key}: beyond tolerance\n{text}"
     assert not count_diffs, (
         "output token counts differ for the same reply text (request, vLLM, llmperf): " + f"{count_diffs[:5]}\n{text}"
     )
