@@ -2,7 +2,6 @@
 project (tests/plugin_project.py), its two "images" two sets of simulator flags."""
 
 import json
-import warnings
 
 import pytest
 
@@ -277,8 +276,8 @@ def paired_read_again(root, first, again):
     """A paired session under auto repetitions judging decode_tok_s (tolerance 5 %): OLD's
     runs at 100 tok/s, NEW's at `first` until the gate reads a flagged cell again on fresh
     blocks, then at `again`; the gate's record, whether the test failed, NEW's run and the log."""
-    from pytest_llmperf.baselines.outcome import PerfFailure
     from tests.unit.judging.test_session import BASE, fake_session, make_result
+    from tests.unit.judging.test_session_confirm import fails
 
     said: list[str] = []
     session = {}
@@ -291,13 +290,7 @@ def paired_read_again(root, first, again):
     cli = {"llmperf_sim": True, "llmperf_repetitions": "auto", "llmperf_against_sim_args": ""}
     perf = session["perf"] = fake_session(root, cli, measure=measure, log=said.append)
     run = perf.bind(perf.run(BASE, resolve_workload({"num_prompts": 4}, 8)), "t", {"decode_tok_s": "5%"})
-    failed = False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            run.assert_no_regression("decode_tok_s")
-        except PerfFailure:
-            failed = True
+    failed, _ = fails(lambda: run.assert_no_regression("decode_tok_s"))
     perf.finish()
     return perf.gates[-1], failed, perf.runs[(run.server, run.workload)], said
 

@@ -24,15 +24,20 @@ def session(tmp_path, speed, **cli):
     100: its verdict, whether the test failed, and the warnings it raised."""
     perf, _, _ = make_session(tmp_path, [speed], **{**NIGHTLY, **cli})
     run = perf.bind(perf.run(BASE, WORKLOAD), "t")
-    failed = False
+    failed, caught = fails(lambda: run.assert_no_regression("decode_tok_s"))
+    perf.finish()
+    return perf.gates[-1], failed, [w.message for w in caught if issubclass(w.category, SuspectWarning)]
+
+
+def fails(assertion) -> tuple[bool, list[warnings.WarningMessage]]:
+    """Whether `assertion()` failed its test (PerfFailure), and the warnings it raised."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            run.assert_no_regression("decode_tok_s")
+            assertion()
         except PerfFailure:
-            failed = True
-    perf.finish()
-    return perf.gates[-1], failed, [w.message for w in caught if issubclass(w.category, SuspectWarning)]
+            return True, list(caught)
+    return False, list(caught)
 
 
 def record(tmp_path, **cli):
@@ -180,13 +185,7 @@ def speedup_session(tmp_path, first, again=None, *, wide_first_look=False, **cli
     given = {"llmperf_sim": True, **NIGHTLY, **cli}
     perf = fake_session(tmp_path, given, target, measure=measure, log=said.append, rule=rule)
     base, mtp = perf.run(BASE, SPEEDUP_WORKLOAD), perf.bind(perf.run(MTP, SPEEDUP_WORKLOAD), "t::test_speedup[8]")
-    failed = False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            mtp.assert_speedup_over(base)
-        except PerfFailure:
-            failed = True
+    failed, _ = fails(lambda: mtp.assert_speedup_over(base))
     perf.finish()
     return perf.gates[-1], failed, mtp
 
