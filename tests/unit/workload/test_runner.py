@@ -93,7 +93,9 @@ def test_max_seconds_stops_dispatch_and_says_so(server):
     assert res.stop_reason == "max_seconds"
     assert 2 <= res.attempted < 200
     first = min(r.send_time for r in res.records)
-    assert max(r.send_time for r in res.records) - first < 0.5 + 0.05  # nothing sent after the cap
+    # nothing sent after the cap: a request dispatched before it may start sending a little
+    # later on a loaded machine (0.76 s once under pytest -n 2), a runner ignoring it sends for 10 s
+    assert max(r.send_time for r in res.records) - first < 0.5 + 0.5
     assert res.failed == 0  # in-flight ones finished
 
 
