@@ -256,7 +256,7 @@ class Gate:
         entry judged against (asked of the reference again at each look), why the run is
         invalid (outputs included), and the outputs' change."""
         entry = found
-        invalid, outputs = self._check_outputs(run, entry, invalid)
+        invalid, outputs = check_outputs(run, entry, invalid)
         looks = 0
         read_before: list[str] = []  # the metrics the look before read `regressed`
         while True:
@@ -270,7 +270,7 @@ class Gate:
                 # (the repeater says whether this one is such a run: Measurer.can_retry).
                 if looks > 1 or not self.repeater.extend(run, STALLED, stalled=True):
                     return looked
-                invalid, outputs = self._check_outputs(run, entry, self.reference.invalid(run, base, error_budget))
+                invalid, outputs = check_outputs(run, entry, self.reference.invalid(run, base, error_budget))
                 continue
             why = self.repeater.worth_another(run, verdicts, read_before=read_before)
             if why is None or not self.repeater.extend(run, why):
@@ -337,18 +337,6 @@ class Gate:
             figures=run.figures,
         )
 
-    def _check_outputs(
-        self, run: MeasuredRun, entry: BaselineEntry | None, invalid: str | None
-    ) -> tuple[str | None, OutputChange | None]:
-        """The run's outputs against the entry's (baselines/crosscheck.py): why the run is
-        invalid (`invalid` as given, else output lengths or the EOS share moved beyond their
-        bounds) and the change."""
-        if entry is None or not run.results:
-            return invalid, None
-        first = next((r for r in run.results if r.completed), run.results[0])  # a stalled start's made again
-        change = compare_outputs(entry.as_dict(), run.rows, output_rows(first.records))
-        return invalid or output_change_reason(change), change
-
     def _verdicts(
         self,
         run: MeasuredRun,
@@ -392,6 +380,19 @@ class Gate:
                 nightly,
             ),
         )
+
+
+def check_outputs(
+    run: MeasuredRun, entry: BaselineEntry | None, invalid: str | None
+) -> tuple[str | None, OutputChange | None]:
+    """The run's outputs against the entry's (baselines/crosscheck.py): why the run is
+    invalid (`invalid` as given, else output lengths or the EOS share moved beyond their
+    bounds) and the change."""
+    if entry is None or not run.results:
+        return invalid, None
+    first = next((r for r in run.results if r.completed), run.results[0])  # a stalled start's made again
+    change = compare_outputs(entry.as_dict(), run.rows, output_rows(first.records))
+    return invalid or output_change_reason(change), change
 
 
 def no_sessions(metric: str, count: int) -> list[str]:

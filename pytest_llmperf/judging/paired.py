@@ -271,7 +271,7 @@ class PairedReference(Reference):
 
     def _entry(self, run: MeasuredRun, base: MeasuredRun | None, last: int | None = None) -> BaselineEntry:
         old = self.blocks.old(run)
-        sides = {name: values[len(values) - last :] if last else values for name, values in old.samples.items()}
+        sides = {name: values[-last:] if last else values for name, values in old.samples.items()}
         if base is not None:
             sides[SPEEDUP] = old.speedup_samples(self.blocks.old(base), last=last)
         metrics = {name: m for name, values in sides.items() if (m := _metric_entry(values)) is not None}
