@@ -32,13 +32,6 @@ def invalid_reason(run: MeasuredRun, budget: ErrorBudget) -> str | None:
         return f"no request completed ({broken.describe()})" if broken.failed else "no request completed"
     if behind := host_behind(run.results):
         return behind
-    if (bursts := _worst(r.burst_share() for r in run.results)) > MAX_BURST_SHARE:
-        return (
-            f"{bursts:.0%} of the gaps between chunks were 0 (bound {MAX_BURST_SHARE:.0%}): chunks "
-            "arrived in bursts of already-buffered data, so their times are not when they were made; "
-            "measure without a buffering proxy in between (or with one that flushes each event), and "
-            "free the client's cores"
-        )
     for result in run.results:  # a server without the running gauge is not checked
         reached = result.concurrency_reached()
         short = reached.shortfall() if reached is not None else None
@@ -63,7 +56,8 @@ def _death_reason(run: MeasuredRun, failed: str | None) -> str:
 
 def host_behind(results: Sequence[RunResult]) -> str | None:
     """Why `results` measured their host rather than the server (the client's or the
-    simulator's loop fell behind beyond its bound), with what to do; None when both kept up."""
+    simulator's loop fell behind beyond its bound, or chunks were read in bursts: a client
+    whose process was not scheduled, or a buffering proxy), with what to do; None when not."""
     if (behind := _worst(r.client_lag_share() for r in results)) > MAX_CLIENT_LAG:
         return (
             f"the measuring client's event loop ran on average {behind:.0%} of a gap between chunks "
@@ -75,6 +69,13 @@ def host_behind(results: Sequence[RunResult]) -> str | None:
             f"the simulator's engine loop ran {lag:.0%} of a step behind its schedule (bound "
             f"{MAX_ENGINE_LAG:.0%}): the host was too busy for its clock speed x{results[0].clock_speed:g}; "
             "free the cores or lower --llmperf-sim-speed"
+        )
+    if (bursts := _worst(r.burst_share() for r in results)) > MAX_BURST_SHARE:
+        return (
+            f"{bursts:.0%} of the gaps between chunks were 0 (bound {MAX_BURST_SHARE:.0%}): chunks "
+            "arrived in bursts of already-buffered data, so their times are not when they were made; "
+            "measure without a buffering proxy in between (or with one that flushes each event), and "
+            "free the client's cores"
         )
     return None
 
