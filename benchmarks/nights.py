@@ -793,12 +793,17 @@ def chains(nights: int, jobs: int) -> list[range]:
     return [range(start, min(start + size, nights)) for start in range(0, nights, size)]
 
 
+def window_starts(nights: int, count: int) -> list[int]:
+    """For `count` episodes, where each one's NIGHTS_WINDOW consecutive unchanged nights start
+    among `nights`: spread over them (fewer nights than a window: all start at 0)."""
+    span = max(nights - NIGHTS_WINDOW, 0)
+    return [span * i // max(count, 1) for i in range(count)]
+
+
 def priors(lines: Sequence[bytes], count: int) -> list[list[bytes]]:
     """For `count` episodes, the history lines of NIGHTS_WINDOW consecutive unchanged nights
     each, the windows spread over the nights judged (fewer nights: what there is)."""
-    span = max(len(lines) - NIGHTS_WINDOW, 0)
-    starts = [span * i // max(count, 1) for i in range(count)]
-    return [list(lines[start : start + NIGHTS_WINDOW]) for start in starts]
+    return [list(lines[start : start + NIGHTS_WINDOW]) for start in window_starts(len(lines), count)]
 
 
 def recording_seed(seed: int, r: int) -> int | str:
