@@ -108,8 +108,8 @@ def candidate_red(tonight: Cells, before: Sequence[Cells], k: float, only: str |
         if len(series) < 5:
             continue
         center = statistics.median(series)
-        spread = 1.4826 * statistics.median(abs(v - center) for v in series)
-        if r < -TOLERANCE and spread > 0 and r < -k * spread:
+        width = 1.4826 * statistics.median(abs(v - center) for v in series)
+        if r < -TOLERANCE and width > 0 and r < -k * width:
             return True
     return False
 
