@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing
+import pickle
 import statistics
 import tempfile
 import time
@@ -98,30 +99,45 @@ def residuals(night_cells: Cells) -> dict[tuple[str, int], float]:
     return out
 
 
-def candidate_red(tonight: Cells, before: Sequence[Cells], k: float, only: str | None = None) -> bool:
-    """Whether the candidate reads a cell red tonight (`only`: that server's cells alone)."""
+CENTERS = ("baseline", "nights")  # what a residual is judged against: the recorded level, or its last nights'
+CONFIRMS = (1, 2)  # red on one night, or on two in a row in the same cell (the plugin's --llmperf-confirm 2)
+Cell = tuple[str, int]  # (server, concurrency)
+
+
+def red_cells(tonight: Cells, before: Sequence[Cells], k: float, center: str) -> set[Cell]:
+    """The cells the candidate reads red tonight: the residual below -TOLERANCE and below -k
+    standard deviations of the cell's residuals over `before`, both measured from `center`:
+    0 (the recorded baseline's level) or the median of those residuals."""
     past = [residuals(c) for c in before]
+    red = set()
     for cell, r in residuals(tonight).items():
-        if only is not None and cell[0] != only:
-            continue
         series = [p[cell] for p in past if cell in p]
         if len(series) < 5:
             continue
-        center = statistics.median(series)
-        width = 1.4826 * statistics.median(abs(v - center) for v in series)
-        if r < -TOLERANCE and width > 0 and r < -k * width:
-            return True
-    return False
+        width = statistics.stdev(series)
+        moved = r - (statistics.median(series) if center == "nights" else 0.0)
+        if moved < -TOLERANCE and width > 0 and moved < -k * width:
+            red.add(cell)
+    return red
+
+
+@dataclass(frozen=True)
+class Episode:
+    """The decode drop's first two nights: their cells, whether the plugin flagged the changed
+    server's steady decode on the first, and where its window starts among all unchanged nights."""
+
+    first: Cells
+    second: Cells
+    flagged: bool
+    start: int
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """A recording's nights: the unchanged ones' cells (the warm-up first), and per episode
-    its first night's cells, whether the plugin flagged the changed server's steady decode
-    there, and where its window of unchanged nights starts among the counted ones."""
+    """A recording's nights: the unchanged ones' cells (the warm-up first) and its episodes."""
 
     unchanged: list[Cells]
-    episodes: list[tuple[Cells, bool, int]]
+    episodes: list[Episode]
 
 
 BENCHES: list[Bench] = []  # one per recording, the parent's, inherited by forked workers
@@ -129,49 +145,50 @@ BENCHES: list[Bench] = []  # one per recording, the parent's, inherited by forke
 
 def trial(job: tuple[int, int, int]) -> tuple[int, Outcome]:
     """Recording `r`: its baselines, its warm-up and `counted` unchanged nights in order (one
-    history), then `episodes` first nights of the decode drop, each from a window of them."""
+    history), then `episodes` times the decode drop's first two nights, each from a window of them."""
     r, counted, episodes = job
     bench = BENCHES[r]
     recorded = bench.record()
     if recorded.failed:
         raise RuntimeError(f"recording {r + 1} failed: {recorded.failed}")
-    window = HistoryWindow(bench.rootdir / "history.jsonl")
-    unchanged, lines = [], []
-    for n in range(-NIGHTS_WINDOW, counted):
-        noise = bench.model.night(bench.seed, f"n{n}")
-        result = night(
+
+    def judged(noise_name: str, window: HistoryWindow, changes: dict[str, Change] | None = None) -> Night:
+        noise = bench.model.night(bench.seed, noise_name)
+        return night(
             bench.rootdir,
             bench.items,
             bench.model,
             noise,
             bench.prompts,
             bench.datasets,
+            changes=changes,
             history=window.path,
             confirm=bench.confirm,
         )
+
+    window = HistoryWindow(bench.rootdir / "history.jsonl")
+    unchanged, lines = [], []
+    for n in range(-NIGHTS_WINDOW, counted):
+        result = judged(f"n{n}", window)
         lines.append(window.after_session())
         unchanged.append(cells(result))
     window.close()
     seen = []
+    drop = {DECODE_SERVER: Change(step=1 / (1 - DROP))}
     for e, start in enumerate(nights.window_starts(counted, episodes)):
         first = NIGHTS_WINDOW + start  # the window's first night among all (the warm-up first)
         window = HistoryWindow(bench.rootdir / f"history-{e}.jsonl", prior=lines[first : first + NIGHTS_WINDOW])
-        noise = bench.model.night(bench.seed, f"{SCENARIO}:{e}:0")
-        result = night(
-            bench.rootdir,
-            bench.items,
-            bench.model,
-            noise,
-            bench.prompts,
-            bench.datasets,
-            changes={DECODE_SERVER: Change(step=1 / (1 - DROP))},
-            history=window.path,
-            confirm=bench.confirm,
-        )
+        one = judged(f"{SCENARIO}:{e}:0", window, drop)  # nights.py's noise for an episode's nights
+        window.after_session()
+        two = judged(f"{SCENARIO}:{e}:1", window, drop)
         window.close()
-        flagged = any(s == DECODE_SERVER and m == METRIC for _, s, _, m, _ in result.flagged())
-        seen.append((cells(result), flagged, first))
+        flagged = any(s == DECODE_SERVER and m == METRIC for _, s, _, m, _ in one.flagged())
+        seen.append(Episode(cells(one), cells(two), flagged, first))
     return r, Outcome(unchanged, seen)
+
+
+Key = tuple[str, float, int]  # a candidate: (center, k, confirm)
+CANDIDATES: list[Key] = [(center, k, confirm) for confirm in CONFIRMS for center in CENTERS for k in KS]
 
 
 @dataclass(frozen=True)
@@ -179,30 +196,42 @@ class Rates:
     """One recording's rates, steady decode cells alone."""
 
     plugin_unchanged: float  # unchanged nights with a red decode cell, the plugin's rule
-    plugin_red: float  # the drop's first nights with the changed server's decode red
-    plugin_flagged: float  # ... red or suspect
-    candidate_unchanged: dict[float, float]  # by k
-    candidate_red: dict[float, float]
+    plugin_flagged: float  # the drop's first nights with the changed server's decode red or suspect
+    plugin_red: float  # ... red on the first or the second night
+    candidate_unchanged: dict[Key, float]
+    candidate_red: dict[Key, float]  # red on the first night (confirm 1), on the second in a cell red on both (2)
 
 
 def rates(outcome: Outcome, counted: int) -> Rates:
     every = outcome.unchanged
+
+    def reds(i: int, k: float, center: str) -> set[Cell]:  # unchanged night i's red cells
+        return red_cells(every[i], every[max(0, i - NIGHTS_WINDOW) : i], k, center)
+
+    def unchanged_red(k: float, center: str, confirm: int) -> float:
+        judged = range(NIGHTS_WINDOW, NIGHTS_WINDOW + counted)
+        if confirm == 1:
+            return sum(bool(reds(i, k, center)) for i in judged) / counted
+        return sum(bool(reds(i, k, center) & reds(i - 1, k, center)) for i in judged) / counted
+
+    def caught(episode: Episode, k: float, center: str, confirm: int) -> bool:
+        window = every[episode.start : episode.start + NIGHTS_WINDOW]
+        one = {c for c in red_cells(episode.first, window, k, center) if c[0] == DECODE_SERVER}
+        if confirm == 1:
+            return bool(one)
+        return bool(one & red_cells(episode.second, [*window[1:], episode.first], k, center))
+
+    def plugin_red(c: Cells) -> bool:
+        return any(server == DECODE_SERVER for server, _ in c.red)
+
     judged = range(NIGHTS_WINDOW, NIGHTS_WINDOW + counted)
-    firsts = outcome.episodes
+    episodes = outcome.episodes
     return Rates(
         plugin_unchanged=sum(bool(every[i].red) for i in judged) / counted,
-        plugin_red=sum(any(s == DECODE_SERVER for s, _ in c.red) for c, _, _ in firsts) / len(firsts),
-        plugin_flagged=sum(f for _, f, _ in firsts) / len(firsts),
-        candidate_unchanged={
-            k: sum(candidate_red(every[i], every[i - NIGHTS_WINDOW : i], k) for i in judged) / counted for k in KS
-        },
-        candidate_red={
-            k: sum(
-                candidate_red(c, every[first : first + NIGHTS_WINDOW], k, only=DECODE_SERVER) for c, _, first in firsts
-            )
-            / len(firsts)
-            for k in KS
-        },
+        plugin_flagged=sum(e.flagged for e in episodes) / len(episodes),
+        plugin_red=sum(plugin_red(e.first) or plugin_red(e.second) for e in episodes) / len(episodes),
+        candidate_unchanged={(c, k, n): unchanged_red(k, c, n) for c, k, n in CANDIDATES},
+        candidate_red={(c, k, n): sum(caught(e, k, c, n) for e in episodes) / len(episodes) for c, k, n in CANDIDATES},
     )
 
 
@@ -222,11 +251,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the figures do not depend on it)")
     parser.add_argument("--params", type=Path, default=PARAMS)
     parser.add_argument("--double", action="store_true", help="every noise figure of the parameters file doubled")
+    parser.add_argument("--save", type=Path, help="keep the nights' cells in this file (pickle), to judge again")
+    parser.add_argument("--load", type=Path, help="judge the cells a --save kept, running no night")
     args = parser.parse_args(argv)
     for name in ("recordings", "nights", "episodes", "jobs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     started = time.monotonic()
+    if args.load:
+        with args.load.open("rb") as kept:
+            args.recordings, args.nights, outcomes = pickle.load(kept)
+    else:
+        outcomes = run_nights(args, started)
+    if args.save:
+        with args.save.open("wb") as keep:
+            pickle.dump((args.recordings, args.nights, outcomes), keep)
+    rows = [rates(outcomes[r], args.nights) for r in range(args.recordings)]
+    print()
+    print(
+        f"steady decode cells alone; each rate the mean over {args.recordings} recordings [10th-90th percentile]; "
+        f"the candidate reads a cell red below -{TOLERANCE:.0%} and below -k standard deviations of its last "
+        f"{NIGHTS_WINDOW} nights' residuals, measured from the baseline's level or from their median"
+    )
+    print(f"{'rule':<52} {'unchanged nights red':>20} {'the drop red':>22}")
+    print(
+        f"{'the plugin (history, --llmperf-confirm 2)':<52} {cell([x.plugin_unchanged for x in rows]):>20} "
+        f"{cell([x.plugin_red for x in rows]):>14} within 2"
+        f"   (flagged night 1: {cell([x.plugin_flagged for x in rows])})"
+    )
+    for key in CANDIDATES:
+        center, k, confirm = key
+        name = f"candidate, k {k:g}, from the {'baseline' if center == 'baseline' else 'last nights'}, {confirm} night"
+        unchanged, caught = cell([x.candidate_unchanged[key] for x in rows]), cell([x.candidate_red[key] for x in rows])
+        when = "on night 1" if confirm == 1 else "within 2"
+        print(f"{name + ('s' if confirm > 1 else ''):<52} {unchanged:>20} {caught:>14} {when}")
+    print(f"({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+def run_nights(args: argparse.Namespace, started: float) -> dict[int, Outcome]:
+    """Every recording's nights (trial), over `args.jobs` worker processes."""
     model = NoiseModel.load(args.params, args.double)
     items = seed_items()
     options = night_options()
@@ -261,25 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             for r, outcome in pool.imap_unordered(trial, jobs):
                 outcomes[r] = outcome
                 print(f"  recording {r + 1}/{args.recordings} done ({time.monotonic() - started:.0f} s)", flush=True)
-    rows = [rates(outcomes[r], args.nights) for r in range(args.recordings)]
-    print()
-    print(
-        f"steady decode cells alone; each rate the mean over {args.recordings} recordings [10th-90th percentile]; "
-        f"candidate: red below -{TOLERANCE:.0%} and below -k robust spreads of the cell's last {NIGHTS_WINDOW} "
-        "residuals"
-    )
-    print(f"{'rule':<34} {'unchanged nights red':>22} {'drop red on night 1':>22}")
-    print(
-        f"{'the plugin (history, confirm)':<34} {cell([x.plugin_unchanged for x in rows]):>22} "
-        f"{cell([x.plugin_red for x in rows]):>22}   (flagged night 1: {cell([x.plugin_flagged for x in rows])})"
-    )
-    for k in KS:
-        print(
-            f"{f'candidate, k = {k:g}':<34} {cell([x.candidate_unchanged[k] for x in rows]):>22} "
-            f"{cell([x.candidate_red[k] for x in rows]):>22}"
-        )
-    print(f"({time.monotonic() - started:.0f} s)")
-    return 0
+    return outcomes
 
 
 if __name__ == "__main__":

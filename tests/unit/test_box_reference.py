@@ -42,12 +42,20 @@ def test_the_residual_is_a_cell_less_the_median_of_the_other_servers_at_its_conc
 
 def test_a_whole_box_shift_reads_nothing_and_one_server_5_percent_slower_reads_red():
     before = history()
-    assert not box.candidate_red(night(shift=-0.05), before, 2.33)
-    assert box.candidate_red(night(slower="a", by=0.05), before, 2.33, only="a")
-    assert not box.candidate_red(night(slower="a", by=0.05), before, 2.33, only="b")
+    for center in box.CENTERS:
+        assert box.red_cells(night(shift=-0.05), before, 2.33, center) == set()
+        assert box.red_cells(night(slower="a", by=0.05), before, 2.33, center) == {("a", 8), ("a", 32)}
 
 
 def test_a_drop_within_the_tolerance_or_the_cells_spread_is_not_red():
-    assert not box.candidate_red(night(slower="a", by=0.025), history(), 2.33)  # within -3 %
+    assert box.red_cells(night(slower="a", by=0.025), history(), 2.33, "nights") == set()  # within -3 %
     wide = history(noise=0.05)  # residuals spread about 5 %: a 5 % drop is within 2.33 of them
-    assert not box.candidate_red(night(slower="a", by=0.05), wide, 2.33)
+    assert box.red_cells(night(slower="a", by=0.05), wide, 2.33, "nights") == set()
+
+
+def test_from_the_last_nights_a_level_the_cell_has_held_for_weeks_is_not_red():
+    rng = random.Random(2)
+    low = [night(slower="a", by=0.06, rng=rng, noise=0.005) for _ in range(20)]  # a has read 6 % low all along
+    tonight = night(slower="a", by=0.06, rng=rng, noise=0.005)
+    assert ("a", 8) in box.red_cells(tonight, low, 2.33, "baseline")
+    assert box.red_cells(tonight, low, 2.33, "nights") == set()
