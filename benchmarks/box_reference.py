@@ -2,31 +2,30 @@
 decode against tonight's shared shift of the box, set beside the plugin's rule on the same
 nights (`python benchmarks/box_reference.py`).
 
-    python benchmarks/box_reference.py --recordings 20 --nights 20 --episodes 8 --jobs 2
+    python benchmarks/box_reference.py --recordings 20 --nights 20 --episodes 8 --jobs 1
 
 The nights are nights.py's: each recording records its baselines (nights.Bench.record),
 then runs NIGHTS_WINDOW nights of warm-up and `--nights` unchanged nights of the whole seed
 suite through the plugin's own session (nights.night: auto repetitions, the history,
---llmperf-confirm 2), then `--episodes` first nights of one server's decode 5 % slower
-(nights.py's change, its noise drawn as nights.py draws an episode's first night), each
-from the history of 20 of its unchanged nights, the whole suite run so that every server
+--llmperf-confirm 2), then `--episodes` times the first two nights of one server's decode
+5 % slower (nights.py's change, its noise drawn as nights.py draws an episode's nights),
+each from the history of 20 of its unchanged nights, the whole suite run so that every server
 is measured. The plugin judges every night as it does; nothing of its rule is copied here.
 
 The candidate (not in the plugin): for each steady decode cell (a server at a
 concurrency), x = ln(measured / baseline), the box's shift tonight the median of the other
-servers' x at that concurrency, and the residual r = x - shift. The residual's spread is the
-robust standard deviation (1.4826 x MAD) of the cell's residuals over the 20 nights before;
-a cell is red where r is below -3 % (the plugin's tolerance for steady decode) and below
--k spreads. The box's own shift is left to the plugin's rule (a whole image slower moves
-every server alike and leaves no residual).
+servers' x at that concurrency, and the residual r = x - shift. A cell is red where r is
+below -3 % (the plugin's tolerance for steady decode) and below -k standard deviations of
+the cell's residuals over the 20 nights before, r measured from 0 (the baseline's level) or
+from their median (the cell's last nights); on one night, or confirmed on the next (the
+same cell red on both, as --llmperf-confirm 2). The box's own shift is left to the plugin's
+rule (a whole image slower moves every server alike and leaves no residual).
 
-Prints, for the steady decode cells alone: the unchanged nights with a red decode cell
-under the plugin's rule and under the candidate at several k, and the decode drop's first
-nights red under each (the plugin's also flagged, and its rate within two nights from the
-same episodes' second night where the first was not red is not run here: nights.py's table
-has it). Equal false reds decide: the candidate earns its place where, at no more unchanged
-red nights than the plugin's, it catches the drop on its first night at least 5 points more
-often than the plugin does within two (nights.py's figure).
+Prints, for the steady decode cells alone, the mean over recordings [10th-90th percentile]
+of: the unchanged nights with a red cell, and the drop read red (on its first night, or
+within two), under the plugin's rule and under each candidate. Equal false reds decide: the
+candidate earns its place where, at no more unchanged red nights than the plugin's rule, it
+catches the drop within two nights at least 5 points more often.
 """
 
 from __future__ import annotations
@@ -245,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recordings", type=int, default=20)
     parser.add_argument("--nights", type=int, default=20, help="unchanged nights judged per recording (default 20)")
-    parser.add_argument("--episodes", type=int, default=8, help="first nights of the drop per recording (default 8)")
+    parser.add_argument(
+        "--episodes", type=int, default=8, help="episodes of the drop per recording, two nights each (default 8)"
+    )
     parser.add_argument("--confirm", type=int, default=2, help="the plugin's --llmperf-confirm (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the figures do not depend on it)")
