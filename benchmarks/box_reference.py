@@ -61,11 +61,12 @@ from nights import (
 )
 from recordings import spread
 
-METRIC = "steady_decode_tok_s"
-TOLERANCE = 0.03  # the plugin's default for steady decode
+from pytest_llmperf.metrics.registry import GATED_DECODE, metric
+
+METRIC = GATED_DECODE
+TOLERANCE = metric(METRIC).tolerance.limit  # the plugin's default for steady decode (relative)
 KS = (2.33, 2.58, 3.09, 3.72)  # one-sided 99 %, 99.5 %, 99.9 %, 99.99 %
-DROP = 0.05
-SCENARIO = f"{DECODE_SERVER} decode {DROP:.0%} slower"  # nights.py's name: its episodes' noise
+Cell = tuple[str, int]  # (server, concurrency)
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ class Cells:
     """One night's steady decode cells: x = ln(measured / baseline) by (server, concurrency),
     and the cells the plugin's rule read red (failing, not suspect)."""
 
-    x: dict[tuple[str, int], float]
-    red: frozenset[tuple[str, int]]
+    x: dict[Cell, float]
+    red: frozenset[Cell]
 
 
 def cells(result: Night) -> Cells:
@@ -88,7 +89,7 @@ def cells(result: Night) -> Cells:
     return Cells(x, red)
 
 
-def residuals(night_cells: Cells) -> dict[tuple[str, int], float]:
+def residuals(night_cells: Cells) -> dict[Cell, float]:
     """Each cell's x less the median of the other servers' x at its concurrency."""
     out = {}
     for (server, c), x in night_cells.x.items():
@@ -100,7 +101,6 @@ def residuals(night_cells: Cells) -> dict[tuple[str, int], float]:
 
 CENTERS = ("baseline", "nights")  # what a residual is judged against: the recorded level, or its last nights'
 CONFIRMS = (1, 2)  # red on one night, or on two in a row in the same cell (the plugin's --llmperf-confirm 2)
-Cell = tuple[str, int]  # (server, concurrency)
 
 
 def red_cells(tonight: Cells, before: Sequence[Cells], k: float, center: str) -> set[Cell]:
@@ -173,13 +173,14 @@ def trial(job: tuple[int, int, int]) -> tuple[int, Outcome]:
         unchanged.append(cells(result))
     window.close()
     seen = []
-    drop = {DECODE_SERVER: Change(step=1 / (1 - DROP))}
+    change = nights.scenarios(bench.servers)[0]  # one server's decode 5 % slower; its name draws its noise
+    drop = change.changes(bench.servers)
     for e, start in enumerate(nights.window_starts(counted, episodes)):
         first = NIGHTS_WINDOW + start  # the window's first night among all (the warm-up first)
         window = HistoryWindow(bench.rootdir / f"history-{e}.jsonl", prior=lines[first : first + NIGHTS_WINDOW])
-        one = judged(f"{SCENARIO}:{e}:0", window, drop)  # nights.py's noise for an episode's nights
+        one = judged(f"{change.name}:{e}:0", window, drop)  # nights.py's noise for an episode's nights
         window.after_session()
-        two = judged(f"{SCENARIO}:{e}:1", window, drop)
+        two = judged(f"{change.name}:{e}:1", window, drop)
         window.close()
         flagged = any(s == DECODE_SERVER and m == METRIC for _, s, _, m, _ in one.flagged())
         seen.append(Episode(cells(one), cells(two), flagged, first))
@@ -294,14 +295,17 @@ def run_nights(args: argparse.Namespace, started: float) -> dict[int, Outcome]:
     """Every recording's nights (trial), over `args.jobs` worker processes."""
     model = NoiseModel.load(args.params, args.double)
     items = seed_items()
+    servers = all_servers(items)
+    drop = nights.scenarios(servers)[0].name
     options = night_options()
     dataset = load_dataset(options.dataset_name, options.dataset, nights.ROOT)
     datasets = {(options.dataset_name, options.dataset): dataset}
     seeds = [recording_seed(args.seed, r) for r in range(args.recordings)]
     print(
         f"box reference: {args.recordings} recordings, each {args.nights} unchanged nights (after {NIGHTS_WINDOW} of "
-        f"warm-up) and {args.episodes} first nights of {SCENARIO}, the whole seed suite through the plugin's session "
-        f"(--llmperf-confirm {args.confirm}); noise {args.params.name}{' doubled' if args.double else ''}",
+        f"warm-up) and {args.episodes} episodes of {drop} (two nights each), the whole seed suite through the "
+        f"plugin's session (--llmperf-confirm {args.confirm}); "
+        f"noise {args.params.name}{' doubled' if args.double else ''}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="llmperf-box-") as tmp:
@@ -309,7 +313,7 @@ def run_nights(args: argparse.Namespace, started: float) -> dict[int, Outcome]:
             Bench(
                 Path(tmp, f"recording-{r}"),
                 items,
-                all_servers(items),
+                servers,
                 model,
                 SeedPrompts(dataset),
                 datasets,
